@@ -1,0 +1,482 @@
+/*
+ * baton — the Raft core.
+ *
+ * The core is a pure state machine: it never touches sockets, clocks, files,
+ * threads or a random source. Its driver (the real event loop in src/io, or
+ * the deterministic simulator in tests/sim) hands it events through
+ * baton_raft_step() together with the current time, and gets back one
+ * struct baton_update describing everything the driver must now do:
+ *
+ *   1. persist, in this order: the hard state (term and vote), an installed
+ *      snapshot, a truncation of the log suffix, new log entries, and a
+ *      compaction of the log prefix;
+ *   2. send `msgs` at once (a leader replicates in parallel with its own
+ *      disk write);
+ *   3. send `msgs_after_persist` only once everything asked to be persisted
+ *      by this update *and every earlier update* is durable (votes and
+ *      acknowledgements must never outrun the disk);
+ *   4. if a snapshot was installed, restore the state machine from it; then
+ *      apply `apply` in order (they are committed and durable locally);
+ *   5. serve the read requests of `reads` once the state machine has applied
+ *      the index each one carries;
+ *   6. when the persistence of step 1 completes, report it with a
+ *      BATON_EVENT_PERSISTED event carrying `persist_index`/`persist_term`.
+ *
+ * Everything an update points to is owned by the core and stays valid only
+ * until the next call on the same struct baton_raft: a driver that works
+ * asynchronously copies what it keeps.
+ *
+ * Errors are negative BATON_E* codes (see baton_strerror()); 0 is success.
+ */
+#ifndef BATON_RAFT_H
+#define BATON_RAFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t baton_term;
+typedef uint64_t baton_index;
+typedef uint64_t baton_node_id; /* 0 means "nobody" */
+
+/* ------------------------------------------------------------------------ */
+/* Errors: one table, so names, messages and codes never drift apart.      */
+/* The range starts far below errno values so the two never collide.       */
+
+#define BATON_ERRORS(X)                                                        \
+	X(NOMEM, -30001, "out of memory")                                      \
+	X(INVAL, -30002, "invalid argument")                                   \
+	X(NOTLEADER, -30003, "this node is not the leader")                    \
+	X(NOLEADER, -30004, "no leader is known")                              \
+	X(BUSY, -30005,                                                        \
+	  "a configuration change or leadership transfer is in progress")      \
+	X(TOOBIG, -30006, "request exceeds a configured limit")                \
+	X(NOTFOUND, -30007, "no such member")                                  \
+	X(EXISTS, -30008, "member already present")                            \
+	X(CATCHUP, -30009, "learner did not catch up in time")                 \
+	X(LEADERCHANGED, -30010,                                               \
+	  "leadership changed before the request completed")                   \
+	X(CORRUPT, -30011, "malformed or corrupt data")                        \
+	X(VERSION, -30012, "unsupported format version")                       \
+	X(STATE, -30013, "operation not allowed in the current state")
+
+enum {
+#define BATON__ERROR_ENUM(name, code, text) BATON_E##name = code,
+	BATON_ERRORS(BATON__ERROR_ENUM)
+#undef BATON__ERROR_ENUM
+};
+
+/* Human-readable text for a BATON_E* code (or "unknown error"). Static. */
+const char *baton_strerror(int code);
+/* The symbolic name ("BATON_ENOTLEADER") of a code. Static string. */
+const char *baton_err_name(int code);
+
+/* ------------------------------------------------------------------------ */
+/* Versions. Four kinds, kept as distinct types (see DESIGN.md).           */
+
+/* A release of the binary, major.minor.patch. */
+struct baton_release {
+	uint16_t major;
+	uint16_t minor;
+	uint16_t patch;
+};
+
+/* A peer protocol version, negotiated per connection. */
+struct baton_proto_version {
+	uint32_t value;
+};
+
+/* A version of the replicated state machine's semantics. */
+struct baton_machine_version {
+	uint32_t value;
+};
+
+/* What a node can do: advertised in handshakes, votes and heartbeats. */
+struct baton_profile {
+	struct baton_release release;
+	struct baton_proto_version proto_min;
+	struct baton_proto_version proto_max;
+	struct baton_machine_version machine_max;
+};
+
+/* <0, 0, >0 as a is older, equal or newer than b. */
+int baton_release_compare(struct baton_release a, struct baton_release b);
+
+/* ------------------------------------------------------------------------ */
+/* Log entries.                                                             */
+
+/* The type travels with every entry, so new kinds (version entries, in a
+ * later release) need no format change. Unknown types are replicated and
+ * handed to the application, which decides what it can interpret. */
+enum baton_entry_type {
+	BATON_ENTRY_NOOP = 1,    /* appended by every new leader */
+	BATON_ENTRY_COMMAND = 2, /* an application command */
+	BATON_ENTRY_CONFIG = 3,  /* a membership configuration */
+	BATON_ENTRY_VERSION = 4, /* reserved: machine version / release floor */
+};
+
+struct baton_entry {
+	baton_term term;
+	baton_index index;
+	uint32_t type;
+	uint32_t len;
+	uint8_t *buf; /* owned by whoever holds the entry; see each use */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Membership.                                                              */
+
+#define BATON_MAX_MEMBERS 16u
+
+enum baton_role_in_config {
+	BATON_VOTER = 1,
+	BATON_LEARNER = 2, /* receives the log, never votes or counts */
+};
+
+struct baton_member {
+	baton_node_id id;
+	uint32_t role; /* enum baton_role_in_config */
+};
+
+struct baton_config {
+	uint32_t n;
+	struct baton_member members[BATON_MAX_MEMBERS];
+};
+
+/* Encoded size of a configuration, in bytes. */
+size_t baton_config_encoded_len(const struct baton_config *c);
+/* Encode into buf (cap bytes); BATON_ETOOBIG if it does not fit. */
+int baton_config_encode(const struct baton_config *c, uint8_t *buf,
+			size_t cap, size_t *len_out);
+/* Decode; BATON_ECORRUPT on malformed input, BATON_EVERSION on a format
+ * from a future release. Never reads past len. */
+int baton_config_decode(const uint8_t *buf, size_t len,
+			struct baton_config *out);
+/* The member with this id, or NULL. */
+const struct baton_member *baton_config_find(const struct baton_config *c,
+					     baton_node_id id);
+
+/* ------------------------------------------------------------------------ */
+/* Snapshots.                                                               */
+
+struct baton_snapshot_meta {
+	baton_index index; /* last index the snapshot covers */
+	baton_term term;   /* term of that entry */
+	struct baton_config config;
+	baton_index config_index; /* index of the entry that made `config` */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Messages. The core fills `to`; a receiver's driver fills `from`.        */
+
+enum baton_msg_type {
+	BATON_MSG_VOTE = 1,
+	BATON_MSG_VOTE_RESULT = 2,
+	BATON_MSG_APPEND = 3,
+	BATON_MSG_APPEND_RESULT = 4,
+	BATON_MSG_SNAPSHOT = 5,
+	BATON_MSG_SNAPSHOT_RESULT = 6,
+	BATON_MSG_TIMEOUT_NOW = 7,
+	BATON_MSG_READ_INDEX = 8,
+	BATON_MSG_READ_INDEX_RESULT = 9,
+};
+
+struct baton_msg_vote {
+	baton_index last_log_index;
+	baton_term last_log_term;
+	bool pre_vote;
+	bool leadership_transfer; /* voters ignore their leader lease */
+	/* Room for the version rules: the candidate's capabilities. */
+	struct baton_profile candidate;
+};
+
+struct baton_msg_vote_result {
+	bool pre_vote;
+	bool granted;
+};
+
+struct baton_msg_append {
+	baton_index prev_index;
+	baton_term prev_term;
+	baton_index leader_commit;
+	uint64_t heartbeat_seq; /* echoed back; confirms read-index rounds */
+	uint32_t n_entries;
+	const struct baton_entry *entries;
+	/* Room for the version rules: the leader's capabilities. */
+	struct baton_profile leader;
+};
+
+struct baton_msg_append_result {
+	bool success;
+	/* success: the last index now known to match the leader's log.
+	 * failure: the prev_index that was rejected. */
+	baton_index index;
+	/* failure only: the follower's last index with a term <= hint_term,
+	 * so the leader can skip a whole conflicting term at once. */
+	baton_index hint_index;
+	baton_term hint_term;
+	uint64_t heartbeat_seq;
+};
+
+struct baton_msg_snapshot {
+	struct baton_snapshot_meta meta;
+	uint64_t total_len;
+	uint64_t offset;
+	uint32_t chunk_len;
+	const uint8_t *chunk;
+	bool last_chunk;
+};
+
+struct baton_msg_snapshot_result {
+	baton_index index;    /* meta.index of the snapshot being acknowledged */
+	uint64_t next_offset; /* the next byte the follower expects */
+	bool done;            /* installed and durable */
+};
+
+struct baton_msg_read_index {
+	uint64_t request_id;
+};
+
+struct baton_msg_read_index_result {
+	uint64_t request_id;
+	baton_index read_index;
+	int status; /* 0 or a BATON_E* code */
+};
+
+struct baton_msg {
+	uint32_t type; /* enum baton_msg_type */
+	baton_term term;
+	baton_node_id from;
+	baton_node_id to;
+	union {
+		struct baton_msg_vote vote;
+		struct baton_msg_vote_result vote_result;
+		struct baton_msg_append append;
+		struct baton_msg_append_result append_result;
+		struct baton_msg_snapshot snapshot;
+		struct baton_msg_snapshot_result snapshot_result;
+		struct baton_msg_read_index read_index;
+		struct baton_msg_read_index_result read_index_result;
+	} u;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Events in.                                                               */
+
+enum baton_event_type {
+	BATON_EVENT_TICK = 1,     /* time passed: check timers */
+	BATON_EVENT_RECEIVE = 2,  /* a message arrived */
+	BATON_EVENT_PERSISTED = 3, /* an update's persistence completed */
+	BATON_EVENT_PROPOSE = 4,  /* client commands (leader only) */
+	BATON_EVENT_SNAPSHOT_TAKEN = 5, /* the application saved a snapshot */
+	BATON_EVENT_READ = 6,           /* linearizable read request */
+	BATON_EVENT_TRANSFER = 7,       /* hand leadership to another voter */
+	BATON_EVENT_ADD_LEARNER = 8,
+	BATON_EVENT_PROMOTE = 9, /* learner to voter, after it catches up */
+	BATON_EVENT_REMOVE = 10, /* any member, the leader included */
+};
+
+struct baton_buffer {
+	const void *base;
+	size_t len;
+};
+
+struct baton_event {
+	uint32_t type; /* enum baton_event_type */
+	union {
+		struct {
+			const struct baton_msg *msg; /* copied as needed */
+		} receive;
+		struct {
+			baton_index index; /* update.persist_index */
+			baton_term term;   /* update.persist_term */
+		} persisted;
+		struct {
+			uint32_t n; /* commands in this batch, >= 1 */
+			const struct baton_buffer *bufs; /* copied */
+			baton_index first_index_out; /* set on success */
+		} propose;
+		struct {
+			/* Durable snapshot of the state machine after applying
+			 * `index` (<= last applied). The core copies `data` to
+			 * serve followers and compacts its log. */
+			baton_index index;
+			const uint8_t *data;
+			size_t len;
+		} snapshot_taken;
+		struct {
+			uint64_t request_id; /* chosen by the driver */
+		} read;
+		struct {
+			baton_node_id target; /* 0: the most up-to-date voter */
+		} transfer;
+		struct {
+			baton_node_id id;
+		} member;
+	} u;
+};
+
+/* ------------------------------------------------------------------------ */
+/* The update out. See the top of this file for the driver's duties.       */
+
+enum baton_role {
+	BATON_FOLLOWER = 1,
+	BATON_PRE_CANDIDATE = 2,
+	BATON_CANDIDATE = 3,
+	BATON_LEADER = 4,
+};
+
+struct baton_read_result {
+	uint64_t request_id;
+	baton_index read_index; /* serve once applied >= read_index */
+	int status;             /* 0 or a BATON_E* code: fail the read */
+};
+
+struct baton_update {
+	/* State after the step. */
+	uint32_t role; /* enum baton_role */
+	baton_term term;
+	baton_node_id leader_id;
+	baton_index commit_index;
+
+	/* --- to persist, in this order --- */
+	bool hard_state_changed; /* persist (term, vote) atomically */
+	baton_term hs_term;
+	baton_node_id hs_vote;
+	/* A snapshot received from the leader: persist it, replace the whole
+	 * log with nothing, restore the state machine from it. */
+	const struct baton_snapshot_meta *snapshot;
+	const uint8_t *snapshot_data;
+	size_t snapshot_len;
+	/* Delete stored log entries with index >= truncate_from (0: none). */
+	baton_index truncate_from;
+	/* Append these (consecutive indexes). */
+	uint32_t n_entries;
+	const struct baton_entry *entries;
+	/* Stored entries with index <= compact_upto may be deleted: a durable
+	 * snapshot covers them (0: none). Needs no completion report. */
+	baton_index compact_upto;
+	/* True when any of the above must be made durable; then report
+	 * BATON_EVENT_PERSISTED with these two values once it is. */
+	bool persist_needed;
+	baton_index persist_index;
+	baton_term persist_term;
+
+	/* --- to send --- */
+	uint32_t n_msgs;
+	const struct baton_msg *msgs;
+	uint32_t n_msgs_after_persist;
+	const struct baton_msg *msgs_after_persist;
+
+	/* --- to apply (committed, in order) --- */
+	uint32_t n_apply;
+	const struct baton_entry *apply;
+
+	/* --- read requests resolved in this step --- */
+	uint32_t n_reads;
+	const struct baton_read_result *reads;
+
+	/* A promotion abandoned because the learner did not catch up. */
+	baton_node_id promotion_failed;
+};
+
+/* ------------------------------------------------------------------------ */
+/* The instance.                                                            */
+
+struct baton_raft_options {
+	baton_node_id id;
+	struct baton_profile profile;
+	uint64_t random_seed; /* all randomness comes from here */
+	/* Each election timeout is drawn from [ms, 2*ms). */
+	uint32_t election_timeout_ms;
+	uint32_t heartbeat_interval_ms;
+	/* Pipelining: AppendEntries in flight per follower. */
+	uint32_t max_inflight_appends;
+	/* Batching: limits of one AppendEntries. */
+	uint32_t max_entries_per_append;
+	uint32_t max_bytes_per_append;
+	uint32_t snapshot_chunk_bytes;
+	/* Entries kept behind a snapshot, for slow followers. */
+	uint32_t snapshot_trailing_entries;
+	/* Limits on what a peer may make this node hold. */
+	uint64_t max_snapshot_bytes;
+	uint32_t max_entry_bytes;
+	/* A learner must catch up within this many election timeouts. */
+	uint32_t promotion_rounds;
+	bool pre_vote;
+	bool check_quorum;
+};
+
+void baton_raft_options_default(struct baton_raft_options *o);
+
+struct baton_raft;
+
+/* Allocate an instance with an empty state (term 0, empty log).
+ * BATON_EINVAL on bad options, BATON_ENOMEM. Free with baton_raft_destroy. */
+int baton_raft_create(const struct baton_raft_options *o,
+		      struct baton_raft **out);
+void baton_raft_destroy(struct baton_raft *r);
+
+/* Load durable state after a restart, before the first step. `snap` may be
+ * NULL; the driver has already restored its state machine from it. Entries
+ * must be consecutive and follow the snapshot; all are copied. */
+int baton_raft_restore(struct baton_raft *r, baton_term term,
+		       baton_node_id vote, const struct baton_snapshot_meta *snap,
+		       const uint8_t *snap_data, size_t snap_len,
+		       const struct baton_entry *entries, uint32_t n);
+
+/* Start a brand-new cluster: on an empty instance, make the configuration
+ * entry (index 1, term 1). Every founding node is bootstrapped with the
+ * same configuration, so their logs agree. The next update persists it. */
+int baton_raft_bootstrap(struct baton_raft *r, const struct baton_config *c);
+
+/* Feed one event at time now_ms (monotonic, never decreasing). Fills *out
+ * (valid until the next call). Returns 0, or for requests:
+ *   BATON_ENOTLEADER  propose/transfer/membership on a non-leader;
+ *   BATON_EBUSY       a transfer or config change is already running;
+ *   BATON_ENOTFOUND / BATON_EEXISTS / BATON_EINVAL  bad membership target;
+ *   BATON_ETOOBIG     a command above max_entry_bytes;
+ *   BATON_ENOMEM.
+ * A malformed or stale message is dropped silently (it is 0). Even on error
+ * *out is valid and must be processed. */
+int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
+		    struct baton_event *ev, struct baton_update *out);
+
+/* Introspection, for status commands and simulator invariants. */
+struct baton_raft_status {
+	baton_node_id id;
+	uint32_t role;
+	baton_term term;
+	baton_node_id vote;
+	baton_node_id leader_id;
+	baton_index commit_index;
+	baton_index applied_index;
+	baton_index persisted_index;
+	baton_index first_index; /* first entry held in memory */
+	baton_index last_index;
+	baton_term last_term;
+	baton_index snapshot_index;
+	baton_term snapshot_term;
+	struct baton_config config;
+	baton_index config_index;
+	baton_node_id transfer_target;
+};
+void baton_raft_status(const struct baton_raft *r,
+		       struct baton_raft_status *out);
+
+/* The entry at index, or NULL if not held (compacted or beyond the end). */
+const struct baton_entry *baton_raft_entry(const struct baton_raft *r,
+					   baton_index index);
+/* Term of the entry at index; false if unknown (compacted or absent). */
+bool baton_raft_term_at(const struct baton_raft *r, baton_index index,
+			baton_term *term_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_RAFT_H */

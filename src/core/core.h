@@ -1,0 +1,265 @@
+/*
+ * Internal state of the Raft core, shared by the files of src/core.
+ *
+ * Each file owns one concern: election.c (roles, timers, votes),
+ * replication.c (AppendEntries both ways, commit), snapshot.c (taking,
+ * sending and installing snapshots), membership.c (configuration changes),
+ * read_index.c (linearizable reads), transfer.c (leadership transfer),
+ * log.c (the in-memory log), raft.c (lifecycle, step dispatch, the update).
+ */
+#ifndef BATON_CORE_H
+#define BATON_CORE_H
+
+#include <baton/raft.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Assertions stay on in every build: a broken invariant stops the node with
+ * context rather than letting it corrupt replicated state. */
+#define BATON_ASSERT(cond)                                                     \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "baton: assertion failed: %s (%s:%d)\n", \
+				#cond, __FILE__, __LINE__);                    \
+			abort();                                               \
+		}                                                              \
+	} while (0)
+
+/* Hard upper bound of max_inflight_appends (the ring below is fixed). */
+#define BATON__INFLIGHT_MAX 64u
+/* Hard upper bound of commands in one propose event or one AppendEntries. */
+#define BATON__BATCH_MAX 4096u
+/* Pending linearizable reads a leader holds at once. */
+#define BATON__READS_MAX 4096u
+
+/* ---- log.c: entries since the last compaction, held in memory ---------- */
+
+struct baton__log {
+	struct baton_entry *slots; /* live entries are slots[head, head+n) */
+	size_t cap;
+	size_t head;
+	size_t n;
+	baton_index base; /* index just before the first held entry */
+	baton_term base_term;
+};
+
+void baton__log_init(struct baton__log *l);
+void baton__log_free(struct baton__log *l);
+baton_index baton__log_last_index(const struct baton__log *l);
+baton_term baton__log_last_term(const struct baton__log *l);
+struct baton_entry *baton__log_get(const struct baton__log *l, baton_index i);
+bool baton__log_term(const struct baton__log *l, baton_index i,
+		     baton_term *term);
+/* Append a copy of buf as the next entry. */
+int baton__log_append(struct baton__log *l, baton_term term, uint32_t type,
+		      const void *buf, uint32_t len);
+/* Drop entries with index >= i. */
+void baton__log_truncate(struct baton__log *l, baton_index i);
+/* Drop entries with index <= i (i must be held or be the base). */
+void baton__log_compact(struct baton__log *l, baton_index i);
+/* Drop everything; the log restarts after (base, base_term). */
+void baton__log_reset(struct baton__log *l, baton_index base,
+		      baton_term base_term);
+
+/* ---- per-follower replication state (leader only) --------------------- */
+
+enum baton__progress_state {
+	BATON__PROBE = 1,     /* one append at a time until the match is found */
+	BATON__REPLICATE = 2, /* pipelined appends */
+	BATON__SNAPSHOT = 3,  /* sending a snapshot in chunks */
+};
+
+struct baton__progress {
+	baton_node_id id;
+	uint32_t state;
+	baton_index next;
+	baton_index match;
+	bool probe_sent;
+	bool recent_active;    /* heard from since the last quorum check */
+	bool responded;        /* heard from since the last heartbeat tick */
+	baton_index match_at_tick; /* detects a stalled pipeline */
+	uint32_t stalled_ticks;
+	uint64_t acked_seq; /* highest heartbeat_seq echoed */
+	/* Ring of the last index of each AppendEntries in flight. */
+	baton_index inflight[BATON__INFLIGHT_MAX];
+	uint32_t inflight_head;
+	uint32_t inflight_n;
+	/* Snapshot transfer. */
+	baton_index snap_index;
+	uint64_t snap_offset;
+};
+
+struct baton__pending_read {
+	baton_node_id from; /* 0: a local request */
+	uint64_t request_id;
+	baton_index read_index;
+	uint64_t seq; /* heartbeat round that must be acknowledged */
+};
+
+/* A growable array of messages. */
+struct baton__msgs {
+	struct baton_msg *v;
+	uint32_t n;
+	uint32_t cap;
+};
+
+struct baton_raft {
+	struct baton_raft_options o;
+	uint64_t now_ms;
+	uint64_t rng;
+
+	/* Persistent state (mirrors what the driver made durable). */
+	baton_term term;
+	baton_node_id vote;
+	struct baton__log log;
+	struct baton_snapshot_meta snap;
+	uint8_t *snap_data;
+	size_t snap_len;
+
+	/* Volatile state. */
+	uint32_t role;
+	baton_node_id leader_id;
+	baton_index commit_index;
+	baton_index applied_index;
+	baton_index persisted_index;
+	struct baton_config config; /* latest in the log, committed or not */
+	baton_index config_index;
+
+	/* Timers (absolute, in ms). */
+	uint64_t election_deadline_ms;
+	uint64_t leader_contact_ms; /* last message from a current leader */
+	uint64_t heartbeat_deadline_ms;
+	uint64_t quorum_check_deadline_ms;
+
+	/* Elections: who answered in this (pre-)campaign. */
+	baton_node_id voters_answered[BATON_MAX_MEMBERS];
+	bool vote_granted[BATON_MAX_MEMBERS];
+	uint32_t n_answered;
+
+	/* Leader state. */
+	struct baton__progress progress[BATON_MAX_MEMBERS];
+	uint32_t n_progress;
+	baton_index leader_first_index; /* the no-op of this term */
+	uint64_t heartbeat_seq;
+	bool read_round_wanted;
+	struct baton__pending_read *reads;
+	uint32_t n_reads;
+	uint32_t reads_cap;
+	baton_node_id transfer_target;
+	uint64_t transfer_deadline_ms;
+	bool timeout_now_sent;
+	baton_node_id promotee;
+	baton_index promotee_target;
+	uint64_t promotee_deadline_ms;
+
+	/* A snapshot arriving in chunks (follower). */
+	struct baton_snapshot_meta incoming;
+	uint8_t *incoming_data;
+	uint64_t incoming_len;
+	uint64_t incoming_total;
+
+	/* What the next update must carry. */
+	bool hs_dirty;
+	bool snapshot_installed;
+	baton_index unstable_from; /* first entry not yet handed to persist */
+	baton_index truncate_from;
+	baton_index compact_upto;
+	baton_node_id promotion_failed;
+	struct baton__msgs msgs;
+	struct baton__msgs msgs_after;
+	struct baton_read_result *read_results;
+	uint32_t n_read_results;
+	uint32_t read_results_cap;
+	bool alloc_failed; /* an output could not be queued: reported once */
+};
+
+/* ---- raft.c: output helpers ------------------------------------------- */
+
+/* A zeroed message to `to`, queued to send now (or after persistence).
+ * Returns NULL if memory ran out (the message is then simply lost, which
+ * Raft tolerates as network loss). */
+struct baton_msg *baton__send(struct baton_raft *r, uint32_t type,
+			      baton_node_id to);
+struct baton_msg *baton__send_after_persist(struct baton_raft *r,
+					    uint32_t type, baton_node_id to);
+void baton__read_done(struct baton_raft *r, uint64_t request_id,
+		      baton_index read_index, int status);
+uint64_t baton__random(struct baton_raft *r);
+/* Quorum of voters in the current configuration. */
+uint32_t baton__voter_count(const struct baton_raft *r);
+bool baton__is_voter(const struct baton_raft *r, baton_node_id id);
+bool baton__term_at(const struct baton_raft *r, baton_index i,
+		    baton_term *term);
+baton_index baton__last_index(const struct baton_raft *r);
+baton_term baton__last_term(const struct baton_raft *r);
+
+/* ---- election.c -------------------------------------------------------- */
+
+void baton__become_follower(struct baton_raft *r, baton_term term,
+			    baton_node_id leader);
+void baton__reset_election_timer(struct baton_raft *r);
+void baton__election_tick(struct baton_raft *r);
+void baton__campaign(struct baton_raft *r, bool pre_vote, bool transfer);
+void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m);
+void baton__recv_vote_result(struct baton_raft *r, const struct baton_msg *m);
+bool baton__in_lease(const struct baton_raft *r);
+
+/* ---- replication.c ----------------------------------------------------- */
+
+void baton__progress_reset(struct baton_raft *r);
+struct baton__progress *baton__progress_find(struct baton_raft *r,
+					     baton_node_id id);
+void baton__send_append(struct baton_raft *r, struct baton__progress *p);
+void baton__broadcast_append(struct baton_raft *r);
+void baton__broadcast_heartbeat(struct baton_raft *r);
+void baton__leader_tick(struct baton_raft *r);
+void baton__recv_append(struct baton_raft *r, const struct baton_msg *m);
+void baton__recv_append_result(struct baton_raft *r,
+			       const struct baton_msg *m);
+void baton__maybe_commit(struct baton_raft *r);
+/* Append locally as leader and account for it. */
+int baton__leader_append(struct baton_raft *r, uint32_t type, const void *buf,
+			 uint32_t len);
+/* Truncate the log from i, keeping the config and persistence in step. */
+void baton__truncate(struct baton_raft *r, baton_index i);
+
+/* ---- snapshot.c -------------------------------------------------------- */
+
+void baton__send_snapshot_chunk(struct baton_raft *r,
+				struct baton__progress *p);
+void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m);
+void baton__recv_snapshot_result(struct baton_raft *r,
+				 const struct baton_msg *m);
+int baton__snapshot_taken(struct baton_raft *r, baton_index index,
+			  const uint8_t *data, size_t len);
+
+/* ---- membership.c ------------------------------------------------------ */
+
+/* Recompute the latest configuration from the log (after a truncation). */
+void baton__config_refresh(struct baton_raft *r);
+/* A configuration entry was appended at index. */
+void baton__config_appended(struct baton_raft *r, const struct baton_entry *e);
+int baton__add_learner(struct baton_raft *r, baton_node_id id);
+int baton__promote(struct baton_raft *r, baton_node_id id);
+int baton__remove(struct baton_raft *r, baton_node_id id);
+void baton__promotion_check(struct baton_raft *r);
+
+/* ---- read_index.c ------------------------------------------------------ */
+
+int baton__read(struct baton_raft *r, uint64_t request_id);
+void baton__recv_read_index(struct baton_raft *r, const struct baton_msg *m);
+void baton__recv_read_index_result(struct baton_raft *r,
+				   const struct baton_msg *m);
+void baton__reads_check(struct baton_raft *r);
+void baton__reads_fail_all(struct baton_raft *r, int status);
+void baton__reads_flush_round(struct baton_raft *r);
+
+/* ---- transfer.c -------------------------------------------------------- */
+
+int baton__transfer(struct baton_raft *r, baton_node_id target);
+void baton__transfer_check(struct baton_raft *r, struct baton__progress *p);
+void baton__transfer_tick(struct baton_raft *r);
+void baton__recv_timeout_now(struct baton_raft *r, const struct baton_msg *m);
+
+#endif /* BATON_CORE_H */

@@ -1,0 +1,225 @@
+/*
+ * Roles, election timers and votes: pre-vote (a candidate first asks
+ * whether it could win, without disturbing anyone's term) and leader
+ * stickiness (a node that heard from a leader within the election timeout
+ * ignores candidates, unless a leadership transfer asks otherwise).
+ */
+#include "core.h"
+
+#include <string.h>
+
+void baton__reset_election_timer(struct baton_raft *r)
+{
+	uint64_t t = r->o.election_timeout_ms;
+	r->election_deadline_ms = r->now_ms + t + baton__random(r) % t;
+}
+
+bool baton__in_lease(const struct baton_raft *r)
+{
+	if (r->role == BATON_LEADER)
+		return true;
+	return r->o.check_quorum && r->leader_id != 0 &&
+	       r->now_ms < r->leader_contact_ms + r->o.election_timeout_ms;
+}
+
+static void leave_leadership(struct baton_raft *r)
+{
+	if (r->role != BATON_LEADER)
+		return;
+	baton__reads_fail_all(r, BATON_ELEADERCHANGED);
+	r->transfer_target = 0;
+	r->timeout_now_sent = false;
+	if (r->promotee != 0)
+		r->promotion_failed = r->promotee;
+	r->promotee = 0;
+	r->n_progress = 0;
+}
+
+void baton__become_follower(struct baton_raft *r, baton_term term,
+			    baton_node_id leader)
+{
+	BATON_ASSERT(term >= r->term);
+	leave_leadership(r);
+	if (term > r->term) {
+		r->term = term;
+		r->vote = 0;
+		r->hs_dirty = true;
+	}
+	r->role = BATON_FOLLOWER;
+	r->leader_id = leader;
+	if (leader != 0)
+		r->leader_contact_ms = r->now_ms;
+	baton__reset_election_timer(r);
+}
+
+static void become_leader(struct baton_raft *r)
+{
+	r->role = BATON_LEADER;
+	r->leader_id = r->o.id;
+	r->transfer_target = 0;
+	r->promotee = 0;
+	baton__progress_reset(r);
+	r->heartbeat_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
+	r->quorum_check_deadline_ms = r->now_ms + r->o.election_timeout_ms;
+	/* A no-op in our term lets us commit everything before it (the
+	 * Raft dissertation, 3.6.2) and anchors read-index requests. */
+	if (baton__leader_append(r, BATON_ENTRY_NOOP, NULL, 0) == 0)
+		r->leader_first_index = baton__last_index(r);
+	else
+		r->leader_first_index = baton__last_index(r) + 1;
+	baton__broadcast_append(r);
+}
+
+static uint32_t quorum(const struct baton_raft *r)
+{
+	return baton__voter_count(r) / 2 + 1;
+}
+
+/* Tally the answers of this campaign and move on if it is decided. */
+static void tally(struct baton_raft *r)
+{
+	uint32_t granted = 0, refused = 0;
+	for (uint32_t i = 0; i < r->n_answered; i++) {
+		if (!baton__is_voter(r, r->voters_answered[i]))
+			continue;
+		if (r->vote_granted[i])
+			granted++;
+		else
+			refused++;
+	}
+	if (granted >= quorum(r)) {
+		if (r->role == BATON_PRE_CANDIDATE)
+			baton__campaign(r, false, false);
+		else
+			become_leader(r);
+	} else if (refused >= quorum(r)) {
+		baton__become_follower(r, r->term, 0);
+	}
+}
+
+static void record_answer(struct baton_raft *r, baton_node_id id, bool granted)
+{
+	for (uint32_t i = 0; i < r->n_answered; i++)
+		if (r->voters_answered[i] == id)
+			return; /* duplicates count once */
+	if (r->n_answered == BATON_MAX_MEMBERS)
+		return;
+	r->voters_answered[r->n_answered] = id;
+	r->vote_granted[r->n_answered] = granted;
+	r->n_answered++;
+}
+
+void baton__campaign(struct baton_raft *r, bool pre_vote, bool transfer)
+{
+	BATON_ASSERT(r->role != BATON_LEADER);
+	BATON_ASSERT(baton__is_voter(r, r->o.id));
+	r->n_answered = 0;
+	r->leader_id = 0;
+	baton_term vote_term;
+	if (pre_vote) {
+		r->role = BATON_PRE_CANDIDATE;
+		vote_term = r->term + 1;
+	} else {
+		r->role = BATON_CANDIDATE;
+		r->term++;
+		r->vote = r->o.id;
+		r->hs_dirty = true;
+		vote_term = r->term;
+	}
+	baton__reset_election_timer(r);
+	record_answer(r, r->o.id, true);
+	for (uint32_t i = 0; i < r->config.n; i++) {
+		const struct baton_member *mb = &r->config.members[i];
+		if (mb->id == r->o.id || mb->role != BATON_VOTER)
+			continue;
+		/* A real vote request waits for our own vote to be durable;
+		 * a pre-vote changes nothing and goes at once. */
+		struct baton_msg *m =
+			pre_vote ? baton__send(r, BATON_MSG_VOTE, mb->id)
+				 : baton__send_after_persist(r, BATON_MSG_VOTE,
+							     mb->id);
+		if (m == NULL)
+			continue;
+		m->term = vote_term;
+		m->u.vote.last_log_index = baton__last_index(r);
+		m->u.vote.last_log_term = baton__last_term(r);
+		m->u.vote.pre_vote = pre_vote;
+		m->u.vote.leadership_transfer = transfer;
+		m->u.vote.candidate = r->o.profile;
+	}
+	tally(r);
+}
+
+void baton__election_tick(struct baton_raft *r)
+{
+	if (r->now_ms < r->election_deadline_ms)
+		return;
+	if (!baton__is_voter(r, r->o.id)) {
+		/* Learners and removed nodes never stand. */
+		baton__reset_election_timer(r);
+		return;
+	}
+	baton__campaign(r, r->o.pre_vote, false);
+}
+
+static bool log_up_to_date(const struct baton_raft *r, baton_term last_term,
+			   baton_index last_index)
+{
+	baton_term my_term = baton__last_term(r);
+	if (last_term != my_term)
+		return last_term > my_term;
+	return last_index >= baton__last_index(r);
+}
+
+void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m)
+{
+	const struct baton_msg_vote *v = &m->u.vote;
+	bool up_to_date = log_up_to_date(r, v->last_log_term, v->last_log_index);
+	bool granted;
+	if (v->pre_vote) {
+		/* Would we vote in the candidate's next term? */
+		granted = m->term > r->term && up_to_date &&
+			  (!baton__in_lease(r) || v->leadership_transfer);
+		struct baton_msg *reply =
+			baton__send(r, BATON_MSG_VOTE_RESULT, m->from);
+		if (reply == NULL)
+			return;
+		reply->term = granted ? m->term : r->term;
+		reply->u.vote_result.pre_vote = true;
+		reply->u.vote_result.granted = granted;
+		return;
+	}
+	/* recv_msg() has already moved us to the candidate's term if it
+	 * was newer; an older term never gets here. */
+	granted = m->term == r->term && r->role != BATON_LEADER &&
+		  (r->vote == 0 || r->vote == m->from) && up_to_date;
+	if (granted && r->vote != m->from) {
+		r->vote = m->from;
+		r->hs_dirty = true;
+	}
+	if (granted)
+		baton__reset_election_timer(r);
+	/* The grant must be durable before the candidate can count it. */
+	struct baton_msg *reply =
+		baton__send_after_persist(r, BATON_MSG_VOTE_RESULT, m->from);
+	if (reply == NULL)
+		return;
+	reply->u.vote_result.pre_vote = false;
+	reply->u.vote_result.granted = granted;
+}
+
+void baton__recv_vote_result(struct baton_raft *r, const struct baton_msg *m)
+{
+	const struct baton_msg_vote_result *v = &m->u.vote_result;
+	if (v->pre_vote) {
+		if (r->role != BATON_PRE_CANDIDATE)
+			return;
+		/* A grant carries our next term; a refusal the voter's. */
+		if (v->granted && m->term != r->term + 1)
+			return;
+	} else if (r->role != BATON_CANDIDATE || m->term != r->term) {
+		return;
+	}
+	record_answer(r, m->from, v->granted);
+	tally(r);
+}

@@ -1,0 +1,135 @@
+/*
+ * The in-memory log: every entry after the last compaction point, in one
+ * contiguous array so that an update can hand the driver a slice of it
+ * without copying. Compaction advances `head`; the array is shifted down
+ * only when appending finds no room at the end.
+ */
+#include "core.h"
+
+#include <string.h>
+
+void baton__log_init(struct baton__log *l)
+{
+	memset(l, 0, sizeof *l);
+}
+
+static void free_range(struct baton__log *l, size_t from, size_t to)
+{
+	for (size_t k = from; k < to; k++) {
+		free(l->slots[k].buf);
+		l->slots[k].buf = NULL;
+	}
+}
+
+void baton__log_free(struct baton__log *l)
+{
+	free_range(l, l->head, l->head + l->n);
+	free(l->slots);
+	baton__log_init(l);
+}
+
+baton_index baton__log_last_index(const struct baton__log *l)
+{
+	return l->base + l->n;
+}
+
+baton_term baton__log_last_term(const struct baton__log *l)
+{
+	return l->n == 0 ? l->base_term : l->slots[l->head + l->n - 1].term;
+}
+
+struct baton_entry *baton__log_get(const struct baton__log *l, baton_index i)
+{
+	if (i <= l->base || i > l->base + l->n)
+		return NULL;
+	return &l->slots[l->head + (size_t)(i - l->base - 1)];
+}
+
+bool baton__log_term(const struct baton__log *l, baton_index i,
+		     baton_term *term)
+{
+	if (i == l->base) {
+		*term = l->base_term;
+		return true;
+	}
+	const struct baton_entry *e = baton__log_get(l, i);
+	if (e == NULL)
+		return false;
+	*term = e->term;
+	return true;
+}
+
+static int make_room(struct baton__log *l)
+{
+	if (l->head + l->n < l->cap)
+		return 0;
+	if (l->head > 0 && l->head >= l->cap / 2) {
+		memmove(l->slots, l->slots + l->head, l->n * sizeof *l->slots);
+		l->head = 0;
+		return 0;
+	}
+	size_t cap = l->cap == 0 ? 64 : l->cap * 2;
+	struct baton_entry *s = realloc(l->slots, cap * sizeof *s);
+	if (s == NULL)
+		return BATON_ENOMEM;
+	l->slots = s;
+	l->cap = cap;
+	return 0;
+}
+
+int baton__log_append(struct baton__log *l, baton_term term, uint32_t type,
+		      const void *buf, uint32_t len)
+{
+	BATON_ASSERT(term >= baton__log_last_term(l));
+	if (make_room(l) != 0)
+		return BATON_ENOMEM;
+	uint8_t *copy = malloc(len > 0 ? len : 1);
+	if (copy == NULL)
+		return BATON_ENOMEM;
+	if (len > 0)
+		memcpy(copy, buf, len);
+	struct baton_entry *e = &l->slots[l->head + l->n];
+	e->term = term;
+	e->index = baton__log_last_index(l) + 1;
+	e->type = type;
+	e->len = len;
+	e->buf = copy;
+	l->n++;
+	return 0;
+}
+
+void baton__log_truncate(struct baton__log *l, baton_index i)
+{
+	if (i > baton__log_last_index(l))
+		return;
+	BATON_ASSERT(i > l->base);
+	size_t keep = (size_t)(i - l->base - 1);
+	free_range(l, l->head + keep, l->head + l->n);
+	l->n = keep;
+}
+
+void baton__log_compact(struct baton__log *l, baton_index i)
+{
+	if (i <= l->base)
+		return;
+	BATON_ASSERT(i <= baton__log_last_index(l));
+	size_t drop = (size_t)(i - l->base);
+	baton_term t = l->slots[l->head + drop - 1].term;
+	free_range(l, l->head, l->head + drop);
+	l->head += drop;
+	l->n -= drop;
+	l->base = i;
+	l->base_term = t;
+	if (l->n == 0)
+		l->head = 0;
+}
+
+void baton__log_reset(struct baton__log *l, baton_index base,
+		      baton_term base_term)
+{
+	free_range(l, l->head, l->head + l->n);
+	l->head = 0;
+	l->n = 0;
+	l->base = base;
+	l->base_term = base_term;
+}

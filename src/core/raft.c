@@ -1,0 +1,545 @@
+/*
+ * Lifecycle of a core instance, the dispatch of events, and the assembly of
+ * the update handed back to the driver.
+ */
+#include "core.h"
+
+#include <string.h>
+
+void baton_raft_options_default(struct baton_raft_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->profile.release = (struct baton_release){0, 1, 0};
+	o->profile.proto_min.value = 1;
+	o->profile.proto_max.value = 1;
+	o->profile.machine_max.value = 1;
+	o->election_timeout_ms = 1000;
+	o->heartbeat_interval_ms = 100;
+	o->max_inflight_appends = 16;
+	o->max_entries_per_append = 1024;
+	o->max_bytes_per_append = 1u << 20;
+	o->snapshot_chunk_bytes = 256u << 10;
+	o->snapshot_trailing_entries = 1024;
+	o->max_snapshot_bytes = (uint64_t)4 << 30;
+	o->max_entry_bytes = 16u << 20;
+	o->promotion_rounds = 10;
+	o->pre_vote = true;
+	o->check_quorum = true;
+}
+
+static bool options_valid(const struct baton_raft_options *o)
+{
+	return o->id != 0 && o->election_timeout_ms > 0 &&
+	       o->heartbeat_interval_ms > 0 &&
+	       o->heartbeat_interval_ms < o->election_timeout_ms &&
+	       o->max_inflight_appends >= 1 &&
+	       o->max_inflight_appends <= BATON__INFLIGHT_MAX &&
+	       o->max_entries_per_append >= 1 &&
+	       o->max_entries_per_append <= BATON__BATCH_MAX &&
+	       o->max_bytes_per_append > 0 && o->snapshot_chunk_bytes > 0 &&
+	       o->max_entry_bytes > 0 && o->promotion_rounds > 0;
+}
+
+int baton_raft_create(const struct baton_raft_options *o,
+		      struct baton_raft **out)
+{
+	if (!options_valid(o))
+		return BATON_EINVAL;
+	struct baton_raft *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return BATON_ENOMEM;
+	r->o = *o;
+	r->rng = o->random_seed ^ 0x9e3779b97f4a7c15ull ^ o->id;
+	r->role = BATON_FOLLOWER;
+	baton__log_init(&r->log);
+	r->unstable_from = 1;
+	baton__reset_election_timer(r);
+	*out = r;
+	return 0;
+}
+
+void baton_raft_destroy(struct baton_raft *r)
+{
+	if (r == NULL)
+		return;
+	baton__log_free(&r->log);
+	free(r->snap_data);
+	free(r->incoming_data);
+	free(r->msgs.v);
+	free(r->msgs_after.v);
+	free(r->reads);
+	free(r->read_results);
+	free(r);
+}
+
+static bool state_empty(const struct baton_raft *r)
+{
+	return r->term == 0 && r->log.n == 0 && r->log.base == 0 &&
+	       r->snap.index == 0;
+}
+
+int baton_raft_restore(struct baton_raft *r, baton_term term,
+		       baton_node_id vote, const struct baton_snapshot_meta *snap,
+		       const uint8_t *snap_data, size_t snap_len,
+		       const struct baton_entry *entries, uint32_t n)
+{
+	if (!state_empty(r))
+		return BATON_ESTATE;
+	if (snap != NULL) {
+		r->snap_data = malloc(snap_len > 0 ? snap_len : 1);
+		if (r->snap_data == NULL)
+			return BATON_ENOMEM;
+		if (snap_len > 0)
+			memcpy(r->snap_data, snap_data, snap_len);
+		r->snap_len = snap_len;
+		r->snap = *snap;
+		baton__log_reset(&r->log, snap->index, snap->term);
+		r->config = snap->config;
+		r->config_index = snap->config_index;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct baton_entry *e = &entries[i];
+		if (e->index <= r->log.base)
+			continue; /* covered by the snapshot */
+		if (e->index != baton__log_last_index(&r->log) + 1 ||
+		    e->term < baton__log_last_term(&r->log))
+			goto corrupt;
+		if (baton__log_append(&r->log, e->term, e->type, e->buf,
+				      e->len) != 0) {
+			baton__log_free(&r->log);
+			return BATON_ENOMEM;
+		}
+		if (e->type == BATON_ENTRY_CONFIG)
+			baton__config_appended(r, e);
+	}
+	r->term = term > baton__log_last_term(&r->log)
+			  ? term
+			  : baton__log_last_term(&r->log);
+	r->vote = r->term == term ? vote : 0;
+	r->commit_index = r->log.base;
+	r->applied_index = r->log.base;
+	r->persisted_index = baton__log_last_index(&r->log);
+	r->unstable_from = r->persisted_index + 1;
+	return 0;
+corrupt:
+	baton__log_reset(&r->log, 0, 0);
+	return BATON_ECORRUPT;
+}
+
+int baton_raft_bootstrap(struct baton_raft *r, const struct baton_config *c)
+{
+	if (!state_empty(r))
+		return BATON_ESTATE;
+	if (c->n == 0 || c->n > BATON_MAX_MEMBERS)
+		return BATON_EINVAL;
+	uint8_t buf[2 + 9 * BATON_MAX_MEMBERS];
+	size_t len;
+	int rv = baton_config_encode(c, buf, sizeof buf, &len);
+	if (rv != 0)
+		return rv;
+	rv = baton__log_append(&r->log, 1, BATON_ENTRY_CONFIG, buf,
+			       (uint32_t)len);
+	if (rv != 0)
+		return rv;
+	baton__config_appended(r, baton__log_get(&r->log, 1));
+	r->term = 1;
+	r->hs_dirty = true;
+	return 0;
+}
+
+/* ---- small shared helpers --------------------------------------------- */
+
+uint64_t baton__random(struct baton_raft *r)
+{
+	/* splitmix64: the seed comes from the driver, so runs replay. */
+	uint64_t z = (r->rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+bool baton__is_voter(const struct baton_raft *r, baton_node_id id)
+{
+	const struct baton_member *m = baton_config_find(&r->config, id);
+	return m != NULL && m->role == BATON_VOTER;
+}
+
+uint32_t baton__voter_count(const struct baton_raft *r)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < r->config.n; i++)
+		n += r->config.members[i].role == BATON_VOTER;
+	return n;
+}
+
+bool baton__term_at(const struct baton_raft *r, baton_index i,
+		    baton_term *term)
+{
+	if (i == 0) {
+		*term = 0;
+		return true;
+	}
+	if (i == r->snap.index && i != 0) {
+		*term = r->snap.term;
+		return true;
+	}
+	return baton__log_term(&r->log, i, term);
+}
+
+baton_index baton__last_index(const struct baton_raft *r)
+{
+	return baton__log_last_index(&r->log);
+}
+
+baton_term baton__last_term(const struct baton_raft *r)
+{
+	return baton__log_last_term(&r->log);
+}
+
+static struct baton_msg *msgs_push(struct baton_raft *r, struct baton__msgs *q,
+				   uint32_t type, baton_node_id to)
+{
+	if (q->n == q->cap) {
+		uint32_t cap = q->cap == 0 ? 16 : q->cap * 2;
+		struct baton_msg *v = realloc(q->v, cap * sizeof *v);
+		if (v == NULL) {
+			r->alloc_failed = true;
+			return NULL;
+		}
+		q->v = v;
+		q->cap = cap;
+	}
+	struct baton_msg *m = &q->v[q->n++];
+	memset(m, 0, sizeof *m);
+	m->type = type;
+	m->term = r->term;
+	m->from = r->o.id;
+	m->to = to;
+	return m;
+}
+
+struct baton_msg *baton__send(struct baton_raft *r, uint32_t type,
+			      baton_node_id to)
+{
+	return msgs_push(r, &r->msgs, type, to);
+}
+
+struct baton_msg *baton__send_after_persist(struct baton_raft *r,
+					    uint32_t type, baton_node_id to)
+{
+	return msgs_push(r, &r->msgs_after, type, to);
+}
+
+void baton__read_done(struct baton_raft *r, uint64_t request_id,
+		      baton_index read_index, int status)
+{
+	if (r->n_read_results == r->read_results_cap) {
+		uint32_t cap = r->read_results_cap == 0
+				       ? 16
+				       : r->read_results_cap * 2;
+		struct baton_read_result *v =
+			realloc(r->read_results, cap * sizeof *v);
+		if (v == NULL) {
+			r->alloc_failed = true;
+			return;
+		}
+		r->read_results = v;
+		r->read_results_cap = cap;
+	}
+	r->read_results[r->n_read_results++] = (struct baton_read_result){
+		.request_id = request_id,
+		.read_index = read_index,
+		.status = status,
+	};
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static void recv_msg(struct baton_raft *r, const struct baton_msg *m)
+{
+	if (m->from == 0 || m->from == r->o.id)
+		return;
+	if (m->term > r->term) {
+		bool vote_req = m->type == BATON_MSG_VOTE;
+		bool pre_vote_grant = m->type == BATON_MSG_VOTE_RESULT &&
+				      m->u.vote_result.pre_vote &&
+				      m->u.vote_result.granted;
+		if (vote_req && m->u.vote.pre_vote) {
+			/* A pre-vote never changes our term. */
+		} else if (vote_req && baton__in_lease(r) &&
+			   !m->u.vote.leadership_transfer) {
+			/* We heard from a live leader within the election
+			 * timeout: a disruptive candidate is ignored. */
+			return;
+		} else if (!pre_vote_grant) {
+			bool from_leader = m->type == BATON_MSG_APPEND ||
+					   m->type == BATON_MSG_SNAPSHOT ||
+					   m->type == BATON_MSG_TIMEOUT_NOW;
+			baton__become_follower(r, m->term,
+					       from_leader ? m->from : 0);
+		}
+	} else if (m->term < r->term) {
+		/* Tell a stale leader about the newer term so it steps down;
+		 * answer a stale pre-vote with a refusal. Drop the rest. */
+		if (m->type == BATON_MSG_APPEND ||
+		    m->type == BATON_MSG_SNAPSHOT) {
+			struct baton_msg *reply = baton__send(
+				r, BATON_MSG_APPEND_RESULT, m->from);
+			if (reply != NULL)
+				reply->u.append_result.success = false;
+			return;
+		}
+		if (m->type != BATON_MSG_VOTE || !m->u.vote.pre_vote)
+			return;
+	}
+	switch (m->type) {
+	case BATON_MSG_VOTE:
+		baton__recv_vote(r, m);
+		break;
+	case BATON_MSG_VOTE_RESULT:
+		baton__recv_vote_result(r, m);
+		break;
+	case BATON_MSG_APPEND:
+		baton__recv_append(r, m);
+		break;
+	case BATON_MSG_APPEND_RESULT:
+		baton__recv_append_result(r, m);
+		break;
+	case BATON_MSG_SNAPSHOT:
+		baton__recv_snapshot(r, m);
+		break;
+	case BATON_MSG_SNAPSHOT_RESULT:
+		baton__recv_snapshot_result(r, m);
+		break;
+	case BATON_MSG_TIMEOUT_NOW:
+		baton__recv_timeout_now(r, m);
+		break;
+	case BATON_MSG_READ_INDEX:
+		baton__recv_read_index(r, m);
+		break;
+	case BATON_MSG_READ_INDEX_RESULT:
+		baton__recv_read_index_result(r, m);
+		break;
+	default:
+		break; /* unknown types are dropped */
+	}
+}
+
+static void persisted(struct baton_raft *r, baton_index index, baton_term term)
+{
+	baton_term t;
+	/* A report for entries since replaced by a truncation no longer
+	 * matches the log and says nothing: ignore it. */
+	if (index <= r->persisted_index || !baton__term_at(r, index, &t) ||
+	    t != term)
+		return;
+	if (index > baton__last_index(r))
+		return;
+	r->persisted_index = index;
+	if (r->role == BATON_LEADER)
+		baton__maybe_commit(r);
+}
+
+static int propose(struct baton_raft *r, struct baton_event *ev)
+{
+	if (r->role != BATON_LEADER)
+		return BATON_ENOTLEADER;
+	if (r->transfer_target != 0)
+		return BATON_EBUSY;
+	uint32_t n = ev->u.propose.n;
+	if (n == 0 || n > BATON__BATCH_MAX)
+		return n == 0 ? BATON_EINVAL : BATON_ETOOBIG;
+	for (uint32_t i = 0; i < n; i++)
+		if (ev->u.propose.bufs[i].len > r->o.max_entry_bytes)
+			return BATON_ETOOBIG;
+	baton_index first = baton__last_index(r) + 1;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct baton_buffer *b = &ev->u.propose.bufs[i];
+		int rv = baton__leader_append(r, BATON_ENTRY_COMMAND, b->base,
+					      (uint32_t)b->len);
+		if (rv != 0) {
+			if (i == 0)
+				return rv;
+			break; /* the first i were accepted */
+		}
+	}
+	ev->u.propose.first_index_out = first;
+	baton__broadcast_append(r);
+	return 0;
+}
+
+static int dispatch(struct baton_raft *r, struct baton_event *ev)
+{
+	switch (ev->type) {
+	case BATON_EVENT_TICK:
+		if (r->role == BATON_LEADER)
+			baton__leader_tick(r);
+		else
+			baton__election_tick(r);
+		return 0;
+	case BATON_EVENT_RECEIVE:
+		if (ev->u.receive.msg == NULL)
+			return BATON_EINVAL;
+		recv_msg(r, ev->u.receive.msg);
+		return 0;
+	case BATON_EVENT_PERSISTED:
+		persisted(r, ev->u.persisted.index, ev->u.persisted.term);
+		return 0;
+	case BATON_EVENT_PROPOSE:
+		return propose(r, ev);
+	case BATON_EVENT_SNAPSHOT_TAKEN:
+		return baton__snapshot_taken(r, ev->u.snapshot_taken.index,
+					     ev->u.snapshot_taken.data,
+					     ev->u.snapshot_taken.len);
+	case BATON_EVENT_READ:
+		return baton__read(r, ev->u.read.request_id);
+	case BATON_EVENT_TRANSFER:
+		return baton__transfer(r, ev->u.transfer.target);
+	case BATON_EVENT_ADD_LEARNER:
+		return baton__add_learner(r, ev->u.member.id);
+	case BATON_EVENT_PROMOTE:
+		return baton__promote(r, ev->u.member.id);
+	case BATON_EVENT_REMOVE:
+		return baton__remove(r, ev->u.member.id);
+	default:
+		return BATON_EINVAL;
+	}
+}
+
+/* Point each outgoing AppendEntries at its entries. Done last, because the
+ * log array may move while a step appends to it. */
+static void resolve_entries(struct baton_raft *r, struct baton__msgs *q)
+{
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < q->n; i++) {
+		struct baton_msg *m = &q->v[i];
+		if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
+			baton_index first = m->u.append.prev_index + 1;
+			baton_index last = first + m->u.append.n_entries - 1;
+			if (baton__log_get(&r->log, first) == NULL ||
+			    last > baton__last_index(r))
+				continue; /* compacted meanwhile: drop it */
+			m->u.append.entries = baton__log_get(&r->log, first);
+		}
+		q->v[kept++] = *m;
+	}
+	q->n = kept;
+}
+
+static void fill_persistence(struct baton_raft *r, struct baton_update *out)
+{
+	out->hard_state_changed = r->hs_dirty;
+	out->hs_term = r->term;
+	out->hs_vote = r->vote;
+	if (r->snapshot_installed) {
+		out->snapshot = &r->snap;
+		out->snapshot_data = r->snap_data;
+		out->snapshot_len = r->snap_len;
+	}
+	out->truncate_from = r->truncate_from;
+	baton_index last = baton__last_index(r);
+	if (r->unstable_from <= r->log.base)
+		r->unstable_from = r->log.base + 1;
+	if (r->unstable_from <= last) {
+		out->entries = baton__log_get(&r->log, r->unstable_from);
+		out->n_entries = (uint32_t)(last - r->unstable_from + 1);
+		r->unstable_from = last + 1;
+	}
+	out->compact_upto = r->compact_upto;
+	out->persist_needed = out->hard_state_changed || r->snapshot_installed ||
+			      out->truncate_from != 0 || out->n_entries > 0;
+	out->persist_index = last;
+	out->persist_term = baton__last_term(r);
+	r->hs_dirty = false;
+	r->snapshot_installed = false;
+	r->truncate_from = 0;
+	r->compact_upto = 0;
+}
+
+static void fill_apply(struct baton_raft *r, struct baton_update *out)
+{
+	baton_index hi = r->commit_index < r->persisted_index
+				 ? r->commit_index
+				 : r->persisted_index;
+	if (hi <= r->applied_index)
+		return;
+	baton_index lo = r->applied_index + 1;
+	out->apply = baton__log_get(&r->log, lo);
+	BATON_ASSERT(out->apply != NULL && hi <= baton__last_index(r));
+	out->n_apply = (uint32_t)(hi - lo + 1);
+	r->applied_index = hi;
+}
+
+static void finalize(struct baton_raft *r, struct baton_update *out)
+{
+	memset(out, 0, sizeof *out);
+	baton__reads_flush_round(r);
+	fill_persistence(r, out);
+	fill_apply(r, out);
+	resolve_entries(r, &r->msgs);
+	resolve_entries(r, &r->msgs_after);
+	out->role = r->role;
+	out->term = r->term;
+	out->leader_id = r->leader_id;
+	out->commit_index = r->commit_index;
+	out->n_msgs = r->msgs.n;
+	out->msgs = r->msgs.v;
+	out->n_msgs_after_persist = r->msgs_after.n;
+	out->msgs_after_persist = r->msgs_after.v;
+	out->n_reads = r->n_read_results;
+	out->reads = r->read_results;
+	out->promotion_failed = r->promotion_failed;
+	r->promotion_failed = 0;
+}
+
+int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
+		    struct baton_event *ev, struct baton_update *out)
+{
+	if (now_ms > r->now_ms)
+		r->now_ms = now_ms;
+	r->msgs.n = 0;
+	r->msgs_after.n = 0;
+	r->n_read_results = 0;
+	r->alloc_failed = false;
+	int rv = dispatch(r, ev);
+	finalize(r, out);
+	if (rv == 0 && r->alloc_failed)
+		rv = BATON_ENOMEM;
+	return rv;
+}
+
+/* ---- introspection ----------------------------------------------------- */
+
+void baton_raft_status(const struct baton_raft *r,
+		       struct baton_raft_status *out)
+{
+	memset(out, 0, sizeof *out);
+	out->id = r->o.id;
+	out->role = r->role;
+	out->term = r->term;
+	out->vote = r->vote;
+	out->leader_id = r->leader_id;
+	out->commit_index = r->commit_index;
+	out->applied_index = r->applied_index;
+	out->persisted_index = r->persisted_index;
+	out->first_index = r->log.base + 1;
+	out->last_index = baton__last_index(r);
+	out->last_term = baton__last_term(r);
+	out->snapshot_index = r->snap.index;
+	out->snapshot_term = r->snap.term;
+	out->config = r->config;
+	out->config_index = r->config_index;
+	out->transfer_target = r->transfer_target;
+}
+
+const struct baton_entry *baton_raft_entry(const struct baton_raft *r,
+					   baton_index index)
+{
+	return baton__log_get(&r->log, index);
+}
+
+bool baton_raft_term_at(const struct baton_raft *r, baton_index index,
+			baton_term *term_out)
+{
+	return baton__term_at(r, index, term_out);
+}

@@ -1,0 +1,199 @@
+/*
+ * Snapshots: the application hands one over (the log prefix is then
+ * compacted, keeping some trailing entries for slow followers); the leader
+ * streams it in chunks, one at a time, to a follower whose next entry was
+ * compacted; the follower reassembles it and installs it.
+ */
+#include "core.h"
+
+#include <string.h>
+
+/* The configuration in force at index (the last config entry <= index). */
+static void config_at(const struct baton_raft *r, baton_index index,
+		      struct baton_config *c, baton_index *c_index)
+{
+	for (baton_index i = index; i > r->log.base; i--) {
+		const struct baton_entry *e = baton__log_get(&r->log, i);
+		if (e->type == BATON_ENTRY_CONFIG &&
+		    baton_config_decode(e->buf, e->len, c) == 0) {
+			*c_index = i;
+			return;
+		}
+	}
+	*c = r->snap.config;
+	*c_index = r->snap.config_index;
+}
+
+int baton__snapshot_taken(struct baton_raft *r, baton_index index,
+			  const uint8_t *data, size_t len)
+{
+	baton_term term;
+	if (index > r->applied_index || index <= r->snap.index ||
+	    (len > 0 && data == NULL) || !baton__term_at(r, index, &term))
+		return BATON_EINVAL;
+	uint8_t *copy = malloc(len > 0 ? len : 1);
+	if (copy == NULL)
+		return BATON_ENOMEM;
+	if (len > 0)
+		memcpy(copy, data, len);
+	struct baton_snapshot_meta meta = {.index = index, .term = term};
+	config_at(r, index, &meta.config, &meta.config_index);
+	free(r->snap_data);
+	r->snap_data = copy;
+	r->snap_len = len;
+	r->snap = meta;
+	uint64_t trailing = r->o.snapshot_trailing_entries;
+	baton_index upto = index > trailing ? index - trailing : 0;
+	if (upto > r->log.base) {
+		baton__log_compact(&r->log, upto);
+		r->compact_upto = upto;
+	}
+	return 0;
+}
+
+void baton__send_snapshot_chunk(struct baton_raft *r, struct baton__progress *p)
+{
+	if (p->snap_index != r->snap.index) {
+		/* First chunk, or our snapshot was replaced: (re)start. */
+		p->snap_index = r->snap.index;
+		p->snap_offset = 0;
+	}
+	if (p->snap_offset > r->snap_len)
+		p->snap_offset = 0;
+	uint64_t left = r->snap_len - p->snap_offset;
+	uint32_t len = left < r->o.snapshot_chunk_bytes
+			       ? (uint32_t)left
+			       : r->o.snapshot_chunk_bytes;
+	struct baton_msg *m = baton__send(r, BATON_MSG_SNAPSHOT, p->id);
+	if (m == NULL)
+		return;
+	m->u.snapshot.meta = r->snap;
+	m->u.snapshot.total_len = r->snap_len;
+	m->u.snapshot.offset = p->snap_offset;
+	m->u.snapshot.chunk_len = len;
+	m->u.snapshot.chunk = r->snap_data + p->snap_offset;
+	m->u.snapshot.last_chunk = p->snap_offset + len == r->snap_len;
+}
+
+static void reply_snapshot(struct baton_raft *r, baton_node_id to,
+			   baton_index index, uint64_t next_offset, bool done)
+{
+	struct baton_msg *reply =
+		baton__send_after_persist(r, BATON_MSG_SNAPSHOT_RESULT, to);
+	if (reply == NULL)
+		return;
+	reply->u.snapshot_result.index = index;
+	reply->u.snapshot_result.next_offset = next_offset;
+	reply->u.snapshot_result.done = done;
+}
+
+static void install(struct baton_raft *r)
+{
+	struct baton_snapshot_meta *meta = &r->incoming;
+	free(r->snap_data);
+	r->snap_data = r->incoming_data;
+	r->snap_len = (size_t)r->incoming_len;
+	r->incoming_data = NULL;
+	r->incoming_len = 0;
+	r->incoming_total = 0;
+	r->snap = *meta;
+	/* The whole log goes: the snapshot is newer than all we commit. */
+	baton__log_reset(&r->log, meta->index, meta->term);
+	r->config = meta->config;
+	r->config_index = meta->config_index;
+	r->commit_index = meta->index;
+	r->applied_index = meta->index;
+	if (r->persisted_index > meta->index)
+		r->persisted_index = meta->index;
+	r->unstable_from = meta->index + 1;
+	r->truncate_from = 0;
+	r->snapshot_installed = true;
+}
+
+void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m)
+{
+	const struct baton_msg_snapshot *s = &m->u.snapshot;
+	if (r->role != BATON_FOLLOWER)
+		baton__become_follower(r, m->term, m->from);
+	r->leader_id = m->from;
+	r->leader_contact_ms = r->now_ms;
+	baton__reset_election_timer(r);
+	if (s->meta.index <= r->commit_index) {
+		/* We already hold all it covers. */
+		reply_snapshot(r, m->from, s->meta.index, s->total_len, true);
+		return;
+	}
+	if (s->total_len > r->o.max_snapshot_bytes ||
+	    s->offset + s->chunk_len > s->total_len ||
+	    (s->chunk_len > 0 && s->chunk == NULL) || s->meta.term > m->term ||
+	    s->meta.config.n > BATON_MAX_MEMBERS)
+		return; /* refuse: the leader retries, an operator sees why */
+	if (s->offset == 0) {
+		uint8_t *buf = realloc(r->incoming_data,
+				       s->total_len > 0 ? (size_t)s->total_len
+							: 1);
+		if (buf == NULL) {
+			r->alloc_failed = true;
+			return;
+		}
+		r->incoming_data = buf;
+		r->incoming = s->meta;
+		r->incoming_total = s->total_len;
+		r->incoming_len = 0;
+	} else if (r->incoming_data == NULL ||
+		   r->incoming.index != s->meta.index ||
+		   r->incoming.term != s->meta.term ||
+		   r->incoming_total != s->total_len ||
+		   s->offset != r->incoming_len) {
+		bool same = r->incoming_data != NULL &&
+			    r->incoming.index == s->meta.index &&
+			    r->incoming.term == s->meta.term;
+		reply_snapshot(r, m->from, s->meta.index,
+			       same ? r->incoming_len : 0, false);
+		return;
+	}
+	if (s->chunk_len > 0)
+		memcpy(r->incoming_data + r->incoming_len, s->chunk,
+		       s->chunk_len);
+	r->incoming_len += s->chunk_len;
+	bool complete = s->last_chunk && r->incoming_len == r->incoming_total;
+	if (complete)
+		install(r);
+	reply_snapshot(r, m->from, s->meta.index,
+		       complete ? s->total_len : r->incoming_len, complete);
+}
+
+void baton__recv_snapshot_result(struct baton_raft *r,
+				 const struct baton_msg *m)
+{
+	if (r->role != BATON_LEADER)
+		return;
+	struct baton__progress *p = baton__progress_find(r, m->from);
+	if (p == NULL)
+		return;
+	const struct baton_msg_snapshot_result *s = &m->u.snapshot_result;
+	p->recent_active = true;
+	p->responded = true;
+	if (s->done) {
+		if (s->index > baton__last_index(r))
+			return;
+		if (s->index > p->match)
+			p->match = s->index;
+		if (p->state == BATON__SNAPSHOT) {
+			p->state = BATON__PROBE;
+			p->next = p->match + 1;
+			p->probe_sent = false;
+			p->inflight_n = 0;
+		}
+		baton__maybe_commit(r);
+		if (r->role == BATON_LEADER)
+			baton__send_append(r, p);
+		return;
+	}
+	if (p->state != BATON__SNAPSHOT || s->index != p->snap_index)
+		return; /* stale */
+	if (s->next_offset >= r->snap_len)
+		return; /* all sent: wait for it to be installed */
+	p->snap_offset = s->next_offset;
+	baton__send_snapshot_chunk(r, p);
+}
