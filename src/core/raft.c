@@ -358,9 +358,9 @@ static int propose(struct baton_raft *r, struct baton_event *ev)
 		int rv = baton__leader_append(r, BATON_ENTRY_COMMAND, b->base,
 					      (uint32_t)b->len);
 		if (rv != 0) {
-			if (i == 0)
-				return rv;
-			break; /* the first i were accepted */
+			/* All or nothing: none of the batch was sent yet. */
+			baton__log_truncate(&r->log, first);
+			return rv;
 		}
 	}
 	ev->u.propose.first_index_out = first;

@@ -117,10 +117,14 @@ static bool send_one_append(struct baton_raft *r, struct baton__progress *p,
 			    bool heartbeat)
 {
 	baton_index prev = heartbeat ? p->match : p->next - 1;
-	baton_term prev_term;
-	if (!baton__term_at(r, prev, &prev_term)) {
-		if (heartbeat)
-			return false;
+	baton_term prev_term = 0;
+	if (heartbeat) {
+		/* Anchor at the match so the follower may learn the commit
+		 * index; if that entry was compacted, anchor at 0, which
+		 * always matches and only confirms leadership. */
+		if (!baton__term_at(r, prev, &prev_term))
+			prev = 0;
+	} else if (prev < r->log.base || !baton__term_at(r, prev, &prev_term)) {
 		/* The entries it needs were compacted away. */
 		p->state = BATON__SNAPSHOT;
 		p->snap_index = 0;
