@@ -203,7 +203,8 @@ static double run(uint32_t n_nodes, uint32_t batch, uint64_t total,
 			int rv = step(&b, leader, &ev);
 			if (rv != 0)
 				die("propose", rv);
-			proposed_upto = ev.u.propose.first_index_out + batch - 1;
+			proposed_upto =
+				ev.u.propose.first_index_out + batch - 1;
 		}
 		deliver_all(&b);
 	}
@@ -225,8 +226,8 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--payload") == 0 && i + 1 < argc)
 			payload = strtoul(argv[++i], NULL, 10);
 		else {
-			fprintf(stderr,
-				"usage: bench-core [--entries N] [--payload BYTES]\n");
+			fprintf(stderr, "usage: bench-core [--entries N] "
+					"[--payload BYTES]\n");
 			return 2;
 		}
 	}

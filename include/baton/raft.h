@@ -113,9 +113,9 @@ int baton_release_compare(struct baton_release a, struct baton_release b);
  * later release) need no format change. Unknown types are replicated and
  * handed to the application, which decides what it can interpret. */
 enum baton_entry_type {
-	BATON_ENTRY_NOOP = 1,    /* appended by every new leader */
+	BATON_ENTRY_NOOP = 1,	 /* appended by every new leader */
 	BATON_ENTRY_COMMAND = 2, /* an application command */
-	BATON_ENTRY_CONFIG = 3,  /* a membership configuration */
+	BATON_ENTRY_CONFIG = 3,	 /* a membership configuration */
 	BATON_ENTRY_VERSION = 4, /* reserved: machine version / release floor */
 };
 
@@ -150,8 +150,8 @@ struct baton_config {
 /* Encoded size of a configuration, in bytes. */
 size_t baton_config_encoded_len(const struct baton_config *c);
 /* Encode into buf (cap bytes); BATON_ETOOBIG if it does not fit. */
-int baton_config_encode(const struct baton_config *c, uint8_t *buf,
-			size_t cap, size_t *len_out);
+int baton_config_encode(const struct baton_config *c, uint8_t *buf, size_t cap,
+			size_t *len_out);
 /* Decode; BATON_ECORRUPT on malformed input, BATON_EVERSION on a format
  * from a future release. Never reads past len. */
 int baton_config_decode(const uint8_t *buf, size_t len,
@@ -232,9 +232,9 @@ struct baton_msg_snapshot {
 };
 
 struct baton_msg_snapshot_result {
-	baton_index index;    /* meta.index of the snapshot being acknowledged */
+	baton_index index; /* meta.index of the snapshot being acknowledged */
 	uint64_t next_offset; /* the next byte the follower expects */
-	bool done;            /* installed and durable */
+	bool done;	      /* installed and durable */
 };
 
 struct baton_msg_read_index {
@@ -268,13 +268,13 @@ struct baton_msg {
 /* Events in.                                                               */
 
 enum baton_event_type {
-	BATON_EVENT_TICK = 1,     /* time passed: check timers */
-	BATON_EVENT_RECEIVE = 2,  /* a message arrived */
-	BATON_EVENT_PERSISTED = 3, /* an update's persistence completed */
-	BATON_EVENT_PROPOSE = 4,  /* client commands (leader only) */
+	BATON_EVENT_TICK = 1,		/* time passed: check timers */
+	BATON_EVENT_RECEIVE = 2,	/* a message arrived */
+	BATON_EVENT_PERSISTED = 3,	/* an update's persistence completed */
+	BATON_EVENT_PROPOSE = 4,	/* client commands (leader only) */
 	BATON_EVENT_SNAPSHOT_TAKEN = 5, /* the application saved a snapshot */
-	BATON_EVENT_READ = 6,           /* linearizable read request */
-	BATON_EVENT_TRANSFER = 7,       /* hand leadership to another voter */
+	BATON_EVENT_READ = 6,		/* linearizable read request */
+	BATON_EVENT_TRANSFER = 7,	/* hand leadership to another voter */
 	BATON_EVENT_ADD_LEARNER = 8,
 	BATON_EVENT_PROMOTE = 9, /* learner to voter, after it catches up */
 	BATON_EVENT_REMOVE = 10, /* any member, the leader included */
@@ -298,7 +298,7 @@ struct baton_event {
 		struct {
 			uint32_t n; /* commands in this batch, >= 1 */
 			const struct baton_buffer *bufs; /* copied */
-			baton_index first_index_out; /* set on success */
+			baton_index first_index_out;	 /* set on success */
 		} propose;
 		struct {
 			/* Durable snapshot of the state machine after applying
@@ -333,7 +333,7 @@ enum baton_role {
 struct baton_read_result {
 	uint64_t request_id;
 	baton_index read_index; /* serve once applied >= read_index */
-	int status;             /* 0 or a BATON_E* code: fail the read */
+	int status;		/* 0 or a BATON_E* code: fail the read */
 };
 
 struct baton_update {
@@ -425,7 +425,8 @@ void baton_raft_destroy(struct baton_raft *r);
  * NULL; the driver has already restored its state machine from it. Entries
  * must be consecutive and follow the snapshot; all are copied. */
 int baton_raft_restore(struct baton_raft *r, baton_term term,
-		       baton_node_id vote, const struct baton_snapshot_meta *snap,
+		       baton_node_id vote,
+		       const struct baton_snapshot_meta *snap,
 		       const uint8_t *snap_data, size_t snap_len,
 		       const struct baton_entry *entries, uint32_t n);
 

@@ -33,8 +33,8 @@ size_t baton_config_encoded_len(const struct baton_config *c)
 	return CONFIG_HEADER_LEN + (size_t)c->n * CONFIG_MEMBER_LEN;
 }
 
-int baton_config_encode(const struct baton_config *c, uint8_t *buf,
-			size_t cap, size_t *len_out)
+int baton_config_encode(const struct baton_config *c, uint8_t *buf, size_t cap,
+			size_t *len_out)
 {
 	if (c->n > BATON_MAX_MEMBERS)
 		return BATON_EINVAL;

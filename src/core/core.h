@@ -20,7 +20,8 @@
 #define BATON_ASSERT(cond)                                                     \
 	do {                                                                   \
 		if (!(cond)) {                                                 \
-			fprintf(stderr, "baton: assertion failed: %s (%s:%d)\n", \
+			fprintf(stderr,                                        \
+				"baton: assertion failed: %s (%s:%d)\n",       \
 				#cond, __FILE__, __LINE__);                    \
 			abort();                                               \
 		}                                                              \
@@ -65,7 +66,7 @@ void baton__log_reset(struct baton__log *l, baton_index base,
 /* ---- per-follower replication state (leader only) --------------------- */
 
 enum baton__progress_state {
-	BATON__PROBE = 1,     /* one append at a time until the match is found */
+	BATON__PROBE = 1, /* one append at a time until the match is found */
 	BATON__REPLICATE = 2, /* pipelined appends */
 	BATON__SNAPSHOT = 3,  /* sending a snapshot in chunks */
 };
@@ -76,8 +77,8 @@ struct baton__progress {
 	baton_index next;
 	baton_index match;
 	bool probe_sent;
-	bool recent_active;    /* heard from since the last quorum check */
-	bool responded;        /* heard from since the last heartbeat tick */
+	bool recent_active; /* heard from since the last quorum check */
+	bool responded;	    /* heard from since the last heartbeat tick */
 	baton_index match_at_tick; /* detects a stalled pipeline */
 	uint32_t stalled_ticks;
 	uint64_t acked_seq; /* highest heartbeat_seq echoed */
@@ -181,8 +182,8 @@ struct baton_raft {
  * Raft tolerates as network loss). */
 struct baton_msg *baton__send(struct baton_raft *r, uint32_t type,
 			      baton_node_id to);
-struct baton_msg *baton__send_after_persist(struct baton_raft *r,
-					    uint32_t type, baton_node_id to);
+struct baton_msg *baton__send_after_persist(struct baton_raft *r, uint32_t type,
+					    baton_node_id to);
 void baton__read_done(struct baton_raft *r, uint64_t request_id,
 		      baton_index read_index, int status);
 uint64_t baton__random(struct baton_raft *r);
@@ -215,8 +216,7 @@ void baton__broadcast_append(struct baton_raft *r);
 void baton__broadcast_heartbeat(struct baton_raft *r);
 void baton__leader_tick(struct baton_raft *r);
 void baton__recv_append(struct baton_raft *r, const struct baton_msg *m);
-void baton__recv_append_result(struct baton_raft *r,
-			       const struct baton_msg *m);
+void baton__recv_append_result(struct baton_raft *r, const struct baton_msg *m);
 void baton__maybe_commit(struct baton_raft *r);
 /* Append locally as leader and account for it. */
 int baton__leader_append(struct baton_raft *r, uint32_t type, const void *buf,

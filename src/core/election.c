@@ -174,7 +174,8 @@ static bool log_up_to_date(const struct baton_raft *r, baton_term last_term,
 void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m)
 {
 	const struct baton_msg_vote *v = &m->u.vote;
-	bool up_to_date = log_up_to_date(r, v->last_log_term, v->last_log_index);
+	bool up_to_date =
+		log_up_to_date(r, v->last_log_term, v->last_log_index);
 	bool granted;
 	if (v->pre_vote) {
 		/* Would we vote in the candidate's next term? */

@@ -97,9 +97,8 @@ int baton__promote(struct baton_raft *r, baton_node_id id)
 		return BATON_EBUSY;
 	r->promotee = id;
 	r->promotee_target = baton__last_index(r);
-	r->promotee_deadline_ms =
-		r->now_ms +
-		(uint64_t)r->o.promotion_rounds * r->o.election_timeout_ms;
+	r->promotee_deadline_ms = r->now_ms + (uint64_t)r->o.promotion_rounds *
+						      r->o.election_timeout_ms;
 	baton__promotion_check(r);
 	return 0;
 }
@@ -111,7 +110,8 @@ void baton__promotion_check(struct baton_raft *r)
 	if (r->promotee == 0 || r->role != BATON_LEADER)
 		return;
 	struct baton__progress *p = baton__progress_find(r, r->promotee);
-	const struct baton_member *m = baton_config_find(&r->config, r->promotee);
+	const struct baton_member *m =
+		baton_config_find(&r->config, r->promotee);
 	if (p == NULL || m == NULL || m->role != BATON_LEARNER) {
 		r->promotion_failed = r->promotee;
 		r->promotee = 0;

@@ -79,7 +79,8 @@ static bool state_empty(const struct baton_raft *r)
 }
 
 int baton_raft_restore(struct baton_raft *r, baton_term term,
-		       baton_node_id vote, const struct baton_snapshot_meta *snap,
+		       baton_node_id vote,
+		       const struct baton_snapshot_meta *snap,
 		       const uint8_t *snap_data, size_t snap_len,
 		       const struct baton_entry *entries, uint32_t n)
 {
@@ -172,8 +173,7 @@ uint32_t baton__voter_count(const struct baton_raft *r)
 	return n;
 }
 
-bool baton__term_at(const struct baton_raft *r, baton_index i,
-		    baton_term *term)
+bool baton__term_at(const struct baton_raft *r, baton_index i, baton_term *term)
 {
 	if (i == 0) {
 		*term = 0;
@@ -224,8 +224,8 @@ struct baton_msg *baton__send(struct baton_raft *r, uint32_t type,
 	return msgs_push(r, &r->msgs, type, to);
 }
 
-struct baton_msg *baton__send_after_persist(struct baton_raft *r,
-					    uint32_t type, baton_node_id to)
+struct baton_msg *baton__send_after_persist(struct baton_raft *r, uint32_t type,
+					    baton_node_id to)
 {
 	return msgs_push(r, &r->msgs_after, type, to);
 }
@@ -234,9 +234,8 @@ void baton__read_done(struct baton_raft *r, uint64_t request_id,
 		      baton_index read_index, int status)
 {
 	if (r->n_read_results == r->read_results_cap) {
-		uint32_t cap = r->read_results_cap == 0
-				       ? 16
-				       : r->read_results_cap * 2;
+		uint32_t cap =
+			r->read_results_cap == 0 ? 16 : r->read_results_cap * 2;
 		struct baton_read_result *v =
 			realloc(r->read_results, cap * sizeof *v);
 		if (v == NULL) {
@@ -446,7 +445,8 @@ static void fill_persistence(struct baton_raft *r, struct baton_update *out)
 		r->unstable_from = last + 1;
 	}
 	out->compact_upto = r->compact_upto;
-	out->persist_needed = out->hard_state_changed || r->snapshot_installed ||
+	out->persist_needed = out->hard_state_changed ||
+			      r->snapshot_installed ||
 			      out->truncate_from != 0 || out->n_entries > 0;
 	out->persist_index = last;
 	out->persist_term = baton__last_term(r);

@@ -18,7 +18,8 @@ static int add_pending(struct baton_raft *r, baton_node_id from, uint64_t id)
 		return BATON_EBUSY;
 	if (r->n_reads == r->reads_cap) {
 		uint32_t cap = r->reads_cap == 0 ? 16 : r->reads_cap * 2;
-		struct baton__pending_read *v = realloc(r->reads, cap * sizeof *v);
+		struct baton__pending_read *v =
+			realloc(r->reads, cap * sizeof *v);
 		if (v == NULL)
 			return BATON_ENOMEM;
 		r->reads = v;
@@ -92,8 +93,7 @@ void baton__recv_read_index(struct baton_raft *r, const struct baton_msg *m)
 void baton__recv_read_index_result(struct baton_raft *r,
 				   const struct baton_msg *m)
 {
-	const struct baton_msg_read_index_result *res =
-		&m->u.read_index_result;
+	const struct baton_msg_read_index_result *res = &m->u.read_index_result;
 	baton__read_done(r, res->request_id, res->read_index, res->status);
 }
 

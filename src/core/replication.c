@@ -57,7 +57,8 @@ void baton__progress_reset(struct baton_raft *r)
 static void inflight_push(struct baton__progress *p, baton_index last)
 {
 	BATON_ASSERT(p->inflight_n < BATON__INFLIGHT_MAX);
-	uint32_t slot = (p->inflight_head + p->inflight_n) % BATON__INFLIGHT_MAX;
+	uint32_t slot =
+		(p->inflight_head + p->inflight_n) % BATON__INFLIGHT_MAX;
 	p->inflight[slot] = last;
 	p->inflight_n++;
 }
@@ -89,9 +90,8 @@ int baton__leader_append(struct baton_raft *r, uint32_t type, const void *buf,
 	if (rv != 0)
 		return rv;
 	if (type == BATON_ENTRY_CONFIG)
-		baton__config_appended(r,
-				       baton__log_get(&r->log,
-						      baton__last_index(r)));
+		baton__config_appended(
+			r, baton__log_get(&r->log, baton__last_index(r)));
 	/* A single-voter cluster commits as soon as the disk says so. */
 	return 0;
 }
@@ -266,7 +266,8 @@ void baton__maybe_commit(struct baton_raft *r)
 		return;
 	/* Sort descending (n <= 16) and take the quorum-th highest. */
 	for (uint32_t i = 1; i < n; i++)
-		for (uint32_t k = i; k > 0 && matches[k] > matches[k - 1]; k--) {
+		for (uint32_t k = i; k > 0 && matches[k] > matches[k - 1];
+		     k--) {
 			baton_index t = matches[k];
 			matches[k] = matches[k - 1];
 			matches[k - 1] = t;
@@ -290,7 +291,8 @@ void baton__maybe_commit(struct baton_raft *r)
 void baton__truncate(struct baton_raft *r, baton_index i)
 {
 	BATON_ASSERT(i > r->commit_index); /* committed entries are forever */
-	if (i < r->unstable_from && (r->truncate_from == 0 || i < r->truncate_from))
+	if (i < r->unstable_from &&
+	    (r->truncate_from == 0 || i < r->truncate_from))
 		r->truncate_from = i;
 	baton__log_truncate(&r->log, i);
 	if (r->unstable_from > i)
@@ -336,7 +338,8 @@ static bool append_valid(const struct baton_raft *r, const struct baton_msg *m)
 		return false;
 	for (uint32_t i = 0; i < a->n_entries; i++) {
 		const struct baton_entry *e = &a->entries[i];
-		baton_term prev = i == 0 ? a->prev_term : a->entries[i - 1].term;
+		baton_term prev =
+			i == 0 ? a->prev_term : a->entries[i - 1].term;
 		if (e->term < prev || e->term > m->term ||
 		    e->len > r->o.max_entry_bytes ||
 		    (e->len > 0 && e->buf == NULL))
@@ -363,11 +366,12 @@ void baton__recv_append(struct baton_raft *r, const struct baton_msg *m)
 		/* Entries up to our commit index match: committed entries
 		 * are in every later leader's log (and may be compacted). */
 		baton_index covered = r->commit_index - prev;
-		skip = covered > a->n_entries ? a->n_entries : (uint32_t)covered;
+		skip = covered > a->n_entries ? a->n_entries
+					      : (uint32_t)covered;
 	} else {
 		baton_term t;
-		if (prev > baton__last_index(r) || !baton__term_at(r, prev, &t) ||
-		    t != a->prev_term) {
+		if (prev > baton__last_index(r) ||
+		    !baton__term_at(r, prev, &t) || t != a->prev_term) {
 			reply_append(r, m, false, prev);
 			return;
 		}
@@ -387,7 +391,8 @@ void baton__recv_append(struct baton_raft *r, const struct baton_msg *m)
 			return; /* the leader will retry what we lack */
 		}
 		if (e->type == BATON_ENTRY_CONFIG)
-			baton__config_appended(r, baton__log_get(&r->log, index));
+			baton__config_appended(r,
+					       baton__log_get(&r->log, index));
 	}
 	baton_index last_new = prev + a->n_entries;
 	baton_index commit =

@@ -129,9 +129,9 @@ void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m)
 	    s->meta.config.n > BATON_MAX_MEMBERS)
 		return; /* refuse: the leader retries, an operator sees why */
 	if (s->offset == 0) {
-		uint8_t *buf = realloc(r->incoming_data,
-				       s->total_len > 0 ? (size_t)s->total_len
-							: 1);
+		uint8_t *buf =
+			realloc(r->incoming_data,
+				s->total_len > 0 ? (size_t)s->total_len : 1);
 		if (buf == NULL) {
 			r->alloc_failed = true;
 			return;

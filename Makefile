@@ -1,0 +1,57 @@
+# The user-facing entry point. `make test` is what CI runs.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+SEEDS      ?= 500
+SEED       ?= 1
+ASAN_SEEDS ?= 100
+FORMAT_FILES = $(shell find src include tests bench -name '*.[ch]' 2>/dev/null)
+
+.PHONY: all setup build test sim replay sanitize mutants bench format format-check run clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j2
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure
+
+# Any number of swarm seeds: make sim SEEDS=20000 [SEED=first]
+sim: build
+	$(BUILD)/baton-sim --swarm --seeds $(SEEDS) --first-seed $(SEED)
+
+# Replay one seed with a full trace (a failing seed prints this command).
+replay: build
+	$(BUILD)/baton-sim --swarm --seed $(SEED) --verbose
+
+sanitize: setup
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DBATON_SANITIZE=address,undefined -DBATON_SIM_SEEDS=$(ASAN_SEEDS)
+	cmake --build $(ASAN_BUILD) -j2
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure
+
+mutants: setup
+	scripts/mutants
+
+bench: build
+	$(BUILD)/bench-core
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check: setup
+	clang-format --dry-run -Werror $(FORMAT_FILES)
+
+run:
+	@echo "make run: batond (the server) is not built yet; it arrives with issue #4."
+	@echo "Try 'make test' or 'make sim'."
+	@exit 1
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
