@@ -62,7 +62,9 @@ typedef uint64_t baton_node_id; /* 0 means "nobody" */
 	  "leadership changed before the request completed")                   \
 	X(CORRUPT, -30011, "malformed or corrupt data")                        \
 	X(VERSION, -30012, "unsupported format version")                       \
-	X(STATE, -30013, "operation not allowed in the current state")
+	X(STATE, -30013, "operation not allowed in the current state")         \
+	X(OVERLOADED, -30014,                                                  \
+	  "too many uncommitted entries on the leader; retry later")
 
 enum {
 #define BATON__ERROR_ENUM(name, code, text) BATON_E##name = code,
@@ -405,6 +407,9 @@ struct baton_raft_options {
 	/* Limits on what a peer may make this node hold. */
 	uint64_t max_snapshot_bytes;
 	uint32_t max_entry_bytes;
+	/* Back-pressure: proposals are refused with BATON_EOVERLOADED while
+	 * the leader holds this many entries beyond its commit index. */
+	uint32_t max_uncommitted_entries;
 	/* A learner must catch up within this many election timeouts. */
 	uint32_t promotion_rounds;
 	bool pre_vote;
@@ -441,11 +446,19 @@ int baton_raft_bootstrap(struct baton_raft *r, const struct baton_config *c);
  *   BATON_EBUSY       a transfer or config change is already running;
  *   BATON_ENOTFOUND / BATON_EEXISTS / BATON_EINVAL  bad membership target;
  *   BATON_ETOOBIG     a command above max_entry_bytes;
+ *   BATON_EOVERLOADED too many uncommitted entries (retry later);
  *   BATON_ENOMEM.
  * A malformed or stale message is dropped silently (it is 0). Even on error
  * *out is valid and must be processed. */
 int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
 		    struct baton_event *ev, struct baton_update *out);
+
+/* The metadata a snapshot taken at `index` (<= last applied) must record:
+ * its term and the configuration in force there. A driver saves it with the
+ * state machine's bytes before sending BATON_EVENT_SNAPSHOT_TAKEN.
+ * BATON_EINVAL if the index is not applied or its term is unknown. */
+int baton_raft_snapshot_meta(const struct baton_raft *r, baton_index index,
+			     struct baton_snapshot_meta *out);
 
 /* Introspection, for status commands and simulator invariants. */
 struct baton_raft_status {

@@ -22,6 +22,7 @@ void baton_raft_options_default(struct baton_raft_options *o)
 	o->snapshot_trailing_entries = 1024;
 	o->max_snapshot_bytes = (uint64_t)4 << 30;
 	o->max_entry_bytes = 16u << 20;
+	o->max_uncommitted_entries = 65536;
 	o->promotion_rounds = 10;
 	o->pre_vote = true;
 	o->check_quorum = true;
@@ -37,7 +38,8 @@ static bool options_valid(const struct baton_raft_options *o)
 	       o->max_entries_per_append >= 1 &&
 	       o->max_entries_per_append <= BATON__BATCH_MAX &&
 	       o->max_bytes_per_append > 0 && o->snapshot_chunk_bytes > 0 &&
-	       o->max_entry_bytes > 0 && o->promotion_rounds > 0;
+	       o->max_entry_bytes > 0 && o->promotion_rounds > 0 &&
+	       o->max_uncommitted_entries > 0;
 }
 
 int baton_raft_create(const struct baton_raft_options *o,
@@ -352,6 +354,8 @@ static int propose(struct baton_raft *r, struct baton_event *ev)
 		if (ev->u.propose.bufs[i].len > r->o.max_entry_bytes)
 			return BATON_ETOOBIG;
 	baton_index first = baton__last_index(r) + 1;
+	if (first + n - 1 - r->commit_index > r->o.max_uncommitted_entries)
+		return BATON_EOVERLOADED;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct baton_buffer *b = &ev->u.propose.bufs[i];
 		int rv = baton__leader_append(r, BATON_ENTRY_COMMAND, b->base,

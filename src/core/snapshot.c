@@ -24,20 +24,32 @@ static void config_at(const struct baton_raft *r, baton_index index,
 	*c_index = r->snap.config_index;
 }
 
+int baton_raft_snapshot_meta(const struct baton_raft *r, baton_index index,
+			     struct baton_snapshot_meta *out)
+{
+	baton_term term;
+	if (index == 0 || index > r->applied_index ||
+	    !baton__term_at(r, index, &term))
+		return BATON_EINVAL;
+	memset(out, 0, sizeof *out);
+	out->index = index;
+	out->term = term;
+	config_at(r, index, &out->config, &out->config_index);
+	return 0;
+}
+
 int baton__snapshot_taken(struct baton_raft *r, baton_index index,
 			  const uint8_t *data, size_t len)
 {
-	baton_term term;
-	if (index > r->applied_index || index <= r->snap.index ||
-	    (len > 0 && data == NULL) || !baton__term_at(r, index, &term))
+	struct baton_snapshot_meta meta;
+	if (index <= r->snap.index || (len > 0 && data == NULL) ||
+	    baton_raft_snapshot_meta(r, index, &meta) != 0)
 		return BATON_EINVAL;
 	uint8_t *copy = malloc(len > 0 ? len : 1);
 	if (copy == NULL)
 		return BATON_ENOMEM;
 	if (len > 0)
 		memcpy(copy, data, len);
-	struct baton_snapshot_meta meta = {.index = index, .term = term};
-	config_at(r, index, &meta.config, &meta.config_index);
 	free(r->snap_data);
 	r->snap_data = copy;
 	r->snap_len = len;

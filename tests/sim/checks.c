@@ -1,0 +1,320 @@
+/*
+ * The invariants, checked after every step (Raft dissertation, figure 3.2,
+ * plus what the driver can see of the state machine):
+ *
+ * - election safety: at most one leader per term;
+ * - leader append-only: a leader never shrinks or rewrites its log in its term;
+ * - log matching: two entries with the same index and term have the same
+ *   content and the same predecessor term, in every log, ever;
+ * - leader completeness: a new leader holds every entry applied anywhere;
+ * - state machine safety: every node applies the same entry, and reaches the
+ *   same machine state, at each index; snapshots match that state;
+ * - commit indexes never go backwards within one incarnation.
+ *
+ * Everything is incremental (hash tables and arrays indexed by term or log
+ * index), so checking after every step stays cheap.
+ */
+#include "world.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct log_key {
+	baton_index index; /* 0: empty slot */
+	baton_term term;
+	uint64_t content;
+	baton_term prev_term;
+};
+
+struct committed {
+	bool set;
+	baton_term term;
+	uint64_t content;
+	uint64_t machine_hash; /* state after applying this index */
+};
+
+struct sim_checks {
+	baton_node_id *leader_of_term;
+	size_t terms_cap;
+	struct log_key *table;
+	size_t table_cap, table_n;
+	struct committed *committed;
+	size_t committed_cap;
+	baton_index max_applied;
+};
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need < *cap)
+		return p;
+	size_t cap2 = *cap ? *cap : 1024;
+	while (cap2 <= need)
+		cap2 *= 2;
+	uint8_t *q = realloc(p, cap2 * elem);
+	if (q == NULL) {
+		fprintf(stderr, "baton-sim: out of memory\n");
+		abort();
+	}
+	memset(q + *cap * elem, 0, (cap2 - *cap) * elem);
+	*cap = cap2;
+	return q;
+}
+
+struct sim_checks *sim_checks_new(void)
+{
+	struct sim_checks *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		abort();
+	return c;
+}
+
+void sim_checks_free(struct sim_checks *c)
+{
+	if (c == NULL)
+		return;
+	free(c->leader_of_term);
+	free(c->table);
+	free(c->committed);
+	free(c);
+}
+
+static uint64_t entry_content(const struct baton_entry *e)
+{
+	uint64_t h = sim_hash_bytes(0, &e->type, sizeof e->type);
+	return sim_hash_bytes(h, e->buf, e->len);
+}
+
+/* ---- log matching -------------------------------------------------------- */
+
+static size_t slot_of(baton_index index, baton_term term, size_t cap)
+{
+	uint64_t h =
+		index * 0x9e3779b97f4a7c15ull ^ term * 0xc2b2ae3d27d4eb4full;
+	return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+static void table_grow(struct sim_checks *c)
+{
+	size_t cap = c->table_cap ? c->table_cap * 2 : 4096;
+	struct log_key *t = calloc(cap, sizeof *t);
+	if (t == NULL)
+		abort();
+	for (size_t i = 0; i < c->table_cap; i++) {
+		struct log_key *k = &c->table[i];
+		if (k->index == 0)
+			continue;
+		size_t s = slot_of(k->index, k->term, cap);
+		while (t[s].index != 0)
+			s = (s + 1) & (cap - 1);
+		t[s] = *k;
+	}
+	free(c->table);
+	c->table = t;
+	c->table_cap = cap;
+}
+
+static void check_log_entry(struct sim_world *w, struct sim_node *n,
+			    const struct baton_entry *e, baton_term prev_term)
+{
+	struct sim_checks *c = w->checks;
+	if ((c->table_n + 1) * 2 > c->table_cap)
+		table_grow(c);
+	uint64_t content = entry_content(e);
+	size_t s = slot_of(e->index, e->term, c->table_cap);
+	while (c->table[s].index != 0) {
+		struct log_key *k = &c->table[s];
+		if (k->index == e->index && k->term == e->term) {
+			if (k->content != content || k->prev_term != prev_term)
+				sim_fail(w,
+					 "log matching: node %llu holds entry "
+					 "%llu/term %llu with other content or "
+					 "predecessor (prev term %llu, seen "
+					 "%llu)",
+					 (unsigned long long)n->id,
+					 (unsigned long long)e->index,
+					 (unsigned long long)e->term,
+					 (unsigned long long)prev_term,
+					 (unsigned long long)k->prev_term);
+			return;
+		}
+		s = (s + 1) & (c->table_cap - 1);
+	}
+	c->table[s] = (struct log_key){e->index, e->term, content, prev_term};
+	c->table_n++;
+}
+
+/* ---- leaders ------------------------------------------------------------- */
+
+static void check_leader_complete(struct sim_world *w, struct sim_node *n)
+{
+	struct sim_checks *c = w->checks;
+	struct baton_raft_status s;
+	baton_raft_status(n->raft, &s);
+	if (s.last_index < c->max_applied) {
+		sim_fail(w,
+			 "leader completeness: node %llu leads term %llu with "
+			 "last index %llu, but index %llu was applied",
+			 (unsigned long long)n->id, (unsigned long long)s.term,
+			 (unsigned long long)s.last_index,
+			 (unsigned long long)c->max_applied);
+		return;
+	}
+	for (baton_index i = s.first_index; i <= c->max_applied; i++) {
+		baton_term t;
+		if (!c->committed[i].set || !baton_raft_term_at(n->raft, i, &t))
+			continue;
+		if (t != c->committed[i].term) {
+			sim_fail(w,
+				 "leader completeness: node %llu leads term "
+				 "%llu with term %llu at index %llu, but term "
+				 "%llu was applied there",
+				 (unsigned long long)n->id,
+				 (unsigned long long)s.term,
+				 (unsigned long long)t, (unsigned long long)i,
+				 (unsigned long long)c->committed[i].term);
+			return;
+		}
+	}
+}
+
+static void check_append_only(struct sim_world *w, struct sim_node *n)
+{
+	struct baton_raft_status s;
+	baton_raft_status(n->raft, &s);
+	baton_term t;
+	if (s.last_index < n->leader_last_index ||
+	    (baton_raft_term_at(n->raft, n->leader_last_index, &t) &&
+	     t != n->leader_last_term))
+		sim_fail(w,
+			 "leader append-only: leader %llu of term %llu went "
+			 "from last %llu/term %llu to last %llu",
+			 (unsigned long long)n->id, (unsigned long long)s.term,
+			 (unsigned long long)n->leader_last_index,
+			 (unsigned long long)n->leader_last_term,
+			 (unsigned long long)s.last_index);
+	n->leader_last_index = s.last_index;
+	n->leader_last_term = s.last_term;
+}
+
+static void check_leader(struct sim_world *w, struct sim_node *n,
+			 const struct baton_update *u)
+{
+	struct sim_checks *c = w->checks;
+	c->leader_of_term = grow(c->leader_of_term, &c->terms_cap, u->term,
+				 sizeof *c->leader_of_term);
+	baton_node_id *slot = &c->leader_of_term[u->term];
+	if (*slot != 0 && *slot != n->id) {
+		sim_fail(w,
+			 "election safety: nodes %llu and %llu both lead term "
+			 "%llu",
+			 (unsigned long long)*slot, (unsigned long long)n->id,
+			 (unsigned long long)u->term);
+		return;
+	}
+	bool new_leadership = n->role != BATON_LEADER || n->term != u->term;
+	*slot = n->id;
+	if (new_leadership) {
+		w->stats.elections++;
+		sim_trace(w, "node %llu is leader of term %llu",
+			  (unsigned long long)n->id,
+			  (unsigned long long)u->term);
+		check_leader_complete(w, n);
+		struct baton_raft_status s;
+		baton_raft_status(n->raft, &s);
+		n->leader_last_index = s.last_index;
+		n->leader_last_term = s.last_term;
+	} else {
+		check_append_only(w, n);
+	}
+}
+
+void sim_check_update(struct sim_world *w, struct sim_node *n,
+		      const struct baton_update *u)
+{
+	if (u->role == BATON_LEADER)
+		check_leader(w, n, u);
+	if (u->commit_index < n->commit)
+		sim_fail(w,
+			 "node %llu: commit index went back from %llu to %llu",
+			 (unsigned long long)n->id,
+			 (unsigned long long)n->commit,
+			 (unsigned long long)u->commit_index);
+	if (u->term < n->term)
+		sim_fail(w, "node %llu: term went back from %llu to %llu",
+			 (unsigned long long)n->id, (unsigned long long)n->term,
+			 (unsigned long long)u->term);
+	n->commit = u->commit_index;
+	n->role = u->role;
+	n->term = u->term;
+	for (uint32_t i = 0; i < u->n_entries; i++) {
+		const struct baton_entry *e = &u->entries[i];
+		baton_term prev = 0;
+		if (i > 0)
+			prev = u->entries[i - 1].term;
+		else if (!baton_raft_term_at(n->raft, e->index - 1, &prev))
+			sim_fail(w,
+				 "node %llu: term of %llu unknown after append",
+				 (unsigned long long)n->id,
+				 (unsigned long long)(e->index - 1));
+		check_log_entry(w, n, e, prev);
+	}
+}
+
+/* ---- state machine ------------------------------------------------------- */
+
+void sim_check_apply(struct sim_world *w, struct sim_node *n,
+		     const struct baton_entry *e)
+{
+	struct sim_checks *c = w->checks;
+	c->committed = grow(c->committed, &c->committed_cap, e->index,
+			    sizeof *c->committed);
+	struct committed *k = &c->committed[e->index];
+	uint64_t content = entry_content(e);
+	if (!k->set) {
+		*k = (struct committed){true, e->term, content, n->sm.hash};
+		w->stats.committed++;
+	} else if (k->term != e->term || k->content != content) {
+		sim_fail(w,
+			 "state machine safety: node %llu applied term %llu at "
+			 "index %llu where term %llu was applied before",
+			 (unsigned long long)n->id, (unsigned long long)e->term,
+			 (unsigned long long)e->index,
+			 (unsigned long long)k->term);
+	} else if (k->machine_hash != n->sm.hash) {
+		sim_fail(w,
+			 "state machine safety: node %llu reached another "
+			 "state at index %llu",
+			 (unsigned long long)n->id,
+			 (unsigned long long)e->index);
+	}
+	if (e->index > c->max_applied)
+		c->max_applied = e->index;
+}
+
+void sim_check_snapshot(struct sim_world *w, struct sim_node *n,
+			baton_index index, uint64_t hash)
+{
+	struct sim_checks *c = w->checks;
+	if (index >= c->committed_cap || !c->committed[index].set ||
+	    c->committed[index].machine_hash != hash)
+		sim_fail(
+			w,
+			"snapshot: node %llu installed a snapshot at %llu that "
+			"matches no applied state",
+			(unsigned long long)n->id, (unsigned long long)index);
+}
+
+baton_index sim_max_applied(const struct sim_world *w)
+{
+	return w->checks->max_applied;
+}
+
+bool sim_committed_term(const struct sim_world *w, baton_index i,
+			baton_term *term)
+{
+	const struct sim_checks *c = w->checks;
+	if (i >= c->committed_cap || !c->committed[i].set)
+		return false;
+	*term = c->committed[i].term;
+	return true;
+}

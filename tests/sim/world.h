@@ -1,0 +1,208 @@
+/*
+ * The deterministic simulator: N core instances in one process, a
+ * simulated network and simulated disks, driven by one discrete-event queue.
+ * Everything is drawn from one seed, so a run replays bit for bit.
+ *
+ * world.c    the world: event queue, nodes, disks, network, nemesis, clients
+ * checks.c   the invariants, checked after every step
+ * main.c     the command line: seeds, swarm mode, replay, summaries
+ */
+#ifndef BATON_SIM_WORLD_H
+#define BATON_SIM_WORLD_H
+
+#include <baton/raft.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SIM_MAX_NODES 12	 /* founders (up to 7) plus fresh ids to add */
+#define SIM_MAX_EVENTS 4000000u	 /* per run: a bound on the whole run */
+#define SIM_MAX_IN_FLIGHT 20000u /* messages; beyond, sends are lost */
+
+/* ---- randomness: splitmix64, the only source of chance ----------------- */
+
+struct sim_rng {
+	uint64_t state;
+};
+
+uint64_t sim_rand(struct sim_rng *g);
+/* Uniform in [lo, hi]. */
+uint64_t sim_range(struct sim_rng *g, uint64_t lo, uint64_t hi);
+/* True with probability per_mille / 1000. */
+bool sim_chance(struct sim_rng *g, uint32_t per_mille);
+
+/* ---- run parameters, all drawn from the seed in swarm mode ------------- */
+
+struct sim_params {
+	uint32_t n_nodes;
+	uint32_t election_timeout_ms;
+	uint32_t heartbeat_ms;
+	uint32_t tick_ms;
+	uint32_t net_min_ms, net_max_ms;
+	uint32_t loss_per_mille, dup_per_mille;
+	uint32_t disk_min_ms, disk_max_ms;
+	uint32_t nemesis_every_ms; /* mean gap between faults; 0: none */
+	uint32_t downtime_max_ms;
+	uint32_t partition_max_ms;
+	uint32_t client_every_ms;
+	uint32_t read_every_ms;
+	uint32_t member_every_ms; /* 0: no membership changes */
+	uint32_t transfer_every_ms;
+	uint32_t snapshot_every; /* applied entries between snapshots */
+	uint32_t trailing;
+	uint32_t chunk_bytes;
+	uint32_t inflight;
+	uint32_t batch;
+	uint32_t max_uncommitted;
+	uint64_t safety_ms;
+	uint64_t liveness_ms;
+};
+
+/* ---- what a node has on its simulated disk ----------------------------- */
+
+struct sim_disk {
+	baton_term term;
+	baton_node_id vote;
+	bool has_snap;
+	struct baton_snapshot_meta snap;
+	uint8_t *snap_data;
+	size_t snap_len;
+	struct baton_entry *log; /* deep copies, consecutive indexes */
+	uint32_t log_n, log_cap;
+};
+
+/* A message in flight: a deep copy, since updates live only one step. */
+struct sim_packet {
+	struct baton_msg m;
+	struct baton_entry *entries;
+	uint8_t *chunk;
+};
+
+/* One update's persistence, completing in FIFO order per node. */
+struct sim_write {
+	bool hs;
+	baton_term term;
+	baton_node_id vote;
+	bool has_snap;
+	struct baton_snapshot_meta snap;
+	uint8_t *snap_data;
+	size_t snap_len;
+	baton_index truncate_from;
+	struct baton_entry *entries;
+	uint32_t n_entries;
+	baton_index compact_upto;
+	bool report;
+	baton_index persist_index;
+	baton_term persist_term;
+	struct sim_packet **held; /* msgs_after_persist */
+	uint32_t n_held;
+	struct sim_write *next;
+};
+
+/* The application: a hash chain over every applied command. */
+struct sim_machine {
+	baton_index applied;
+	uint64_t hash;
+	uint64_t commands;
+};
+
+struct sim_read {
+	uint64_t id;
+	uint32_t node;
+	uint64_t incarnation;
+	baton_index must_see; /* highest index applied anywhere at invocation */
+};
+
+struct sim_node {
+	baton_node_id id;
+	bool exists; /* started at least once */
+	bool alive;
+	bool retired; /* removed from the cluster: never restarted */
+	uint64_t incarnation;
+	struct baton_raft *raft;
+	struct sim_disk disk;
+	struct sim_write *writes, *writes_tail;
+	uint64_t last_write_done_ms;
+	struct sim_machine sm;
+	struct baton_raft_options opts;
+	/* For the invariants. */
+	uint32_t role;
+	baton_term term;
+	baton_index commit;
+	baton_index leader_last_index;
+	baton_term leader_last_term;
+};
+
+struct sim_stats {
+	uint64_t steps, proposals, committed, elections, crashes, partitions,
+		snapshots_taken, snapshots_installed, member_changes, transfers,
+		reads_ok, reads_failed, msgs_sent, msgs_lost;
+};
+
+struct sim_event; /* world.c */
+
+struct sim_world {
+	uint64_t seed;
+	struct sim_params p;
+	struct sim_rng rng;
+	uint64_t now_ms;
+	uint64_t seq;
+	struct sim_event *heap;
+	uint32_t heap_n, heap_cap;
+	uint64_t events;
+	uint32_t in_flight;
+	struct sim_node nodes[SIM_MAX_NODES + 1]; /* index = node id */
+	uint32_t n_ids; /* ids 1..n_ids exist or may be added */
+	uint32_t next_fresh_id;
+	bool blocked[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	bool liveness;
+	bool done;
+	/* Liveness probe: a marker command that every member must apply. */
+	baton_index marker_index;
+	baton_term marker_term;
+	uint64_t next_payload;
+	uint64_t next_read_id;
+	struct sim_read *reads;
+	uint32_t n_reads, reads_cap;
+	struct sim_stats stats;
+	/* Invariant state (checks.c). */
+	struct sim_checks *checks;
+	/* Outcome. */
+	bool failed;
+	char failure[512];
+	/* Output. */
+	bool verbose;
+	uint64_t trace_hash;
+};
+
+/* world.c */
+void sim_params_swarm(struct sim_params *p, struct sim_rng *g);
+void sim_params_default(struct sim_params *p);
+int sim_run(struct sim_world *w);
+void sim_world_free(struct sim_world *w);
+void sim_trace(struct sim_world *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void sim_fail(struct sim_world *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+uint64_t sim_hash_bytes(uint64_t h, const void *p, size_t n);
+
+/* checks.c: invariants. */
+struct sim_checks *sim_checks_new(void);
+void sim_checks_free(struct sim_checks *c);
+/* After every step of node n that produced update u. */
+void sim_check_update(struct sim_world *w, struct sim_node *n,
+		      const struct baton_update *u);
+/* One applied entry, after the machine applied it. */
+void sim_check_apply(struct sim_world *w, struct sim_node *n,
+		     const struct baton_entry *e);
+/* A snapshot the node restored its machine from. */
+void sim_check_snapshot(struct sim_world *w, struct sim_node *n,
+			baton_index index, uint64_t hash);
+/* Highest index applied by any node so far. */
+baton_index sim_max_applied(const struct sim_world *w);
+/* Did every node that applied index i apply the entry of this term? */
+bool sim_committed_term(const struct sim_world *w, baton_index i,
+			baton_term *term);
+
+#endif
