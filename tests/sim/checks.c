@@ -30,6 +30,7 @@ struct committed {
 	bool set;
 	baton_term term;
 	uint64_t content;
+	bool applied;
 	uint64_t machine_hash; /* state after applying this index */
 };
 
@@ -41,6 +42,7 @@ struct sim_checks {
 	struct committed *committed;
 	size_t committed_cap;
 	baton_index max_applied;
+	baton_index max_committed;
 };
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -150,16 +152,19 @@ static void check_leader_complete(struct sim_world *w, struct sim_node *n)
 	struct sim_checks *c = w->checks;
 	struct baton_raft_status s;
 	baton_raft_status(n->raft, &s);
-	if (s.last_index < c->max_applied) {
+	baton_index must_hold = c->max_committed > c->max_applied
+					? c->max_committed
+					: c->max_applied;
+	if (s.last_index < must_hold) {
 		sim_fail(w,
 			 "leader completeness: node %llu leads term %llu with "
-			 "last index %llu, but index %llu was applied",
+			 "last index %llu, but index %llu was committed",
 			 (unsigned long long)n->id, (unsigned long long)s.term,
 			 (unsigned long long)s.last_index,
-			 (unsigned long long)c->max_applied);
+			 (unsigned long long)must_hold);
 		return;
 	}
-	for (baton_index i = s.first_index; i <= c->max_applied; i++) {
+	for (baton_index i = s.first_index; i <= must_hold; i++) {
 		baton_term t;
 		if (!c->committed[i].set || !baton_raft_term_at(n->raft, i, &t))
 			continue;
@@ -228,9 +233,43 @@ static void check_leader(struct sim_world *w, struct sim_node *n,
 	}
 }
 
+/* Every entry a node counts as committed is the one all others do. */
+static void check_committed_prefix(struct sim_world *w, struct sim_node *n,
+				   baton_index from, baton_index to)
+{
+	struct sim_checks *c = w->checks;
+	c->committed =
+		grow(c->committed, &c->committed_cap, to, sizeof *c->committed);
+	for (baton_index i = from; i <= to; i++) {
+		const struct baton_entry *e = baton_raft_entry(n->raft, i);
+		if (e == NULL)
+			continue; /* covered by an installed snapshot */
+		struct committed *k = &c->committed[i];
+		uint64_t content = entry_content(e);
+		if (!k->set) {
+			k->set = true;
+			k->term = e->term;
+			k->content = content;
+			if (i > c->max_committed)
+				c->max_committed = i;
+		} else if (k->term != e->term || k->content != content) {
+			sim_fail(w,
+				 "commit safety: node %llu commits term %llu "
+				 "at index %llu where term %llu was committed",
+				 (unsigned long long)n->id,
+				 (unsigned long long)e->term,
+				 (unsigned long long)i,
+				 (unsigned long long)k->term);
+			return;
+		}
+	}
+}
+
 void sim_check_update(struct sim_world *w, struct sim_node *n,
 		      const struct baton_update *u)
 {
+	if (u->commit_index > n->commit)
+		check_committed_prefix(w, n, n->commit + 1, u->commit_index);
 	if (u->role == BATON_LEADER)
 		check_leader(w, n, u);
 	if (u->commit_index < n->commit)
@@ -270,8 +309,20 @@ void sim_check_apply(struct sim_world *w, struct sim_node *n,
 			    sizeof *c->committed);
 	struct committed *k = &c->committed[e->index];
 	uint64_t content = entry_content(e);
-	if (!k->set) {
-		*k = (struct committed){true, e->term, content, n->sm.hash};
+	if (!k->set || !k->applied) {
+		if (k->set && (k->term != e->term || k->content != content)) {
+			sim_fail(w,
+				 "state machine safety: node %llu applied term "
+				 "%llu at index %llu where term %llu was "
+				 "committed",
+				 (unsigned long long)n->id,
+				 (unsigned long long)e->term,
+				 (unsigned long long)e->index,
+				 (unsigned long long)k->term);
+			return;
+		}
+		*k = (struct committed){true, e->term, content, true,
+					n->sm.hash};
 		w->stats.committed++;
 	} else if (k->term != e->term || k->content != content) {
 		sim_fail(w,
@@ -289,13 +340,15 @@ void sim_check_apply(struct sim_world *w, struct sim_node *n,
 	}
 	if (e->index > c->max_applied)
 		c->max_applied = e->index;
+	if (e->index > c->max_committed)
+		c->max_committed = e->index;
 }
 
 void sim_check_snapshot(struct sim_world *w, struct sim_node *n,
 			baton_index index, uint64_t hash)
 {
 	struct sim_checks *c = w->checks;
-	if (index >= c->committed_cap || !c->committed[index].set ||
+	if (index >= c->committed_cap || !c->committed[index].applied ||
 	    c->committed[index].machine_hash != hash)
 		sim_fail(
 			w,

@@ -70,6 +70,7 @@ void sim_params_default(struct sim_params *p)
 		.net_max_ms = 15,
 		.loss_per_mille = 20,
 		.dup_per_mille = 10,
+		.reorder_per_mille = 20,
 		.disk_min_ms = 1,
 		.disk_max_ms = 5,
 		.nemesis_every_ms = 1500,
@@ -105,6 +106,7 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->net_max_ms = p->net_min_ms + (uint32_t)sim_range(g, 1, 60);
 	p->loss_per_mille = (uint32_t)sim_range(g, 0, 200);
 	p->dup_per_mille = (uint32_t)sim_range(g, 0, 100);
+	p->reorder_per_mille = (uint32_t)sim_range(g, 0, 300);
 	p->disk_min_ms = (uint32_t)sim_range(g, 0, 3);
 	p->disk_max_ms = p->disk_min_ms + (uint32_t)sim_range(g, 0, 30);
 	p->nemesis_every_ms = (uint32_t)sim_range(g, 150, 3000);
@@ -120,9 +122,9 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->chunk_bytes = (uint32_t)sim_range(g, 8, 200);
 	p->inflight = inflights[sim_rand(g) % 4];
 	p->batch = batches[sim_rand(g) % 3];
-	if (p->batch == 1 && p->inflight == 1)
-		p->inflight = 2; /* one entry per round trip cannot keep up */
-	p->max_uncommitted = (uint32_t)sim_range(g, 32, 512);
+	if (p->batch == 1 && p->inflight < 4)
+		p->inflight = 4; /* one entry per round trip cannot keep up */
+	p->max_uncommitted = (uint32_t)sim_range(g, 128, 1024);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -359,9 +361,17 @@ static void net_send(struct sim_world *w, struct sim_packet *p)
 			 sim_range(&w->rng, w->p.net_min_ms, w->p.net_max_ms),
 			 EV_DELIVER, 0, packet_copy(&p->m));
 	}
+	/* A link keeps order (as a TCP stream does) unless this message is
+	 * one the seed chose to reorder. */
+	uint64_t at = w->now_ms +
+		      sim_range(&w->rng, w->p.net_min_ms, w->p.net_max_ms);
+	if (!sim_chance(&w->rng, w->p.reorder_per_mille)) {
+		if (at < w->link_last_ms[from][to])
+			at = w->link_last_ms[from][to];
+		w->link_last_ms[from][to] = at;
+	}
 	w->in_flight++;
-	schedule(w, sim_range(&w->rng, w->p.net_min_ms, w->p.net_max_ms),
-		 EV_DELIVER, 0, p);
+	schedule(w, at - w->now_ms, EV_DELIVER, 0, p);
 }
 
 /* ---- the disk ---------------------------------------------------------- */

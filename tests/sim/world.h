@@ -41,6 +41,7 @@ struct sim_params {
 	uint32_t tick_ms;
 	uint32_t net_min_ms, net_max_ms;
 	uint32_t loss_per_mille, dup_per_mille;
+	uint32_t reorder_per_mille; /* else a link delivers in order, as TCP */
 	uint32_t disk_min_ms, disk_max_ms;
 	uint32_t nemesis_every_ms; /* mean gap between faults; 0: none */
 	uint32_t downtime_max_ms;
@@ -156,6 +157,7 @@ struct sim_world {
 	uint32_t n_ids; /* ids 1..n_ids exist or may be added */
 	uint32_t next_fresh_id;
 	bool blocked[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	uint64_t link_last_ms[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
 	bool liveness;
 	bool done;
 	/* Liveness probe: a marker command that every member must apply. */
