@@ -8,8 +8,8 @@
  * struct baton_update describing everything the driver must now do:
  *
  *   1. persist, in this order: the hard state (term and vote), an installed
- *      snapshot, a truncation of the log suffix, new log entries, and a
- *      compaction of the log prefix;
+ *      snapshot (which replaces the log entries it covers), a truncation of
+ *      the log suffix, new log entries, and a compaction of the log prefix;
  *   2. send `msgs` at once (a leader replicates in parallel with its own
  *      disk write);
  *   3. send `msgs_after_persist` only once everything asked to be persisted
@@ -349,8 +349,8 @@ struct baton_update {
 	bool hard_state_changed; /* persist (term, vote) atomically */
 	baton_term hs_term;
 	baton_node_id hs_vote;
-	/* A snapshot received from the leader: persist it, replace the whole
-	 * log with nothing, restore the state machine from it. */
+	/* A snapshot received from the leader: persist it, delete stored
+	 * entries up to its index, restore the state machine from it. */
 	const struct baton_snapshot_meta *snapshot;
 	const uint8_t *snapshot_data;
 	size_t snapshot_len;

@@ -108,17 +108,28 @@ static void install(struct baton_raft *r)
 	r->incoming_data = NULL;
 	r->incoming_len = 0;
 	r->incoming_total = 0;
+	baton_term t;
+	bool holds_last = meta->index > r->log.base &&
+			  baton__log_term(&r->log, meta->index, &t) &&
+			  t == meta->term;
 	r->snap = *meta;
-	/* The whole log goes: the snapshot is newer than all we commit. */
-	baton__log_reset(&r->log, meta->index, meta->term);
-	r->config = meta->config;
-	r->config_index = meta->config_index;
+	if (holds_last) {
+		/* Our log holds the snapshot's last entry: what follows it
+		 * agrees with the leader and may already be acknowledged, so
+		 * it must stay (Raft, figure 13, rule 6). */
+		baton__log_compact(&r->log, meta->index);
+	} else {
+		/* Nothing we hold after the snapshot can be trusted. */
+		if (r->truncate_from == 0 || r->truncate_from > meta->index + 1)
+			r->truncate_from = meta->index + 1;
+		baton__log_reset(&r->log, meta->index, meta->term);
+		if (r->persisted_index > meta->index)
+			r->persisted_index = meta->index;
+		r->unstable_from = meta->index + 1;
+	}
+	baton__config_refresh(r);
 	r->commit_index = meta->index;
 	r->applied_index = meta->index;
-	if (r->persisted_index > meta->index)
-		r->persisted_index = meta->index;
-	r->unstable_from = meta->index + 1;
-	r->truncate_from = 0;
 	r->snapshot_installed = true;
 }
 

@@ -109,7 +109,7 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->reorder_per_mille = (uint32_t)sim_range(g, 0, 300);
 	p->disk_min_ms = (uint32_t)sim_range(g, 0, 3);
 	p->disk_max_ms = p->disk_min_ms + (uint32_t)sim_range(g, 0, 30);
-	p->nemesis_every_ms = (uint32_t)sim_range(g, 150, 3000);
+	p->nemesis_every_ms = (uint32_t)sim_range(g, 250, 3000);
 	p->downtime_max_ms = (uint32_t)sim_range(g, 10, 4000);
 	p->partition_max_ms = (uint32_t)sim_range(g, 100, 6000);
 	p->client_every_ms = (uint32_t)sim_range(g, 4, 25);
@@ -685,7 +685,7 @@ static void disk_done(struct sim_world *w, struct sim_node *n)
 	}
 	if (wr->has_snap) {
 		disk_set_snapshot(d, &wr->snap, wr->snap_data, wr->snap_len);
-		disk_truncate(d, 0);
+		disk_compact(d, wr->snap.index);
 	}
 	if (wr->truncate_from != 0)
 		disk_truncate(d, wr->truncate_from);
@@ -856,6 +856,14 @@ static void nemesis(struct sim_world *w)
 		victim = random_alive(w);
 	else if (action <= 4)
 		victim = find_leader(w);
+	/* Mostly keep a majority up, so the cluster makes progress between
+	 * faults; now and then take it below, to test recovery from that. */
+	uint32_t alive = 0;
+	for (uint32_t i = 1; i <= w->n_ids; i++)
+		alive += w->nodes[i].alive;
+	if (victim != NULL && alive <= w->p.n_nodes / 2 + 1 &&
+	    !sim_chance(&w->rng, 100))
+		victim = NULL;
 	if (victim != NULL) {
 		node_crash(w, victim);
 		schedule(w, sim_range(&w->rng, 1, w->p.downtime_max_ms),
