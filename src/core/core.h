@@ -79,11 +79,11 @@ struct baton__progress {
 	bool probe_sent;
 	bool recent_active; /* heard from since the last quorum check */
 	bool responded;	    /* heard from since the last heartbeat tick */
-	baton_index match_at_tick; /* detects a stalled pipeline */
-	uint32_t stalled_ticks;
 	uint64_t acked_seq; /* highest heartbeat_seq echoed */
-	/* Ring of the last index of each AppendEntries in flight. */
+	/* Ring of the AppendEntries in flight: the last index each carries
+	 * and the heartbeat round it was sent in. */
 	baton_index inflight[BATON__INFLIGHT_MAX];
+	uint64_t inflight_seq[BATON__INFLIGHT_MAX];
 	uint32_t inflight_head;
 	uint32_t inflight_n;
 	/* Snapshot transfer. */

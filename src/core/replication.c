@@ -54,13 +54,25 @@ void baton__progress_reset(struct baton_raft *r)
 	}
 }
 
-static void inflight_push(struct baton__progress *p, baton_index last)
+static void inflight_push(struct baton__progress *p, baton_index last,
+			  uint64_t seq)
 {
 	BATON_ASSERT(p->inflight_n < BATON__INFLIGHT_MAX);
 	uint32_t slot =
 		(p->inflight_head + p->inflight_n) % BATON__INFLIGHT_MAX;
 	p->inflight[slot] = last;
+	p->inflight_seq[slot] = seq;
 	p->inflight_n++;
+}
+
+/* Links mostly deliver in order and followers answer in order, so an
+ * answer to a message sent two heartbeat rounds after the oldest append in
+ * flight means that append (or its answer) was lost. One round of slack
+ * keeps a little reordering from looking like loss. */
+static bool inflight_lost(const struct baton__progress *p, uint64_t seq)
+{
+	return p->inflight_n > 0 &&
+	       p->inflight_seq[p->inflight_head] + 2 <= seq;
 }
 
 static void inflight_free_upto(struct baton__progress *p, baton_index index)
@@ -147,7 +159,7 @@ static bool send_one_append(struct baton_raft *r, struct baton__progress *p,
 		return false;
 	if (p->state == BATON__REPLICATE) {
 		p->next = prev + n + 1;
-		inflight_push(p, prev + n);
+		inflight_push(p, prev + n, r->heartbeat_seq);
 		return n > 0;
 	}
 	p->probe_sent = true;
@@ -198,19 +210,6 @@ void baton__broadcast_heartbeat(struct baton_raft *r)
 			send_one_append(r, p, false);
 			break;
 		default:
-			/* Two rounds without the match moving while entries
-			 * are outstanding: an append was lost, so probe. */
-			if (p->match < p->next - 1 &&
-			    p->match == p->match_at_tick) {
-				if (++p->stalled_ticks >= 2) {
-					become_probe(p, p->match + 1);
-					send_one_append(r, p, false);
-					break;
-				}
-			} else {
-				p->stalled_ticks = 0;
-			}
-			p->match_at_tick = p->match;
 			if (!send_one_append(r, p, true))
 				baton__send_append(r, p);
 			break;
@@ -443,6 +442,9 @@ void baton__recv_append_result(struct baton_raft *r, const struct baton_msg *m)
 			p->next = p->match + 1;
 			p->inflight_n = 0;
 			p->probe_sent = false;
+		} else if (p->state == BATON__REPLICATE &&
+			   inflight_lost(p, a->heartbeat_seq)) {
+			become_probe(p, p->match + 1);
 		}
 		baton__maybe_commit(r);
 		if (r->role != BATON_LEADER)

@@ -86,8 +86,11 @@ void sim_params_default(struct sim_params *p)
 		.inflight = 8,
 		.batch = 64,
 		.max_uncommitted = 256,
+		.blip_after_vote_per_mille = 50,
+		.crash_on_commit_per_mille = 1,
+		.disk_slowest_factor = 4,
 		.safety_ms = 60000,
-		.liveness_ms = 30000,
+		.liveness_ms = 60000,
 	};
 }
 
@@ -106,7 +109,7 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->net_max_ms = p->net_min_ms + (uint32_t)sim_range(g, 1, 60);
 	p->loss_per_mille = (uint32_t)sim_range(g, 0, 200);
 	p->dup_per_mille = (uint32_t)sim_range(g, 0, 100);
-	p->reorder_per_mille = (uint32_t)sim_range(g, 0, 300);
+	p->reorder_per_mille = (uint32_t)sim_range(g, 0, 200);
 	p->disk_min_ms = (uint32_t)sim_range(g, 0, 3);
 	p->disk_max_ms = p->disk_min_ms + (uint32_t)sim_range(g, 0, 30);
 	p->nemesis_every_ms = (uint32_t)sim_range(g, 250, 3000);
@@ -122,9 +125,12 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->chunk_bytes = (uint32_t)sim_range(g, 8, 200);
 	p->inflight = inflights[sim_rand(g) % 4];
 	p->batch = batches[sim_rand(g) % 3];
-	if (p->batch == 1 && p->inflight < 4)
-		p->inflight = 4; /* one entry per round trip cannot keep up */
+	if (p->batch == 1)
+		p->inflight = 16; /* one entry per round trip cannot keep up */
 	p->max_uncommitted = (uint32_t)sim_range(g, 128, 1024);
+	p->blip_after_vote_per_mille = (uint32_t)sim_range(g, 0, 300);
+	p->crash_on_commit_per_mille = (uint32_t)sim_range(g, 0, 3);
+	p->disk_slowest_factor = (uint32_t)sim_range(g, 1, 8);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -171,12 +177,13 @@ enum sim_event_kind {
 	EV_SNAPSHOT,
 	EV_PHASE,
 	EV_LIVENESS,
+	EV_CRASH,
 };
 
 static const char *const kind_names[] = {
 	"?",	    "tick",	"deliver", "disk",     "restart",
 	"nemesis",  "heal",	"client",  "read",     "member",
-	"transfer", "snapshot", "phase",   "liveness",
+	"transfer", "snapshot", "phase",   "liveness", "crash",
 };
 
 struct sim_event {
@@ -346,6 +353,10 @@ static void net_send(struct sim_world *w, struct sim_packet *p)
 {
 	if (w->verbose)
 		trace_msg(w, &p->m);
+	if (p->m.type == BATON_MSG_VOTE_RESULT && p->m.u.vote_result.granted &&
+	    !p->m.u.vote_result.pre_vote && !w->liveness &&
+	    sim_chance(&w->rng, w->p.blip_after_vote_per_mille))
+		schedule(w, 0, EV_CRASH, (uint32_t)p->m.from, NULL);
 	uint32_t from = (uint32_t)p->m.from, to = (uint32_t)p->m.to;
 	w->stats.msgs_sent++;
 	if (to == 0 || to > w->n_ids || w->blocked[from][to] ||
@@ -628,7 +639,8 @@ static void persist(struct sim_world *w, struct sim_node *n,
 	n->writes_tail = wr;
 	/* FIFO: a write completes no earlier than the one before it. */
 	uint64_t done = w->now_ms +
-			sim_range(&w->rng, w->p.disk_min_ms, w->p.disk_max_ms);
+			n->disk_factor * sim_range(&w->rng, w->p.disk_min_ms,
+						   w->p.disk_max_ms);
 	if (done < n->last_write_done_ms)
 		done = n->last_write_done_ms;
 	n->last_write_done_ms = done;
@@ -644,6 +656,9 @@ static void handle_update(struct sim_world *w, struct sim_node *n,
 			  (unsigned long long)n->id, role_name(u->role),
 			  (unsigned long long)u->term,
 			  (unsigned long long)u->leader_id);
+	if (u->role == BATON_LEADER && u->commit_index > n->commit &&
+	    !w->liveness && sim_chance(&w->rng, w->p.crash_on_commit_per_mille))
+		schedule(w, 0, EV_CRASH, (uint32_t)n->id, NULL);
 	sim_check_update(w, n, u);
 	for (uint32_t i = 0; i < u->n_msgs; i++)
 		net_send(w, packet_copy(&u->msgs[i]));
@@ -734,6 +749,9 @@ static void start_ticking(struct sim_world *w, struct sim_node *n)
 /* Bring a node up from its disk, as after a power cycle. */
 static void node_boot(struct sim_world *w, struct sim_node *n)
 {
+	if (n->disk_factor == 0)
+		n->disk_factor = (uint32_t)sim_range(&w->rng, 1,
+						     w->p.disk_slowest_factor);
 	n->incarnation++;
 	n->alive = true;
 	n->exists = true;
@@ -1062,6 +1080,7 @@ static void start_liveness(struct sim_world *w)
 	heal(w);
 	w->p.loss_per_mille = 0;
 	w->p.dup_per_mille = 0;
+	w->p.reorder_per_mille = 0;
 	for (uint32_t i = 1; i <= w->n_ids; i++) {
 		struct sim_node *n = &w->nodes[i];
 		if (n->exists && !n->alive)
@@ -1161,6 +1180,15 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	case EV_RESTART:
 		if (n != NULL && !n->alive && !w->liveness)
 			node_boot(w, n);
+		return;
+	case EV_CRASH:
+		/* A power blip: down, and back before long. */
+		if (!current || w->liveness)
+			return;
+		sim_trace(w, "buggify: power blip of node %u", e->node);
+		node_crash(w, n);
+		schedule(w, sim_range(&w->rng, 0, 2 * w->p.net_max_ms),
+			 EV_RESTART, e->node, NULL);
 		return;
 	case EV_NEMESIS:
 		nemesis(w);

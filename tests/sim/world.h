@@ -56,6 +56,12 @@ struct sim_params {
 	uint32_t inflight;
 	uint32_t batch;
 	uint32_t max_uncommitted;
+	/* Faults at the worst moments ("buggify"): a power blip right after
+	 * a node grants a vote, a leader crash right after it commits. */
+	uint32_t blip_after_vote_per_mille;
+	uint32_t crash_on_commit_per_mille;
+	uint32_t disk_slowest_factor; /* per-node disk speeds differ up to this
+				       */
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
 };
@@ -125,6 +131,7 @@ struct sim_node {
 	struct sim_disk disk;
 	struct sim_write *writes, *writes_tail;
 	uint64_t last_write_done_ms;
+	uint32_t disk_factor;
 	struct sim_machine sm;
 	struct baton_raft_options opts;
 	/* For the invariants. */
