@@ -51,7 +51,10 @@ int baton_raft_create(const struct baton_raft_options *o,
 	if (r == NULL)
 		return BATON_ENOMEM;
 	r->o = *o;
-	r->rng = o->random_seed ^ 0x9e3779b97f4a7c15ull ^ o->id;
+	/* Mix seed and id so that nodes given related seeds (seed + id, say)
+	 * still draw different election timeouts. */
+	r->rng = o->random_seed * 0x9e3779b97f4a7c15ull +
+		 o->id * 0xbf58476d1ce4e5b9ull;
 	r->role = BATON_FOLLOWER;
 	baton__log_init(&r->log);
 	r->unstable_from = 1;
