@@ -88,6 +88,7 @@ void sim_params_default(struct sim_params *p)
 		.max_uncommitted = 256,
 		.blip_after_vote_per_mille = 50,
 		.crash_on_commit_per_mille = 1,
+		.crash_after_propose_per_mille = 1,
 		.disk_slowest_factor = 4,
 		.safety_ms = 60000,
 		.liveness_ms = 60000,
@@ -128,8 +129,9 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	if (p->batch == 1)
 		p->inflight = 16; /* one entry per round trip cannot keep up */
 	p->max_uncommitted = (uint32_t)sim_range(g, 128, 1024);
-	p->blip_after_vote_per_mille = (uint32_t)sim_range(g, 0, 300);
-	p->crash_on_commit_per_mille = (uint32_t)sim_range(g, 0, 3);
+	p->blip_after_vote_per_mille = (uint32_t)sim_range(g, 0, 500);
+	p->crash_on_commit_per_mille = (uint32_t)sim_range(g, 0, 20);
+	p->crash_after_propose_per_mille = (uint32_t)sim_range(g, 0, 10);
 	p->disk_slowest_factor = (uint32_t)sim_range(g, 1, 8);
 }
 
@@ -922,8 +924,16 @@ static void client(struct sim_world *w)
 		struct baton_event ev = {.type = BATON_EVENT_PROPOSE};
 		ev.u.propose.n = count;
 		ev.u.propose.bufs = bufs;
-		if (step(w, n, &ev) == 0)
+		if (step(w, n, &ev) == 0) {
 			w->stats.proposals += count;
+			/* The leader dies while its entries are on their way:
+			 * some followers have them, some do not. */
+			if (sim_chance(&w->rng,
+				       w->p.crash_after_propose_per_mille))
+				schedule(w,
+					 sim_range(&w->rng, 0, w->p.net_max_ms),
+					 EV_CRASH, (uint32_t)n->id, NULL);
+		}
 	}
 	schedule(w, sim_range(&w->rng, 1, 2 * w->p.client_every_ms), EV_CLIENT,
 		 0, NULL);

@@ -60,6 +60,7 @@ struct sim_params {
 	 * a node grants a vote, a leader crash right after it commits. */
 	uint32_t blip_after_vote_per_mille;
 	uint32_t crash_on_commit_per_mille;
+	uint32_t crash_after_propose_per_mille; /* mid-replication */
 	uint32_t disk_slowest_factor; /* per-node disk speeds differ up to this
 				       */
 	uint64_t safety_ms;
