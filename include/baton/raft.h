@@ -350,7 +350,9 @@ struct baton_update {
 	baton_term hs_term;
 	baton_node_id hs_vote;
 	/* A snapshot received from the leader: persist it, delete stored
-	 * entries up to its index, restore the state machine from it. */
+	 * entries up to its index, restore the state machine from it. If a
+	 * newer snapshot of the driver's own became durable meanwhile, keep
+	 * that one (it covers this). */
 	const struct baton_snapshot_meta *snapshot;
 	const uint8_t *snapshot_data;
 	size_t snapshot_len;

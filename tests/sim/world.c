@@ -89,6 +89,8 @@ void sim_params_default(struct sim_params *p)
 		.blip_after_vote_per_mille = 50,
 		.crash_on_commit_per_mille = 1,
 		.crash_after_propose_per_mille = 1,
+		.crash_on_election_per_mille = 20,
+		.crash_on_first_commit_per_mille = 50,
 		.disk_slowest_factor = 4,
 		.safety_ms = 60000,
 		.liveness_ms = 60000,
@@ -132,6 +134,8 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->blip_after_vote_per_mille = (uint32_t)sim_range(g, 0, 500);
 	p->crash_on_commit_per_mille = (uint32_t)sim_range(g, 0, 20);
 	p->crash_after_propose_per_mille = (uint32_t)sim_range(g, 0, 10);
+	p->crash_on_election_per_mille = (uint32_t)sim_range(g, 0, 200);
+	p->crash_on_first_commit_per_mille = (uint32_t)sim_range(g, 0, 500);
 	p->disk_slowest_factor = (uint32_t)sim_range(g, 1, 8);
 }
 
@@ -400,6 +404,8 @@ static void disk_compact(struct sim_disk *d, baton_index upto)
 	uint32_t drop = 0;
 	while (drop < d->log_n && d->log[drop].index <= upto)
 		free(d->log[drop++].buf);
+	if (drop == 0)
+		return;
 	memmove(d->log, d->log + drop, (d->log_n - drop) * sizeof *d->log);
 	d->log_n -= drop;
 }
@@ -659,8 +665,23 @@ static void handle_update(struct sim_world *w, struct sim_node *n,
 			  (unsigned long long)u->term,
 			  (unsigned long long)u->leader_id);
 	if (u->role == BATON_LEADER && u->commit_index > n->commit &&
-	    !w->liveness && sim_chance(&w->rng, w->p.crash_on_commit_per_mille))
-		schedule(w, 0, EV_CRASH, (uint32_t)n->id, NULL);
+	    !w->liveness) {
+		/* A new leader's first commit is where Raft is subtlest
+		 * (entries of earlier terms ride along with it). */
+		uint32_t p = n->committed_this_term
+				     ? w->p.crash_on_commit_per_mille
+				     : w->p.crash_on_first_commit_per_mille;
+		n->committed_this_term = true;
+		if (sim_chance(&w->rng, p))
+			schedule(w, 0, EV_CRASH, (uint32_t)n->id, NULL);
+	}
+	if (u->role != BATON_LEADER || u->term != n->term)
+		n->committed_this_term = false;
+	if (u->role == BATON_LEADER && n->role != BATON_LEADER &&
+	    !w->liveness &&
+	    sim_chance(&w->rng, w->p.crash_on_election_per_mille))
+		schedule(w, sim_range(&w->rng, 0, w->p.net_max_ms), EV_CRASH,
+			 (uint32_t)n->id, NULL);
 	sim_check_update(w, n, u);
 	for (uint32_t i = 0; i < u->n_msgs; i++)
 		net_send(w, packet_copy(&u->msgs[i]));
@@ -701,7 +722,12 @@ static void disk_done(struct sim_world *w, struct sim_node *n)
 		d->vote = wr->vote;
 	}
 	if (wr->has_snap) {
-		disk_set_snapshot(d, &wr->snap, wr->snap_data, wr->snap_len);
+		/* The node may have saved a newer snapshot of its own while
+		 * this one waited in the queue: never go back to an older
+		 * one, or the log would no longer join up with it. */
+		if (!d->has_snap || wr->snap.index > d->snap.index)
+			disk_set_snapshot(d, &wr->snap, wr->snap_data,
+					  wr->snap_len);
 		disk_compact(d, wr->snap.index);
 	}
 	if (wr->truncate_from != 0)
@@ -773,9 +799,27 @@ static void node_boot(struct sim_world *w, struct sim_node *n)
 	int rv = baton_raft_restore(n->raft, d->term, d->vote,
 				    d->has_snap ? &d->snap : NULL, d->snap_data,
 				    d->snap_len, d->log, d->log_n);
-	if (rv != 0)
-		sim_fail(w, "node %llu: restore failed: %s",
-			 (unsigned long long)n->id, baton_strerror(rv));
+	if (rv != 0) {
+		/* Say what is wrong with the disk, to tell a driver bug from
+		 * a core bug. */
+		uint32_t k = 1;
+		while (k < d->log_n &&
+		       d->log[k].index == d->log[k - 1].index + 1 &&
+		       d->log[k].term >= d->log[k - 1].term)
+			k++;
+		sim_fail(w,
+			 "node %llu: restore failed: %s (snapshot %llu/term "
+			 "%llu, log %llu..%llu, first break after %llu)",
+			 (unsigned long long)n->id, baton_strerror(rv),
+			 (unsigned long long)(d->has_snap ? d->snap.index : 0),
+			 (unsigned long long)(d->has_snap ? d->snap.term : 0),
+			 (unsigned long long)(d->log_n ? d->log[0].index : 0),
+			 (unsigned long long)(d->log_n ? d->log[d->log_n - 1]
+								 .index
+						       : 0),
+			 (unsigned long long)(k < d->log_n ? d->log[k - 1].index
+							   : 0));
+	}
 	sim_trace(w,
 		  "node %llu boots (incarnation %llu, term %llu, %u entries)",
 		  (unsigned long long)n->id, (unsigned long long)n->incarnation,

@@ -60,7 +60,9 @@ struct sim_params {
 	 * a node grants a vote, a leader crash right after it commits. */
 	uint32_t blip_after_vote_per_mille;
 	uint32_t crash_on_commit_per_mille;
-	uint32_t crash_after_propose_per_mille; /* mid-replication */
+	uint32_t crash_after_propose_per_mille;	  /* mid-replication */
+	uint32_t crash_on_election_per_mille;	  /* before its no-op spreads */
+	uint32_t crash_on_first_commit_per_mille; /* a new leader's first */
 	uint32_t disk_slowest_factor; /* per-node disk speeds differ up to this
 				       */
 	uint64_t safety_ms;
@@ -139,6 +141,7 @@ struct sim_node {
 	uint32_t role;
 	baton_term term;
 	baton_index commit;
+	bool committed_this_term; /* as leader: its first commit happened */
 	baton_index leader_last_index;
 	baton_term leader_last_term;
 };
