@@ -371,3 +371,105 @@ bool sim_committed_term(const struct sim_world *w, baton_index i,
 	*term = c->committed[i].term;
 	return true;
 }
+
+/* ---- committed entries survive any election ------------------------------ */
+
+struct log_tip {
+	baton_index index;
+	baton_term term;
+};
+
+static struct log_tip durable_tip(const struct sim_node *n)
+{
+	const struct sim_disk *d = &n->disk;
+	if (d->log_n > 0)
+		return (struct log_tip){d->log[d->log_n - 1].index,
+					d->log[d->log_n - 1].term};
+	if (d->has_snap)
+		return (struct log_tip){d->snap.index, d->snap.term};
+	return (struct log_tip){0, 0};
+}
+
+/* The log a node would campaign with: what it holds now if it runs. */
+static struct log_tip candidate_tip(const struct sim_node *n)
+{
+	if (!n->alive)
+		return durable_tip(n);
+	struct baton_raft_status s;
+	baton_raft_status(n->raft, &s);
+	return (struct log_tip){s.last_index, s.last_term};
+}
+
+static bool holds(const struct sim_node *n, baton_index index, baton_term term)
+{
+	baton_term t;
+	if (n->alive) {
+		struct baton_raft_status s;
+		baton_raft_status(n->raft, &s);
+		if (index <= s.snapshot_index)
+			return true;
+		return baton_raft_term_at(n->raft, index, &t) && t == term;
+	}
+	const struct sim_disk *d = &n->disk;
+	if (d->has_snap && index <= d->snap.index)
+		return true;
+	if (d->log_n == 0 || index < d->log[0].index ||
+	    index > d->log[d->log_n - 1].index)
+		return false;
+	return d->log[index - d->log[0].index].term == term;
+}
+
+static bool tip_at_least(struct log_tip a, struct log_tip b)
+{
+	return a.term != b.term ? a.term > b.term : a.index >= b.index;
+}
+
+/*
+ * Raft commits an entry only once no election can lose it. Check exactly
+ * that: for every voter lacking the entry, count the voters that would
+ * grant it their vote, even after a crash (their durable log). A majority
+ * means the "committed" entry could be overwritten.
+ */
+void sim_check_commit_safe(struct sim_world *w, struct sim_node *leader,
+			   baton_index index)
+{
+	baton_term term;
+	if (!baton_raft_term_at(leader->raft, index, &term))
+		return;
+	struct baton_raft_status s;
+	baton_raft_status(leader->raft, &s);
+	uint32_t voters = 0;
+	for (uint32_t i = 0; i < s.config.n; i++)
+		voters += s.config.members[i].role == BATON_VOTER;
+	for (uint32_t i = 0; i < s.config.n; i++) {
+		const struct baton_member *cand = &s.config.members[i];
+		if (cand->role != BATON_VOTER || cand->id > SIM_MAX_NODES)
+			continue;
+		const struct sim_node *n = &w->nodes[cand->id];
+		if (!n->exists || holds(n, index, term))
+			continue;
+		struct log_tip tip = candidate_tip(n);
+		uint32_t votes = 0;
+		for (uint32_t k = 0; k < s.config.n; k++) {
+			const struct baton_member *v = &s.config.members[k];
+			if (v->role != BATON_VOTER || v->id > SIM_MAX_NODES)
+				continue;
+			const struct sim_node *vn = &w->nodes[v->id];
+			if (v->id == cand->id ||
+			    tip_at_least(tip, durable_tip(vn)))
+				votes++;
+		}
+		if (votes >= voters / 2 + 1) {
+			sim_fail(
+				w,
+				"commit safety: leader %llu committed %llu "
+				"(term %llu), but node %llu lacks it and could "
+				"still win an election with %u of %u votes",
+				(unsigned long long)leader->id,
+				(unsigned long long)index,
+				(unsigned long long)term,
+				(unsigned long long)n->id, votes, voters);
+			return;
+		}
+	}
+}

@@ -212,6 +212,10 @@ void sim_check_apply(struct sim_world *w, struct sim_node *n,
 /* A snapshot the node restored its machine from. */
 void sim_check_snapshot(struct sim_world *w, struct sim_node *n,
 			baton_index index, uint64_t hash);
+/* A leader just committed `index`: no voter lacking it may be able to win
+ * an election against the durable logs of the others. */
+void sim_check_commit_safe(struct sim_world *w, struct sim_node *leader,
+			   baton_index index);
 /* Highest index applied by any node so far. */
 baton_index sim_max_applied(const struct sim_world *w);
 /* Did every node that applied index i apply the entry of this term? */
