@@ -207,15 +207,11 @@ static bool before(const struct sim_event *a, const struct sim_event *b)
 	return a->at != b->at ? a->at < b->at : a->seq < b->seq;
 }
 
+static void push_event(struct sim_world *w, const struct sim_event *ev);
+
 static void schedule(struct sim_world *w, uint64_t delay, uint32_t kind,
 		     uint32_t node, struct sim_packet *packet)
 {
-	if (w->heap_n == w->heap_cap) {
-		w->heap_cap = w->heap_cap ? w->heap_cap * 2 : 1024;
-		w->heap = realloc(w->heap, w->heap_cap * sizeof *w->heap);
-		if (w->heap == NULL)
-			abort();
-	}
 	struct sim_event e = {
 		.at = w->now_ms + delay,
 		.seq = w->seq++,
@@ -224,6 +220,18 @@ static void schedule(struct sim_world *w, uint64_t delay, uint32_t kind,
 		.incarnation = node ? w->nodes[node].incarnation : 0,
 		.packet = packet,
 	};
+	push_event(w, &e);
+}
+
+static void push_event(struct sim_world *w, const struct sim_event *ev)
+{
+	if (w->heap_n == w->heap_cap) {
+		w->heap_cap = w->heap_cap ? w->heap_cap * 2 : 1024;
+		w->heap = realloc(w->heap, w->heap_cap * sizeof *w->heap);
+		if (w->heap == NULL)
+			abort();
+	}
+	struct sim_event e = *ev;
 	uint32_t i = w->heap_n++;
 	while (i > 0 && before(&e, &w->heap[(i - 1) / 2])) {
 		w->heap[i] = w->heap[(i - 1) / 2];
@@ -850,12 +858,18 @@ static void node_crash(struct sim_world *w, struct sim_node *n)
 	sim_trace(w, "node %llu crashes", (unsigned long long)n->id);
 }
 
+/* Running and not frozen: a client can reach it. */
+static bool usable(const struct sim_world *w, const struct sim_node *n)
+{
+	return n->alive && n->paused_until_ms <= w->now_ms;
+}
+
 static struct sim_node *find_leader(struct sim_world *w)
 {
 	struct sim_node *best = NULL;
 	for (uint32_t i = 1; i <= w->n_ids; i++) {
 		struct sim_node *n = &w->nodes[i];
-		if (n->alive && n->role == BATON_LEADER &&
+		if (usable(w, n) && n->role == BATON_LEADER &&
 		    (best == NULL || n->term > best->term))
 			best = n;
 	}
@@ -866,7 +880,7 @@ static struct sim_node *random_alive(struct sim_world *w)
 {
 	uint32_t alive[SIM_MAX_NODES], k = 0;
 	for (uint32_t i = 1; i <= w->n_ids; i++)
-		if (w->nodes[i].alive)
+		if (usable(w, &w->nodes[i]))
 			alive[k++] = i;
 	return k == 0 ? NULL : &w->nodes[alive[sim_rand(&w->rng) % k]];
 }
@@ -881,7 +895,11 @@ static void heal(struct sim_world *w)
 
 static void partition(struct sim_world *w)
 {
-	uint32_t kind = (uint32_t)sim_range(&w->rng, 0, 2);
+	/* Half the time the leader is cut off: that is when a stale leader
+	 * and a new one overlap. */
+	uint32_t kind = sim_chance(&w->rng, 500)
+				? 1
+				: (uint32_t)sim_range(&w->rng, 0, 2);
 	struct sim_node *leader = find_leader(w);
 	heal(w);
 	if (kind == 0 || (kind == 1 && leader == NULL)) {
@@ -917,7 +935,25 @@ static void nemesis(struct sim_world *w)
 {
 	if (w->liveness)
 		return;
-	uint32_t action = (uint32_t)sim_range(&w->rng, 0, 9);
+	uint32_t action = (uint32_t)sim_range(&w->rng, 0, 11);
+	if (action == 8 || action == 9) {
+		/* SIGSTOP: a frozen leader wakes up still believing it
+		 * leads, the classic source of stale reads. */
+		struct sim_node *p = action == 8 ? find_leader(w) : NULL;
+		if (p == NULL)
+			p = random_alive(w);
+		if (p != NULL) {
+			uint64_t t = w->p.election_timeout_ms;
+			p->paused_until_ms =
+				w->now_ms + sim_range(&w->rng, t, 4 * t);
+			sim_trace(w, "nemesis: pause node %llu until %llu",
+				  (unsigned long long)p->id,
+				  (unsigned long long)p->paused_until_ms);
+		}
+		schedule(w, sim_range(&w->rng, 1, 2 * w->p.nemesis_every_ms),
+			 EV_NEMESIS, 0, NULL);
+		return;
+	}
 	struct sim_node *victim = NULL;
 	if (action <= 2)
 		victim = random_alive(w);
@@ -935,7 +971,7 @@ static void nemesis(struct sim_world *w)
 		node_crash(w, victim);
 		schedule(w, sim_range(&w->rng, 1, w->p.downtime_max_ms),
 			 EV_RESTART, (uint32_t)victim->id, NULL);
-	} else if (action <= 7) {
+	} else if (action <= 7 || action == 10) {
 		partition(w);
 	} else {
 		heal(w);
@@ -986,9 +1022,24 @@ static void client(struct sim_world *w)
 		 0, NULL);
 }
 
+/* Any node that believes it leads: after a partition there may be two,
+ * and a client that reads from the stale one must still see the truth. */
+static struct sim_node *random_self_declared_leader(struct sim_world *w)
+{
+	uint32_t ids[SIM_MAX_NODES], k = 0;
+	for (uint32_t i = 1; i <= w->n_ids; i++)
+		if (usable(w, &w->nodes[i]) && w->nodes[i].role == BATON_LEADER)
+			ids[k++] = i;
+	return k == 0 ? NULL : &w->nodes[ids[sim_rand(&w->rng) % k]];
+}
+
 static void reader(struct sim_world *w)
 {
-	struct sim_node *n = random_alive(w);
+	struct sim_node *n = NULL;
+	if (sim_chance(&w->rng, 500))
+		n = random_self_declared_leader(w);
+	if (n == NULL)
+		n = random_alive(w);
 	if (n != NULL) {
 		if (w->n_reads == w->reads_cap) {
 			w->reads_cap = w->reads_cap ? w->reads_cap * 2 : 64;
@@ -1138,6 +1189,8 @@ static void start_liveness(struct sim_world *w)
 	w->p.loss_per_mille = 0;
 	w->p.dup_per_mille = 0;
 	w->p.reorder_per_mille = 0;
+	for (uint32_t i = 1; i <= w->n_ids; i++)
+		w->nodes[i].paused_until_ms = 0;
 	for (uint32_t i = 1; i <= w->n_ids; i++) {
 		struct sim_node *n = &w->nodes[i];
 		if (n->exists && !n->alive)
@@ -1211,6 +1264,20 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	struct sim_node *n = e->node ? &w->nodes[e->node] : NULL;
 	bool current =
 		n != NULL && n->alive && e->incarnation == n->incarnation;
+	/* A frozen node's timers, disk completions and incoming messages
+	 * wait, in order, until it resumes. */
+	struct sim_node *target =
+		e->kind == EV_DELIVER ? &w->nodes[e->packet->m.to] : n;
+	if (target != NULL && target->alive &&
+	    target->paused_until_ms > w->now_ms &&
+	    (e->kind == EV_TICK || e->kind == EV_DISK ||
+	     e->kind == EV_DELIVER || e->kind == EV_SNAPSHOT)) {
+		struct sim_event later = *e;
+		later.at = target->paused_until_ms;
+		later.seq = w->seq++;
+		push_event(w, &later);
+		return;
+	}
 	switch (e->kind) {
 	case EV_TICK:
 		if (!current)

@@ -142,6 +142,8 @@ struct sim_node {
 	baton_term term;
 	baton_index commit;
 	bool committed_this_term; /* as leader: its first commit happened */
+	uint64_t paused_until_ms; /* SIGSTOP: frozen, then resumes as if
+				   * no time had passed for it */
 	baton_index leader_last_index;
 	baton_term leader_last_term;
 };

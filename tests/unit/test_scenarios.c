@@ -363,24 +363,30 @@ static uint32_t c_deliver_all(struct cluster *c)
 
 /* ---- persistence ------------------------------------------------------- */
 
-static void c_persist(struct cluster *c, baton_node_id id)
+/* Complete only the oldest pending persistence of node id. */
+static void c_persist_one(struct cluster *c, baton_node_id id)
 {
 	struct c_node *nd = c_node(c, id);
-	while (nd->n_pend > 0) {
-		struct c_batch b = nd->pend[0];
-		memmove(nd->pend, nd->pend + 1,
-			(nd->n_pend - 1) * sizeof *nd->pend);
-		nd->n_pend--;
-		for (uint32_t i = 0; i < b.n_msgs; i++)
-			c_enqueue(c, &b.msgs[i]);
-		free(b.msgs);
-		if (b.needed) {
-			struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
-			ev.u.persisted.index = b.index;
-			ev.u.persisted.term = b.term;
-			cr_assert_eq(c_step(c, id, &ev, NULL), 0);
-		}
+	cr_assert_gt(nd->n_pend, 0);
+	struct c_batch b = nd->pend[0];
+	memmove(nd->pend, nd->pend + 1, (nd->n_pend - 1) * sizeof *nd->pend);
+	nd->n_pend--;
+	for (uint32_t i = 0; i < b.n_msgs; i++)
+		c_enqueue(c, &b.msgs[i]);
+	free(b.msgs);
+	if (b.needed) {
+		struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
+		ev.u.persisted.index = b.index;
+		ev.u.persisted.term = b.term;
+		cr_assert_eq(c_step(c, id, &ev, NULL), 0);
 	}
+}
+
+/* Complete every pending persistence of node id, in order. */
+static void c_persist(struct cluster *c, baton_node_id id)
+{
+	while (c_node(c, id)->n_pend > 0)
+		c_persist_one(c, id);
 }
 
 static void c_set_manual(struct cluster *c, baton_node_id id, bool manual)
@@ -821,6 +827,41 @@ static struct baton_msg c_msg(uint32_t type, baton_term term,
 	return m;
 }
 
+/* A hand-made AppendEntries whose entries (terms given, indexes from
+ * prev + 1, payload "i<index>t<term>") live in the struct itself: build it
+ * in place and do not copy it. */
+struct c_append {
+	struct baton_msg m;
+	struct baton_entry e[16];
+	char text[16][32];
+};
+
+static void c_make_append(struct c_append *a, baton_term term,
+			  baton_node_id from, baton_node_id to,
+			  baton_index prev, baton_term prev_term,
+			  baton_index commit, const baton_term *terms,
+			  uint32_t n)
+{
+	cr_assert_leq(n, 16);
+	memset(a, 0, sizeof *a);
+	a->m = c_msg(BATON_MSG_APPEND, term, from, to);
+	a->m.u.append.prev_index = prev;
+	a->m.u.append.prev_term = prev_term;
+	a->m.u.append.leader_commit = commit;
+	a->m.u.append.n_entries = n;
+	for (uint32_t i = 0; i < n; i++) {
+		baton_index index = prev + 1 + i;
+		int len = snprintf(a->text[i], sizeof a->text[i], "i%llut%llu",
+				   (unsigned long long)index,
+				   (unsigned long long)terms[i]);
+		a->e[i] = (struct baton_entry){terms[i], index,
+					       BATON_ENTRY_COMMAND,
+					       (uint32_t)len,
+					       (uint8_t *)a->text[i]};
+	}
+	a->m.u.append.entries = n > 0 ? a->e : NULL;
+}
+
 /* ---- looking at results -------------------------------------------------- */
 
 static const struct c_applied *c_applied_at(struct cluster *c,
@@ -1185,6 +1226,50 @@ Test(elect, vote_requests_wait_for_the_candidates_disk)
 	c_free(c);
 }
 
+Test(elect, duplicate_grants_count_once)
+{
+	struct cluster *c = c_new(5, no_pre_vote);
+	c_advance(c, 2 * C_ELECTION_MS);
+	cr_assert_eq(c_tick_node(c, 1, NULL), 0);
+	cr_assert_eq(c_role(c, 1), BATON_CANDIDATE);
+	c_drop(c, 0, 0, 0);
+	struct baton_msg m = c_msg(BATON_MSG_VOTE_RESULT, 2, 2, 1);
+	m.u.vote_result.granted = true;
+	cr_assert_eq(c_receive(c, 1, &m, NULL), 0);
+	cr_assert_eq(c_receive(c, 1, &m, NULL), 0);
+	cr_assert_eq(c_receive(c, 1, &m, NULL), 0);
+	cr_assert_eq(c_role(c, 1), BATON_CANDIDATE,
+		     "self + node 2 (thrice) is 2 of 5");
+	/* A grant from an earlier term does not count either. */
+	m = c_msg(BATON_MSG_VOTE_RESULT, 1, 4, 1);
+	m.u.vote_result.granted = true;
+	cr_assert_eq(c_receive(c, 1, &m, NULL), 0);
+	cr_assert_eq(c_role(c, 1), BATON_CANDIDATE);
+	m = c_msg(BATON_MSG_VOTE_RESULT, 2, 3, 1);
+	m.u.vote_result.granted = true;
+	cr_assert_eq(c_receive(c, 1, &m, NULL), 0);
+	cr_assert_eq(c_role(c, 1), BATON_LEADER);
+	c_free(c);
+}
+
+Test(elect, a_majority_of_refusals_ends_the_campaign)
+{
+	struct cluster *c = c_new(5, no_pre_vote);
+	c_advance(c, 2 * C_ELECTION_MS);
+	cr_assert_eq(c_tick_node(c, 1, NULL), 0);
+	c_drop(c, 0, 0, 0);
+	for (baton_node_id id = 2; id <= 4; id++) {
+		cr_assert_eq(c_role(c, 1), BATON_CANDIDATE);
+		struct baton_msg m = c_msg(BATON_MSG_VOTE_RESULT, 2, id, 1);
+		cr_assert_eq(c_receive(c, 1, &m, NULL), 0);
+	}
+	struct baton_raft_status s = c_status(c, 1);
+	cr_assert_eq(s.role, BATON_FOLLOWER);
+	cr_assert_eq(s.term, 2);
+	cr_assert_eq(s.vote, 1, "the vote of the term stays cast");
+	c_free(c);
+}
+
 Test(elect, single_node_leads_and_commits_after_persisting)
 {
 	struct cluster *c = c_new(1, NULL);
@@ -1540,6 +1625,122 @@ Test(repl, proposal_errors)
 	c_free(c);
 }
 
+/* A late, shorter AppendEntries of the current leader must not cut a
+ * matching suffix; a follower learns a commit index only up to what it
+ * knows matches the leader. */
+Test(repl, stale_append_keeps_a_matching_suffix_and_bounds_commit)
+{
+	struct cluster *c = c_new(3, NULL);
+	const baton_term t2[5] = {2, 2, 2, 2, 2};
+	struct c_append a;
+	struct c_sum s;
+	c_make_append(&a, 2, 1, 2, 1, 1, 1, t2, 5);
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	cr_assert_eq(c_last(c, 2), 6);
+	const struct baton_msg *res =
+		c_sum_find(&s, true, BATON_MSG_APPEND_RESULT, 1);
+	cr_assert_not_null(res, "an acknowledgement waits for the disk");
+	cr_assert(res->u.append_result.success);
+	cr_assert_eq(res->u.append_result.index, 6);
+	cr_assert_eq(c_sum_count(&s, false, BATON_MSG_APPEND_RESULT, 0), 0);
+
+	c_make_append(&a, 2, 1, 2, 1, 1, 1, t2, 2); /* entries 2, 3 again */
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	cr_assert_eq(s.truncate_from, 0);
+	cr_assert_eq(s.n_entries, 0);
+	cr_assert_eq(c_last(c, 2), 6, "the matching suffix 4..6 stays");
+	res = c_sum_find(&s, true, BATON_MSG_APPEND_RESULT, 1);
+	cr_assert(res->u.append_result.success);
+	cr_assert_eq(res->u.append_result.index, 3);
+
+	/* Anchored at 3 with leader_commit 6: only 3 is known to match. */
+	c_make_append(&a, 2, 1, 2, 3, 2, 6, NULL, 0);
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	cr_assert_eq(c_commit(c, 2), 3);
+	cr_assert_eq(c_node(c, 2)->last_applied, 3);
+	c_make_append(&a, 2, 1, 2, 6, 2, 6, NULL, 0);
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	cr_assert_eq(c_commit(c, 2), 6);
+	cr_assert_eq(c_node(c, 2)->last_applied, 6);
+	c_free(c);
+}
+
+/* A rejection carries the follower's last index whose term is <= the term
+ * the leader sent, so the leader can skip a whole conflicting term. */
+Test(repl, rejection_hints_skip_a_conflicting_term)
+{
+	struct cluster *c = c_new(3, NULL);
+	const baton_term t2[3] = {2, 2, 2};
+	struct c_append a;
+	struct c_sum s;
+	c_make_append(&a, 2, 1, 2, 1, 1, 1, t2, 3); /* [1:t1 2:t2 3:t2 4:t2] */
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	cr_assert_eq(c_last(c, 2), 4);
+
+	/* A leader of term 4 whose entry 4 is of term 3. */
+	c_make_append(&a, 4, 3, 2, 4, 3, 1, NULL, 0);
+	a.m.u.append.heartbeat_seq = 77;
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	const struct baton_msg *res =
+		c_sum_find(&s, true, BATON_MSG_APPEND_RESULT, 3);
+	cr_assert_not_null(res);
+	cr_assert_not(res->u.append_result.success);
+	cr_assert_eq(res->u.append_result.index, 4);
+	cr_assert_eq(res->u.append_result.hint_index, 4);
+	cr_assert_eq(res->u.append_result.hint_term, 2);
+	cr_assert_eq(res->u.append_result.heartbeat_seq, 77);
+	cr_assert_eq(c_last(c, 2), 4, "a rejection deletes nothing");
+
+	/* Its entry 4 is of term 1: the whole of term 2 is skipped. */
+	c_make_append(&a, 4, 3, 2, 4, 1, 1, NULL, 0);
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	res = c_sum_find(&s, true, BATON_MSG_APPEND_RESULT, 3);
+	cr_assert_not(res->u.append_result.success);
+	cr_assert_eq(res->u.append_result.hint_index, 1);
+	cr_assert_eq(res->u.append_result.hint_term, 1);
+
+	/* A prev_index beyond our log: the hint is our last entry. */
+	c_make_append(&a, 4, 3, 2, 10, 4, 1, NULL, 0);
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	res = c_sum_find(&s, true, BATON_MSG_APPEND_RESULT, 3);
+	cr_assert_not(res->u.append_result.success);
+	cr_assert_eq(res->u.append_result.index, 10);
+	cr_assert_eq(res->u.append_result.hint_index, 4);
+	cr_assert_eq(res->u.append_result.hint_term, 2);
+	c_free(c);
+}
+
+/* After a truncation, a late PERSISTED report for the replaced entries
+ * must not make the new, not yet durable, entries count as durable. */
+Test(repl, stale_persistence_report_after_a_truncation)
+{
+	struct cluster *c = c_new(3, NULL);
+	c_set_manual(c, 2, true);
+	const baton_term t2[3] = {2, 2, 2}, t3[1] = {3};
+	struct c_append a;
+	struct c_sum s1, s2;
+	c_make_append(&a, 2, 1, 2, 1, 1, 1, t2, 3); /* 2, 3, 4 of term 2 */
+	cr_assert_eq(c_receive(c, 2, &a.m, &s1), 0);
+	cr_assert_eq(s1.n_entries, 3);
+	cr_assert_eq(s1.persist_index, 4);
+	cr_assert_eq(s1.persist_term, 2);
+	c_make_append(&a, 3, 3, 2, 2, 2, 1, t3, 1); /* 3 of term 3 */
+	cr_assert_eq(c_receive(c, 2, &a.m, &s2), 0);
+	cr_assert_eq(s2.truncate_from, 3,
+		     "entries already handed to the disk are deleted");
+	cr_assert_eq(s2.n_entries, 1);
+	cr_assert_eq(s2.persist_index, 3);
+	cr_assert_eq(s2.persist_term, 3);
+	cr_assert_eq(c_status(c, 2).persisted_index, 1);
+
+	c_persist_one(c, 2); /* reports (4, term 2) */
+	cr_assert_leq(c_status(c, 2).persisted_index, 2,
+		      "the new entry 3 is not durable yet");
+	c_persist_one(c, 2); /* reports (3, term 3) */
+	cr_assert_eq(c_status(c, 2).persisted_index, 3);
+	c_free(c);
+}
+
 /* ======================================================================== */
 /* The commit rule (Raft, figure 8): a leader never commits an entry of an
  * earlier term by counting replicas; it commits it only along with an entry
@@ -1848,6 +2049,84 @@ Test(snap, chunk_of_another_snapshot_restarts_from_zero)
 	c_free(c);
 }
 
+/* Single-chunk snapshot message for node 2 from node 1. */
+static struct baton_msg c_one_chunk(baton_term term, baton_index index,
+				    baton_term snap_term, const char *data)
+{
+	struct baton_msg m = c_msg(BATON_MSG_SNAPSHOT, term, 1, 2);
+	m.u.snapshot.meta.index = index;
+	m.u.snapshot.meta.term = snap_term;
+	c_voters(&m.u.snapshot.meta.config, 3);
+	m.u.snapshot.meta.config_index = 1;
+	m.u.snapshot.total_len = strlen(data);
+	m.u.snapshot.chunk_len = (uint32_t)strlen(data);
+	m.u.snapshot.chunk = (const uint8_t *)data;
+	m.u.snapshot.last_chunk = true;
+	return m;
+}
+
+/* A follower that holds the snapshot's last entry keeps what follows it
+ * (Raft, figure 13, rule 6). */
+Test(snap, install_keeps_a_matching_suffix)
+{
+	struct cluster *c = c_new(3, NULL);
+	const baton_term t2[9] = {2, 2, 2, 2, 2, 2, 2, 2, 2};
+	struct c_append a;
+	struct c_sum s;
+	c_make_append(&a, 2, 1, 2, 1, 1, 1, t2, 9); /* 2..10 */
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	cr_assert_eq(c_last(c, 2), 10);
+
+	struct baton_msg m = c_one_chunk(2, 8, 2, "hello");
+	cr_assert_eq(c_receive(c, 2, &m, &s), 0);
+	cr_assert(s.has_snapshot);
+	cr_assert_eq(s.snapshot_index, 8);
+	cr_assert_eq(s.truncate_from, 0, "nothing after 8 is deleted");
+	struct baton_raft_status st = c_status(c, 2);
+	cr_assert_eq(st.snapshot_index, 8);
+	cr_assert_eq(st.first_index, 9);
+	cr_assert_eq(st.last_index, 10);
+	cr_assert_eq(st.commit_index, 8);
+	cr_assert_eq(st.applied_index, 8);
+	cr_assert_not_null(baton_raft_entry(c_raft(c, 2), 9));
+	cr_assert_not_null(baton_raft_entry(c_raft(c, 2), 10));
+	const struct baton_msg *res =
+		c_sum_find(&s, true, BATON_MSG_SNAPSHOT_RESULT, 1);
+	cr_assert(res->u.snapshot_result.done);
+
+	/* The kept entries commit and apply after the snapshot. */
+	c_make_append(&a, 2, 1, 2, 10, 2, 10, NULL, 0);
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+	cr_assert_eq(s.n_apply, 2);
+	cr_assert_eq(c_node(c, 2)->last_applied, 10);
+	c_free(c);
+}
+
+/* A follower whose entry at the snapshot's index has another term drops
+ * its whole log. */
+Test(snap, install_replaces_a_conflicting_log)
+{
+	struct cluster *c = c_new(3, NULL);
+	const baton_term t2[9] = {2, 2, 2, 2, 2, 2, 2, 2, 2};
+	struct c_append a;
+	struct c_sum s;
+	c_make_append(&a, 2, 1, 2, 1, 1, 1, t2, 9); /* 2..10 of term 2 */
+	cr_assert_eq(c_receive(c, 2, &a.m, &s), 0);
+
+	struct baton_msg m = c_one_chunk(3, 8, 3, "world");
+	cr_assert_eq(c_receive(c, 2, &m, &s), 0);
+	cr_assert(s.has_snapshot);
+	cr_assert_eq(s.truncate_from, 9);
+	struct baton_raft_status st = c_status(c, 2);
+	cr_assert_eq(st.last_index, 8);
+	cr_assert_eq(st.last_term, 3);
+	cr_assert_eq(st.first_index, 9);
+	cr_assert_eq(st.commit_index, 8);
+	cr_assert_null(baton_raft_entry(c_raft(c, 2), 9));
+	cr_assert_arr_eq(c_node(c, 2)->snap_data, "world", 5);
+	c_free(c);
+}
+
 /* ======================================================================== */
 /* Membership.                                                              */
 
@@ -1931,6 +2210,41 @@ Test(member, learner_receives_entries_but_never_votes_or_counts)
 	c_run(c, 10 * C_ELECTION_MS);
 	cr_assert_not(c_node(c, 4)->campaigned);
 	cr_assert_eq(c_term(c, 4), c_term(c, l));
+	c_free(c);
+}
+
+/* A candidate asks no learner for its vote, and a learner's grant does not
+ * count towards the quorum. */
+Test(member, learner_grant_does_not_count_in_an_election)
+{
+	baton_node_id l;
+	struct cluster *c = c_with_learner(NULL, &l);
+	baton_node_id f = c_follower(c, l, 4);
+	baton_node_id g = c_follower(c, l, f);
+	cr_assert(g != 4 && g != l);
+	baton_term t = c_term(c, l);
+	c_isolate(c, l, true);
+
+	/* Make f stand at once (as a transfer would). */
+	struct baton_msg m = c_msg(BATON_MSG_TIMEOUT_NOW, t, l, f);
+	struct c_sum s;
+	cr_assert_eq(c_receive(c, f, &m, &s), 0);
+	cr_assert_eq(s.role, BATON_CANDIDATE);
+	cr_assert_eq(s.term, t + 1);
+	cr_assert_eq(c_sum_count(&s, true, BATON_MSG_VOTE, g), 1);
+	cr_assert_eq(c_sum_count(&s, true, BATON_MSG_VOTE, 4), 0,
+		     "no vote request to a learner");
+	c_drop(c, 0, 0, 0);
+
+	m = c_msg(BATON_MSG_VOTE_RESULT, t + 1, 4, f);
+	m.u.vote_result.granted = true;
+	cr_assert_eq(c_receive(c, f, &m, &s), 0);
+	cr_assert_eq(c_role(c, f), BATON_CANDIDATE,
+		     "self + a learner is not a quorum of 3 voters");
+
+	m.from = g;
+	cr_assert_eq(c_receive(c, f, &m, &s), 0);
+	cr_assert_eq(c_role(c, f), BATON_LEADER, "self + g is");
 	c_free(c);
 }
 
@@ -2044,6 +2358,35 @@ Test(member, removed_leader_steps_down_and_the_rest_elect)
 	c_run(c, 10 * C_ELECTION_MS);
 	cr_assert_not(c_node(c, l)->campaigned);
 	cr_assert_eq(c_leader(c), n);
+	c_free(c);
+}
+
+/* A configuration takes effect when appended, so a truncated
+ * configuration entry must give the previous configuration back. */
+Test(member, truncated_config_entry_is_undone)
+{
+	baton_node_id a;
+	struct cluster *c = c_three(NULL, &a);
+	c_add_node(c, 4, NULL);
+	cr_assert_eq(c_member(c, a, BATON_EVENT_ADD_LEARNER, 4), 0);
+	c_isolate(c, a, true); /* the entry never leaves a */
+	struct baton_raft_status s = c_status(c, a);
+	cr_assert_eq(s.config_index, 3);
+	cr_assert_eq(s.config.n, 4);
+
+	baton_node_id b = c_tick_until_leader(c, 20000);
+	cr_assert_neq(b, a);
+	c_run(c, 300);
+	c_isolate(c, a, false);
+	c_run(c, 1000);
+	s = c_status(c, a);
+	cr_assert_eq(s.leader_id, b);
+	cr_assert_eq(c_node(c, a)->min_truncate_from, 3);
+	cr_assert_eq(baton_raft_entry(c_raft(c, a), 3)->type,
+		     BATON_ENTRY_NOOP);
+	cr_assert_eq(s.config_index, 1, "back to the bootstrap config");
+	cr_assert_eq(s.config.n, 3);
+	cr_assert_null(baton_config_find(&s.config, 4));
 	c_free(c);
 }
 
@@ -2163,6 +2506,25 @@ Test(readidx, follower_read_goes_through_the_leader)
 	cr_assert_eq(r->read_index, c_commit(c, l));
 	cr_assert_null(c_read_result(c, l, 9),
 		       "the leader answered by message, not locally");
+	c_free(c);
+}
+
+Test(readidx, read_index_request_to_a_follower_is_refused)
+{
+	baton_node_id l;
+	struct cluster *c = c_three(NULL, &l);
+	baton_node_id f = c_follower(c, l, 0);
+	baton_node_id g = c_follower(c, l, f);
+	struct baton_msg m =
+		c_msg(BATON_MSG_READ_INDEX, c_term(c, l), g, f);
+	m.u.read_index.request_id = 5;
+	struct c_sum s;
+	cr_assert_eq(c_receive(c, f, &m, &s), 0);
+	const struct baton_msg *res =
+		c_sum_find(&s, false, BATON_MSG_READ_INDEX_RESULT, g);
+	cr_assert_not_null(res);
+	cr_assert_eq(res->u.read_index_result.request_id, 5);
+	cr_assert_eq(res->u.read_index_result.status, BATON_ENOTLEADER);
 	c_free(c);
 }
 
@@ -2311,6 +2673,16 @@ Test(xfer, bad_targets)
 	cr_assert_eq(c_transfer(c, l, l, NULL), BATON_EINVAL);
 	cr_assert_eq(c_transfer(c, l, 7, NULL), BATON_ENOTFOUND);
 	cr_assert_eq(c_status(c, l).transfer_target, 0);
+	c_free(c);
+}
+
+Test(xfer, learner_is_not_a_transfer_target)
+{
+	baton_node_id l;
+	struct cluster *c = c_with_learner(NULL, &l);
+	cr_assert_eq(c_transfer(c, l, 4, NULL), BATON_EINVAL);
+	cr_assert_eq(c_status(c, l).transfer_target, 0);
+	cr_assert_eq(c_propose(c, l, "still-leader", NULL), 0);
 	c_free(c);
 }
 
