@@ -78,7 +78,7 @@ struct baton__progress {
 	baton_index match;
 	bool probe_sent;
 	bool recent_active; /* heard from since the last quorum check */
-	bool responded;	    /* heard from since the last heartbeat tick */
+	bool chunk_acked;   /* a snapshot chunk answered since the last tick */
 	uint64_t acked_seq; /* highest heartbeat_seq echoed */
 	/* Ring of the AppendEntries in flight: the last index each carries
 	 * and the heartbeat round it was sent in. */

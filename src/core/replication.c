@@ -200,7 +200,9 @@ void baton__broadcast_heartbeat(struct baton_raft *r)
 		struct baton__progress *p = &r->progress[i];
 		switch (p->state) {
 		case BATON__SNAPSHOT:
-			if (!p->responded)
+			/* Only a chunk's own answer shows the transfer is
+			 * moving; heartbeat answers say nothing about it. */
+			if (!p->chunk_acked)
 				baton__send_snapshot_chunk(r, p);
 			else
 				send_one_append(r, p, true);
@@ -214,7 +216,7 @@ void baton__broadcast_heartbeat(struct baton_raft *r)
 				baton__send_append(r, p);
 			break;
 		}
-		p->responded = false;
+		p->chunk_acked = false;
 	}
 	r->heartbeat_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
 }
@@ -426,7 +428,6 @@ void baton__recv_append_result(struct baton_raft *r, const struct baton_msg *m)
 		return;
 	const struct baton_msg_append_result *a = &m->u.append_result;
 	p->recent_active = true;
-	p->responded = true;
 	if (a->heartbeat_seq > p->acked_seq)
 		p->acked_seq = a->heartbeat_seq;
 	if (a->success) {

@@ -196,7 +196,7 @@ void baton__recv_snapshot_result(struct baton_raft *r,
 		return;
 	const struct baton_msg_snapshot_result *s = &m->u.snapshot_result;
 	p->recent_active = true;
-	p->responded = true;
+	p->chunk_acked = true;
 	if (s->done) {
 		if (s->index > baton__last_index(r))
 			return;
