@@ -30,6 +30,9 @@ struct committed {
 	bool set;
 	baton_term term;
 	uint64_t content;
+	/* The earliest term in which some node saw it committed: a leader
+	 * elected in a later term must hold it (leader completeness). */
+	baton_term commit_term;
 	bool applied;
 	uint64_t machine_hash; /* state after applying this index */
 };
@@ -147,36 +150,34 @@ static void check_log_entry(struct sim_world *w, struct sim_node *n,
 
 /* ---- leaders ------------------------------------------------------------- */
 
+/* Raft's leader completeness: an entry committed in some term is in the
+ * log of every leader of a later term. (A leader of an earlier term can
+ * still be elected late, after a pause, and owes nothing newer.) */
 static void check_leader_complete(struct sim_world *w, struct sim_node *n)
 {
 	struct sim_checks *c = w->checks;
 	struct baton_raft_status s;
 	baton_raft_status(n->raft, &s);
-	baton_index must_hold = c->max_committed > c->max_applied
-					? c->max_committed
-					: c->max_applied;
-	if (s.last_index < must_hold) {
-		sim_fail(w,
-			 "leader completeness: node %llu leads term %llu with "
-			 "last index %llu, but index %llu was committed",
-			 (unsigned long long)n->id, (unsigned long long)s.term,
-			 (unsigned long long)s.last_index,
-			 (unsigned long long)must_hold);
-		return;
-	}
-	for (baton_index i = s.first_index; i <= must_hold; i++) {
-		baton_term t;
-		if (!c->committed[i].set || !baton_raft_term_at(n->raft, i, &t))
+	baton_index upto = c->max_committed > c->max_applied ? c->max_committed
+							     : c->max_applied;
+	for (baton_index i = s.first_index; i <= upto; i++) {
+		const struct committed *k = &c->committed[i];
+		if (!k->set || k->commit_term >= s.term)
 			continue;
-		if (t != c->committed[i].term) {
+		baton_term t = 0;
+		bool held = baton_raft_term_at(n->raft, i, &t);
+		if (!held || t != k->term) {
 			sim_fail(w,
 				 "leader completeness: node %llu leads term "
-				 "%llu with term %llu at index %llu, but term "
-				 "%llu was applied there",
+				 "%llu %s at index %llu, but term %llu was "
+				 "committed there in term %llu",
 				 (unsigned long long)n->id,
 				 (unsigned long long)s.term,
-				 (unsigned long long)t, (unsigned long long)i,
-				 (unsigned long long)c->committed[i].term);
+				 held ? "with another entry"
+				      : "without an entry",
+				 (unsigned long long)i,
+				 (unsigned long long)k->term,
+				 (unsigned long long)k->commit_term);
 			return;
 		}
 	}
@@ -234,8 +235,15 @@ static void check_leader(struct sim_world *w, struct sim_node *n,
 }
 
 /* Every entry a node counts as committed is the one all others do. */
+static void note_commit_term(struct committed *k, baton_term term)
+{
+	if (k->commit_term == 0 || term < k->commit_term)
+		k->commit_term = term;
+}
+
 static void check_committed_prefix(struct sim_world *w, struct sim_node *n,
-				   baton_index from, baton_index to)
+				   baton_index from, baton_index to,
+				   baton_term now_term)
 {
 	struct sim_checks *c = w->checks;
 	c->committed =
@@ -262,6 +270,7 @@ static void check_committed_prefix(struct sim_world *w, struct sim_node *n,
 				 (unsigned long long)k->term);
 			return;
 		}
+		note_commit_term(k, now_term);
 	}
 }
 
@@ -269,7 +278,8 @@ void sim_check_update(struct sim_world *w, struct sim_node *n,
 		      const struct baton_update *u)
 {
 	if (u->commit_index > n->commit)
-		check_committed_prefix(w, n, n->commit + 1, u->commit_index);
+		check_committed_prefix(w, n, n->commit + 1, u->commit_index,
+				       u->term);
 	if (u->role == BATON_LEADER)
 		check_leader(w, n, u);
 	if (u->commit_index < n->commit)
@@ -321,8 +331,11 @@ void sim_check_apply(struct sim_world *w, struct sim_node *n,
 				 (unsigned long long)k->term);
 			return;
 		}
-		*k = (struct committed){true, e->term, content, true,
-					n->sm.hash};
+		k->set = true;
+		k->term = e->term;
+		k->content = content;
+		k->applied = true;
+		k->machine_hash = n->sm.hash;
 		w->stats.committed++;
 	} else if (k->term != e->term || k->content != content) {
 		sim_fail(w,
@@ -338,6 +351,7 @@ void sim_check_apply(struct sim_world *w, struct sim_node *n,
 			 (unsigned long long)n->id,
 			 (unsigned long long)e->index);
 	}
+	note_commit_term(k, n->term);
 	if (e->index > c->max_applied)
 		c->max_applied = e->index;
 	if (e->index > c->max_committed)
