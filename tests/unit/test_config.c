@@ -19,7 +19,8 @@ static struct baton_config sample(void)
 	struct baton_config c;
 	memset(&c, 0, sizeof c);
 	c.members[0] = (struct baton_member){1, BATON_VOTER};
-	c.members[1] = (struct baton_member){0x0102030405060708ull, BATON_VOTER};
+	c.members[1] =
+		(struct baton_member){0x0102030405060708ull, BATON_VOTER};
 	c.members[2] = (struct baton_member){UINT64_MAX, BATON_LEARNER};
 	c.n = 3;
 	return c;
@@ -90,8 +91,8 @@ Test(codec, encode_checks_capacity_and_member_count)
 	struct baton_config c = sample();
 	uint8_t buf[256];
 	size_t len = 12345;
-	cr_assert_eq(baton_config_encode(&c, buf, baton_config_encoded_len(&c) - 1,
-					 &len),
+	cr_assert_eq(baton_config_encode(
+			     &c, buf, baton_config_encoded_len(&c) - 1, &len),
 		     BATON_ETOOBIG);
 	cr_assert_eq(baton_config_encode(&c, buf, 0, &len), BATON_ETOOBIG);
 	cr_assert_eq(baton_config_encode(&c, buf, baton_config_encoded_len(&c),
@@ -128,8 +129,8 @@ Test(codec, decode_rejects_bad_roles)
 		uint8_t copy[256];
 		memcpy(copy, buf, len);
 		copy[HEADER_LEN + MEMBER_LEN + 8] = bad_roles[k];
-		cr_assert_eq(baton_config_decode(copy, len, &d),
-			     BATON_ECORRUPT, "role %u", bad_roles[k]);
+		cr_assert_eq(baton_config_decode(copy, len, &d), BATON_ECORRUPT,
+			     "role %u", bad_roles[k]);
 	}
 }
 

@@ -45,7 +45,8 @@ static struct baton_entry command(baton_index index, baton_term term,
 				  const char *s)
 {
 	return (struct baton_entry){term, index, BATON_ENTRY_COMMAND,
-				    (uint32_t)strlen(s), (uint8_t *)(uintptr_t)s};
+				    (uint32_t)strlen(s),
+				    (uint8_t *)(uintptr_t)s};
 }
 
 static struct baton_snapshot_meta snap_meta(void)
@@ -66,14 +67,13 @@ Test(restore, snapshot_and_entries_give_the_status)
 	struct baton_config c4 = voters(3);
 	c4.members[c4.n++] = (struct baton_member){4, BATON_LEARNER};
 	struct baton_entry e[5] = {
-		command(11, 3, "a"),	   command(12, 3, "b"),
+		command(11, 3, "a"),	     command(12, 3, "b"),
 		config_entry(0, 13, 4, &c4), command(14, 4, "c"),
 		command(15, 4, "d"),
 	};
 	const uint8_t data[] = "state machine bytes";
-	cr_assert_eq(baton_raft_restore(r, 5, 2, &meta, data, sizeof data, e,
-					5),
-		     0);
+	cr_assert_eq(
+		baton_raft_restore(r, 5, 2, &meta, data, sizeof data, e, 5), 0);
 	struct baton_raft_status s;
 	baton_raft_status(r, &s);
 	cr_assert_eq(s.id, 2);
@@ -118,9 +118,9 @@ Test(restore, snapshot_and_entries_give_the_status)
 		     "11 is not applied");
 
 	/* A second restore is refused. */
-	cr_assert_eq(baton_raft_restore(r, 5, 2, &meta, data, sizeof data, e,
-					5),
-		     BATON_ESTATE);
+	cr_assert_eq(
+		baton_raft_restore(r, 5, 2, &meta, data, sizeof data, e, 5),
+		BATON_ESTATE);
 	baton_raft_destroy(r);
 }
 

@@ -137,8 +137,8 @@ static void *c_alloc(size_t n)
 
 static struct c_node *c_node(struct cluster *c, baton_node_id id)
 {
-	cr_assert(id >= 1 && id <= C_MAX && c->n[id].r != NULL,
-		  "no node %llu", (unsigned long long)id);
+	cr_assert(id >= 1 && id <= C_MAX && c->n[id].r != NULL, "no node %llu",
+		  (unsigned long long)id);
 	return &c->n[id];
 }
 
@@ -193,7 +193,8 @@ static struct c_qmsg c_copy_msg(const struct baton_msg *m)
 				x.entries[i] = *e;
 				x.entries[i].buf = c_alloc(e->len);
 				if (e->len > 0)
-					memcpy(x.entries[i].buf, e->buf, e->len);
+					memcpy(x.entries[i].buf, e->buf,
+					       e->len);
 			}
 			x.m.u.append.entries = x.entries;
 		}
@@ -482,9 +483,8 @@ static void c_process(struct cluster *c, baton_node_id id,
 			       u->snapshot_len);
 		nd->snap_len = u->snapshot_len;
 	}
-	if (u->truncate_from != 0 &&
-	    (nd->min_truncate_from == 0 ||
-	     u->truncate_from < nd->min_truncate_from))
+	if (u->truncate_from != 0 && (nd->min_truncate_from == 0 ||
+				      u->truncate_from < nd->min_truncate_from))
 		nd->min_truncate_from = u->truncate_from;
 	for (uint32_t i = 1; i < u->n_entries; i++)
 		cr_assert_eq(u->entries[i].index, u->entries[i - 1].index + 1,
@@ -696,7 +696,8 @@ static baton_node_id c_leader(struct cluster *c)
 		if (c->n[id].r == NULL || c->n[id].isolated)
 			continue;
 		struct baton_raft_status s = c_status(c, id);
-		if (s.role == BATON_LEADER && (best == 0 || s.term > best_term)) {
+		if (s.role == BATON_LEADER &&
+		    (best == 0 || s.term > best_term)) {
 			best = id;
 			best_term = s.term;
 		}
@@ -742,11 +743,12 @@ static baton_node_id c_tick_until_leader(struct cluster *c, uint64_t max_ms)
 
 /* A connected follower of the leader other than `not`, or 0. */
 static baton_node_id c_follower(struct cluster *c, baton_node_id leader,
-				baton_node_id not)
+				baton_node_id not )
 {
 	for (baton_node_id id = 1; id <= C_MAX; id++)
-		if (c->n[id].r != NULL && id != leader && id != not &&
-		    !c->n[id].isolated && c_role(c, id) != BATON_LEADER)
+		if (c->n[id].r != NULL && id != leader &&
+		    id != not &&!c->n[id].isolated &&
+		    c_role(c, id) != BATON_LEADER)
 			return id;
 	return 0;
 }
@@ -767,8 +769,8 @@ static int c_propose(struct cluster *c, baton_node_id id, const char *cmd,
 }
 
 /* Propose "<prefix>-<k>" for k in [0, n) as one batch. */
-static int c_propose_n(struct cluster *c, baton_node_id id,
-		       const char *prefix, uint32_t n, baton_index *first_out)
+static int c_propose_n(struct cluster *c, baton_node_id id, const char *prefix,
+		       uint32_t n, baton_index *first_out)
 {
 	char(*text)[64] = c_alloc(n * sizeof *text);
 	struct baton_buffer *b = c_alloc(n * sizeof *b);
@@ -804,8 +806,8 @@ static int c_member(struct cluster *c, baton_node_id id, uint32_t type,
 	return c_step(c, id, &ev, NULL);
 }
 
-static int c_transfer(struct cluster *c, baton_node_id id,
-		      baton_node_id target, struct c_sum *sum)
+static int c_transfer(struct cluster *c, baton_node_id id, baton_node_id target,
+		      struct c_sum *sum)
 {
 	struct baton_event ev = {.type = BATON_EVENT_TRANSFER};
 	ev.u.transfer.target = target;
@@ -870,18 +872,17 @@ static void c_make_append(struct c_append *a, baton_term term,
 		int len = snprintf(a->text[i], sizeof a->text[i], "i%llut%llu",
 				   (unsigned long long)index,
 				   (unsigned long long)terms[i]);
-		a->e[i] = (struct baton_entry){terms[i], index,
-					       BATON_ENTRY_COMMAND,
-					       (uint32_t)len,
-					       (uint8_t *)a->text[i]};
+		a->e[i] = (struct baton_entry){
+			terms[i], index, BATON_ENTRY_COMMAND, (uint32_t)len,
+			(uint8_t *)a->text[i]};
 	}
 	a->m.u.append.entries = n > 0 ? a->e : NULL;
 }
 
 /* ---- looking at results -------------------------------------------------- */
 
-static const struct c_applied *c_applied_at(struct cluster *c,
-					    baton_node_id id, baton_index i)
+static const struct c_applied *c_applied_at(struct cluster *c, baton_node_id id,
+					    baton_index i)
 {
 	struct c_node *nd = c_node(c, id);
 	for (uint32_t k = 0; k < nd->n_applied; k++)
@@ -890,8 +891,7 @@ static const struct c_applied *c_applied_at(struct cluster *c,
 	return NULL;
 }
 
-static bool c_applied_cmd(struct cluster *c, baton_node_id id,
-			  const char *cmd)
+static bool c_applied_cmd(struct cluster *c, baton_node_id id, const char *cmd)
 {
 	struct c_node *nd = c_node(c, id);
 	size_t len = strlen(cmd);
@@ -1508,7 +1508,8 @@ Test(repl, pipelining_sends_several_appends_before_any_reply)
 		     "max_inflight_appends appends in flight");
 	cr_assert_eq(c_count(c, BATON_MSG_APPEND_RESULT, 0, 0), 0);
 	for (uint32_t k = 0; k < 4; k++) {
-		const struct baton_msg *m = c_find(c, BATON_MSG_APPEND, l, f, k);
+		const struct baton_msg *m =
+			c_find(c, BATON_MSG_APPEND, l, f, k);
 		cr_assert_eq(m->u.append.n_entries, 1);
 		cr_assert_eq(m->u.append.prev_index, 2 + k);
 		cr_assert_eq(m->u.append.entries[0].index, 3 + k);
@@ -1608,7 +1609,8 @@ Test(repl, batching_limits_entries_per_append)
 	uint32_t total = 0;
 	baton_index prev = 2;
 	for (uint32_t k = 0; k < n; k++) {
-		const struct baton_msg *m = c_find(c, BATON_MSG_APPEND, l, f, k);
+		const struct baton_msg *m =
+			c_find(c, BATON_MSG_APPEND, l, f, k);
 		cr_assert_leq(m->u.append.n_entries, 3);
 		cr_assert_eq(m->u.append.prev_index, prev);
 		prev += m->u.append.n_entries;
@@ -2264,9 +2266,8 @@ Test(snap, install_replaces_a_conflicting_log)
 
 /* Node id's view of member `who` (NULL: not a member). The result points
  * into a static copy of the status: use it before the next call. */
-static const struct baton_member *c_member_of(struct cluster *c,
-					      baton_node_id id,
-					      baton_node_id who)
+static const struct baton_member *
+c_member_of(struct cluster *c, baton_node_id id, baton_node_id who)
 {
 	static struct baton_raft_status s;
 	s = c_status(c, id);
@@ -2537,8 +2538,7 @@ Test(member, truncated_config_entry_is_undone)
 	s = c_status(c, a);
 	cr_assert_eq(s.leader_id, b);
 	cr_assert_eq(c_node(c, a)->min_truncate_from, 3);
-	cr_assert_eq(baton_raft_entry(c_raft(c, a), 3)->type,
-		     BATON_ENTRY_NOOP);
+	cr_assert_eq(baton_raft_entry(c_raft(c, a), 3)->type, BATON_ENTRY_NOOP);
 	cr_assert_eq(s.config_index, 1, "back to the bootstrap config");
 	cr_assert_eq(s.config.n, 3);
 	cr_assert_null(baton_config_find(&s.config, 4));
@@ -2650,7 +2650,8 @@ Test(readidx, follower_read_goes_through_the_leader)
 	struct c_sum s;
 	cr_assert_eq(c_read(c, f, 9, &s), 0);
 	cr_assert_eq(s.n_reads, 0);
-	const struct baton_msg *m = c_sum_find(&s, false, BATON_MSG_READ_INDEX, l);
+	const struct baton_msg *m =
+		c_sum_find(&s, false, BATON_MSG_READ_INDEX, l);
 	cr_assert_not_null(m);
 	cr_assert_eq(m->u.read_index.request_id, 9);
 	c_deliver_all(c);
@@ -2670,8 +2671,7 @@ Test(readidx, read_index_request_to_a_follower_is_refused)
 	struct cluster *c = c_three(NULL, &l);
 	baton_node_id f = c_follower(c, l, 0);
 	baton_node_id g = c_follower(c, l, f);
-	struct baton_msg m =
-		c_msg(BATON_MSG_READ_INDEX, c_term(c, l), g, f);
+	struct baton_msg m = c_msg(BATON_MSG_READ_INDEX, c_term(c, l), g, f);
 	m.u.read_index.request_id = 5;
 	struct c_sum s;
 	cr_assert_eq(c_receive(c, f, &m, &s), 0);
