@@ -64,7 +64,8 @@ typedef uint64_t baton_node_id; /* 0 means "nobody" */
 	X(VERSION, -30012, "unsupported format version")                       \
 	X(STATE, -30013, "operation not allowed in the current state")         \
 	X(OVERLOADED, -30014,                                                  \
-	  "too many uncommitted entries on the leader; retry later")
+	  "too many uncommitted entries on the leader; retry later")           \
+	X(IO, -30015, "disk I/O failed; the node stopped accepting writes")
 
 enum {
 #define BATON__ERROR_ENUM(name, code, text) BATON_E##name = code,

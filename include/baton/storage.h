@@ -1,0 +1,174 @@
+/*
+ * baton — durable storage of a node's Raft state.
+ *
+ * The core (raft.h) says in each struct baton_update what must become
+ * durable; a struct baton_storage makes it so. One interface, two
+ * implementations: the real one on files (baton_fs_storage_open below:
+ * write-ahead log segments, group commit on a writer thread, atomic term/vote
+ * file, snapshot files), and the simulator's disk in tests/sim, so the
+ * simulator drives exactly the contract the server relies on.
+ *
+ * The contract:
+ *   - load() once, before the first submit, returns what is durable;
+ *   - submit() queues the persistence one update asks for (hard state,
+ *     installed snapshot, truncation, entries, compaction, in that order),
+ *     copying what it needs; it returns at once with a sequence number
+ *     (1, 2, 3, ... per instance);
+ *   - submissions become durable in submission order; poll() reports each
+ *     completion, in order, on the caller's thread. Status 0 means durable;
+ *     a negative BATON_E* code means it is not and never will be: after a
+ *     failed sync the storage refuses every later write (BATON_EIO), because
+ *     the page cache cannot be trusted after EIO;
+ *   - the application's own snapshots go through snapshot_begin/write/
+ *     commit (streamed, durable when commit returns); a snapshot is only
+ *     ever replaced by a newer one (higher index).
+ *
+ * Errors are negative BATON_E* codes; errmsg() says more about the last one.
+ */
+#ifndef BATON_STORAGE_H
+#define BATON_STORAGE_H
+
+#include "baton/raft.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a snapshot records besides the state machine's bytes. The version
+ * fields are written now and interpreted by the version rules later. */
+struct baton_version_entry {
+	baton_node_id id;
+	struct baton_profile profile;
+};
+
+struct baton_snapshot_header {
+	struct baton_snapshot_meta meta;
+	/* The machine version in force at meta.index. */
+	struct baton_machine_version machine_version;
+	/* The lowest release allowed to join the cluster. */
+	struct baton_release release_floor;
+	/* The known capabilities of each member. */
+	uint32_t n_versions; /* <= BATON_MAX_MEMBERS */
+	struct baton_version_entry versions[BATON_MAX_MEMBERS];
+};
+
+/* Everything durable, as found at start. Owned by the caller; release with
+ * baton_durable_state_free(). Entries follow the snapshot consecutively. */
+struct baton_durable_state {
+	baton_term term;
+	baton_node_id vote;
+	bool has_snapshot;
+	struct baton_snapshot_header snapshot;
+	uint8_t *snapshot_data; /* malloc'd */
+	size_t snapshot_len;
+	struct baton_entry *entries; /* malloc'd, each buf malloc'd */
+	uint32_t n_entries;
+};
+
+void baton_durable_state_free(struct baton_durable_state *s);
+
+/* One completion: submission `seq` is durable (status 0) or failed. */
+typedef void (*baton_storage_done_cb)(void *data, uint64_t seq, int status);
+
+struct baton_storage;
+struct baton_snapshot_sink; /* one snapshot being written */
+
+struct baton_storage_ops {
+	int (*load)(struct baton_storage *s, struct baton_durable_state *out);
+	/* BATON_EIO once a sync failed; BATON_ENOMEM; BATON_ETOOBIG for an
+	 * entry above the configured limit. */
+	int (*submit)(struct baton_storage *s, const struct baton_update *u,
+		      uint64_t *seq_out);
+	/* Calls cb for each completion ready now, in order; returns how
+	 * many. Never blocks. */
+	unsigned (*poll)(struct baton_storage *s, baton_storage_done_cb cb,
+			 void *data);
+	/* Stream a snapshot of the application's state: begin, write any
+	 * number of times, then commit (durable on return; BATON_ESTATE if a
+	 * snapshot at a higher or equal index is already durable) or abort.
+	 * Safe to use from another thread than submit/poll. */
+	int (*snapshot_begin)(struct baton_storage *s,
+			      const struct baton_snapshot_header *h,
+			      struct baton_snapshot_sink **out);
+	int (*snapshot_write)(struct baton_snapshot_sink *k, const void *buf,
+			      size_t len);
+	int (*snapshot_commit)(struct baton_snapshot_sink *k);
+	void (*snapshot_abort)(struct baton_snapshot_sink *k);
+	/* Read up to cap bytes of the durable snapshot at `index`, from
+	 * `offset`; *n_out is 0 at the end. BATON_ENOTFOUND if the durable
+	 * snapshot is not the one at `index` any more. */
+	int (*snapshot_read)(struct baton_storage *s, baton_index index,
+			     uint64_t offset, void *buf, size_t cap,
+			     size_t *n_out);
+	/* More about the last error (static buffer of the instance). */
+	const char *(*errmsg)(const struct baton_storage *s);
+	/* Waits for queued writes, then frees everything. */
+	void (*close)(struct baton_storage *s);
+};
+
+struct baton_storage {
+	const struct baton_storage_ops *ops;
+};
+
+/* ------------------------------------------------------------------------ */
+/* The real storage: files in one directory.                               */
+
+struct baton_vfs; /* src/storage/vfs.h: the file layer, swappable in tests */
+
+struct baton_fs_options {
+	const char *dir; /* created if missing; must not be shared */
+	/* A segment rolls over once it holds this much (default 64 MiB);
+	 * each new segment is preallocated to this size. */
+	uint64_t segment_bytes;
+	/* Group commit: at most this much goes into one sync (default
+	 * 8 MiB; at least one whole submission always does). */
+	uint64_t max_batch_bytes;
+	/* Entries above this are refused by submit (default 64 MiB). */
+	uint32_t max_entry_bytes;
+	/* Snapshots above this are refused by load (default 4 GiB). */
+	uint64_t max_snapshot_bytes;
+	/* Called on the writer thread when completions are ready for poll()
+	 * (e.g. uv_async_send). May be NULL: then the caller polls. */
+	void (*notify)(void *data);
+	void *notify_data;
+	/* NULL: the operating system's files. Tests pass a faulty one. */
+	struct baton_vfs *vfs;
+};
+
+void baton_fs_options_default(struct baton_fs_options *o);
+
+/* Open (and recover) the storage in o->dir. On failure returns a BATON_E*
+ * code and writes a specific message into err (errlen bytes):
+ *   BATON_ECORRUPT  damage that is not a torn tail: refuses to start and
+ *                   leaves every file untouched;
+ *   BATON_EVERSION  a file written by a newer format (both versions named);
+ *   BATON_EIO       the file system failed;
+ *   BATON_ESTATE    another process holds the directory.
+ * A torn tail (a batch whose write was interrupted) is repaired by cutting
+ * it off: it was never reported durable. */
+int baton_fs_storage_open(const struct baton_fs_options *o,
+			  struct baton_storage **out, char *err,
+			  size_t errlen);
+
+/* Figures for status commands and benchmarks. */
+struct baton_fs_stats {
+	uint64_t syncs;	      /* fdatasync calls on the log */
+	uint64_t batches;     /* group commits */
+	uint64_t submissions; /* updates submitted */
+	uint64_t bytes_written;
+	uint32_t segments;
+	int failed; /* 0, or the error that stopped writes */
+};
+void baton_fs_storage_stats(struct baton_storage *s,
+			    struct baton_fs_stats *out);
+
+/* Wait until everything submitted so far has completed (for shutdown,
+ * tests and benchmarks; a server polls instead). Returns the latched error,
+ * if any. Completions still go through poll(). */
+int baton_fs_storage_flush(struct baton_storage *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_STORAGE_H */

@@ -1,0 +1,119 @@
+/*
+ * The storage's modules and how they call each other:
+ *   meta.c          term and vote, replaced atomically
+ *   snapshot_file.c snapshot files: streamed write, header, chunked read
+ *   wal.c           log segments: recovery, group-commit batches, compaction
+ *   fs_storage.c    the struct baton_storage on files: queue, writer thread
+ * Errors: BATON_E* codes; the message goes into a caller's buffer.
+ */
+#ifndef BATON_STORAGE_INTERNAL_H
+#define BATON_STORAGE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "baton/storage.h"
+#include "vfs.h"
+
+#define STORAGE_PATH_MAX 4096u
+#define STORAGE_ERR_MAX 512u
+
+/* Write "dir/name" into out (STORAGE_PATH_MAX); BATON_ETOOBIG if long. */
+int baton__path(char *out, const char *dir, const char *name);
+
+/* Format an error message into err (errlen bytes) and return code. */
+int baton__errf(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* A vfs error (negative errno) as BATON_EIO with "what path: strerror". */
+int baton__io_err(char *err, size_t errlen, int neg_errno, const char *what,
+		  const char *path);
+
+/* ---- meta.c ---------------------------------------------------------- */
+
+/* A missing file is term 0, no vote. */
+int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
+		     baton_node_id *vote, char *err, size_t errlen);
+int baton__meta_write(struct baton_vfs *v, const char *dir, baton_term term,
+		      baton_node_id vote, char *err, size_t errlen);
+
+/* ---- snapshot_file.c ---------------------------------------------------- */
+
+struct baton__snap_writer;
+
+/* Start writing `tmp_name` in dir; data follows with _write. */
+int baton__snap_writer_open(struct baton_vfs *v, const char *dir,
+			    const char *tmp_name,
+			    const struct baton_snapshot_header *h,
+			    struct baton__snap_writer **out, char *err,
+			    size_t errlen);
+int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
+			     size_t len, char *err, size_t errlen);
+/* Header, sync, rename over `final_name`, sync the directory. */
+int baton__snap_writer_commit(struct baton__snap_writer *w,
+			      const char *final_name, char *err,
+			      size_t errlen);
+/* Close and delete the temporary file; frees w (also after commit). */
+void baton__snap_writer_free(struct baton__snap_writer *w);
+
+/* Read and verify a snapshot file's header. *data_offset is where the
+ * data starts. */
+int baton__snap_read_header(struct baton_vfs *v, int fd, const char *path,
+			    struct baton_snapshot_header *h,
+			    uint64_t *data_offset, uint64_t *data_len,
+			    uint64_t *data_checksum, char *err, size_t errlen);
+
+/* Load `name` in dir whole (header checked, data verified). *found is
+ * false when the file does not exist. */
+int baton__snap_load(struct baton_vfs *v, const char *dir, const char *name,
+		     uint64_t max_bytes, bool *found,
+		     struct baton_snapshot_header *h, uint8_t **data,
+		     size_t *len, char *err, size_t errlen);
+
+/* ---- wal.c ------------------------------------------------------------ */
+
+struct baton__segment {
+	uint64_t seq;
+	baton_index first_index;
+	baton_index max_index; /* highest entry index written in it */
+	uint64_t end;	       /* where the next batch goes */
+	int fd;		       /* open for the last segment only, else -1 */
+};
+
+struct baton__wal {
+	struct baton_vfs *vfs;
+	const char *dir;
+	uint64_t segment_bytes;
+	struct baton__segment *segs;
+	uint32_t n_segs, cap_segs;
+	uint64_t syncs, batches, bytes_written;
+};
+
+/* Scan every segment, verify it, repair a torn tail, and return the log
+ * after snap_index (entries malloc'd as in struct baton_durable_state).
+ * Refuses (BATON_ECORRUPT) on damage anywhere but a torn tail, touching
+ * nothing. Creates the first segment when there is none. */
+int baton__wal_open(struct baton__wal *w, struct baton_vfs *v,
+		    const char *dir, uint64_t segment_bytes,
+		    baton_index snap_index, struct baton_entry **entries,
+		    uint32_t *n_entries, char *err, size_t errlen);
+void baton__wal_close(struct baton__wal *w);
+
+/* Bytes one record takes in a batch body. */
+size_t baton__wal_record_len(uint32_t payload_len);
+/* Encode a record at p (baton__wal_record_len bytes). */
+void baton__wal_encode_entry(uint8_t *p, const struct baton_entry *e);
+void baton__wal_encode_truncate(uint8_t *p, baton_index from);
+
+/* Write one batch and make it durable with one fdatasync. `buf` holds
+ * WAL_BATCH_HEADER_LEN free bytes, then body_len bytes of records, then
+ * WAL_TRAILER_LEN free bytes; the header and trailer are filled here. */
+int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
+		      uint32_t n_records, baton_index first_index,
+		      baton_index max_index, char *err, size_t errlen);
+
+/* Delete whole segments, oldest first, whose entries are all <= upto
+ * (never the one being written). */
+void baton__wal_compact(struct baton__wal *w, baton_index upto);
+
+#endif /* BATON_STORAGE_INTERNAL_H */

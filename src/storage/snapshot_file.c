@@ -1,0 +1,291 @@
+/* Snapshot files: streamed to a temporary file, which gets its header last
+ * (the data's length and checksum are known only then), is synced, and is
+ * renamed over the current snapshot; then the directory is synced. A crash
+ * at any point leaves the old snapshot or the new one. */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "checksum.h"
+#include "format.h"
+#include "internal.h"
+
+#define SNAP_HEADER_MAX 4096u
+
+struct baton__snap_writer {
+	struct baton_vfs *vfs;
+	const char *dir;
+	char tmp[STORAGE_PATH_MAX];
+	int fd;
+	struct baton_snapshot_header h;
+	uint32_t header_len;
+	uint64_t data_len;
+	struct baton__hasher *hasher;
+};
+
+static size_t header_len_of(const struct baton_snapshot_header *h)
+{
+	return SNAP_FIXED_LEN + pad8(baton_config_encoded_len(&h->meta.config)) +
+	       (size_t)h->n_versions * SNAP_VERSION_ENTRY_LEN + 8u;
+}
+
+/* Encode the header into b (header_len_of(h) bytes, zeroed by caller). */
+static void encode_header(const struct baton_snapshot_header *h,
+			  uint64_t data_len, uint64_t data_checksum, uint8_t *b)
+{
+	size_t len = header_len_of(h);
+	memcpy(b, SNAP_MAGIC, 8);
+	put_u32(b + 8, SNAP_FORMAT);
+	put_u32(b + 12, (uint32_t)len);
+	put_u64(b + 16, h->meta.index);
+	put_u64(b + 24, h->meta.term);
+	put_u64(b + 32, h->meta.config_index);
+	put_u32(b + 40, h->machine_version.value);
+	put_u16(b + 44, h->release_floor.major);
+	put_u16(b + 46, h->release_floor.minor);
+	put_u16(b + 48, h->release_floor.patch);
+	put_u32(b + 52, h->n_versions);
+	put_u64(b + 56, data_len);
+	put_u64(b + 64, data_checksum);
+	size_t config_len = 0;
+	int rv = baton_config_encode(&h->meta.config, b + SNAP_FIXED_LEN,
+				     SNAP_HEADER_MAX - SNAP_FIXED_LEN,
+				     &config_len);
+	assert(rv == 0);
+	put_u32(b + 72, (uint32_t)config_len);
+	uint8_t *p = b + SNAP_FIXED_LEN + pad8(config_len);
+	for (uint32_t i = 0; i < h->n_versions; i++) {
+		const struct baton_version_entry *e = &h->versions[i];
+		put_u64(p, e->id);
+		put_u16(p + 8, e->profile.release.major);
+		put_u16(p + 10, e->profile.release.minor);
+		put_u16(p + 12, e->profile.release.patch);
+		put_u32(p + 16, e->profile.proto_min.value);
+		put_u32(p + 20, e->profile.proto_max.value);
+		put_u32(p + 24, e->profile.machine_max.value);
+		p += SNAP_VERSION_ENTRY_LEN;
+	}
+	put_u64(b + len - 8, baton__checksum(b, len - 8));
+}
+
+int baton__snap_writer_open(struct baton_vfs *v, const char *dir,
+			    const char *tmp_name,
+			    const struct baton_snapshot_header *h,
+			    struct baton__snap_writer **out, char *err,
+			    size_t errlen)
+{
+	if (h->n_versions > BATON_MAX_MEMBERS ||
+	    h->meta.config.n > BATON_MAX_MEMBERS ||
+	    header_len_of(h) > SNAP_HEADER_MAX)
+		return baton__errf(err, errlen, BATON_EINVAL,
+				   "snapshot header out of range (%u "
+				   "members, %u versions)",
+				   h->meta.config.n, h->n_versions);
+	struct baton__snap_writer *w = calloc(1, sizeof *w);
+	if (w == NULL)
+		return baton__errf(err, errlen, BATON_ENOMEM, "out of memory");
+	w->vfs = v;
+	w->dir = dir;
+	w->fd = -1;
+	w->h = *h;
+	w->header_len = (uint32_t)header_len_of(h);
+	w->hasher = baton__hasher_new();
+	int rv = baton__path(w->tmp, dir, tmp_name);
+	if (w->hasher == NULL || rv != 0) {
+		baton__snap_writer_free(w);
+		return baton__errf(err, errlen, BATON_ENOMEM,
+				   "out of memory or path too long");
+	}
+	rv = v->ops->open(v, w->tmp, BATON_VFS_CREATE | BATON_VFS_TRUNC,
+			  &w->fd);
+	if (rv != 0) {
+		w->fd = -1;
+		baton__snap_writer_free(w);
+		return baton__io_err(err, errlen, rv, "create", w->tmp);
+	}
+	*out = w;
+	return 0;
+}
+
+int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
+			     size_t len, char *err, size_t errlen)
+{
+	int rv = w->vfs->ops->pwrite(w->vfs, w->fd, buf, len,
+				     w->header_len + w->data_len);
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "write", w->tmp);
+	baton__hasher_update(w->hasher, buf, len);
+	w->data_len += len;
+	return 0;
+}
+
+int baton__snap_writer_commit(struct baton__snap_writer *w,
+			      const char *final_name, char *err,
+			      size_t errlen)
+{
+	struct baton_vfs *v = w->vfs;
+	uint8_t b[SNAP_HEADER_MAX] = {0};
+	encode_header(&w->h, w->data_len, baton__hasher_digest(w->hasher), b);
+	int rv = v->ops->pwrite(v, w->fd, b, w->header_len, 0);
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "write", w->tmp);
+	rv = v->ops->fsync(v, w->fd);
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "fsync", w->tmp);
+	char path[STORAGE_PATH_MAX];
+	if (baton__path(path, w->dir, final_name) != 0)
+		return baton__errf(err, errlen, BATON_EINVAL,
+				   "path too long");
+	rv = v->ops->rename(v, w->tmp, path);
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "rename", w->tmp);
+	w->tmp[0] = '\0'; /* nothing to delete any more */
+	rv = v->ops->sync_dir(v, w->dir);
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "fsync directory",
+				     w->dir);
+	return 0;
+}
+
+void baton__snap_writer_free(struct baton__snap_writer *w)
+{
+	if (w == NULL)
+		return;
+	if (w->fd >= 0)
+		w->vfs->ops->close(w->vfs, w->fd);
+	if (w->tmp[0] != '\0')
+		w->vfs->ops->unlink(w->vfs, w->tmp);
+	if (w->hasher != NULL)
+		baton__hasher_free(w->hasher);
+	free(w);
+}
+
+static int decode_header(const uint8_t *b, size_t len, const char *path,
+			 struct baton_snapshot_header *h, char *err,
+			 size_t errlen)
+{
+	memset(h, 0, sizeof *h);
+	h->meta.index = get_u64(b + 16);
+	h->meta.term = get_u64(b + 24);
+	h->meta.config_index = get_u64(b + 32);
+	h->machine_version.value = get_u32(b + 40);
+	h->release_floor.major = get_u16(b + 44);
+	h->release_floor.minor = get_u16(b + 46);
+	h->release_floor.patch = get_u16(b + 48);
+	h->n_versions = get_u32(b + 52);
+	uint32_t config_len = get_u32(b + 72);
+	size_t need = SNAP_FIXED_LEN + pad8(config_len) +
+		      (size_t)h->n_versions * SNAP_VERSION_ENTRY_LEN + 8u;
+	if (h->n_versions > BATON_MAX_MEMBERS || config_len > len ||
+	    need > len)
+		return baton__errf(err, errlen, BATON_ECORRUPT,
+				   "%s: snapshot header lengths out of range",
+				   path);
+	int rv = baton_config_decode(b + SNAP_FIXED_LEN, config_len,
+				     &h->meta.config);
+	if (rv != 0)
+		return baton__errf(err, errlen, rv,
+				   "%s: snapshot configuration: %s", path,
+				   baton_strerror(rv));
+	const uint8_t *p = b + SNAP_FIXED_LEN + pad8(config_len);
+	for (uint32_t i = 0; i < h->n_versions; i++) {
+		struct baton_version_entry *e = &h->versions[i];
+		e->id = get_u64(p);
+		e->profile.release.major = get_u16(p + 8);
+		e->profile.release.minor = get_u16(p + 10);
+		e->profile.release.patch = get_u16(p + 12);
+		e->profile.proto_min.value = get_u32(p + 16);
+		e->profile.proto_max.value = get_u32(p + 20);
+		e->profile.machine_max.value = get_u32(p + 24);
+		p += SNAP_VERSION_ENTRY_LEN;
+	}
+	return 0;
+}
+
+int baton__snap_read_header(struct baton_vfs *v, int fd, const char *path,
+			    struct baton_snapshot_header *h,
+			    uint64_t *data_offset, uint64_t *data_len,
+			    uint64_t *data_checksum, char *err, size_t errlen)
+{
+	uint8_t b[SNAP_HEADER_MAX];
+	size_t n = 0;
+	int rv = v->ops->pread(v, fd, b, sizeof b, 0, &n);
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "read", path);
+	if (n < 16 || memcmp(b, SNAP_MAGIC, 8) != 0)
+		return baton__errf(err, errlen, BATON_ECORRUPT,
+				   "%s: not a baton snapshot file", path);
+	uint32_t format = get_u32(b + 8);
+	if (format > SNAP_FORMAT)
+		return baton__errf(err, errlen, BATON_EVERSION,
+				   "%s: snapshot format version %u is newer "
+				   "than this release reads (%u)",
+				   path, format, SNAP_FORMAT);
+	uint32_t hlen = get_u32(b + 12);
+	if (hlen < SNAP_FIXED_LEN + 8 || hlen > n ||
+	    get_u64(b + hlen - 8) != baton__checksum(b, hlen - 8))
+		return baton__errf(err, errlen, BATON_ECORRUPT,
+				   "%s: snapshot header checksum mismatch",
+				   path);
+	rv = decode_header(b, hlen, path, h, err, errlen);
+	if (rv != 0)
+		return rv;
+	*data_offset = hlen;
+	*data_len = get_u64(b + 56);
+	*data_checksum = get_u64(b + 64);
+	return 0;
+}
+
+int baton__snap_load(struct baton_vfs *v, const char *dir, const char *name,
+		     uint64_t max_bytes, bool *found,
+		     struct baton_snapshot_header *h, uint8_t **data,
+		     size_t *len, char *err, size_t errlen)
+{
+	char path[STORAGE_PATH_MAX];
+	if (baton__path(path, dir, name) != 0)
+		return baton__errf(err, errlen, BATON_EINVAL,
+				   "path too long");
+	*found = false;
+	int fd;
+	int rv = v->ops->open(v, path, 0, &fd);
+	if (rv == -ENOENT)
+		return 0;
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "open", path);
+	uint64_t off, dlen, sum;
+	rv = baton__snap_read_header(v, fd, path, h, &off, &dlen, &sum, err,
+				     errlen);
+	uint8_t *buf = NULL;
+	if (rv == 0 && dlen > max_bytes)
+		rv = baton__errf(err, errlen, BATON_ETOOBIG,
+				 "%s: snapshot of %llu bytes exceeds the limit "
+				 "of %llu",
+				 path, (unsigned long long)dlen,
+				 (unsigned long long)max_bytes);
+	if (rv == 0) {
+		buf = malloc(dlen > 0 ? (size_t)dlen : 1);
+		if (buf == NULL)
+			rv = baton__errf(err, errlen, BATON_ENOMEM,
+					 "out of memory for the snapshot");
+	}
+	size_t n = 0;
+	if (rv == 0) {
+		rv = v->ops->pread(v, fd, buf, (size_t)dlen, off, &n);
+		if (rv != 0)
+			rv = baton__io_err(err, errlen, rv, "read", path);
+	}
+	if (rv == 0 && (n != dlen || baton__checksum(buf, n) != sum))
+		rv = baton__errf(err, errlen, BATON_ECORRUPT,
+				 "%s: snapshot data %s (index %llu)", path,
+				 n != dlen ? "truncated" : "checksum mismatch",
+				 (unsigned long long)h->meta.index);
+	v->ops->close(v, fd);
+	if (rv != 0) {
+		free(buf);
+		return rv;
+	}
+	*found = true;
+	*data = buf;
+	*len = (size_t)dlen;
+	return 0;
+}

@@ -1,0 +1,178 @@
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_util.h"
+
+void tmpdir_make(char *out, size_t cap)
+{
+	snprintf(out, cap, "/tmp/baton-storage-XXXXXX");
+	cr_assert_not_null(mkdtemp(out));
+}
+
+void tmpdir_remove(const char *dir)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+void payload_fill(uint8_t *buf, uint32_t len, baton_index index,
+		  baton_term term)
+{
+	uint64_t x = index * 0x9e3779b97f4a7c15ull ^ term;
+	for (uint32_t i = 0; i < len; i++) {
+		x ^= x >> 31;
+		x *= 0xbf58476d1ce4e5b9ull;
+		buf[i] = (uint8_t)(x >> 56);
+	}
+}
+
+struct baton_entry *entries_make(baton_index first, uint32_t n, baton_term term,
+				 uint32_t len)
+{
+	struct baton_entry *e = calloc(n > 0 ? n : 1, sizeof *e);
+	cr_assert_not_null(e);
+	for (uint32_t i = 0; i < n; i++) {
+		e[i].index = first + i;
+		e[i].term = term;
+		e[i].type = BATON_ENTRY_COMMAND;
+		e[i].len = len;
+		e[i].buf = malloc(len > 0 ? len : 1);
+		cr_assert_not_null(e[i].buf);
+		payload_fill(e[i].buf, len, e[i].index, term);
+	}
+	return e;
+}
+
+void entries_free(struct baton_entry *e, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		free(e[i].buf);
+	free(e);
+}
+
+bool entry_intact(const struct baton_entry *e, uint32_t len)
+{
+	if (e->len != len || e->type != BATON_ENTRY_COMMAND)
+		return false;
+	uint8_t *want = malloc(len > 0 ? len : 1);
+	payload_fill(want, len, e->index, e->term);
+	bool ok = memcmp(want, e->buf, len) == 0;
+	free(want);
+	return ok;
+}
+
+struct baton_storage *store_open(const char *dir, uint64_t segment_bytes,
+				 struct baton_vfs *vfs)
+{
+	struct baton_fs_options o;
+	baton_fs_options_default(&o);
+	o.dir = dir;
+	if (segment_bytes)
+		o.segment_bytes = segment_bytes;
+	o.vfs = vfs;
+	struct baton_storage *s = NULL;
+	char err[512] = "";
+	int rv = baton_fs_storage_open(&o, &s, err, sizeof err);
+	cr_assert_eq(rv, 0, "open %s: %s (%s)", dir, baton_err_name(rv), err);
+	return s;
+}
+
+int store_open_fail(const char *dir, struct baton_vfs *vfs, char *err,
+		    size_t errlen)
+{
+	struct baton_fs_options o;
+	baton_fs_options_default(&o);
+	o.dir = dir;
+	o.vfs = vfs;
+	struct baton_storage *s = NULL;
+	int rv = baton_fs_storage_open(&o, &s, err, errlen);
+	if (rv == 0)
+		s->ops->close(s);
+	return rv;
+}
+
+struct wait {
+	uint64_t seq;
+	int status;
+	bool seen;
+	uint64_t last_seq;
+};
+
+static void on_done(void *data, uint64_t seq, int status)
+{
+	struct wait *w = data;
+	cr_assert_gt(seq, w->last_seq, "completions out of order");
+	w->last_seq = seq;
+	if (seq == w->seq) {
+		w->status = status;
+		w->seen = true;
+	}
+}
+
+int store_write(struct baton_storage *s, const struct baton_update *u)
+{
+	struct wait w = {0};
+	int rv = s->ops->submit(s, u, &w.seq);
+	if (rv != 0)
+		return rv;
+	baton_fs_storage_flush(s);
+	s->ops->poll(s, on_done, &w);
+	cr_assert(w.seen, "submission %llu never completed",
+		  (unsigned long long)w.seq);
+	return w.status;
+}
+
+int store_append(struct baton_storage *s, baton_index truncate_from,
+		 const struct baton_entry *e, uint32_t n)
+{
+	struct baton_update u = {0};
+	u.truncate_from = truncate_from;
+	u.entries = e;
+	u.n_entries = n;
+	u.persist_needed = true;
+	return store_write(s, &u);
+}
+
+int store_hard_state(struct baton_storage *s, baton_term term,
+		     baton_node_id vote)
+{
+	struct baton_update u = {0};
+	u.hard_state_changed = true;
+	u.hs_term = term;
+	u.hs_vote = vote;
+	u.persist_needed = true;
+	return store_write(s, &u);
+}
+
+int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
+		   size_t len)
+{
+	struct baton_snapshot_header h = {0};
+	h.meta.index = index;
+	h.meta.term = term;
+	h.meta.config.n = 1;
+	h.meta.config.members[0].id = 1;
+	h.meta.config.members[0].role = BATON_VOTER;
+	h.meta.config_index = 1;
+	h.machine_version.value = 1;
+	struct baton_snapshot_sink *k;
+	int rv = s->ops->snapshot_begin(s, &h, &k);
+	if (rv != 0)
+		return rv;
+	uint8_t *data = malloc(len > 0 ? len : 1);
+	payload_fill(data, (uint32_t)len, index, term);
+	size_t half = len / 2;
+	rv = s->ops->snapshot_write(k, data, half);
+	if (rv == 0)
+		rv = s->ops->snapshot_write(k, data + half, len - half);
+	free(data);
+	if (rv != 0) {
+		s->ops->snapshot_abort(k);
+		return rv;
+	}
+	return s->ops->snapshot_commit(k);
+}
