@@ -147,8 +147,7 @@ void baton_fs_options_default(struct baton_fs_options *o);
  * A torn tail (a batch whose write was interrupted) is repaired by cutting
  * it off: it was never reported durable. */
 int baton_fs_storage_open(const struct baton_fs_options *o,
-			  struct baton_storage **out, char *err,
-			  size_t errlen);
+			  struct baton_storage **out, char *err, size_t errlen);
 
 /* Figures for status commands and benchmarks. */
 struct baton_fs_stats {

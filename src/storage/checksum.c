@@ -25,8 +25,7 @@ struct baton__hasher *baton__hasher_new(void)
 	return (struct baton__hasher *)st;
 }
 
-void baton__hasher_update(struct baton__hasher *h, const void *buf,
-			  size_t len)
+void baton__hasher_update(struct baton__hasher *h, const void *buf, size_t len)
 {
 	XXH3_64bits_update((XXH3_state_t *)h, buf, len);
 }

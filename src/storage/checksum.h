@@ -9,8 +9,7 @@ struct baton__hasher;
 
 /* NULL when out of memory. */
 struct baton__hasher *baton__hasher_new(void);
-void baton__hasher_update(struct baton__hasher *h, const void *buf,
-			  size_t len);
+void baton__hasher_update(struct baton__hasher *h, const void *buf, size_t len);
 uint64_t baton__hasher_digest(const struct baton__hasher *h);
 void baton__hasher_free(struct baton__hasher *h);
 

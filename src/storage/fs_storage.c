@@ -72,7 +72,7 @@ struct fs_storage {
 	uint32_t n_done, cap_done;
 	bool stopping;
 	int failed; /* latched BATON_EIO */
-	char errmsg[STORAGE_ERR_MAX];
+	char errmsg[STORAGE_ERR_MAX + 64];
 	struct baton_fs_stats stats;
 
 	/* The writer's batch buffer. */
@@ -102,6 +102,19 @@ static void set_error(struct fs_storage *s, const char *msg)
 {
 	pthread_mutex_lock(&s->mu);
 	snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* A failed write or sync stops all writes for good (see the top). */
+static void latch_failure(struct fs_storage *s, const char *msg)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->failed == 0) {
+		s->failed = BATON_EIO;
+		s->stats.failed = BATON_EIO;
+		snprintf(s->errmsg, sizeof s->errmsg,
+			 "storage stopped accepting writes: %s", msg);
+	}
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -228,8 +241,8 @@ static int process(struct fs_storage *s, struct request *group, char *err,
 		if (r->has_snap)
 			rv = install_snapshot(s, r, err, errlen);
 	if (rv == 0 && n_records > 0) {
-		rv = grow_batch(s, WAL_BATCH_HEADER_LEN + body +
-					   WAL_TRAILER_LEN);
+		rv = grow_batch(s,
+				WAL_BATCH_HEADER_LEN + body + WAL_TRAILER_LEN);
 		if (rv != 0)
 			return baton__errf(err, errlen, rv, "out of memory");
 		uint8_t *p = s->batch + WAL_BATCH_HEADER_LEN;
@@ -285,9 +298,8 @@ static void *writer_main(void *arg)
 		/* Take a group: everything queued, up to the batch limit. */
 		struct request *group = s->head, *last = group;
 		size_t bytes = group->records_len;
-		while (last->next != NULL &&
-		       bytes + last->next->records_len <=
-			       s->o.max_batch_bytes) {
+		while (last->next != NULL && bytes + last->next->records_len <=
+						     s->o.max_batch_bytes) {
 			last = last->next;
 			bytes += last->records_len;
 		}
@@ -301,14 +313,11 @@ static void *writer_main(void *arg)
 		char err[STORAGE_ERR_MAX] = "";
 		int rv = failed ? failed : process(s, group, err, sizeof err);
 
-		pthread_mutex_lock(&s->mu);
-		if (rv != 0 && s->failed == 0) {
-			s->failed = BATON_EIO;
-			s->stats.failed = BATON_EIO;
-			snprintf(s->errmsg, sizeof s->errmsg,
-				 "storage stopped accepting writes: %s", err);
+		if (rv != 0) {
+			latch_failure(s, err);
 			rv = BATON_EIO;
 		}
+		pthread_mutex_lock(&s->mu);
 		push_completions(s, group, rv);
 		s->stats.syncs = s->wal.syncs;
 		s->stats.batches = s->wal.batches;
@@ -413,9 +422,10 @@ static int fs_submit(struct baton_storage *b, const struct baton_update *u,
 		return BATON_ENOMEM;
 	int rv = build_request(s, u, r);
 	if (rv != 0) {
-		set_error(s, rv == BATON_ETOOBIG
-				     ? "submit: an entry exceeds max_entry_bytes"
-				     : "submit: out of memory");
+		set_error(s,
+			  rv == BATON_ETOOBIG
+				  ? "submit: an entry exceeds max_entry_bytes"
+				  : "submit: out of memory");
 		request_free(r);
 		return rv;
 	}
@@ -455,6 +465,11 @@ static int fs_snapshot_begin(struct baton_storage *b,
 {
 	struct fs_storage *s = fs_of(b);
 	char err[STORAGE_ERR_MAX];
+	pthread_mutex_lock(&s->mu);
+	int failed = s->failed;
+	pthread_mutex_unlock(&s->mu);
+	if (failed)
+		return failed;
 	pthread_mutex_lock(&s->snap_mu);
 	bool busy = s->sink_open;
 	s->sink_open = true;
@@ -465,10 +480,10 @@ static int fs_snapshot_begin(struct baton_storage *b,
 		return BATON_EBUSY;
 	}
 	struct baton_snapshot_sink *k = calloc(1, sizeof *k);
-	int rv = k == NULL ? BATON_ENOMEM
-			   : baton__snap_writer_open(s->vfs, s->dir,
-						     SNAP_OWN_TMP, h, &k->w,
-						     err, sizeof err);
+	int rv = k == NULL
+			 ? BATON_ENOMEM
+			 : baton__snap_writer_open(s->vfs, s->dir, SNAP_OWN_TMP,
+						   h, &k->w, err, sizeof err);
 	if (rv != 0) {
 		set_error(s, k == NULL ? "out of memory" : err);
 		free(k);
@@ -488,7 +503,9 @@ static int fs_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
 {
 	char err[STORAGE_ERR_MAX];
 	int rv = baton__snap_writer_write(k->w, buf, len, err, sizeof err);
-	if (rv != 0)
+	if (rv == BATON_EIO)
+		latch_failure(k->s, err);
+	else if (rv != 0)
 		set_error(k->s, err);
 	return rv;
 }
@@ -511,12 +528,15 @@ static int fs_snapshot_commit(struct baton_snapshot_sink *k)
 	int rv = commit_snapshot(s, k->w, k->index, &skipped, err, sizeof err);
 	if (rv == 0 && skipped) {
 		snprintf(err, sizeof err,
-			 "snapshot at %" PRIu64 " is not newer than the durable "
+			 "snapshot at %" PRIu64
+			 " is not newer than the durable "
 			 "one",
 			 k->index);
 		rv = BATON_ESTATE;
 	}
-	if (rv != 0)
+	if (rv == BATON_EIO)
+		latch_failure(s, err);
+	else if (rv != 0)
 		set_error(s, err);
 	sink_free(k);
 	return rv;
@@ -547,10 +567,9 @@ static int fs_snapshot_read(struct baton_storage *b, baton_index index,
 				      : cap;
 		*n_out = 0;
 		int e = want == 0 ? 0
-				  : s->vfs->ops->pread(s->vfs, s->snap_fd, buf,
-						       want,
-						       s->snap_offset + offset,
-						       n_out);
+				  : s->vfs->ops->pread(
+					    s->vfs, s->snap_fd, buf, want,
+					    s->snap_offset + offset, n_out);
 		if (e != 0)
 			rv = baton__io_err(err, sizeof err, e, "read",
 					   "snapshot");
@@ -655,8 +674,8 @@ static int recover(struct fs_storage *s, char *err, size_t errlen)
 		return rv;
 	rv = baton__snap_load(s->vfs, s->dir, SNAP_NAME,
 			      s->o.max_snapshot_bytes, &d->has_snapshot,
-			      &d->snapshot, &d->snapshot_data,
-			      &d->snapshot_len, err, errlen);
+			      &d->snapshot, &d->snapshot_data, &d->snapshot_len,
+			      err, errlen);
 	if (rv != 0)
 		return rv;
 	if (d->has_snapshot) {
@@ -710,8 +729,7 @@ int baton_fs_storage_open(const struct baton_fs_options *o,
 	return 0;
 }
 
-void baton_fs_storage_stats(struct baton_storage *b,
-			    struct baton_fs_stats *out)
+void baton_fs_storage_stats(struct baton_storage *b, struct baton_fs_stats *out)
 {
 	struct fs_storage *s = fs_of(b);
 	pthread_mutex_lock(&s->mu);

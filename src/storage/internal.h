@@ -51,8 +51,7 @@ int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
 			     size_t len, char *err, size_t errlen);
 /* Header, sync, rename over `final_name`, sync the directory. */
 int baton__snap_writer_commit(struct baton__snap_writer *w,
-			      const char *final_name, char *err,
-			      size_t errlen);
+			      const char *final_name, char *err, size_t errlen);
 /* Close and delete the temporary file; frees w (also after commit). */
 void baton__snap_writer_free(struct baton__snap_writer *w);
 
@@ -93,10 +92,10 @@ struct baton__wal {
  * after snap_index (entries malloc'd as in struct baton_durable_state).
  * Refuses (BATON_ECORRUPT) on damage anywhere but a torn tail, touching
  * nothing. Creates the first segment when there is none. */
-int baton__wal_open(struct baton__wal *w, struct baton_vfs *v,
-		    const char *dir, uint64_t segment_bytes,
-		    baton_index snap_index, struct baton_entry **entries,
-		    uint32_t *n_entries, char *err, size_t errlen);
+int baton__wal_open(struct baton__wal *w, struct baton_vfs *v, const char *dir,
+		    uint64_t segment_bytes, baton_index snap_index,
+		    struct baton_entry **entries, uint32_t *n_entries,
+		    char *err, size_t errlen);
 void baton__wal_close(struct baton__wal *w);
 
 /* Bytes one record takes in a batch body. */

@@ -25,7 +25,8 @@ struct baton__snap_writer {
 
 static size_t header_len_of(const struct baton_snapshot_header *h)
 {
-	return SNAP_FIXED_LEN + pad8(baton_config_encoded_len(&h->meta.config)) +
+	return SNAP_FIXED_LEN +
+	       pad8(baton_config_encoded_len(&h->meta.config)) +
 	       (size_t)h->n_versions * SNAP_VERSION_ENTRY_LEN + 8u;
 }
 
@@ -120,8 +121,7 @@ int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
 }
 
 int baton__snap_writer_commit(struct baton__snap_writer *w,
-			      const char *final_name, char *err,
-			      size_t errlen)
+			      const char *final_name, char *err, size_t errlen)
 {
 	struct baton_vfs *v = w->vfs;
 	uint8_t b[SNAP_HEADER_MAX] = {0};
@@ -134,8 +134,7 @@ int baton__snap_writer_commit(struct baton__snap_writer *w,
 		return baton__io_err(err, errlen, rv, "fsync", w->tmp);
 	char path[STORAGE_PATH_MAX];
 	if (baton__path(path, w->dir, final_name) != 0)
-		return baton__errf(err, errlen, BATON_EINVAL,
-				   "path too long");
+		return baton__errf(err, errlen, BATON_EINVAL, "path too long");
 	rv = v->ops->rename(v, w->tmp, path);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "rename", w->tmp);
@@ -176,8 +175,7 @@ static int decode_header(const uint8_t *b, size_t len, const char *path,
 	uint32_t config_len = get_u32(b + 72);
 	size_t need = SNAP_FIXED_LEN + pad8(config_len) +
 		      (size_t)h->n_versions * SNAP_VERSION_ENTRY_LEN + 8u;
-	if (h->n_versions > BATON_MAX_MEMBERS || config_len > len ||
-	    need > len)
+	if (h->n_versions > BATON_MAX_MEMBERS || config_len > len || need > len)
 		return baton__errf(err, errlen, BATON_ECORRUPT,
 				   "%s: snapshot header lengths out of range",
 				   path);
@@ -243,8 +241,7 @@ int baton__snap_load(struct baton_vfs *v, const char *dir, const char *name,
 {
 	char path[STORAGE_PATH_MAX];
 	if (baton__path(path, dir, name) != 0)
-		return baton__errf(err, errlen, BATON_EINVAL,
-				   "path too long");
+		return baton__errf(err, errlen, BATON_EINVAL, "path too long");
 	*found = false;
 	int fd;
 	int rv = v->ops->open(v, path, 0, &fd);

@@ -63,8 +63,8 @@ static int posix_pread(struct baton_vfs *v, int fd, void *buf, size_t len,
 	char *p = buf;
 	size_t done = 0;
 	while (done < len) {
-		ssize_t n = pread(fd, p + done, len - done,
-				  (off_t)(offset + done));
+		ssize_t n =
+			pread(fd, p + done, len - done, (off_t)(offset + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)

@@ -57,7 +57,8 @@ static void encode_record(uint8_t *p, uint32_t kind, uint32_t type,
 	put_u64(p + 24, index);
 	if (len > 0)
 		memcpy(p + WAL_RECORD_HEADER_LEN, payload, len);
-	put_u64(p + 32, baton__checksum2(p, 32, p + WAL_RECORD_HEADER_LEN, len));
+	put_u64(p + 32,
+		baton__checksum2(p, 32, p + WAL_RECORD_HEADER_LEN, len));
 }
 
 void baton__wal_encode_entry(uint8_t *p, const struct baton_entry *e)
@@ -161,8 +162,8 @@ static void replay_drop_from(struct replay *r, baton_index from)
 		free(r->e[--r->n].buf);
 }
 
-static int replay_entry(struct replay *r, const uint8_t *rec,
-			const char *path, char *err, size_t errlen)
+static int replay_entry(struct replay *r, const uint8_t *rec, const char *path,
+			char *err, size_t errlen)
 {
 	baton_index index = get_u64(rec + 24);
 	uint32_t len = get_u32(rec);
@@ -214,8 +215,7 @@ static bool batch_header_valid(const uint8_t *h)
 
 /* A valid batch header anywhere at or after `from`: data that was written
  * after the batch at `from`, which therefore had been synced. */
-static bool later_batch_exists(const uint8_t *buf, uint64_t size,
-			       uint64_t from)
+static bool later_batch_exists(const uint8_t *buf, uint64_t size, uint64_t from)
 {
 	for (uint64_t off = pad8((size_t)from);
 	     off + WAL_BATCH_HEADER_LEN <= size; off += 8)
@@ -223,6 +223,25 @@ static bool later_batch_exists(const uint8_t *buf, uint64_t size,
 		    batch_header_valid(buf + off))
 			return true;
 	return false;
+}
+
+/* Was the write of the batch at b cut off inside its trailer (at offset t
+ * from b), or before it? Then the trailer on disk is a prefix of the right
+ * one followed by zeros (all zeros if the cut came earlier); a trailer
+ * damaged in place, or a right one over a damaged body, is not. */
+static bool trailer_cut_short(const uint8_t *b, uint64_t t)
+{
+	const uint8_t *disk = b + t;
+	if (all_zero(disk, WAL_TRAILER_LEN))
+		return true;
+	uint8_t want[WAL_TRAILER_LEN] = {0};
+	put_u32(want, WAL_TRAILER_MAGIC);
+	put_u64(want + 8, baton__checksum(b, (size_t)t));
+	size_t cut = 0;
+	while (cut < WAL_TRAILER_LEN && disk[cut] == want[cut])
+		cut++;
+	return cut < WAL_TRAILER_LEN &&
+	       all_zero(disk + cut, WAL_TRAILER_LEN - cut);
 }
 
 /* Apply the records of a batch whose trailer checked out. */
@@ -264,16 +283,17 @@ static int replay_batch(struct replay *r, struct baton__segment *s,
 	if (p == body_len)
 		return 0;
 bad:
-	return baton__errf(err, errlen, BATON_ECORRUPT,
-			   "%s: malformed record in the batch at offset %" PRIu64,
-			   path, off);
+	return baton__errf(
+		err, errlen, BATON_ECORRUPT,
+		"%s: malformed record in the batch at offset %" PRIu64, path,
+		off);
 }
 
 /* What recovery decided about one segment. */
 struct seg_scan {
-	uint64_t end;	/* end of the last good batch */
-	bool torn;	/* a torn tail starts at `end` */
-	bool drop;	/* a segment whose creation was interrupted */
+	uint64_t end; /* end of the last good batch */
+	bool torn;    /* a torn tail starts at `end` */
+	bool drop;    /* a segment whose creation was interrupted */
 };
 
 static int corrupt(char *err, size_t errlen, const char *path, uint64_t off,
@@ -284,7 +304,8 @@ static int corrupt(char *err, size_t errlen, const char *path, uint64_t off,
 		"%s: %s at offset %" PRIu64 "; the log is intact up to index "
 		"%" PRIu64 "; refusing to start (nothing was changed: restore "
 		"this node from a snapshot or remove and re-add it)",
-		path, why, off, r->n > 0 ? r->e[r->n - 1].index : r->snap_index);
+		path, why, off,
+		r->n > 0 ? r->e[r->n - 1].index : r->snap_index);
 }
 
 static int scan_segment(struct replay *r, struct baton__segment *s,
@@ -310,14 +331,15 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 			out->drop = true;
 			return 0;
 		}
-		return corrupt(err, errlen, path, 0,
-			       "segment header damaged", r);
+		return corrupt(err, errlen, path, 0, "segment header damaged",
+			       r);
 	}
 	s->first_index = get_u64(buf + 24);
 	uint64_t off = WAL_SEGMENT_HEADER_LEN;
 	for (;;) {
 		const char *why = NULL;
-		bool trailer_zero = true;
+		bool cut_short =
+			true; /* the damage looks like an interrupted write */
 		if (off + WAL_BATCH_HEADER_LEN > size) {
 			if (all_zero(buf + off, (size_t)(size - off)))
 				break;
@@ -330,7 +352,7 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 			why = "zeroed batch followed by valid ones";
 		} else if (!batch_header_valid(buf + off)) {
 			why = "batch header checksum mismatch";
-			trailer_zero = all_zero(
+			cut_short = all_zero(
 				buf + off + WAL_BATCH_HEADER_LEN,
 				(size_t)(size - off - WAL_BATCH_HEADER_LEN));
 		} else {
@@ -339,10 +361,10 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 			if (t + WAL_TRAILER_LEN > size) {
 				why = "batch runs past the end of the file";
 			} else if (get_u32(buf + t) == WAL_TRAILER_MAGIC &&
+				   get_u32(buf + t + 4) == 0 &&
 				   get_u64(buf + t + 8) ==
-					   baton__checksum(
-						   buf + off,
-						   (size_t)(t - off))) {
+					   baton__checksum(buf + off,
+							   (size_t)(t - off))) {
 				int rv = replay_batch(
 					r, s, buf + off + WAL_BATCH_HEADER_LEN,
 					body_len, get_u32(buf + off + 4), path,
@@ -354,12 +376,12 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 			} else {
 				why = "batch checksum mismatch (a record or "
 				      "the trailer is damaged)";
-				trailer_zero = all_zero(buf + t,
-							WAL_TRAILER_LEN);
+				cut_short =
+					trailer_cut_short(buf + off, t - off);
 			}
 		}
 		/* Damage at `off`: a torn tail or corruption? */
-		bool torn = last && trailer_zero &&
+		bool torn = last && cut_short &&
 			    !later_batch_exists(buf, size, off + 8);
 		if (!torn)
 			return corrupt(err, errlen, path, off, why, r);
@@ -434,8 +456,8 @@ static int list_segments(struct baton_vfs *v, const char *dir, uint64_t **out,
 /* Cut a torn tail off the last segment (zeroing what follows, so no stale
  * batch can reappear behind a later, shorter one) or drop a segment whose
  * creation was interrupted. */
-static int repair(struct baton__wal *w, uint64_t seq,
-		  const struct seg_scan *sc, char *err, size_t errlen)
+static int repair(struct baton__wal *w, uint64_t seq, const struct seg_scan *sc,
+		  char *err, size_t errlen)
 {
 	struct baton_vfs *v = w->vfs;
 	char path[STORAGE_PATH_MAX];
@@ -473,7 +495,8 @@ static int finish_replay(struct replay *r, char *err, size_t errlen)
 	uint32_t drop = 0;
 	while (drop < r->n && r->e[drop].index <= r->snap_index)
 		free(r->e[drop++].buf);
-	memmove(r->e, r->e + drop, (r->n - drop) * sizeof *r->e);
+	if (drop > 0)
+		memmove(r->e, r->e + drop, (r->n - drop) * sizeof *r->e);
 	r->n -= drop;
 	if (r->n > 0 && r->e[0].index != r->snap_index + 1)
 		return baton__errf(err, errlen, BATON_ECORRUPT,
@@ -490,10 +513,10 @@ static void replay_free(struct replay *r)
 	free(r->e);
 }
 
-int baton__wal_open(struct baton__wal *w, struct baton_vfs *v,
-		    const char *dir, uint64_t segment_bytes,
-		    baton_index snap_index, struct baton_entry **entries,
-		    uint32_t *n_entries, char *err, size_t errlen)
+int baton__wal_open(struct baton__wal *w, struct baton_vfs *v, const char *dir,
+		    uint64_t segment_bytes, baton_index snap_index,
+		    struct baton_entry **entries, uint32_t *n_entries,
+		    char *err, size_t errlen)
 {
 	memset(w, 0, sizeof *w);
 	w->vfs = v;
@@ -536,8 +559,8 @@ int baton__wal_open(struct baton__wal *w, struct baton_vfs *v,
 	uint64_t next_seq = n > 0 ? seqs[n - 1] + 1 : 1;
 	free(seqs);
 	if (rv == 0 && w->n_segs == 0) {
-		baton_index next = r.n > 0 ? r.e[r.n - 1].index + 1
-					   : snap_index + 1;
+		baton_index next =
+			r.n > 0 ? r.e[r.n - 1].index + 1 : snap_index + 1;
 		rv = create_segment(w, next_seq, next, err, errlen);
 	} else if (rv == 0) {
 		struct baton__segment *s = &w->segs[w->n_segs - 1];
@@ -579,8 +602,8 @@ int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
 	struct baton__segment *s = &w->segs[w->n_segs - 1];
 	if (s->end + total > w->segment_bytes &&
 	    s->end > WAL_SEGMENT_HEADER_LEN) {
-		int rv = create_segment(w, s->seq + 1, first_index, err,
-					errlen);
+		int rv =
+			create_segment(w, s->seq + 1, first_index, err, errlen);
 		if (rv != 0)
 			return rv;
 		s = &w->segs[w->n_segs - 2];
@@ -626,6 +649,8 @@ void baton__wal_compact(struct baton__wal *w, baton_index upto)
 			break; /* kept: replay skips what a snapshot covers */
 		drop++;
 	}
+	if (drop == 0)
+		return;
 	memmove(w->segs, w->segs + drop, (w->n_segs - drop) * sizeof *w->segs);
 	w->n_segs -= drop;
 }

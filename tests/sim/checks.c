@@ -9,7 +9,8 @@
  * - leader completeness: a new leader holds every entry applied anywhere;
  * - state machine safety: every node applies the same entry, and reaches the
  *   same machine state, at each index; snapshots match that state;
- * - commit indexes never go backwards within one incarnation.
+ * - commit indexes never go backwards within one incarnation;
+ * - a snapshot the storage made durable reads back byte for byte.
  *
  * Everything is incremental (hash tables and arrays indexed by term or log
  * index), so checking after every step stays cheap.
@@ -386,6 +387,35 @@ bool sim_committed_term(const struct sim_world *w, baton_index i,
 	return true;
 }
 
+/* ---- the storage gives back what it made durable ------------------------ */
+
+void sim_check_snapshot_saved(struct sim_world *w, struct sim_node *n,
+			      baton_index index, const uint8_t *buf, size_t len)
+{
+	struct baton_storage *s = n->storage;
+	uint8_t got[100]; /* several reads, to exercise offsets */
+	uint64_t off = 0;
+	for (;;) {
+		size_t k;
+		int rv = s->ops->snapshot_read(s, index, off, got, sizeof got,
+					       &k);
+		if (rv != 0 || k > len - off || (k == 0 && off != len) ||
+		    memcmp(got, buf + off, k) != 0) {
+			sim_fail(w,
+				 "node %llu: snapshot %llu reads back wrong at "
+				 "offset %llu: %s",
+				 (unsigned long long)n->id,
+				 (unsigned long long)index,
+				 (unsigned long long)off,
+				 rv ? s->ops->errmsg(s) : "other bytes");
+			return;
+		}
+		if (k == 0)
+			return;
+		off += k;
+	}
+}
+
 /* ---- committed entries survive any election ------------------------------ */
 
 struct log_tip {
@@ -400,7 +430,7 @@ static struct log_tip durable_tip(const struct sim_node *n)
 		return (struct log_tip){d->log[d->log_n - 1].index,
 					d->log[d->log_n - 1].term};
 	if (d->has_snap)
-		return (struct log_tip){d->snap.index, d->snap.term};
+		return (struct log_tip){d->snap.meta.index, d->snap.meta.term};
 	return (struct log_tip){0, 0};
 }
 
@@ -425,7 +455,7 @@ static bool holds(const struct sim_node *n, baton_index index, baton_term term)
 		return baton_raft_term_at(n->raft, index, &t) && t == term;
 	}
 	const struct sim_disk *d = &n->disk;
-	if (d->has_snap && index <= d->snap.index)
+	if (d->has_snap && index <= d->snap.meta.index)
 		return true;
 	if (d->log_n == 0 || index < d->log[0].index ||
 	    index > d->log[d->log_n - 1].index)

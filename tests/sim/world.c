@@ -1,8 +1,10 @@
 /*
  * The simulated world: one event queue ordered by (time, sequence), the
- * nodes with their simulated disks, the network, the nemesis that injects
- * faults, and the clients. Each node is driven exactly as the header of
- * include/baton/raft.h asks of a driver.
+ * nodes, the network, the nemesis that injects faults, and the clients.
+ * Each node is driven exactly as the header of include/baton/raft.h asks of
+ * a driver, and its simulated disk (sim_disk.c) through the storage
+ * interface of include/baton/storage.h, as the server drives its files; the
+ * world only decides, from the seed, when each write completes.
  */
 #include "world.h"
 
@@ -39,7 +41,7 @@ uint64_t sim_hash_bytes(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-static void *xmalloc(size_t n)
+void *sim_xmalloc(size_t n)
 {
 	void *p = malloc(n > 0 ? n : 1);
 	if (p == NULL) {
@@ -49,9 +51,9 @@ static void *xmalloc(size_t n)
 	return p;
 }
 
-static void *xdup(const void *src, size_t n)
+void *sim_xdup(const void *src, size_t n)
 {
-	void *p = xmalloc(n);
+	void *p = sim_xmalloc(n);
 	if (n > 0)
 		memcpy(p, src, n);
 	return p;
@@ -263,16 +265,16 @@ static struct sim_event pop(struct sim_world *w)
 
 /* ---- deep copies -------------------------------------------------------- */
 
-static void copy_entries(struct baton_entry *dst, const struct baton_entry *src,
-			 uint32_t n)
+void sim_copy_entries(struct baton_entry *dst, const struct baton_entry *src,
+		      uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		dst[i] = src[i];
-		dst[i].buf = xdup(src[i].buf, src[i].len);
+		dst[i].buf = sim_xdup(src[i].buf, src[i].len);
 	}
 }
 
-static void free_entries(struct baton_entry *e, uint32_t n)
+void sim_free_entries(struct baton_entry *e, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
 		free(e[i].buf);
@@ -281,17 +283,18 @@ static void free_entries(struct baton_entry *e, uint32_t n)
 
 static struct sim_packet *packet_copy(const struct baton_msg *m)
 {
-	struct sim_packet *p = xmalloc(sizeof *p);
+	struct sim_packet *p = sim_xmalloc(sizeof *p);
 	memset(p, 0, sizeof *p);
 	p->m = *m;
 	if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
 		uint32_t n = m->u.append.n_entries;
-		p->entries = xmalloc(n * sizeof *p->entries);
-		copy_entries(p->entries, m->u.append.entries, n);
+		p->entries = sim_xmalloc(n * sizeof *p->entries);
+		sim_copy_entries(p->entries, m->u.append.entries, n);
 		p->m.u.append.entries = p->entries;
 	}
 	if (m->type == BATON_MSG_SNAPSHOT) {
-		p->chunk = xdup(m->u.snapshot.chunk, m->u.snapshot.chunk_len);
+		p->chunk =
+			sim_xdup(m->u.snapshot.chunk, m->u.snapshot.chunk_len);
 		p->m.u.snapshot.chunk = p->chunk;
 	}
 	return p;
@@ -302,7 +305,7 @@ static void packet_free(struct sim_packet *p)
 	if (p == NULL)
 		return;
 	if (p->entries != NULL)
-		free_entries(p->entries, p->m.u.append.n_entries);
+		sim_free_entries(p->entries, p->m.u.append.n_entries);
 	free(p->chunk);
 	free(p);
 }
@@ -398,78 +401,6 @@ static void net_send(struct sim_world *w, struct sim_packet *p)
 	}
 	w->in_flight++;
 	schedule(w, at - w->now_ms, EV_DELIVER, 0, p);
-}
-
-/* ---- the disk ---------------------------------------------------------- */
-
-static void disk_truncate(struct sim_disk *d, baton_index from)
-{
-	while (d->log_n > 0 && d->log[d->log_n - 1].index >= from)
-		free(d->log[--d->log_n].buf);
-}
-
-static void disk_compact(struct sim_disk *d, baton_index upto)
-{
-	uint32_t drop = 0;
-	while (drop < d->log_n && d->log[drop].index <= upto)
-		free(d->log[drop++].buf);
-	if (drop == 0)
-		return;
-	memmove(d->log, d->log + drop, (d->log_n - drop) * sizeof *d->log);
-	d->log_n -= drop;
-}
-
-static void disk_append(struct sim_node *n, const struct baton_entry *e,
-			uint32_t count)
-{
-	struct sim_disk *d = &n->disk;
-	for (uint32_t i = 0; i < count; i++) {
-		if (d->log_n > 0 &&
-		    d->log[d->log_n - 1].index + 1 != e[i].index) {
-			fprintf(stderr, "baton-sim: node %llu: disk gap\n",
-				(unsigned long long)n->id);
-			abort();
-		}
-		if (d->log_n == d->log_cap) {
-			d->log_cap = d->log_cap ? d->log_cap * 2 : 256;
-			d->log = realloc(d->log, d->log_cap * sizeof *d->log);
-			if (d->log == NULL)
-				abort();
-		}
-		d->log[d->log_n] = e[i];
-		d->log[d->log_n].buf = xdup(e[i].buf, e[i].len);
-		d->log_n++;
-	}
-}
-
-static void disk_set_snapshot(struct sim_disk *d,
-			      const struct baton_snapshot_meta *meta,
-			      const uint8_t *data, size_t len)
-{
-	free(d->snap_data);
-	d->has_snap = true;
-	d->snap = *meta;
-	d->snap_data = xdup(data, len);
-	d->snap_len = len;
-}
-
-static void disk_free(struct sim_disk *d)
-{
-	disk_truncate(d, 0);
-	free(d->log);
-	free(d->snap_data);
-	memset(d, 0, sizeof *d);
-}
-
-static void write_free(struct sim_write *wr)
-{
-	free(wr->snap_data);
-	if (wr->entries != NULL)
-		free_entries(wr->entries, wr->n_entries);
-	for (uint32_t i = 0; i < wr->n_held; i++)
-		packet_free(wr->held[i]);
-	free(wr->held);
-	free(wr);
 }
 
 /* ---- the state machine --------------------------------------------------- */
@@ -598,63 +529,58 @@ static void apply_update(struct sim_world *w, struct sim_node *n,
 		schedule(w, 0, EV_SNAPSHOT, (uint32_t)n->id, NULL);
 }
 
-static void persist(struct sim_world *w, struct sim_node *n,
-		    const struct baton_update *u)
+/* ---- a node's storage: submissions and what waits for them -------------- */
+
+/* An update whose persistence was submitted to the node's storage. */
+struct sim_pending {
+	uint64_t seq;
+	bool report; /* step BATON_EVENT_PERSISTED once durable */
+	baton_index persist_index;
+	baton_term persist_term;
+	struct sim_packet **held; /* msgs_after_persist */
+	uint32_t n_held;
+	struct sim_pending *next;
+};
+
+static void hold(struct sim_pending *pd, struct sim_packet *p)
 {
-	bool needs_write = u->persist_needed || u->compact_upto != 0;
-	if (!needs_write) {
-		/* Nothing of its own to persist: its held messages wait for
-		 * the writes already queued, or go now. */
-		for (uint32_t i = 0; i < u->n_msgs_after_persist; i++) {
-			struct sim_packet *p =
-				packet_copy(&u->msgs_after_persist[i]);
-			struct sim_write *tail = n->writes_tail;
-			if (tail == NULL) {
-				net_send(w, p);
-				continue;
-			}
-			tail->held =
-				realloc(tail->held, (tail->n_held + 1) *
-							    sizeof *tail->held);
-			if (tail->held == NULL)
-				abort();
-			tail->held[tail->n_held++] = p;
-		}
-		return;
+	pd->held = realloc(pd->held, (pd->n_held + 1) * sizeof *pd->held);
+	if (pd->held == NULL)
+		abort();
+	pd->held[pd->n_held++] = p;
+}
+
+static void pending_free(struct sim_pending *pd)
+{
+	for (uint32_t i = 0; i < pd->n_held; i++)
+		packet_free(pd->held[i]);
+	free(pd->held);
+	free(pd);
+}
+
+/* Submit the update's persistence, if it has any, and schedule its
+ * completion: FIFO, a write completes no earlier than the one before it. */
+static struct sim_pending *submit(struct sim_world *w, struct sim_node *n,
+				  const struct baton_update *u)
+{
+	struct sim_pending *pd = sim_xmalloc(sizeof *pd);
+	memset(pd, 0, sizeof *pd);
+	int rv = n->storage->ops->submit(n->storage, u, &pd->seq);
+	if (rv != 0) {
+		sim_fail(w, "node %llu: submit failed: %s (%s)",
+			 (unsigned long long)n->id, baton_strerror(rv),
+			 n->storage->ops->errmsg(n->storage));
+		free(pd);
+		return NULL;
 	}
-	struct sim_write *wr = xmalloc(sizeof *wr);
-	memset(wr, 0, sizeof *wr);
-	wr->hs = u->hard_state_changed;
-	wr->term = u->hs_term;
-	wr->vote = u->hs_vote;
-	if (u->snapshot != NULL) {
-		wr->has_snap = true;
-		wr->snap = *u->snapshot;
-		wr->snap_data = xdup(u->snapshot_data, u->snapshot_len);
-		wr->snap_len = u->snapshot_len;
-	}
-	wr->truncate_from = u->truncate_from;
-	if (u->n_entries > 0) {
-		wr->entries = xmalloc(u->n_entries * sizeof *wr->entries);
-		copy_entries(wr->entries, u->entries, u->n_entries);
-		wr->n_entries = u->n_entries;
-	}
-	wr->compact_upto = u->compact_upto;
-	wr->report = u->persist_needed;
-	wr->persist_index = u->persist_index;
-	wr->persist_term = u->persist_term;
-	if (u->n_msgs_after_persist > 0) {
-		wr->held = xmalloc(u->n_msgs_after_persist * sizeof *wr->held);
-		for (uint32_t i = 0; i < u->n_msgs_after_persist; i++)
-			wr->held[i] = packet_copy(&u->msgs_after_persist[i]);
-		wr->n_held = u->n_msgs_after_persist;
-	}
-	if (n->writes_tail != NULL)
-		n->writes_tail->next = wr;
+	pd->report = u->persist_needed;
+	pd->persist_index = u->persist_index;
+	pd->persist_term = u->persist_term;
+	if (n->pending_tail != NULL)
+		n->pending_tail->next = pd;
 	else
-		n->writes = wr;
-	n->writes_tail = wr;
-	/* FIFO: a write completes no earlier than the one before it. */
+		n->pending = pd;
+	n->pending_tail = pd;
 	uint64_t done = w->now_ms +
 			n->disk_factor * sim_range(&w->rng, w->p.disk_min_ms,
 						   w->p.disk_max_ms);
@@ -662,6 +588,24 @@ static void persist(struct sim_world *w, struct sim_node *n,
 		done = n->last_write_done_ms;
 	n->last_write_done_ms = done;
 	schedule(w, done - w->now_ms, EV_DISK, (uint32_t)n->id, NULL);
+	return pd;
+}
+
+static void persist(struct sim_world *w, struct sim_node *n,
+		    const struct baton_update *u)
+{
+	if ((u->persist_needed || u->compact_upto != 0) &&
+	    submit(w, n, u) == NULL)
+		return;
+	/* Held messages wait for this update's submission and every earlier
+	 * one: for the last pending submission, or go now if none is. */
+	for (uint32_t i = 0; i < u->n_msgs_after_persist; i++) {
+		struct sim_packet *p = packet_copy(&u->msgs_after_persist[i]);
+		if (n->pending_tail == NULL)
+			net_send(w, p);
+		else
+			hold(n->pending_tail, p);
+	}
 }
 
 static void handle_update(struct sim_world *w, struct sim_node *n,
@@ -719,45 +663,45 @@ static int step(struct sim_world *w, struct sim_node *n, struct baton_event *ev)
 	return rv;
 }
 
-static void disk_done(struct sim_world *w, struct sim_node *n)
+struct sim_driver {
+	struct sim_world *w;
+	struct sim_node *n;
+};
+
+/* The storage reports submission `seq` durable: release what waited. */
+static void persisted(void *data, uint64_t seq, int status)
 {
-	struct sim_write *wr = n->writes;
-	if (wr == NULL)
-		abort();
-	n->writes = wr->next;
-	if (n->writes == NULL)
-		n->writes_tail = NULL;
-	struct sim_disk *d = &n->disk;
-	if (wr->hs) {
-		d->term = wr->term;
-		d->vote = wr->vote;
+	struct sim_world *w = ((struct sim_driver *)data)->w;
+	struct sim_node *n = ((struct sim_driver *)data)->n;
+	struct sim_pending *pd = n->pending;
+	if (pd == NULL || pd->seq != seq || status != 0) {
+		sim_fail(w, "node %llu: write %llu: %s (%s)",
+			 (unsigned long long)n->id, (unsigned long long)seq,
+			 status ? baton_strerror(status) : "out of order",
+			 n->storage->ops->errmsg(n->storage));
+		return;
 	}
-	if (wr->has_snap) {
-		/* The node may have saved a newer snapshot of its own while
-		 * this one waited in the queue: never go back to an older
-		 * one, or the log would no longer join up with it. */
-		if (!d->has_snap || wr->snap.index > d->snap.index)
-			disk_set_snapshot(d, &wr->snap, wr->snap_data,
-					  wr->snap_len);
-		disk_compact(d, wr->snap.index);
-	}
-	if (wr->truncate_from != 0)
-		disk_truncate(d, wr->truncate_from);
-	disk_append(n, wr->entries, wr->n_entries);
-	if (wr->compact_upto != 0)
-		disk_compact(d, wr->compact_upto);
-	for (uint32_t i = 0; i < wr->n_held; i++) {
-		net_send(w, wr->held[i]);
-		wr->held[i] = NULL;
-	}
-	wr->n_held = 0;
-	bool report = wr->report;
+	n->pending = pd->next;
+	if (n->pending == NULL)
+		n->pending_tail = NULL;
+	for (uint32_t i = 0; i < pd->n_held; i++)
+		net_send(w, pd->held[i]);
+	pd->n_held = 0;
+	bool report = pd->report;
 	struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
-	ev.u.persisted.index = wr->persist_index;
-	ev.u.persisted.term = wr->persist_term;
-	write_free(wr);
+	ev.u.persisted.index = pd->persist_index;
+	ev.u.persisted.term = pd->persist_term;
+	pending_free(pd);
 	if (report)
 		step(w, n, &ev);
+}
+
+/* The world's clock says the node's oldest submission reached the disk. */
+static void disk_done(struct sim_world *w, struct sim_node *n)
+{
+	sim_disk_complete_next(n->storage);
+	struct sim_driver d = {w, n};
+	n->storage->ops->poll(n->storage, persisted, &d);
 }
 
 /* ---- lifecycle of nodes ----------------------------------------------------
@@ -785,7 +729,30 @@ static void start_ticking(struct sim_world *w, struct sim_node *n)
 		 (uint32_t)n->id, NULL);
 }
 
-/* Bring a node up from its disk, as after a power cycle. */
+/* Say what is wrong with the loaded state, to tell a driver bug from a
+ * core bug. */
+static void restore_failed(struct sim_world *w, struct sim_node *n,
+			   const struct baton_durable_state *ds, int rv)
+{
+	const struct baton_entry *log = ds->entries;
+	uint32_t log_n = ds->n_entries, k = 1;
+	while (k < log_n && log[k].index == log[k - 1].index + 1 &&
+	       log[k].term >= log[k - 1].term)
+		k++;
+	const struct baton_snapshot_meta *snap = &ds->snapshot.meta;
+	sim_fail(w,
+		 "node %llu: restore failed: %s (snapshot %llu/term "
+		 "%llu, log %llu..%llu, first break after %llu)",
+		 (unsigned long long)n->id, baton_strerror(rv),
+		 (unsigned long long)(ds->has_snapshot ? snap->index : 0),
+		 (unsigned long long)(ds->has_snapshot ? snap->term : 0),
+		 (unsigned long long)(log_n ? log[0].index : 0),
+		 (unsigned long long)(log_n ? log[log_n - 1].index : 0),
+		 (unsigned long long)(k < log_n ? log[k - 1].index : 0));
+}
+
+/* Bring a node up from its disk, as after a power cycle: a new storage
+ * over the durable state, and a core restored from what it loads. */
 static void node_boot(struct sim_world *w, struct sim_node *n)
 {
 	if (n->disk_factor == 0)
@@ -796,59 +763,52 @@ static void node_boot(struct sim_world *w, struct sim_node *n)
 	n->exists = true;
 	n->role = BATON_FOLLOWER;
 	n->commit = 0;
-	n->term = n->disk.term;
+	n->storage = sim_disk_open(&n->disk, n->id);
+	struct baton_durable_state ds;
+	int rv = n->storage->ops->load(n->storage, &ds);
+	if (rv != 0)
+		abort(); /* the simulated disk cannot fail */
+	n->term = ds.term;
 	node_options(w, n);
 	if (baton_raft_create(&n->opts, &n->raft) != 0)
 		abort();
 	memset(&n->sm, 0, sizeof n->sm);
-	struct sim_disk *d = &n->disk;
-	if (d->has_snap && !sm_restore(&n->sm, d->snap_data, d->snap_len)) {
+	if (ds.has_snapshot &&
+	    !sm_restore(&n->sm, ds.snapshot_data, ds.snapshot_len)) {
 		sim_fail(w, "node %llu: its own snapshot is corrupt",
 			 (unsigned long long)n->id);
+		baton_durable_state_free(&ds);
 		return;
 	}
-	int rv = baton_raft_restore(n->raft, d->term, d->vote,
-				    d->has_snap ? &d->snap : NULL, d->snap_data,
-				    d->snap_len, d->log, d->log_n);
-	if (rv != 0) {
-		/* Say what is wrong with the disk, to tell a driver bug from
-		 * a core bug. */
-		uint32_t k = 1;
-		while (k < d->log_n &&
-		       d->log[k].index == d->log[k - 1].index + 1 &&
-		       d->log[k].term >= d->log[k - 1].term)
-			k++;
-		sim_fail(w,
-			 "node %llu: restore failed: %s (snapshot %llu/term "
-			 "%llu, log %llu..%llu, first break after %llu)",
-			 (unsigned long long)n->id, baton_strerror(rv),
-			 (unsigned long long)(d->has_snap ? d->snap.index : 0),
-			 (unsigned long long)(d->has_snap ? d->snap.term : 0),
-			 (unsigned long long)(d->log_n ? d->log[0].index : 0),
-			 (unsigned long long)(d->log_n ? d->log[d->log_n - 1]
-								 .index
-						       : 0),
-			 (unsigned long long)(k < d->log_n ? d->log[k - 1].index
-							   : 0));
-	}
+	rv = baton_raft_restore(n->raft, ds.term, ds.vote,
+				ds.has_snapshot ? &ds.snapshot.meta : NULL,
+				ds.snapshot_data, ds.snapshot_len, ds.entries,
+				ds.n_entries);
+	if (rv != 0)
+		restore_failed(w, n, &ds, rv);
 	sim_trace(w,
 		  "node %llu boots (incarnation %llu, term %llu, %u entries)",
 		  (unsigned long long)n->id, (unsigned long long)n->incarnation,
-		  (unsigned long long)d->term, d->log_n);
+		  (unsigned long long)ds.term, ds.n_entries);
+	baton_durable_state_free(&ds);
 	start_ticking(w, n);
 }
 
-/* Power loss: whatever was not yet on disk is gone. */
+/* Power loss: whatever was not yet on disk is gone, and the process with
+ * its storage object; the durable state stays for the next boot. */
 static void node_crash(struct sim_world *w, struct sim_node *n)
 {
 	if (!n->alive)
 		return;
-	while (n->writes != NULL) {
-		struct sim_write *wr = n->writes;
-		n->writes = wr->next;
-		write_free(wr);
+	sim_disk_crash(n->storage);
+	n->storage->ops->close(n->storage);
+	n->storage = NULL;
+	while (n->pending != NULL) {
+		struct sim_pending *pd = n->pending;
+		n->pending = pd->next;
+		pending_free(pd);
 	}
-	n->writes_tail = NULL;
+	n->pending_tail = NULL;
 	n->last_write_done_ms = 0;
 	baton_raft_destroy(n->raft);
 	n->raft = NULL;
@@ -1147,6 +1107,32 @@ static void transfer(struct sim_world *w)
 		 EV_TRANSFER, 0, NULL);
 }
 
+/* Stream a snapshot to the storage in three pieces; durable on return. */
+static bool save_snapshot(struct sim_world *w, struct sim_node *n,
+			  const struct baton_snapshot_header *h,
+			  const uint8_t *buf, size_t len)
+{
+	struct baton_storage *s = n->storage;
+	size_t cut[] = {0, len / 3, 2 * len / 3, len};
+	struct baton_snapshot_sink *k = NULL;
+	int rv = s->ops->snapshot_begin(s, h, &k);
+	for (uint32_t i = 0; rv == 0 && i < 3; i++)
+		rv = s->ops->snapshot_write(k, buf + cut[i],
+					    cut[i + 1] - cut[i]);
+	if (rv == 0)
+		rv = s->ops->snapshot_commit(k);
+	else if (k != NULL)
+		s->ops->snapshot_abort(k);
+	if (rv != 0)
+		sim_fail(w, "node %llu: saving snapshot %llu: %s (%s)",
+			 (unsigned long long)n->id,
+			 (unsigned long long)h->meta.index, baton_strerror(rv),
+			 s->ops->errmsg(s));
+	else
+		sim_check_snapshot_saved(w, n, h->meta.index, buf, len);
+	return rv == 0;
+}
+
 static void take_snapshot(struct sim_world *w, struct sim_node *n)
 {
 	struct baton_raft_status s;
@@ -1165,7 +1151,9 @@ static void take_snapshot(struct sim_world *w, struct sim_node *n)
 	uint8_t buf[SM_SNAP_HEAD + 512];
 	size_t len = sm_snapshot(&n->sm, buf, (size_t)(n->sm.applied % 512));
 	/* Durable first, then the core may compact. */
-	disk_set_snapshot(&n->disk, &meta, buf, len);
+	struct baton_snapshot_header h = {.meta = meta, .machine_version = {1}};
+	if (!save_snapshot(w, n, &h, buf, len))
+		return;
 	struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};
 	ev.u.snapshot_taken.index = meta.index;
 	ev.u.snapshot_taken.data = buf;
@@ -1409,7 +1397,7 @@ void sim_world_free(struct sim_world *w)
 		struct sim_node *n = &w->nodes[i];
 		if (n->alive)
 			node_crash(w, n);
-		disk_free(&n->disk);
+		sim_disk_free(&n->disk);
 	}
 	free(w->reads);
 	sim_checks_free(w->checks);

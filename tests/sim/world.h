@@ -3,12 +3,17 @@
  * simulated network and simulated disks, driven by one discrete-event queue.
  * Everything is drawn from one seed, so a run replays bit for bit.
  *
- * world.c    the world: event queue, nodes, disks, network, nemesis, clients
+ * world.c    the world: event queue, nodes, network, nemesis, clients; it
+ *            drives each node's disk only through struct baton_storage_ops
+ * sim_disk.c the simulated disk: a struct baton_storage (sim_disk.h) whose
+ *            durable state survives crashes
  * checks.c   the invariants, checked after every step
  * main.c     the command line: seeds, swarm mode, replay, summaries
  */
 #ifndef BATON_SIM_WORLD_H
 #define BATON_SIM_WORLD_H
+
+#include "sim_disk.h"
 
 #include <baton/raft.h>
 
@@ -31,6 +36,16 @@ uint64_t sim_rand(struct sim_rng *g);
 uint64_t sim_range(struct sim_rng *g, uint64_t lo, uint64_t hi);
 /* True with probability per_mille / 1000. */
 bool sim_chance(struct sim_rng *g, uint32_t per_mille);
+
+/* ---- memory (world.c): the simulator aborts when it runs out ---------- */
+
+void *sim_xmalloc(size_t n);
+void *sim_xdup(const void *src, size_t n);
+/* Deep copies of n entries into dst (each buf malloc'd), and their release
+ * (the bufs, then the array). */
+void sim_copy_entries(struct baton_entry *dst, const struct baton_entry *src,
+		      uint32_t n);
+void sim_free_entries(struct baton_entry *e, uint32_t n);
 
 /* ---- run parameters, all drawn from the seed in swarm mode ------------- */
 
@@ -69,45 +84,11 @@ struct sim_params {
 	uint64_t liveness_ms;
 };
 
-/* ---- what a node has on its simulated disk ----------------------------- */
-
-struct sim_disk {
-	baton_term term;
-	baton_node_id vote;
-	bool has_snap;
-	struct baton_snapshot_meta snap;
-	uint8_t *snap_data;
-	size_t snap_len;
-	struct baton_entry *log; /* deep copies, consecutive indexes */
-	uint32_t log_n, log_cap;
-};
-
 /* A message in flight: a deep copy, since updates live only one step. */
 struct sim_packet {
 	struct baton_msg m;
 	struct baton_entry *entries;
 	uint8_t *chunk;
-};
-
-/* One update's persistence, completing in FIFO order per node. */
-struct sim_write {
-	bool hs;
-	baton_term term;
-	baton_node_id vote;
-	bool has_snap;
-	struct baton_snapshot_meta snap;
-	uint8_t *snap_data;
-	size_t snap_len;
-	baton_index truncate_from;
-	struct baton_entry *entries;
-	uint32_t n_entries;
-	baton_index compact_upto;
-	bool report;
-	baton_index persist_index;
-	baton_term persist_term;
-	struct sim_packet **held; /* msgs_after_persist */
-	uint32_t n_held;
-	struct sim_write *next;
 };
 
 /* The application: a hash chain over every applied command. */
@@ -124,6 +105,8 @@ struct sim_read {
 	baton_index must_see; /* highest index applied anywhere at invocation */
 };
 
+struct sim_pending; /* world.c: an update waiting for its submission */
+
 struct sim_node {
 	baton_node_id id;
 	bool exists; /* started at least once */
@@ -131,8 +114,9 @@ struct sim_node {
 	bool retired; /* removed from the cluster: never restarted */
 	uint64_t incarnation;
 	struct baton_raft *raft;
-	struct sim_disk disk;
-	struct sim_write *writes, *writes_tail;
+	struct sim_disk disk;	       /* durable: survives crashes */
+	struct baton_storage *storage; /* over `disk`, while alive */
+	struct sim_pending *pending, *pending_tail; /* submitted, not done */
 	uint64_t last_write_done_ms;
 	uint32_t disk_factor;
 	struct sim_machine sm;
@@ -214,6 +198,10 @@ void sim_check_apply(struct sim_world *w, struct sim_node *n,
 /* A snapshot the node restored its machine from. */
 void sim_check_snapshot(struct sim_world *w, struct sim_node *n,
 			baton_index index, uint64_t hash);
+/* Node n's storage just made this snapshot durable: it must read back. */
+void sim_check_snapshot_saved(struct sim_world *w, struct sim_node *n,
+			      baton_index index, const uint8_t *buf,
+			      size_t len);
 /* A leader just committed `index`: no voter lacking it may be able to win
  * an election against the durable logs of the others. */
 void sim_check_commit_safe(struct sim_world *w, struct sim_node *leader,

@@ -236,19 +236,19 @@ Test(fs_storage, snapshot_header_round_trip_and_chunked_read)
 	struct baton_snapshot_sink *k;
 	cr_assert_eq(s->ops->snapshot_begin(s, &h, &k), 0);
 	for (size_t off = 0; off < sizeof data; off += 3000)
-		cr_assert_eq(s->ops->snapshot_write(
-				     k, data + off,
-				     sizeof data - off < 3000 ? sizeof data - off
-							      : 3000),
+		cr_assert_eq(s->ops->snapshot_write(k, data + off,
+						    sizeof data - off < 3000
+							    ? sizeof data - off
+							    : 3000),
 			     0);
 	cr_assert_eq(s->ops->snapshot_commit(k), 0);
 
 	uint8_t back[sizeof data];
 	size_t got = 0, n;
 	do {
-		cr_assert_eq(s->ops->snapshot_read(s, 42, got, back + got, 777,
-						   &n),
-			     0);
+		cr_assert_eq(
+			s->ops->snapshot_read(s, 42, got, back + got, 777, &n),
+			0);
 		got += n;
 	} while (n > 0);
 	cr_assert_eq(got, sizeof data);

@@ -1,0 +1,46 @@
+/*
+ * The simulated disk: an implementation of struct baton_storage
+ * (include/baton/storage.h), so the simulator drives a node exactly through
+ * the contract the server relies on.
+ *
+ * Two lifetimes, as on a real machine: the durable state (struct sim_disk)
+ * belongs to the node and survives power loss; the storage object over it
+ * lives as long as one incarnation of the node (opened at boot, closed at
+ * the crash). Submissions wait in the storage's queue until the world says
+ * the next one reached the platter (sim_disk_complete_next), so the world
+ * keeps deciding when writes complete, from the seed.
+ */
+#ifndef BATON_SIM_DISK_H
+#define BATON_SIM_DISK_H
+
+#include <baton/storage.h>
+
+/* What is durable on one node's disk. */
+struct sim_disk {
+	baton_term term;
+	baton_node_id vote;
+	bool has_snap;
+	struct baton_snapshot_header snap;
+	uint8_t *snap_data;
+	size_t snap_len;
+	struct baton_entry *log; /* deep copies, consecutive indexes */
+	uint32_t log_n, log_cap;
+};
+
+/* A storage over d, which must outlive it; `id` names the node in
+ * diagnostics. Never fails (aborts when out of memory). Release with
+ * ops->close, which first makes every queued submission durable. */
+struct baton_storage *sim_disk_open(struct sim_disk *d, baton_node_id id);
+
+/* The oldest queued submission becomes durable; poll() reports it. Aborts
+ * if nothing is queued, or if its entries would leave a gap in the log. */
+void sim_disk_complete_next(struct baton_storage *s);
+
+/* Power loss: the queued submissions never become durable and are never
+ * reported. The durable state is untouched. */
+void sim_disk_crash(struct baton_storage *s);
+
+/* Free the durable state (at the end of a run). */
+void sim_disk_free(struct sim_disk *d);
+
+#endif
