@@ -247,6 +247,8 @@ static int process(struct fs_storage *s, struct request *group, char *err,
 			return baton__errf(err, errlen, rv, "out of memory");
 		uint8_t *p = s->batch + WAL_BATCH_HEADER_LEN;
 		for (struct request *r = group; r != NULL; r = r->next) {
+			if (r->records_len == 0)
+				continue;
 			memcpy(p, r->records, r->records_len);
 			p += r->records_len;
 		}

@@ -100,9 +100,11 @@ int baton__snap_writer_open(struct baton_vfs *v, const char *dir,
 	rv = v->ops->open(v, w->tmp, BATON_VFS_CREATE | BATON_VFS_TRUNC,
 			  &w->fd);
 	if (rv != 0) {
+		baton__io_err(err, errlen, rv, "create", w->tmp);
 		w->fd = -1;
+		w->tmp[0] = '\0'; /* not ours to delete */
 		baton__snap_writer_free(w);
-		return baton__io_err(err, errlen, rv, "create", w->tmp);
+		return BATON_EIO;
 	}
 	*out = w;
 	return 0;
