@@ -6,7 +6,7 @@ SEED       ?= 1
 ASAN_SEEDS ?= 100
 FORMAT_FILES = $(shell find src include tests bench -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test sim replay sanitize mutants bench format format-check run clean
+.PHONY: all setup build test sim replay power-loss sanitize mutants bench format format-check run clean
 
 all: build
 
@@ -29,6 +29,11 @@ sim: build
 # Replay one seed with a full trace (a failing seed prints this command).
 replay: build
 	$(BUILD)/baton-sim --swarm --seed $(SEED) --verbose
+
+# Any number of seeded storage faults: make power-loss SEEDS=20000 [SEED=first]
+power-loss: build
+	POWER_LOSS_SEEDS=$(SEEDS) POWER_LOSS_FIRST_SEED=$(SEED) \
+		$(BUILD)/storage_tests --filter 'power_loss/*' --verbose=0
 
 sanitize: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

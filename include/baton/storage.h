@@ -100,7 +100,8 @@ struct baton_storage_ops {
 	int (*snapshot_read)(struct baton_storage *s, baton_index index,
 			     uint64_t offset, void *buf, size_t cap,
 			     size_t *n_out);
-	/* More about the last error (static buffer of the instance). */
+	/* More about the last error: a buffer of the instance, valid until
+	 * the next errmsg() call; call it from one thread at a time. */
 	const char *(*errmsg)(const struct baton_storage *s);
 	/* Waits for queued writes, then frees everything. */
 	void (*close)(struct baton_storage *s);

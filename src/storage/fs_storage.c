@@ -73,6 +73,7 @@ struct fs_storage {
 	bool stopping;
 	int failed; /* latched BATON_EIO */
 	char errmsg[STORAGE_ERR_MAX + 64];
+	char errmsg_out[STORAGE_ERR_MAX + 64]; /* what errmsg() returns */
 	struct baton_fs_stats stats;
 
 	/* The writer's batch buffer. */
@@ -584,7 +585,12 @@ static int fs_snapshot_read(struct baton_storage *b, baton_index index,
 
 static const char *fs_errmsg(const struct baton_storage *b)
 {
-	return ((const struct fs_storage *)b)->errmsg;
+	/* A copy, since the writer thread may set a new message meanwhile. */
+	struct fs_storage *s = (struct fs_storage *)b;
+	pthread_mutex_lock(&s->mu);
+	memcpy(s->errmsg_out, s->errmsg, sizeof s->errmsg_out);
+	pthread_mutex_unlock(&s->mu);
+	return s->errmsg_out;
 }
 
 static void fs_close(struct baton_storage *b)

@@ -6,7 +6,8 @@
  * a new format adds a new directory (v2, ...) next to this one.
  *
  * To write a directory for a new format version (once, by hand):
- *   BATON_WRITE_GOLDEN=<dir> build/storage_tests --filter golden/v1_reads_back_exactly
+ *   BATON_WRITE_GOLDEN=<dir> build/storage_tests --filter
+ * golden/v1_reads_back_exactly
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
