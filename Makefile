@@ -4,9 +4,10 @@ ASAN_BUILD ?= build-asan
 SEEDS      ?= 500
 SEED       ?= 1
 ASAN_SEEDS ?= 100
+TSAN_BUILD ?= build-tsan
 FORMAT_FILES = $(shell find src include tests bench -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test sim replay power-loss sanitize mutants bench format format-check run clean
+.PHONY: all setup build test sim replay power-loss sanitize tsan mutants bench format format-check run clean
 
 all: build
 
@@ -41,11 +42,20 @@ sanitize: setup
 	cmake --build $(ASAN_BUILD) -j2
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure
 
+# The storage's writer thread under ThreadSanitizer. Criterion cannot run
+# under TSan, so the storage benchmark's quick run drives the threads.
+tsan: setup
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DBATON_SANITIZE=thread
+	cmake --build $(TSAN_BUILD) -j2 --target bench-storage
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/bench-storage --quick
+
 mutants: setup
 	scripts/mutants
 
 bench: build
 	$(BUILD)/bench-core
+	$(BUILD)/bench-storage
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -59,4 +69,4 @@ run:
 	@exit 1
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
