@@ -94,9 +94,11 @@ static void notify(void *data)
 static void on_done(void *data, uint64_t seq, int status)
 {
 	struct bench_store *b = data;
-	(void)seq;
 	if (status != 0)
 		die("completion", baton_strerror(status));
+	/* Sequence numbers are 1, 2, 3, ... and complete in order. */
+	if (seq != b->done + 1)
+		die("completion", "out of order or missing");
 	b->done++;
 }
 
@@ -181,6 +183,8 @@ static struct append_result closed_loop(uint32_t batch)
 			die("flush", b.s->ops->errmsg(b.s));
 		b.s->ops->poll(b.s, on_done, &b);
 		updates++;
+		if (b.done != updates)
+			die("completion", "flush returned, poll reported none");
 		t = now_s();
 	} while (t - t0 < seconds_per_test);
 	struct baton_fs_stats st;
@@ -217,9 +221,12 @@ static struct append_result adaptive(void)
 		b.s->ops->poll(b.s, on_done, &b);
 		t = now_s();
 	} while (t - t0 < seconds_per_test);
-	baton_fs_storage_flush(b.s);
+	if (baton_fs_storage_flush(b.s) != 0)
+		die("flush", b.s->ops->errmsg(b.s));
 	b.s->ops->poll(b.s, on_done, &b);
 	double el = now_s() - t0;
+	if (b.done != submitted)
+		die("completion", "flush returned, completions missing");
 	struct baton_fs_stats st;
 	baton_fs_storage_stats(b.s, &st);
 	store_close(&b);
@@ -238,11 +245,16 @@ static double recovery_seconds(uint32_t n, uint64_t *segments)
 	uint32_t batch = 4096;
 	struct baton_entry *e = make_entries(batch, RECOVERY_ENTRY_BYTES);
 	baton_index next = 1;
-	for (uint32_t done = 0; done < n; done += batch)
+	uint64_t submitted = 0;
+	for (uint32_t done = 0; done < n; done += batch) {
 		submit(&b, e, n - done < batch ? n - done : batch, &next);
+		submitted++;
+	}
 	if (baton_fs_storage_flush(b.s) != 0)
 		die("flush", b.s->ops->errmsg(b.s));
 	b.s->ops->poll(b.s, on_done, &b);
+	if (b.done != submitted)
+		die("completion", "flush returned, completions missing");
 	struct baton_fs_stats st;
 	baton_fs_storage_stats(b.s, &st);
 	*segments = st.segments;
@@ -267,8 +279,21 @@ static double recovery_seconds(uint32_t n, uint64_t *segments)
 	if (s->ops->load(s, &d) != 0)
 		die("load", s->ops->errmsg(s));
 	double t = now_s() - t0;
-	if (d.n_entries != n || d.entries[n - 1].index != n)
-		die("recovery", "did not load every entry");
+	if (d.n_entries != n) {
+		fprintf(stderr,
+			"bench-storage: recovery: loaded %u entries, wrote "
+			"%u\n",
+			d.n_entries, n);
+		exit(1);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct baton_entry *x = &d.entries[i];
+		if (x->index != (baton_index)i + 1 || x->term != 1 ||
+		    x->type != BATON_ENTRY_COMMAND ||
+		    x->len != RECOVERY_ENTRY_BYTES)
+			die("recovery", "a loaded entry differs from the one "
+					"written");
+	}
 	baton_durable_state_free(&d);
 	s->ops->close(s);
 	return t;

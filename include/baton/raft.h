@@ -485,6 +485,11 @@ struct baton_raft_status {
 void baton_raft_status(const struct baton_raft *r,
 		       struct baton_raft_status *out);
 
+/* The leader's view of how far member `id` matches its log (its own
+ * persisted index for itself); 0 on a non-leader or for an unknown id. */
+baton_index baton_raft_match_index(const struct baton_raft *r,
+				   baton_node_id id);
+
 /* The entry at index, or NULL if not held (compacted or beyond the end). */
 const struct baton_entry *baton_raft_entry(const struct baton_raft *r,
 					   baton_index index);

@@ -539,6 +539,18 @@ void baton_raft_status(const struct baton_raft *r,
 	out->transfer_target = r->transfer_target;
 }
 
+baton_index baton_raft_match_index(const struct baton_raft *r, baton_node_id id)
+{
+	if (r->role != BATON_LEADER)
+		return 0;
+	if (id == r->o.id)
+		return r->persisted_index;
+	for (uint32_t i = 0; i < r->n_progress; i++)
+		if (r->progress[i].id == id)
+			return r->progress[i].match;
+	return 0;
+}
+
 const struct baton_entry *baton_raft_entry(const struct baton_raft *r,
 					   baton_index index)
 {

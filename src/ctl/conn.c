@@ -1,0 +1,111 @@
+/* One hiredis connection to one node (see ctl.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+int ctl_split_addr(const char *addr, char *host, size_t host_len, int *port)
+{
+	assert(addr != NULL && host != NULL && host_len > 0);
+	const char *colon = strrchr(addr, ':');
+	if (colon == NULL || colon == addr)
+		return -1;
+	size_t n = (size_t)(colon - addr);
+	if (n >= host_len)
+		return -1;
+	uint64_t p;
+	if (!ctl_parse_u64(colon + 1, &p) || p == 0 || p > 65535)
+		return -1;
+	memcpy(host, addr, n);
+	host[n] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+static struct timeval timeout_tv(int timeout_ms)
+{
+	assert(timeout_ms > 0);
+	struct timeval tv;
+	tv.tv_sec = timeout_ms / 1000;
+	tv.tv_usec = (timeout_ms % 1000) * 1000;
+	return tv;
+}
+
+/* Describe a failed context: hiredis' errstr is often empty for timeouts. */
+static void context_error(struct ctl_conn *c, const char *what)
+{
+	const char *why = "out of memory";
+	if (c->ctx != NULL)
+		why = c->ctx->errstr[0] != '\0' ? c->ctx->errstr
+						: "connection error";
+	if (c->ctx != NULL && c->ctx->err == REDIS_ERR_IO &&
+	    (strstr(why, "temporarily unavailable") != NULL ||
+	     strstr(why, "timed out") != NULL))
+		why = "timed out";
+	snprintf(c->err, sizeof c->err, "%s: %s", what, why);
+}
+
+int ctl_conn_open(struct ctl_conn *c, const struct ctl_opts *o,
+		  const char *addr)
+{
+	char host[CTL_ADDR_MAX];
+	int port;
+	memset(c, 0, sizeof *c);
+	snprintf(c->addr, sizeof c->addr, "%s", addr);
+	if (ctl_split_addr(addr, host, sizeof host, &port) != 0) {
+		snprintf(c->err, sizeof c->err, "not a host:port address");
+		return -1;
+	}
+	struct timeval tv = timeout_tv(o->timeout_ms);
+	c->ctx = redisConnectWithTimeout(host, port, tv);
+	if (c->ctx == NULL || c->ctx->err != 0) {
+		context_error(c, "cannot connect");
+		return -1;
+	}
+	if (redisSetTimeout(c->ctx, tv) != REDIS_OK) {
+		context_error(c, "cannot set the timeout");
+		return -1;
+	}
+	if (o->password == NULL)
+		return 0;
+	const char *argv[] = {"AUTH", o->password};
+	redisReply *r = ctl_conn_call(c, 2, argv);
+	if (r == NULL)
+		return -1;
+	int rv = 0;
+	if (r->type == REDIS_REPLY_ERROR) {
+		snprintf(c->err, sizeof c->err, "AUTH failed: %s", r->str);
+		rv = -1;
+	}
+	freeReplyObject(r);
+	return rv;
+}
+
+redisReply *ctl_conn_call(struct ctl_conn *c, int argc, const char **argv)
+{
+	assert(argc > 0 && argc <= 8);
+	if (c->ctx == NULL) {
+		snprintf(c->err, sizeof c->err, "not connected");
+		return NULL;
+	}
+	size_t lens[8];
+	for (int i = 0; i < argc; i++)
+		lens[i] = strlen(argv[i]);
+	redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
+	if (r == NULL) {
+		context_error(c, argv[0]);
+		return NULL;
+	}
+	return r;
+}
+
+void ctl_conn_close(struct ctl_conn *c)
+{
+	if (c->ctx != NULL)
+		redisFree(c->ctx);
+	c->ctx = NULL;
+}

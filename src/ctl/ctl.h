@@ -1,0 +1,135 @@
+/*
+ * batonctl: the command-line client for a baton cluster (docs/batond.md).
+ *
+ * It speaks RESP to batond's client port through hiredis: the admin
+ * commands (BATON.NODE, BATON.MEMBERS, BATON.ADD, ...) whose replies are
+ * arrays of alternating field names and values. Fields are looked up by
+ * name and unknown fields are ignored, so a newer server with more fields
+ * still reads well.
+ *
+ * Exit codes: 0 success, 1 an error (one line on stderr naming the node
+ * and the error), 2 bad usage.
+ */
+#ifndef BATON_CTL_H
+#define BATON_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#define CTL_EXIT_OK 0
+#define CTL_EXIT_ERROR 1
+#define CTL_EXIT_USAGE 2
+
+/* Limits: an address "host:port", an error message, members per cluster
+ * (the server's peer table holds 64), a short field value. */
+#define CTL_ADDR_MAX 256u
+#define CTL_ERR_MAX 512u
+#define CTL_MEMBERS_MAX 64u
+#define CTL_VALUE_MAX 64u
+
+#define CTL_DEFAULT_HOST "127.0.0.1"
+#define CTL_DEFAULT_PORT 6001
+#define CTL_DEFAULT_TIMEOUT_MS 5000
+#define CTL_TIMEOUT_MS_MAX 3600000
+
+/* Global options, from the command line; strings point into argv. */
+struct ctl_opts {
+	const char *host;
+	int port;
+	const char *password; /* NULL: no AUTH */
+	int timeout_ms;	      /* connect and every reply */
+};
+
+/* ---- conn.c: one connection to one node ---------------------------------- */
+
+/* A connection, named by the address it was opened to for messages. The
+ * caller owns the struct; ctl_conn_close() frees what open allocated. */
+struct ctl_conn {
+	char addr[CTL_ADDR_MAX];
+	redisContext *ctx; /* NULL when not connected */
+	char err[CTL_ERR_MAX];
+};
+
+/* Split "host:port" into `host` (of `host_len` bytes) and `port`. Returns 0,
+ * or -1 if malformed (no colon, empty host, port not in 1..65535). */
+int ctl_split_addr(const char *addr, char *host, size_t host_len, int *port);
+
+/* Connect to `addr` ("host:port") with the options' timeout, and AUTH if a
+ * password is set. Returns 0, or -1 with c->err set (c stays closable). */
+int ctl_conn_open(struct ctl_conn *c, const struct ctl_opts *o,
+		  const char *addr);
+
+/* Send one command and wait for its reply. Returns the reply (free it with
+ * freeReplyObject; an error reply is returned too, as REDIS_REPLY_ERROR),
+ * or NULL with c->err set when the connection failed or timed out. */
+redisReply *ctl_conn_call(struct ctl_conn *c, int argc, const char **argv);
+
+void ctl_conn_close(struct ctl_conn *c);
+
+/* ---- map.c: replies read as maps ----------------------------------------- */
+
+/* True if `r` is an array of an even number of string elements. */
+bool ctl_map_valid(const redisReply *r);
+
+/* The value of `field` written to `out` (`len` bytes, NUL-terminated,
+ * truncated if longer). Returns true if present as a string or integer. */
+bool ctl_map_str(const redisReply *map, const char *field, char *out,
+		 size_t len);
+
+/* The value of `field` as an unsigned decimal. Returns false if absent or
+ * not a plain number (e.g. "-"). */
+bool ctl_map_u64(const redisReply *map, const char *field, uint64_t *out);
+
+/* Parse a whole string as an unsigned decimal; false on anything else. */
+bool ctl_parse_u64(const char *s, uint64_t *out);
+
+/* ---- json.c -------------------------------------------------------------- */
+
+/* Print `s` as a JSON string literal (quotes included) to stdout. */
+void ctl_json_string(const char *s);
+
+/* ---- table.c: aligned text tables ---------------------------------------- */
+
+#define CTL_TABLE_COLS_MAX 16u
+#define CTL_TABLE_ROWS_MAX (CTL_MEMBERS_MAX + 1u)
+#define CTL_CELL_MAX 96u
+
+/* A table of text cells; row 0 is the header. Cells are copied. */
+struct ctl_table {
+	size_t cols, rows;
+	char cells[CTL_TABLE_ROWS_MAX][CTL_TABLE_COLS_MAX][CTL_CELL_MAX];
+};
+
+void ctl_table_init(struct ctl_table *t, size_t cols,
+		    const char *const *header);
+/* Start a new row; false if the table is full. */
+bool ctl_table_row(struct ctl_table *t);
+/* Set column `col` of the last row, printf-style. */
+void ctl_table_set(struct ctl_table *t, size_t col, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Print with every column padded to its widest cell, two spaces apart. */
+void ctl_table_print(const struct ctl_table *t);
+
+/* ---- the subcommands ----------------------------------------------------- */
+
+/* Each takes the arguments after its name (already checked for count and
+ * --help by main.c) and returns an exit code. */
+int ctl_cmd_status(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_members(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_add(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_promote(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_remove(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_transfer(const struct ctl_opts *o, int argc, char **argv);
+
+/* Report an error on stderr: "batonctl: <msg>". */
+void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Report bad usage on stderr and return CTL_EXIT_USAGE. */
+int ctl_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "host:port" of the node named by the global options. */
+void ctl_opts_addr(const struct ctl_opts *o, char *out, size_t len);
+
+#endif /* BATON_CTL_H */

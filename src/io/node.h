@@ -1,0 +1,111 @@
+/*
+ * A node: the Raft core driven with real I/O on a libuv loop — ticks from a
+ * timer, messages over the peer transport, persistence through the file
+ * storage (group commit on its writer thread, completions back through
+ * uv_async), committed entries handed to the application in order.
+ *
+ * The application (src/server) supplies the state machine through
+ * callbacks and asks for writes (propose), linearizable read barriers
+ * (read) and membership changes; each completes through a callback on the
+ * loop thread, exactly once.
+ */
+#ifndef BATON_IO_NODE_H
+#define BATON_IO_NODE_H
+
+#include <uv.h>
+
+#include "baton/raft.h"
+#include "baton/storage.h"
+#include "buf.h"
+#include "peer.h"
+#include "transport.h"
+
+/* Limits on what waits inside a node. */
+#define BATON_NODE_PENDING_MAX 100000u /* proposals and reads in flight */
+#define BATON_NODE_TICK_MS 10u
+
+struct baton_node;
+
+struct baton_node_app {
+	void *data;
+	/* Apply a committed COMMAND entry; append the client reply to
+	 * `reply` (NULL when nobody waits). Deterministic. */
+	void (*apply)(void *data, const struct baton_entry *e,
+		      struct baton_buf *reply);
+	/* Serialize the whole state machine into `out`. */
+	int (*snapshot)(void *data, struct baton_buf *out);
+	/* Replace the state machine with a snapshot's contents. */
+	int (*restore)(void *data, const uint8_t *buf, size_t len);
+	/* A frame from a peer that is not a Raft message (forwarded client
+	 * writes and their replies). */
+	void (*peer_frame)(void *data, baton_node_id from,
+			   const struct baton_peer_frame *f);
+	/* Role or leader changed (for logs and waiting clients). */
+	void (*leader_changed)(void *data, baton_node_id leader);
+};
+
+struct baton_node_config {
+	baton_node_id id;
+	const char *cluster_id;
+	struct baton_profile profile;
+	const char *data_dir;
+	const char *peer_addr; /* listen */
+	uint32_t election_timeout_ms;
+	uint32_t heartbeat_ms;
+	uint64_t snapshot_entries; /* take a snapshot every this many */
+	/* Founding members (bootstrap): ids and peer addresses. */
+	uint32_t n_founders;
+	baton_node_id founders[BATON_MAX_MEMBERS];
+	const char *founder_addrs[BATON_MAX_MEMBERS];
+};
+
+/* Recover from the data directory, start the transport and the timers.
+ * A message goes to *err on failure. */
+int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
+		     const struct baton_node_app *app, struct baton_node **out,
+		     char *err, size_t errlen);
+/* Hand leadership over if leader (cb when done or after a timeout), then
+ * nothing more; baton_node_close frees. */
+void baton_node_shutdown(struct baton_node *n, void (*cb)(void *data),
+			 void *data);
+void baton_node_close(struct baton_node *n);
+
+/* Completion of a proposal: status 0 with the apply reply, or a BATON_E*
+ * code (ENOTLEADER before proposing; LEADERCHANGED when the entry was
+ * overwritten or its fate is unknown; EOVERLOADED; EIO). */
+typedef void (*baton_node_propose_cb)(void *data, int status,
+				      const uint8_t *reply, size_t len);
+int baton_node_propose(struct baton_node *n, const uint8_t *payload, size_t len,
+		       baton_node_propose_cb cb, void *data);
+
+/* A linearizable read barrier: cb(status) once the state machine holds
+ * everything committed before the call. */
+typedef void (*baton_node_done_cb)(void *data, int status);
+int baton_node_read(struct baton_node *n, baton_node_done_cb cb, void *data);
+
+/* Membership and leadership; cb once done (see docs/batond.md). */
+int baton_node_add_learner(struct baton_node *n, baton_node_id id,
+			   baton_node_done_cb cb, void *data);
+int baton_node_promote(struct baton_node *n, baton_node_id id,
+		       baton_node_done_cb cb, void *data);
+int baton_node_remove(struct baton_node *n, baton_node_id id,
+		      baton_node_done_cb cb, void *data);
+int baton_node_transfer(struct baton_node *n, baton_node_id id,
+			baton_node_done_cb cb, void *data);
+
+/* Send a non-Raft frame to a peer. */
+int baton_node_send_frame(struct baton_node *n, baton_node_id to,
+			  const uint8_t *frame, size_t len);
+/* Tell the transport where a member listens. */
+void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,
+			      const char *addr);
+
+struct baton_node_status {
+	struct baton_raft_status raft;
+	baton_index match[BATON_MAX_MEMBERS]; /* leader only, by config */
+	bool storage_failed;
+	struct baton_transport_stats transport;
+};
+void baton_node_status(struct baton_node *n, struct baton_node_status *out);
+
+#endif /* BATON_IO_NODE_H */

@@ -1,0 +1,113 @@
+/* batond: start a node, serve clients, stop cleanly on SIGTERM/SIGINT. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+
+static void on_housekeeping(uv_timer_t *t)
+{
+	forward_expire(t->data);
+}
+
+static void close_any(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+static void after_handover(void *data)
+{
+	struct server *s = data;
+	LOG_INFO("closing storage and exiting");
+	clients_close_all(s);
+	forward_fail_all(s, "shutting down");
+	baton_node_close(s->node);
+	s->node = NULL;
+	uv_timer_stop(&s->housekeeping);
+	uv_walk(s->loop, close_any, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct server *s = h->data;
+	if (s->shutting_down) {
+		LOG_WARN("second signal: exiting at once");
+		exit(1);
+	}
+	LOG_INFO("%s: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	s->shutting_down = true;
+	baton_node_shutdown(s->node, after_handover, s);
+}
+
+static int run(struct server *s)
+{
+	s->loop = uv_default_loop();
+	s->started_ms = uv_now(s->loop);
+	int rv = kv_create(&s->kv);
+	if (rv != 0) {
+		LOG_ERROR("out of memory");
+		return 1;
+	}
+	struct baton_node_config nc = {
+		.id = s->cfg.id,
+		.cluster_id = s->cfg.cluster_id,
+		.profile = {.release = {BATON_RELEASE_MAJOR,
+					BATON_RELEASE_MINOR,
+					BATON_RELEASE_PATCH},
+			    .proto_min = {BATON_PROTO_MIN},
+			    .proto_max = {BATON_PROTO_MAX},
+			    .machine_max = {BATON_MACHINE_MAX}},
+		.data_dir = s->cfg.data_dir,
+		.peer_addr = s->cfg.peer_listen,
+		.election_timeout_ms = s->cfg.election_timeout_ms,
+		.heartbeat_ms = s->cfg.heartbeat_ms,
+		.snapshot_entries = s->cfg.snapshot_entries,
+		.n_founders = s->cfg.n_founders,
+	};
+	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
+		nc.founders[i] = s->cfg.founders[i];
+		nc.founder_addrs[i] = s->cfg.founder_peer[i];
+	}
+	struct baton_node_app app;
+	machine_app(s, &app);
+	char err[1024] = "";
+	rv = baton_node_start(s->loop, &nc, &app, &s->node, err, sizeof err);
+	if (rv != 0) {
+		LOG_ERROR("cannot start: %s (%s)", err, baton_err_name(rv));
+		return 1;
+	}
+	if (clients_listen(s) != 0) {
+		baton_node_close(s->node);
+		return 1;
+	}
+	uv_signal_init(s->loop, &s->sigterm);
+	uv_signal_init(s->loop, &s->sigint);
+	s->sigterm.data = s->sigint.data = s;
+	uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+	uv_signal_start(&s->sigint, on_signal, SIGINT);
+	uv_timer_init(s->loop, &s->housekeeping);
+	s->housekeeping.data = s;
+	uv_timer_start(&s->housekeeping, on_housekeeping, 500, 500);
+	LOG_INFO("batond %s ready (id %" PRIu64 ", data %s)",
+		 BATON_RELEASE_STRING, s->cfg.id, s->cfg.data_dir);
+	uv_run(s->loop, UV_RUN_DEFAULT);
+	uv_loop_close(s->loop);
+	kv_destroy(s->kv);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	static struct server s;
+	int rv = server_config_parse(&s.cfg, argc, argv);
+	if (rv != 0)
+		return rv > 0 ? 0 : 2;
+	baton_log_init(s.cfg.id, (enum baton_log_level)s.cfg.log_level);
+	return run(&s);
+}

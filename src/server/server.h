@@ -1,0 +1,150 @@
+/*
+ * batond: one node serving the Redis protocol (see docs/batond.md).
+ *
+ *   main.c       flags, config file, signals, the loop
+ *   config.c     parsing the configuration
+ *   client.c     client connections: RESP in, replies out in request order
+ *   commands.c   the command table: connection, key-value, admin commands
+ *   machine.c    the replicated state machine: key-value map + address book
+ *   forward.c    writes forwarded from followers to the leader
+ */
+#ifndef BATON_SERVER_H
+#define BATON_SERVER_H
+
+#include <uv.h>
+
+#include "baton/raft.h"
+#include "buf.h"
+#include "kv.h"
+#include "node.h"
+#include "resp.h"
+
+#define BATON_RELEASE_MAJOR 0
+#define BATON_RELEASE_MINOR 1
+#define BATON_RELEASE_PATCH 0
+#define BATON_RELEASE_STRING "0.1.0"
+#define BATON_PROTO_MIN 1u
+#define BATON_PROTO_MAX 1u
+#define BATON_MACHINE_MAX 1u
+
+/* Limits (docs/batond.md). */
+#define SERVER_MAX_CLIENTS_DEFAULT 10000u
+#define SERVER_PASSWORD_MAX 256u
+#define SERVER_FORWARD_TIMEOUT_MS 10000u
+/* Replies a client may have queued before it is cut off (slow reader). */
+#define SERVER_CLIENT_OUTPUT_MAX (256u << 20)
+
+struct server_config {
+	baton_node_id id;
+	char listen[BATON_ADDR_MAX];
+	char peer_listen[BATON_ADDR_MAX];
+	char data_dir[1024];
+	char cluster_id[128];
+	char password[SERVER_PASSWORD_MAX];
+	bool join;
+	uint32_t n_founders;
+	baton_node_id founders[BATON_MAX_MEMBERS];
+	char founder_peer[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
+	char founder_client[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
+	uint32_t max_clients;
+	uint64_t snapshot_entries;
+	uint32_t election_timeout_ms;
+	uint32_t heartbeat_ms;
+	int log_level;
+};
+
+/* Parse argv (and a --config file). Returns 0, 1 when --help/--version was
+ * printed (exit 0), or -1 after printing an error (exit 2). */
+int server_config_parse(struct server_config *c, int argc, char **argv);
+
+/* One member's addresses, replicated through the log. */
+struct book_entry {
+	baton_node_id id;
+	char peer[BATON_ADDR_MAX];
+	char client[BATON_ADDR_MAX];
+};
+
+struct client;
+struct pending_forward;
+
+struct server {
+	uv_loop_t *loop;
+	struct server_config cfg;
+	struct baton_node *node;
+	struct baton_kv *kv;
+	uv_tcp_t listener;
+	uv_signal_t sigterm, sigint;
+	uv_timer_t housekeeping;
+	uint64_t started_ms;
+	bool shutting_down;
+
+	struct book_entry book[BATON_MAX_MEMBERS * 4];
+	uint32_t book_n;
+
+	struct client *clients; /* a list */
+	uint32_t n_clients;
+
+	struct pending_forward *forwards; /* a list */
+	uint64_t next_forward_id;
+	baton_node_id leader;
+
+	struct {
+		uint64_t connections;
+		uint64_t commands;
+		uint64_t rejected_clients;
+		uint64_t protocol_errors;
+	} stats;
+};
+
+/* ---- machine.c ---- */
+/* Entry payloads: a kind byte, then the body. */
+#define PAYLOAD_KV 'K'
+#define PAYLOAD_ADDRESS 'P'
+void machine_app(struct server *s, struct baton_node_app *app);
+const struct book_entry *machine_book_find(const struct server *s,
+					   baton_node_id id);
+/* Encode an address entry for proposing. */
+int machine_encode_address(const struct book_entry *e, struct baton_buf *out);
+/* On becoming leader: put founders' addresses into the replicated book. */
+void machine_publish_founders(struct server *s);
+
+/* ---- client.c ---- */
+/* A reply slot: each command gets one, filled now or later; replies leave
+ * in request order. */
+struct slot;
+int clients_listen(struct server *s);
+void clients_close_all(struct server *s);
+/* The reply buffer of a slot, to fill; then slot_done(). */
+struct baton_buf *slot_buf(struct slot *sl);
+void slot_done(struct slot *sl);
+/* Fill a slot with the RESP error for a BATON_E* code. */
+void slot_error(struct slot *sl, int code);
+void reply_error_for(struct baton_buf *b, int code);
+
+/* ---- commands.c ---- */
+struct client_state {
+	bool authenticated;
+	bool stale_reads;
+	bool quit;
+	char name[128];
+};
+/* Run one client command; fills sl now or later. */
+void command_dispatch(struct server *s, struct client_state *cs,
+		      struct slot *sl, int argc, const uint8_t *const *argv,
+		      const size_t *lens);
+
+/* ---- forward.c ---- */
+/* A write on a follower: send it to the leader; fill sl with the reply. */
+void forward_write(struct server *s, struct slot *sl, int argc,
+		   const uint8_t *const *argv, const size_t *lens);
+/* Frames from peers: forwarded writes (leader side) and replies. */
+void forward_on_frame(struct server *s, baton_node_id from,
+		      const struct baton_peer_frame *f);
+/* Leadership changed or time passed: fail what can no longer complete. */
+void forward_fail_all(struct server *s, const char *why);
+void forward_expire(struct server *s);
+/* Propose a write on the leader; fill sl with the reply. */
+void propose_write(struct server *s, struct slot *sl, int argc,
+		   const uint8_t *const *argv, const size_t *lens);
+
+#endif /* BATON_SERVER_H */

@@ -1,0 +1,200 @@
+/*
+ * The peer protocol codec: the frames batond nodes exchange over TCP
+ * (schema in proto/peer.proto, description in docs/peer-protocol.md).
+ *
+ * A frame is a 4-byte little-endian length followed by that many bytes of
+ * one serialized protobuf Envelope. The envelope's body is a handshake, a
+ * handshake reply, one Raft message, a client write forwarded to the leader,
+ * or the leader's reply to it. A body this release does not know (from a
+ * newer peer) decodes as BATON_PEER_UNKNOWN: the caller counts and skips it.
+ *
+ * Encoders append one whole frame (length prefix included) to a growable
+ * struct baton_buf (buf.h); on error the buffer is left as it was. The
+ * decoder takes the envelope bytes of one frame (what follows the prefix)
+ * and fills a struct baton_peer_frame whose pointers point into memory owned
+ * by that frame until baton_peer_frame_free().
+ *
+ * Errors: BATON_EINVAL (an encoder was given something the protocol cannot
+ * carry), BATON_ETOOBIG (a named limit below is exceeded), BATON_ECORRUPT
+ * (malformed input), BATON_EVERSION (no common protocol version),
+ * BATON_ENOMEM.
+ */
+#ifndef BATON_WIRE_PEER_H
+#define BATON_WIRE_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/raft.h"
+
+struct baton_buf; /* buf.h */
+
+/* ---- limits ---------------------------------------------------------------
+ * Every one is enforced on encode and on decode. */
+
+/* Bytes of the length prefix of every frame. */
+#define BATON_PEER_PREFIX_LEN 4u
+/* Largest envelope (the bytes after the prefix): a whole snapshot chunk or
+ * entry of the maximum size plus room for everything around it. A larger
+ * announced length is a broken or hostile peer: close the connection. */
+#define BATON_PEER_FRAME_MAX ((64u << 20) + (1u << 20))
+/* Entries in one Append message, and bytes of one entry's data. */
+#define BATON_PEER_ENTRIES_MAX 65536u
+#define BATON_PEER_ENTRY_BYTES_MAX (64u << 20)
+/* Bytes of one snapshot chunk. */
+#define BATON_PEER_CHUNK_MAX (64u << 20)
+/* Arguments of one forwarded command (the command name included). */
+#define BATON_PEER_FORWARD_ARGS_MAX (1u << 20)
+/* Lengths of strings, in bytes, not counting the terminating NUL. */
+#define BATON_PEER_CLUSTER_ID_MAX 255u
+#define BATON_PEER_ADDR_MAX 255u
+#define BATON_PEER_REASON_MAX 1023u
+#define BATON_PEER_ERROR_MAX 1023u
+/* Memory a decode may allocate beyond the size of the frame itself: bounds
+ * what a small frame of many tiny elements can make a node allocate. */
+#define BATON_PEER_DECODE_SLACK (64u << 20)
+
+/* ---- version negotiation ------------------------------------------------ */
+
+/* The highest peer protocol version both profiles speak, in *out. Returns
+ * 0, or BATON_EVERSION when the ranges [proto_min, proto_max] do not
+ * overlap (or one is empty); *out is then zero. Pure. */
+int baton_peer_choose_proto(struct baton_profile mine,
+			    struct baton_profile theirs,
+			    struct baton_proto_version *out);
+
+/* Write into buf (cap bytes, NUL-terminated, truncated if need be) the
+ * reason to give and log when baton_peer_choose_proto() fails, naming both
+ * ranges. Returns buf. */
+const char *baton_peer_proto_mismatch(struct baton_profile mine,
+				      struct baton_profile theirs, char *buf,
+				      size_t cap);
+
+/* ---- message bodies ------------------------------------------------------ */
+
+/* The first frame on a connection, sent by the node that dialled. Strings
+ * are NUL-terminated; NULL encodes as "". */
+struct baton_peer_handshake {
+	const char *cluster_id; /* at most BATON_PEER_CLUSTER_ID_MAX bytes */
+	baton_node_id node_id;
+	struct baton_profile profile;
+	const char *peer_addr; /* where it listens: at most ..._ADDR_MAX */
+};
+
+/* The answer of the node that accepted the connection. */
+struct baton_peer_handshake_reply {
+	bool accepted;
+	struct baton_proto_version proto; /* chosen; zero when refused */
+	const char *reason; /* why refused ("" when accepted) */
+	struct baton_peer_handshake self; /* the replier's own identity */
+};
+
+/* A client write a follower sends to the leader. */
+struct baton_peer_forward {
+	uint64_t request_id; /* chosen by the follower, echoed in the reply */
+	int argc;	     /* 1 ..BATON_PEER_FORWARD_ARGS_MAX */
+	const uint8_t *const *argv;
+	const size_t *lens;
+};
+
+/* The leader's answer to a forwarded write: either the raw RESP reply the
+ * command produced (error == NULL) or why it could not run it. */
+struct baton_peer_forward_reply {
+	uint64_t request_id;
+	const uint8_t *resp_reply;
+	size_t resp_len;
+	const char *error; /* at most BATON_PEER_ERROR_MAX bytes, or NULL */
+};
+
+/* ---- encoding ---------------------------------------------------------------
+ * Each appends one whole frame to `out` and returns 0, or an error with
+ * `out` unchanged. The input is only read; nothing of it is kept. */
+
+/* One Raft message of any type. `from` is carried too, but a receiver
+ * should trust the connection's identity over it. BATON_EINVAL for an
+ * unknown type or a message that breaks the rules the decoder checks (see
+ * baton_peer_decode()), BATON_ETOOBIG above a limit. */
+int baton_peer_encode_raft(const struct baton_msg *m, struct baton_buf *out);
+
+/* BATON_ETOOBIG for a string above its limit. */
+int baton_peer_encode_handshake(const struct baton_peer_handshake *h,
+				struct baton_buf *out);
+int baton_peer_encode_handshake_reply(
+	const struct baton_peer_handshake_reply *r, struct baton_buf *out);
+
+/* argv[i] has lens[i] bytes (argv[i] may be NULL when lens[i] is 0).
+ * BATON_EINVAL for argc < 1, BATON_ETOOBIG above a limit. */
+int baton_peer_encode_forward(uint64_t request_id, int argc,
+			      const uint8_t *const *argv, const size_t *lens,
+			      struct baton_buf *out);
+int baton_peer_encode_forward_reply(const struct baton_peer_forward_reply *r,
+				    struct baton_buf *out);
+
+/* ---- decoding ------------------------------------------------------------ */
+
+/* Find a frame in the bytes received so far on a connection (data, len).
+ * Returns 1 when a whole frame is there: its envelope is the *body_len
+ * bytes at data + BATON_PEER_PREFIX_LEN, and the next frame starts at
+ * data + BATON_PEER_PREFIX_LEN + *body_len. Returns 0 when more bytes are
+ * needed, and BATON_ETOOBIG when the prefix announces more than
+ * BATON_PEER_FRAME_MAX: the stream cannot be trusted, close it. */
+int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
+
+enum baton_peer_kind {
+	BATON_PEER_UNKNOWN = 0, /* from a newer peer: count it and skip it */
+	BATON_PEER_HANDSHAKE = 1,
+	BATON_PEER_HANDSHAKE_REPLY = 2,
+	BATON_PEER_RAFT = 3,
+	BATON_PEER_FORWARD = 4,
+	BATON_PEER_FORWARD_REPLY = 5,
+};
+
+/* A decoded frame. All pointers in it (strings, entries and their data,
+ * the snapshot chunk, argv) point into memory the frame owns. */
+struct baton_peer_frame {
+	uint32_t kind; /* enum baton_peer_kind: says which member is set */
+	union {
+		struct baton_peer_handshake handshake;
+		struct baton_peer_handshake_reply handshake_reply;
+		struct baton_msg raft; /* writable: a driver sets `from` */
+		struct baton_peer_forward forward;
+		struct baton_peer_forward_reply forward_reply;
+		struct {
+			/* The envelope's body field number, and for a Raft
+			 * message of a type this release does not know, that
+			 * type (else 0): for logs. */
+			uint32_t body;
+			uint32_t raft_type;
+		} unknown;
+	};
+	/* On a decode error: a static text saying what was wrong. */
+	const char *why;
+	/* Private: what the frame owns. */
+	void *owned_envelope;
+	void *owned_arrays;
+};
+
+/* Decode one envelope (body, len): the bytes after a frame's prefix. Fills
+ * *out and returns 0; the frame must then be released with
+ * baton_peer_frame_free(), whatever its kind. On error nothing is held (no
+ * free needed, though it is harmless) and out->why says what was wrong:
+ *   BATON_ETOOBIG   len > BATON_PEER_FRAME_MAX, or an element above a limit;
+ *   BATON_ECORRUPT  not a valid envelope, or a field breaks a rule the core
+ *                   relies on: Raft type and body disagree, entries not
+ *                   consecutive after prev_index or with a term below the
+ *                   one before, more than BATON_MAX_MEMBERS members, a
+ *                   member id of 0 or repeated, an unknown role, a chunk
+ *                   outside total_len, a release part above 65535, a
+ *                   positive read status, a forward without arguments;
+ *   BATON_ENOMEM.
+ * Unknown fields are skipped; an unknown body or Raft type gives kind
+ * BATON_PEER_UNKNOWN and 0. */
+int baton_peer_decode(const uint8_t *body, size_t len,
+		      struct baton_peer_frame *out);
+
+/* Release what a decoded frame holds and zero it. NULL or a zeroed frame is
+ * a no-op. */
+void baton_peer_frame_free(struct baton_peer_frame *f);
+
+#endif /* BATON_WIRE_PEER_H */
