@@ -69,6 +69,15 @@ struct waiter {
 	void *data;
 };
 
+/* A membership or leadership request made while stepping. */
+struct deferred {
+	uint32_t type;
+	baton_node_id id;
+	enum waiter_kind kind;
+	baton_node_done_cb cb;
+	void *data;
+};
+
 struct baton_node {
 	uv_loop_t *loop;
 	struct baton_node_config c;
@@ -97,6 +106,8 @@ struct baton_node {
 
 	struct waiter *waiters;
 	uint32_t waiters_n, waiters_cap;
+	struct deferred *deferred;
+	uint32_t deferred_n, deferred_cap;
 
 	baton_index applied;
 	baton_index snapshot_index;
@@ -571,9 +582,26 @@ static void flush_reads(struct baton_node *n)
 	}
 }
 
+static int member_event(struct baton_node *n, uint32_t type, baton_node_id id,
+			enum waiter_kind kind, baton_node_done_cb cb,
+			void *data);
+
+static void flush_deferred(struct baton_node *n)
+{
+	while (n->deferred_n > 0) {
+		struct deferred d = n->deferred[0];
+		memmove(n->deferred, n->deferred + 1,
+			--n->deferred_n * sizeof *n->deferred);
+		int rv = member_event(n, d.type, d.id, d.kind, d.cb, d.data);
+		if (rv != 0)
+			d.cb(d.data, rv);
+	}
+}
+
 static void on_check(uv_check_t *c)
 {
 	struct baton_node *n = c->data;
+	flush_deferred(n);
 	flush_proposals(n);
 	flush_reads(n);
 	if (n->snapshot_due)
@@ -660,6 +688,16 @@ static int member_event(struct baton_node *n, uint32_t type, baton_node_id id,
 			enum waiter_kind kind, baton_node_done_cb cb,
 			void *data)
 {
+	if (n->stepping) {
+		/* Called back from inside a step: run it from the check
+		 * handle instead; errors then reach cb. */
+		if (n->deferred_n == n->deferred_cap)
+			n->deferred = grow(n->deferred, &n->deferred_cap,
+					   sizeof *n->deferred);
+		n->deferred[n->deferred_n++] =
+			(struct deferred){type, id, kind, cb, data};
+		return 0;
+	}
 	struct baton_event ev = {.type = type};
 	if (type == BATON_EVENT_TRANSFER)
 		ev.u.transfer.target = id;
@@ -887,6 +925,9 @@ static void fail_everything(struct baton_node *n)
 	for (uint32_t i = 0; i < n->waiters_n; i++)
 		n->waiters[i].cb(n->waiters[i].data, BATON_ESTATE);
 	n->waiters_n = 0;
+	for (uint32_t i = 0; i < n->deferred_n; i++)
+		n->deferred[i].cb(n->deferred[i].data, BATON_ESTATE);
+	n->deferred_n = 0;
 }
 
 static void free_on_close(uv_handle_t *h)
@@ -923,6 +964,7 @@ void baton_node_close(struct baton_node *n)
 	free(n->queue);
 	free(n->reads);
 	free(n->waiters);
+	free(n->deferred);
 	/* The async handle is the last one: the node goes with it. */
 	n->storage_async.data = n;
 	uv_close((uv_handle_t *)&n->storage_async, free_on_close);

@@ -217,7 +217,7 @@ static void reply_handshake(struct conn *c, bool accepted, uint32_t proto,
 	memset(&r, 0, sizeof r);
 	fill_handshake(c->t, &r.self);
 	r.accepted = accepted;
-	r.proto = proto;
+	r.proto.value = proto;
 	r.reason = reason;
 	struct baton_buf b;
 	baton_buf_init(&b);
@@ -318,7 +318,7 @@ static void on_handshake_reply(struct conn *c,
 		conn_close(c, "wrong node");
 		return;
 	}
-	became_ready(c, r->proto);
+	became_ready(c, r->proto.value);
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -481,6 +481,11 @@ static void on_connection(uv_stream_t *server, int status)
 /* ---- the API ----------------------------------------------------------------
  */
 
+static void on_listener_closed(uv_handle_t *h)
+{
+	handle_gone(h->data);
+}
+
 int baton_transport_start(const struct baton_transport_config *c,
 			  struct baton_transport **out)
 {
@@ -594,10 +599,6 @@ void baton_transport_count_unknown(struct baton_transport *t)
 	t->stats.unknown++;
 }
 
-static void on_listener_closed(uv_handle_t *h)
-{
-	handle_gone(h->data);
-}
 
 void baton_transport_stop(struct baton_transport *t)
 {

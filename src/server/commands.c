@@ -4,6 +4,7 @@
  * commands of batonctl (docs/batond.md).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,17 +34,24 @@ static struct baton_buf *out(const struct ctx *x)
 	return slot_buf(x->sl);
 }
 
-static void done(const struct ctx *x)
+static int done(const struct ctx *x)
 {
 	slot_done(x->sl);
+	return 0;
 }
 
-static void wrong_args(const struct ctx *x)
+static int fail(const struct ctx *x, int code)
+{
+	slot_error(x->sl, code);
+	return 0;
+}
+
+static int wrong_args(const struct ctx *x)
 {
 	resp_error(out(x), "ERR wrong number of arguments for '%.*s' command",
 		   (int)(x->lens[0] < 64 ? x->lens[0] : 64),
 		   (const char *)x->argv[0]);
-	done(x);
+	return done(x);
 }
 
 /* A decimal argument; false if it is not one. */
@@ -71,7 +79,7 @@ static void arg_str(const struct ctx *x, int i, char *buf, size_t cap)
 
 /* ---- connection commands ------------------------------------------------- */
 
-static void cmd_ping(struct ctx *x)
+static int cmd_ping(struct ctx *x)
 {
 	if (x->argc > 2)
 		return wrong_args(x);
@@ -79,18 +87,18 @@ static void cmd_ping(struct ctx *x)
 		resp_bulk(out(x), x->argv[1], x->lens[1]);
 	else
 		resp_simple(out(x), "PONG");
-	done(x);
+	return done(x);
 }
 
-static void cmd_echo(struct ctx *x)
+static int cmd_echo(struct ctx *x)
 {
 	if (x->argc != 2)
 		return wrong_args(x);
 	resp_bulk(out(x), x->argv[1], x->lens[1]);
-	done(x);
+	return done(x);
 }
 
-static void cmd_select(struct ctx *x)
+static int cmd_select(struct ctx *x)
 {
 	if (x->argc != 2)
 		return wrong_args(x);
@@ -99,17 +107,17 @@ static void cmd_select(struct ctx *x)
 	else
 		resp_error(out(x), "ERR DB index is out of range (baton has "
 				   "database 0 only)");
-	done(x);
+	return done(x);
 }
 
-static void cmd_quit(struct ctx *x)
+static int cmd_quit(struct ctx *x)
 {
 	resp_simple(out(x), "OK");
 	x->cs->quit = true;
-	done(x);
+	return done(x);
 }
 
-static void cmd_auth(struct ctx *x)
+static int cmd_auth(struct ctx *x)
 {
 	if (x->argc != 2 && x->argc != 3)
 		return wrong_args(x);
@@ -125,10 +133,10 @@ static void cmd_auth(struct ctx *x)
 	} else {
 		resp_error(out(x), "WRONGPASS invalid password");
 	}
-	done(x);
+	return done(x);
 }
 
-static void cmd_client(struct ctx *x)
+static int cmd_client(struct ctx *x)
 {
 	if (arg_is(x, 1, "SETNAME") && x->argc == 3) {
 		arg_str(x, 2, x->cs->name, sizeof x->cs->name);
@@ -144,20 +152,20 @@ static void cmd_client(struct ctx *x)
 		resp_error(out(x), "ERR unknown CLIENT subcommand (baton has "
 				   "SETNAME and GETNAME)");
 	}
-	done(x);
+	return done(x);
 }
 
-static void cmd_command(struct ctx *x)
+static int cmd_command(struct ctx *x)
 {
 	if (arg_is(x, 1, "COUNT"))
 		resp_int(out(x), 0);
 	else
 		resp_array(out(x), 0); /* COMMAND, COMMAND DOCS, ... */
-	done(x);
+	return done(x);
 }
 
 /* Enough for redis-benchmark and redis-cli. */
-static void cmd_config(struct ctx *x)
+static int cmd_config(struct ctx *x)
 {
 	if (!arg_is(x, 1, "GET") || x->argc != 3) {
 		resp_error(out(x), "ERR baton supports CONFIG GET only");
@@ -174,7 +182,7 @@ static void cmd_config(struct ctx *x)
 		}
 	}
 	resp_array(out(x), 0);
-	done(x);
+	return done(x);
 }
 
 static const char *role_name(uint32_t role)
@@ -191,7 +199,7 @@ static const char *role_name(uint32_t role)
 	}
 }
 
-static void cmd_info(struct ctx *x)
+static int cmd_info(struct ctx *x)
 {
 	struct server *s = x->s;
 	struct baton_node_status st;
@@ -227,7 +235,7 @@ static void cmd_info(struct ctx *x)
 		st.transport.dropped, st.transport.unknown,
 		st.transport.refused, st.storage_failed ? "no" : "yes");
 	resp_bulk(out(x), text, n > 0 ? (size_t)n : 0);
-	done(x);
+	return done(x);
 }
 
 /* ---- key-value commands ---------------------------------------------------
@@ -263,7 +271,7 @@ static void on_read_ready(void *data, int status)
 	read_ctx_free(r);
 }
 
-static void kv_command(struct ctx *x, const struct kv_command *c)
+static int kv_command(struct ctx *x, const struct kv_command *c)
 {
 	struct baton_buf *b = out(x);
 	if (kv_check(c, x->argc, x->argv, x->lens, b) != 0)
@@ -273,7 +281,7 @@ static void kv_command(struct ctx *x, const struct kv_command *c)
 			propose_write(x->s, x->sl, x->argc, x->argv, x->lens);
 		else
 			forward_write(x->s, x->sl, x->argc, x->argv, x->lens);
-		return;
+		return 0;
 	}
 	if (x->cs->stale_reads) {
 		kv_read(x->s->kv, x->argc, x->argv, x->lens, b);
@@ -282,7 +290,7 @@ static void kv_command(struct ctx *x, const struct kv_command *c)
 	/* The arguments must outlive this call: copy them. */
 	struct read_ctx *r = calloc(1, sizeof *r);
 	if (r == NULL)
-		return slot_error(x->sl, BATON_ENOMEM);
+		return fail(x, BATON_ENOMEM);
 	r->s = x->s;
 	r->sl = x->sl;
 	r->argc = x->argc;
@@ -303,6 +311,7 @@ static void kv_command(struct ctx *x, const struct kv_command *c)
 		read_ctx_free(r);
 		slot_error(x->sl, rv);
 	}
+	return 0;
 }
 
 /* ---- admin commands -------------------------------------------------------
@@ -322,7 +331,7 @@ static void map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
 	resp_bulk(b, v, n > 0 ? (size_t)n : 0);
 }
 
-static void cmd_node(struct ctx *x)
+static int cmd_node(struct ctx *x)
 {
 	struct server *s = x->s;
 	struct baton_node_status st;
@@ -345,10 +354,10 @@ static void cmd_node(struct ctx *x)
 	map_field(b, "peer_addr", "%s", s->cfg.peer_listen);
 	map_field(b, "client_addr", "%s", me ? me->client : s->cfg.listen);
 	map_field(b, "storage", "%s", st.storage_failed ? "failed" : "ok");
-	done(x);
+	return done(x);
 }
 
-static void cmd_members(struct ctx *x)
+static int cmd_members(struct ctx *x)
 {
 	struct server *s = x->s;
 	struct baton_node_status st;
@@ -369,7 +378,7 @@ static void cmd_members(struct ctx *x)
 		else
 			map_field(b, "match", "-");
 	}
-	done(x);
+	return done(x);
 }
 
 /* Admin writes go to the leader: elsewhere say where it is. */
@@ -391,8 +400,10 @@ static bool require_leader(struct ctx *x)
 static void on_admin_done(void *data, int status)
 {
 	struct slot *sl = data;
-	if (status != 0)
-		return slot_error(sl, status);
+	if (status != 0) {
+		slot_error(sl, status);
+		return;
+	}
 	resp_simple(slot_buf(sl), "OK");
 	slot_done(sl);
 }
@@ -417,7 +428,7 @@ static void on_address_applied(void *data, int status, const uint8_t *reply,
 	free(a);
 }
 
-static void cmd_add(struct ctx *x)
+static int cmd_add(struct ctx *x)
 {
 	uint64_t id;
 	if (x->argc != 4)
@@ -427,7 +438,7 @@ static void cmd_add(struct ctx *x)
 		return done(x);
 	}
 	if (!require_leader(x))
-		return;
+		return 0;
 	struct book_entry e = {.id = id};
 	arg_str(x, 2, e.peer, sizeof e.peer);
 	arg_str(x, 3, e.client, sizeof e.client);
@@ -452,9 +463,10 @@ static void cmd_add(struct ctx *x)
 		free(a);
 		slot_error(x->sl, rv);
 	}
+	return 0;
 }
 
-static void cmd_member_change(struct ctx *x,
+static int cmd_member_change(struct ctx *x,
 			      int (*op)(struct baton_node *, baton_node_id,
 					baton_node_done_cb, void *))
 {
@@ -467,42 +479,43 @@ static void cmd_member_change(struct ctx *x,
 		return done(x);
 	}
 	if (!require_leader(x))
-		return;
+		return 0;
 	int rv = op(x->s->node, id, on_admin_done, x->sl);
 	if (rv != 0)
 		slot_error(x->sl, rv);
+	return 0;
 }
 
-static void cmd_stale(struct ctx *x)
+static int cmd_stale(struct ctx *x)
 {
 	if (x->argc != 2 || !(arg_is(x, 1, "ON") || arg_is(x, 1, "OFF")))
 		return wrong_args(x);
 	x->cs->stale_reads = arg_is(x, 1, "ON");
 	resp_simple(out(x), "OK");
-	done(x);
+	return done(x);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
 
 struct local_command {
 	const char *name;
-	void (*fn)(struct ctx *x);
+	int (*fn)(struct ctx *x);
 	bool before_auth;
 };
 
-static void cmd_promote(struct ctx *x)
+static int cmd_promote(struct ctx *x)
 {
-	cmd_member_change(x, baton_node_promote);
+	return cmd_member_change(x, baton_node_promote);
 }
 
-static void cmd_remove(struct ctx *x)
+static int cmd_remove(struct ctx *x)
 {
-	cmd_member_change(x, baton_node_remove);
+	return cmd_member_change(x, baton_node_remove);
 }
 
-static void cmd_transfer(struct ctx *x)
+static int cmd_transfer(struct ctx *x)
 {
-	cmd_member_change(x, baton_node_transfer);
+	return cmd_member_change(x, baton_node_transfer);
 }
 
 static const struct local_command local_commands[] = {
@@ -536,17 +549,22 @@ void command_dispatch(struct server *s, struct client_state *cs,
 			continue;
 		if (!cs->authenticated && !c->before_auth) {
 			resp_error(out(&x), "NOAUTH Authentication required.");
-			return done(&x);
+			done(&x);
+			return;
 		}
-		return c->fn(&x);
+		c->fn(&x);
+		return;
 	}
 	if (!cs->authenticated) {
 		resp_error(out(&x), "NOAUTH Authentication required.");
-		return done(&x);
+		done(&x);
+		return;
 	}
 	const struct kv_command *kc = kv_lookup(argv[0], lens[0]);
-	if (kc != NULL)
-		return kv_command(&x, kc);
+	if (kc != NULL) {
+		kv_command(&x, kc);
+		return;
+	}
 	resp_error(out(&x), "ERR unknown command '%.*s'",
 		   (int)(lens[0] < 64 ? lens[0] : 64), (const char *)argv[0]);
 	done(&x);

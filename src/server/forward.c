@@ -30,9 +30,10 @@ struct proposal_ctx {
 static void send_forward_reply(struct server *s, baton_node_id to, uint64_t id,
 			       const uint8_t *reply, size_t len)
 {
+	struct baton_peer_forward_reply r = {id, reply, len, NULL};
 	struct baton_buf b;
 	baton_buf_init(&b);
-	if (baton_peer_encode_forward_reply(id, reply, len, &b) == 0)
+	if (baton_peer_encode_forward_reply(&r, &b) == 0)
 		baton_node_send_frame(s->node, to, b.data, b.len);
 	baton_buf_free(&b);
 }
@@ -159,8 +160,13 @@ void forward_on_frame(struct server *s, baton_node_id from,
 			take(s, f->forward_reply.request_id);
 		if (pf == NULL)
 			return; /* expired already */
-		baton_buf_append(slot_buf(pf->sl), f->forward_reply.reply,
-				 f->forward_reply.reply_len);
+		if (f->forward_reply.error != NULL)
+			resp_error(slot_buf(pf->sl), "ERR %s",
+				   f->forward_reply.error);
+		else
+			baton_buf_append(slot_buf(pf->sl),
+					 f->forward_reply.resp_reply,
+					 f->forward_reply.resp_len);
 		slot_done(pf->sl);
 		free(pf);
 		return;
@@ -175,7 +181,7 @@ void forward_on_frame(struct server *s, baton_node_id from,
 		p->s = s;
 		p->from = from;
 		p->forward_id = f->forward.request_id;
-		if (propose(s, p, (int)f->forward.argc, f->forward.argv,
+		if (propose(s, p, f->forward.argc, f->forward.argv,
 			    f->forward.lens, &err) == 0)
 			p = NULL; /* on_proposed replies */
 	}

@@ -44,16 +44,19 @@ struct baton_buf; /* buf.h */
 #define BATON_PEER_ENTRY_BYTES_MAX (64u << 20)
 /* Bytes of one snapshot chunk. */
 #define BATON_PEER_CHUNK_MAX (64u << 20)
-/* Arguments of one forwarded command (the command name included). */
-#define BATON_PEER_FORWARD_ARGS_MAX (1u << 20)
+/* Arguments of one forwarded command (the command name included); the
+ * same as RESP's default limit (resp.h). */
+#define BATON_PEER_FORWARD_ARGS_MAX 65536u
 /* Lengths of strings, in bytes, not counting the terminating NUL. */
 #define BATON_PEER_CLUSTER_ID_MAX 255u
 #define BATON_PEER_ADDR_MAX 255u
 #define BATON_PEER_REASON_MAX 1023u
-#define BATON_PEER_ERROR_MAX 1023u
-/* Memory a decode may allocate beyond the size of the frame itself: bounds
- * what a small frame of many tiny elements can make a node allocate. */
-#define BATON_PEER_DECODE_SLACK (64u << 20)
+#define BATON_PEER_ERROR_MAX 4096u
+/* Memory a decode may allocate beyond the size of the frame itself, in
+ * all (protobuf-c's scratch space included): bounds what a frame of many
+ * tiny elements can make a node allocate. A frame within the limits above
+ * needs well under half of it. */
+#define BATON_PEER_DECODE_SLACK (32u << 20)
 
 /* ---- version negotiation ------------------------------------------------ */
 
@@ -86,7 +89,7 @@ struct baton_peer_handshake {
 struct baton_peer_handshake_reply {
 	bool accepted;
 	struct baton_proto_version proto; /* chosen; zero when refused */
-	const char *reason; /* why refused ("" when accepted) */
+	const char *reason;		  /* why refused ("" when accepted) */
 	struct baton_peer_handshake self; /* the replier's own identity */
 };
 
@@ -179,14 +182,16 @@ struct baton_peer_frame {
  * *out and returns 0; the frame must then be released with
  * baton_peer_frame_free(), whatever its kind. On error nothing is held (no
  * free needed, though it is harmless) and out->why says what was wrong:
- *   BATON_ETOOBIG   len > BATON_PEER_FRAME_MAX, or an element above a limit;
+ *   BATON_ETOOBIG   len > BATON_PEER_FRAME_MAX, an element above a limit,
+ *                   or more memory needed than BATON_PEER_DECODE_SLACK;
  *   BATON_ECORRUPT  not a valid envelope, or a field breaks a rule the core
- *                   relies on: Raft type and body disagree, entries not
- *                   consecutive after prev_index or with a term below the
- *                   one before, more than BATON_MAX_MEMBERS members, a
- *                   member id of 0 or repeated, an unknown role, a chunk
- *                   outside total_len, a release part above 65535, a
- *                   positive read status, a forward without arguments;
+ *                   relies on: Raft type 0 or type and body disagree,
+ *                   entries not consecutive after prev_index, more than
+ *                   BATON_MAX_MEMBERS members, a member id of 0 or
+ *                   repeated, an unknown role, a chunk outside total_len,
+ *                   a release part above 65535, a positive read status, a
+ *                   forward without arguments or a reply without a result,
+ *                   an accepted handshake reply without a version;
  *   BATON_ENOMEM.
  * Unknown fields are skipped; an unknown body or Raft type gives kind
  * BATON_PEER_UNKNOWN and 0. */

@@ -1,0 +1,243 @@
+/* batonctl: global options, subcommand dispatch and help (ctl.h). */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+struct command {
+	const char *name;
+	const char *args; /* usage after the name */
+	const char *help;
+	int min_args, max_args;
+	int (*run)(const struct ctl_opts *o, int argc, char **argv);
+};
+
+static const struct command commands[] = {
+	{"status", "[--json]",
+	 "One row per member: id, address, role (leader, follower, learner,\n"
+	 "candidate, or down if it does not answer), term, commit and applied\n"
+	 "indexes, match index (the leader's view), release, peer protocol\n"
+	 "range, machine_max, and lag (the leader's last index minus the\n"
+	 "member's match index). --json prints a JSON array of objects with\n"
+	 "the same fields (null where unknown).\n",
+	 0, 1, ctl_cmd_status},
+	{"members", "",
+	 "The members as the given node knows them: id, voter or learner,\n"
+	 "peer and client addresses, match index (known on the leader only).\n",
+	 0, 0, ctl_cmd_members},
+	{"add", "ID PEER_ADDR CLIENT_ADDR",
+	 "Add node ID (started with --join) as a learner. Addresses are\n"
+	 "host:port. Sent to the leader.\n",
+	 3, 3, ctl_cmd_add},
+	{"promote", "ID",
+	 "Make learner ID a voter, once it has caught up. Sent to the "
+	 "leader.\n",
+	 1, 1, ctl_cmd_promote},
+	{"remove", "ID",
+	 "Remove node ID from the cluster (the leader itself too). Sent to\n"
+	 "the leader.\n",
+	 1, 1, ctl_cmd_remove},
+	{"transfer", "[ID]",
+	 "Hand leadership to voter ID, or to the most up-to-date voter.\n"
+	 "Sent to the leader.\n",
+	 0, 1, ctl_cmd_transfer},
+};
+
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static const char global_usage[] =
+	"usage: batonctl [-h HOST] [-p PORT] [-a PASSWORD] [--timeout-ms N] "
+	"COMMAND [ARGS]\n";
+
+static void print_usage(FILE *f)
+{
+	fputs(global_usage, f);
+	fputs("\ncommands:\n", f);
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(f, commands[i].args[0] ? "  %-9s %s\n" : "  %s\n",
+			commands[i].name, commands[i].args);
+	fprintf(f,
+		"\noptions:\n"
+		"  -h HOST          node to ask (default %s)\n"
+		"  -p PORT          its client port (default %d)\n"
+		"  -a PASSWORD      AUTH with this password\n"
+		"  --timeout-ms N   connect and reply timeout (default %d)\n"
+		"  --help           this text; 'batonctl COMMAND --help' for "
+		"one command\n"
+		"\nexit status: 0 success, 1 error, 2 bad usage\n",
+		CTL_DEFAULT_HOST, CTL_DEFAULT_PORT, CTL_DEFAULT_TIMEOUT_MS);
+}
+
+static void print_command_help(const struct command *c)
+{
+	printf("usage: batonctl [OPTIONS] %s %s\n\n%s", c->name, c->args,
+	       c->help);
+}
+
+void ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("batonctl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+int ctl_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("batonctl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	fputs(global_usage, stderr);
+	fputs("try 'batonctl --help'\n", stderr);
+	return CTL_EXIT_USAGE;
+}
+
+void ctl_opts_addr(const struct ctl_opts *o, char *out, size_t len)
+{
+	snprintf(out, len, "%s:%d", o->host, o->port);
+}
+
+static bool parse_int(const char *s, int min, int max, int *out)
+{
+	uint64_t v;
+	if (!ctl_parse_u64(s, &v) || v < (uint64_t)min || v > (uint64_t)max)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+/* The value of option argv[*i]: "--opt=value" or the next argument. */
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+	const char *a = argv[*i];
+	size_t n = strlen(name);
+	if (strncmp(a, name, n) == 0 && a[n] == '=')
+		return a + n + 1;
+	if (*i + 1 >= argc)
+		return NULL;
+	return argv[++*i];
+}
+
+enum option_kind { OPT_HOST, OPT_PORT, OPT_PASSWORD, OPT_TIMEOUT };
+
+static const struct {
+	const char *name;
+	enum option_kind kind;
+} options[] = {
+	{"-h", OPT_HOST},
+	{"--host", OPT_HOST},
+	{"-p", OPT_PORT},
+	{"--port", OPT_PORT},
+	{"-a", OPT_PASSWORD},
+	{"--password", OPT_PASSWORD},
+	{"--timeout-ms", OPT_TIMEOUT},
+};
+
+/* The option `a` names ("-p" or "-p=..."), or -1. */
+static int find_option(const char *a)
+{
+	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+		size_t n = strlen(options[i].name);
+		if (strncmp(a, options[i].name, n) == 0 &&
+		    (a[n] == '\0' || a[n] == '='))
+			return (int)i;
+	}
+	return -1;
+}
+
+static bool set_option(struct ctl_opts *o, enum option_kind kind, const char *v)
+{
+	if (v[0] == '\0')
+		return false;
+	switch (kind) {
+	case OPT_HOST:
+		o->host = v;
+		return strlen(v) < CTL_ADDR_MAX - 8;
+	case OPT_PORT:
+		return parse_int(v, 1, 65535, &o->port);
+	case OPT_PASSWORD:
+		o->password = v;
+		return true;
+	case OPT_TIMEOUT:
+		return parse_int(v, 1, CTL_TIMEOUT_MS_MAX, &o->timeout_ms);
+	}
+	return false;
+}
+
+/* Global options up to the command name. Returns the index of the command
+ * name, or -1 after printing help (*exit_code 0) or a usage error (2). */
+static int parse_globals(int argc, char **argv, struct ctl_opts *o,
+			 int *exit_code)
+{
+	int i;
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "--help") == 0) {
+			print_usage(stdout);
+			*exit_code = CTL_EXIT_OK;
+			return -1;
+		}
+		int k = find_option(argv[i]);
+		if (k < 0) {
+			*exit_code =
+				ctl_usage_error("unknown option '%s'", argv[i]);
+			return -1;
+		}
+		const char *name = options[k].name;
+		const char *v = option_value(argc, argv, &i, name);
+		if (v == NULL) {
+			*exit_code = ctl_usage_error("%s needs a value", name);
+			return -1;
+		}
+		if (!set_option(o, options[k].kind, v)) {
+			*exit_code = ctl_usage_error("bad value '%s' for %s", v,
+						     name);
+			return -1;
+		}
+	}
+	if (i == argc) {
+		*exit_code = ctl_usage_error("no command given");
+		return -1;
+	}
+	return i;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl_opts o = {
+		.host = CTL_DEFAULT_HOST,
+		.port = CTL_DEFAULT_PORT,
+		.password = NULL,
+		.timeout_ms = CTL_DEFAULT_TIMEOUT_MS,
+	};
+	int code = CTL_EXIT_OK;
+	int at = parse_globals(argc, argv, &o, &code);
+	if (at < 0)
+		return code;
+	const struct command *c = NULL;
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		if (strcmp(argv[at], commands[i].name) == 0)
+			c = &commands[i];
+	if (c == NULL)
+		return ctl_usage_error("unknown command '%s'", argv[at]);
+	int n = argc - at - 1;
+	char **args = argv + at + 1;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(args[i], "--help") == 0) {
+			print_command_help(c);
+			return CTL_EXIT_OK;
+		}
+	}
+	if (n < c->min_args || n > c->max_args)
+		return ctl_usage_error("%s: wrong number of arguments (%s %s)",
+				       c->name, c->name, c->args);
+	return c->run(&o, n, args);
+}

@@ -1,0 +1,203 @@
+/*
+ * batonctl members, add, promote, remove, transfer. The changes go to the
+ * leader: a node that does not lead answers
+ * `-NOTLEADER leader is <id> at <client_addr>`, and batonctl follows that
+ * once.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#define NOTLEADER_PREFIX "NOTLEADER "
+
+/* The leader's client address from a NOTLEADER error, into `addr`. Returns
+ * true if the reply is one and names a usable address. */
+static bool notleader_addr(const redisReply *r, char *addr, size_t len)
+{
+	if (r->type != REDIS_REPLY_ERROR ||
+	    strncmp(r->str, NOTLEADER_PREFIX, strlen(NOTLEADER_PREFIX)) != 0)
+		return false;
+	const char *at = strstr(r->str, " at ");
+	if (at == NULL)
+		return false;
+	at += strlen(" at ");
+	char host[CTL_ADDR_MAX];
+	int port;
+	if (ctl_split_addr(at, host, sizeof host, &port) != 0)
+		return false;
+	snprintf(addr, len, "%s", at);
+	return true;
+}
+
+/* Send argv to the given node, following one NOTLEADER. On success prints
+ * `done` and returns 0; else reports which node said what. */
+static int leader_call(const struct ctl_opts *o, int argc, const char **argv,
+		       const char *done)
+{
+	char addr[CTL_ADDR_MAX];
+	ctl_opts_addr(o, addr, sizeof addr);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct ctl_conn c;
+		redisReply *r = NULL;
+		if (ctl_conn_open(&c, o, addr) == 0)
+			r = ctl_conn_call(&c, argc, argv);
+		if (r == NULL) {
+			ctl_error("node %s: %s", addr, c.err);
+			ctl_conn_close(&c);
+			return CTL_EXIT_ERROR;
+		}
+		ctl_conn_close(&c);
+		char next[CTL_ADDR_MAX];
+		if (attempt == 0 && notleader_addr(r, next, sizeof next)) {
+			freeReplyObject(r);
+			snprintf(addr, sizeof addr, "%s", next);
+			continue;
+		}
+		int rv = CTL_EXIT_OK;
+		if (r->type == REDIS_REPLY_ERROR) {
+			ctl_error("node %s: %s: %s", addr, argv[0], r->str);
+			rv = CTL_EXIT_ERROR;
+		} else if (r->type != REDIS_REPLY_STATUS ||
+			   strcmp(r->str, "OK") != 0) {
+			ctl_error("node %s: %s: unexpected reply", addr,
+				  argv[0]);
+			rv = CTL_EXIT_ERROR;
+		} else {
+			printf("%s\n", done);
+		}
+		freeReplyObject(r);
+		return rv;
+	}
+	assert(false); /* the second attempt always returns */
+	return CTL_EXIT_ERROR;
+}
+
+/* A node id argument: a positive decimal. */
+static bool parse_id(const char *s, uint64_t *id)
+{
+	return ctl_parse_u64(s, id) && *id > 0;
+}
+
+static bool valid_addr(const char *s)
+{
+	char host[CTL_ADDR_MAX];
+	int port;
+	return ctl_split_addr(s, host, sizeof host, &port) == 0;
+}
+
+int ctl_cmd_add(const struct ctl_opts *o, int argc, char **argv)
+{
+	uint64_t id;
+	assert(argc == 3);
+	if (!parse_id(argv[0], &id))
+		return ctl_usage_error("add: bad node id '%s'", argv[0]);
+	for (int i = 1; i < 3; i++)
+		if (!valid_addr(argv[i]))
+			return ctl_usage_error("add: '%s' is not host:port",
+					       argv[i]);
+	const char *cmd[] = {"BATON.ADD", argv[0], argv[1], argv[2]};
+	char done[128];
+	snprintf(done, sizeof done, "node %" PRIu64 " added as a learner", id);
+	return leader_call(o, 4, cmd, done);
+}
+
+/* promote, remove and transfer: one optional or required id; `what` ends
+ * the message printed on success, after "node <id> " if there is an id. */
+static int id_command(const struct ctl_opts *o, int argc, char **argv,
+		      const char *name, const char *cmd, const char *what)
+{
+	uint64_t id = 0;
+	if (argc == 1 && !parse_id(argv[0], &id))
+		return ctl_usage_error("%s: bad node id '%s'", name, argv[0]);
+	char done[128];
+	if (argc == 1)
+		snprintf(done, sizeof done, "node %" PRIu64 " %s", id, what);
+	else
+		snprintf(done, sizeof done, "%s", what);
+	const char *args[] = {cmd, argc == 1 ? argv[0] : NULL};
+	return leader_call(o, argc + 1, args, done);
+}
+
+int ctl_cmd_promote(const struct ctl_opts *o, int argc, char **argv)
+{
+	assert(argc == 1);
+	return id_command(o, argc, argv, "promote", "BATON.PROMOTE",
+			  "is now a voter");
+}
+
+int ctl_cmd_remove(const struct ctl_opts *o, int argc, char **argv)
+{
+	assert(argc == 1);
+	return id_command(o, argc, argv, "remove", "BATON.REMOVE", "removed");
+}
+
+int ctl_cmd_transfer(const struct ctl_opts *o, int argc, char **argv)
+{
+	assert(argc <= 1);
+	return id_command(o, argc, argv, "transfer", "BATON.TRANSFER",
+			  argc == 1 ? "leads now" : "leadership transferred");
+}
+
+/* ---- members: the given node's view, as a table -------------------------- */
+
+int ctl_cmd_members(const struct ctl_opts *o, int argc, char **argv)
+{
+	(void)argv;
+	assert(argc == 0);
+	char addr[CTL_ADDR_MAX];
+	ctl_opts_addr(o, addr, sizeof addr);
+	struct ctl_conn c;
+	const char *cmd[] = {"BATON.MEMBERS"};
+	redisReply *r = NULL;
+	if (ctl_conn_open(&c, o, addr) == 0)
+		r = ctl_conn_call(&c, 1, cmd);
+	if (r == NULL)
+		ctl_error("node %s: %s", addr, c.err);
+	ctl_conn_close(&c);
+	if (r == NULL)
+		return CTL_EXIT_ERROR;
+	int rv = CTL_EXIT_OK;
+	if (r->type == REDIS_REPLY_ERROR) {
+		ctl_error("node %s: BATON.MEMBERS: %s", addr, r->str);
+		rv = CTL_EXIT_ERROR;
+	} else if (r->type != REDIS_REPLY_ARRAY ||
+		   r->elements > CTL_MEMBERS_MAX) {
+		ctl_error("node %s: BATON.MEMBERS: unexpected reply", addr);
+		rv = CTL_EXIT_ERROR;
+	}
+	static const char *const header[] = {"ID", "ROLE", "PEER_ADDR",
+					     "CLIENT_ADDR", "MATCH"};
+	static const char *const fields[] = {"id", "role", "peer_addr",
+					     "client_addr", "match"};
+	static struct ctl_table t;
+	ctl_table_init(&t, 5, header);
+	for (size_t i = 0; rv == CTL_EXIT_OK && i < r->elements; i++) {
+		const redisReply *m = r->element[i];
+		if (!ctl_map_valid(m)) {
+			ctl_error("node %s: BATON.MEMBERS: member %zu is "
+				  "malformed",
+				  addr, i);
+			rv = CTL_EXIT_ERROR;
+			break;
+		}
+		bool ok = ctl_table_row(&t);
+		assert(ok);
+		(void)ok;
+		for (size_t f = 0; f < 5; f++) {
+			char v[CTL_CELL_MAX];
+			if (!ctl_map_str(m, fields[f], v, sizeof v) ||
+			    v[0] == '\0')
+				snprintf(v, sizeof v, "-");
+			ctl_table_set(&t, f, "%s", v);
+		}
+	}
+	freeReplyObject(r);
+	if (rv == CTL_EXIT_OK)
+		ctl_table_print(&t);
+	return rv;
+}

@@ -1,0 +1,569 @@
+/*
+ * The commands of machine version 1: the table, their checks and what they
+ * do, with Redis's replies and error texts.
+ *
+ * A check runs before a write is logged (kv_check) and again when it is
+ * applied (the log may hold what another release checked). A write first
+ * makes every allocation it needs and reserves room for its reply, then
+ * changes the map: an out-of-memory failure leaves the map untouched.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "resp.h"
+
+/* Room for any reply of a write once the map changed: +OK, :<n>, $-1. */
+#define KV_WRITE_REPLY_BYTES 32u
+/* SCAN's COUNT when none is given (Redis: 10). */
+#define KV_SCAN_COUNT_DEFAULT 10u
+/* Buckets SCAN visits per COUNT asked, at most (Redis: 10). */
+#define KV_SCAN_BUCKETS_PER_COUNT 10u
+/* The longest decimal int64: a sign and 19 digits. */
+#define KV_INT_TEXT_BYTES 24u
+
+#define ERR_SYNTAX "ERR syntax error"
+#define ERR_NOT_INT "ERR value is not an integer or out of range"
+#define ERR_OVERFLOW "ERR increment or decrement would overflow"
+#define ERR_TOO_BIG "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+
+/* ---- helpers ---- */
+
+static uint8_t lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? (uint8_t)(c - 'A' + 'a') : c;
+}
+
+/* Is argument i the (lower-case) word, in any case? */
+static bool arg_is(const struct kv__args *a, int i, const char *word)
+{
+	size_t n = strlen(word);
+	if (a->lens[i] != n)
+		return false;
+	for (size_t j = 0; j < n; j++)
+		if (lower(a->argv[i][j]) != (uint8_t)word[j])
+			return false;
+	return true;
+}
+
+/* Append an error reply: BATON_EINVAL (refused, said why) or BATON_ENOMEM
+ * (refused, could not say). */
+static int refuse(struct baton_buf *b, const char *msg)
+{
+	return resp_error(b, "%s", msg) == 0 ? BATON_EINVAL : BATON_ENOMEM;
+}
+
+/* What a run does with a refusal found while applying: it is the reply. */
+static int reply_error(struct baton_buf *b, const char *msg)
+{
+	return resp_error(b, "%s", msg);
+}
+
+/* A growable list of entries, for replies whose length is known late. */
+struct list {
+	const struct kv__entry **v;
+	size_t n, cap;
+};
+
+static int list_push(struct list *l, const struct kv__entry *e)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap > 0 ? l->cap * 2 : 16;
+		const struct kv__entry **v = realloc(l->v, cap * sizeof *v);
+		if (v == NULL)
+			return BATON_ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = e;
+	return 0;
+}
+
+/* An array of the listed keys. */
+static int reply_keys(struct baton_buf *b, const struct list *l)
+{
+	int rv = resp_array(b, l->n);
+	for (size_t i = 0; rv == 0 && i < l->n; i++)
+		rv = resp_bulk(b, l->v[i]->key, l->v[i]->key_len);
+	return rv;
+}
+
+static struct kv__entry *find(struct baton_kv *kv, const struct kv__args *a,
+			      int i)
+{
+	return kv__table_find(&kv->table, a->argv[i], a->lens[i]);
+}
+
+bool kv__append_fits(size_t have, size_t add)
+{
+	return have <= KV_VALUE_BYTES_MAX && add <= KV_VALUE_BYTES_MAX - have;
+}
+
+/* ---- option parsing, shared by checks and runs ---- */
+
+enum set_cond { SET_ALWAYS, SET_NX, SET_XX };
+
+static int set_options(const struct kv__args *a, enum set_cond *cond,
+		       struct baton_buf *err)
+{
+	*cond = SET_ALWAYS;
+	for (int i = 3; i < a->argc; i++) {
+		if (arg_is(a, i, "nx") && *cond != SET_XX)
+			*cond = SET_NX;
+		else if (arg_is(a, i, "xx") && *cond != SET_NX)
+			*cond = SET_XX;
+		else /* EX, PX, KEEPTTL, GET...: not in machine version 1 */
+			return refuse(err, ERR_SYNTAX);
+	}
+	return 0;
+}
+
+/* An increment argument, as INCRBY and DECRBY take it. */
+static int increment(const struct kv__args *a, bool decrement, int64_t *by,
+		     struct baton_buf *err)
+{
+	int64_t v;
+	if (!resp_parse_int(a->argv[2], a->lens[2], &v))
+		return refuse(err, ERR_NOT_INT);
+	if (decrement && v == INT64_MIN)
+		return refuse(err, "ERR decrement would overflow");
+	*by = decrement ? -v : v;
+	return 0;
+}
+
+/* SCAN's cursor: an unsigned decimal that fits 64 bits. */
+static bool parse_cursor(const uint8_t *s, size_t len, uint64_t *out)
+{
+	if (len == 0)
+		return false;
+	uint64_t v = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return true;
+}
+
+struct scan_options {
+	uint64_t cursor;
+	uint64_t count;
+	const uint8_t *pattern; /* NULL: every key */
+	size_t pattern_len;
+};
+
+static int scan_options(const struct kv__args *a, struct scan_options *o,
+			struct baton_buf *err)
+{
+	o->count = KV_SCAN_COUNT_DEFAULT;
+	o->pattern = NULL;
+	o->pattern_len = 0;
+	if (!parse_cursor(a->argv[1], a->lens[1], &o->cursor))
+		return refuse(err, "ERR invalid cursor");
+	for (int i = 2; i < a->argc; i += 2) {
+		bool has_value = a->argc - i >= 2;
+		if (has_value && arg_is(a, i, "count")) {
+			int64_t n;
+			if (!resp_parse_int(a->argv[i + 1], a->lens[i + 1], &n))
+				return refuse(err, ERR_NOT_INT);
+			if (n < 1)
+				return refuse(err, ERR_SYNTAX);
+			o->count = (uint64_t)n;
+		} else if (has_value && arg_is(a, i, "match")) {
+			o->pattern = a->argv[i + 1];
+			o->pattern_len = a->lens[i + 1];
+			if (o->pattern_len == 1 && o->pattern[0] == '*')
+				o->pattern = NULL;
+		} else { /* TYPE and the rest */
+			return refuse(err, ERR_SYNTAX);
+		}
+	}
+	return 0;
+}
+
+/* ---- checks beyond arity ---- */
+
+static int check_set(const struct kv__args *a, struct baton_buf *err)
+{
+	enum set_cond cond;
+	return set_options(a, &cond, err);
+}
+
+static int check_incrby(const struct kv__args *a, struct baton_buf *err)
+{
+	int64_t by;
+	return increment(a, false, &by, err);
+}
+
+static int check_decrby(const struct kv__args *a, struct baton_buf *err)
+{
+	int64_t by;
+	return increment(a, true, &by, err);
+}
+
+static int wrong_arity(const char *name, struct baton_buf *err)
+{
+	return resp_error(err, "ERR wrong number of arguments for '%s' command",
+			  name) == 0
+		       ? BATON_EINVAL
+		       : BATON_ENOMEM;
+}
+
+static int check_mset(const struct kv__args *a, struct baton_buf *err)
+{
+	return a->argc % 2 == 0 ? wrong_arity("mset", err) : 0;
+}
+
+static int check_scan(const struct kv__args *a, struct baton_buf *err)
+{
+	struct scan_options o;
+	return scan_options(a, &o, err);
+}
+
+static int check_flushall(const struct kv__args *a, struct baton_buf *err)
+{
+	if (a->argc > 2 ||
+	    (a->argc == 2 && !arg_is(a, 1, "sync") && !arg_is(a, 1, "async")))
+		return refuse(err, ERR_SYNTAX);
+	return 0;
+}
+
+/* ---- reads ---- */
+
+static int run_get(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply)
+{
+	const struct kv__entry *e = find(kv, a, 1);
+	return e != NULL ? resp_bulk(reply, e->val, e->val_len)
+			 : resp_null(reply);
+}
+
+static int run_exists(struct baton_kv *kv, const struct kv__args *a,
+		      struct baton_buf *reply)
+{
+	int64_t n = 0;
+	for (int i = 1; i < a->argc; i++)
+		if (find(kv, a, i) != NULL)
+			n++;
+	return resp_int(reply, n);
+}
+
+static int run_strlen(struct baton_kv *kv, const struct kv__args *a,
+		      struct baton_buf *reply)
+{
+	const struct kv__entry *e = find(kv, a, 1);
+	return resp_int(reply, e != NULL ? (int64_t)e->val_len : 0);
+}
+
+static int run_mget(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	int rv = resp_array(reply, (size_t)a->argc - 1);
+	for (int i = 1; rv == 0 && i < a->argc; i++) {
+		const struct kv__entry *e = find(kv, a, i);
+		rv = e != NULL ? resp_bulk(reply, e->val, e->val_len)
+			       : resp_null(reply);
+	}
+	return rv;
+}
+
+static int run_dbsize(struct baton_kv *kv, const struct kv__args *a,
+		      struct baton_buf *reply)
+{
+	(void)a;
+	return resp_int(reply, (int64_t)kv->table.count);
+}
+
+static bool matches(const uint8_t *pattern, size_t plen,
+		    const struct kv__entry *e)
+{
+	return pattern == NULL ||
+	       kv__glob_match(pattern, plen, e->key, e->key_len);
+}
+
+static int run_keys(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	const uint8_t *pattern = a->argv[1];
+	size_t plen = a->lens[1];
+	if (plen == 1 && pattern[0] == '*')
+		pattern = NULL;
+	struct list l = {0};
+	int rv = 0;
+	uint64_t cursor = 0;
+	do {
+		const struct kv__entry *e = kv__table_bucket(&kv->table, cursor);
+		for (; rv == 0 && e != NULL; e = e->next)
+			if (matches(pattern, plen, e))
+				rv = list_push(&l, e);
+		cursor = kv__table_next(&kv->table, cursor);
+	} while (rv == 0 && cursor != 0);
+	if (rv == 0)
+		rv = reply_keys(reply, &l);
+	free(l.v);
+	return rv;
+}
+
+static int run_scan(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	struct scan_options o;
+	int rv = scan_options(a, &o, reply);
+	assert(rv == 0); /* checked */
+	uint64_t buckets = o.count <= UINT64_MAX / KV_SCAN_BUCKETS_PER_COUNT
+				   ? o.count * KV_SCAN_BUCKETS_PER_COUNT
+				   : UINT64_MAX;
+	uint64_t seen = 0;
+	struct list l = {0};
+	uint64_t cursor = o.cursor;
+	do {
+		const struct kv__entry *e = kv__table_bucket(&kv->table, cursor);
+		for (; rv == 0 && e != NULL; e = e->next) {
+			seen++;
+			if (matches(o.pattern, o.pattern_len, e))
+				rv = list_push(&l, e);
+		}
+		cursor = kv__table_next(&kv->table, cursor);
+		buckets--;
+	} while (rv == 0 && cursor != 0 && buckets > 0 && seen < o.count);
+	char text[KV_INT_TEXT_BYTES];
+	int n = snprintf(text, sizeof text, "%" PRIu64, cursor);
+	assert(n > 0 && (size_t)n < sizeof text);
+	if (rv == 0)
+		rv = resp_array(reply, 2);
+	if (rv == 0)
+		rv = resp_bulk(reply, text, (size_t)n);
+	if (rv == 0)
+		rv = reply_keys(reply, &l);
+	free(l.v);
+	return rv;
+}
+
+/* ---- writes ---- */
+
+static int run_set(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply)
+{
+	enum set_cond cond;
+	int rv = set_options(a, &cond, reply);
+	assert(rv == 0); /* checked */
+	struct kv__entry *e = find(kv, a, 1);
+	if ((cond == SET_NX && e != NULL) || (cond == SET_XX && e == NULL))
+		return resp_null(reply);
+	rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
+	if (rv != 0)
+		return rv;
+	if (e != NULL) {
+		rv = kv__entry_set(e, a->argv[2], a->lens[2]);
+	} else {
+		e = kv__entry_new(a->argv[1], a->lens[1], a->argv[2],
+				  a->lens[2]);
+		if (e == NULL)
+			return BATON_ENOMEM;
+		kv__table_insert(&kv->table, e);
+	}
+	return rv != 0 ? rv : resp_simple(reply, "OK");
+}
+
+static int run_del(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply)
+{
+	int rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
+	if (rv != 0)
+		return rv;
+	int64_t n = 0;
+	for (int i = 1; i < a->argc; i++)
+		if (kv__table_delete(&kv->table, a->argv[i], a->lens[i]))
+			n++;
+	return resp_int(reply, n);
+}
+
+static int incr_by(struct baton_kv *kv, const struct kv__args *a, int64_t by,
+		   struct baton_buf *reply)
+{
+	struct kv__entry *e = find(kv, a, 1);
+	int64_t v = 0;
+	if (e != NULL && !resp_parse_int(e->val, e->val_len, &v))
+		return reply_error(reply, ERR_NOT_INT);
+	if ((by < 0 && v < 0 && by < INT64_MIN - v) ||
+	    (by > 0 && v > 0 && by > INT64_MAX - v))
+		return reply_error(reply, ERR_OVERFLOW);
+	v += by;
+	char text[KV_INT_TEXT_BYTES];
+	int n = snprintf(text, sizeof text, "%" PRId64, v);
+	assert(n > 0 && (size_t)n < sizeof text);
+	int rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
+	if (rv != 0)
+		return rv;
+	if (e != NULL) {
+		rv = kv__entry_set(e, (const uint8_t *)text, (size_t)n);
+		if (rv != 0)
+			return rv;
+	} else {
+		e = kv__entry_new(a->argv[1], a->lens[1], (const uint8_t *)text,
+				  (size_t)n);
+		if (e == NULL)
+			return BATON_ENOMEM;
+		kv__table_insert(&kv->table, e);
+	}
+	return resp_int(reply, v);
+}
+
+static int run_incr(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	return incr_by(kv, a, 1, reply);
+}
+
+static int run_decr(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	return incr_by(kv, a, -1, reply);
+}
+
+static int run_incrby(struct baton_kv *kv, const struct kv__args *a,
+		      struct baton_buf *reply)
+{
+	int64_t by;
+	int rv = increment(a, false, &by, reply);
+	assert(rv == 0); /* checked */
+	return incr_by(kv, a, by, reply);
+}
+
+static int run_decrby(struct baton_kv *kv, const struct kv__args *a,
+		      struct baton_buf *reply)
+{
+	int64_t by;
+	int rv = increment(a, true, &by, reply);
+	assert(rv == 0); /* checked */
+	return incr_by(kv, a, by, reply);
+}
+
+static int run_append(struct baton_kv *kv, const struct kv__args *a,
+		      struct baton_buf *reply)
+{
+	struct kv__entry *e = find(kv, a, 1);
+	if (e != NULL && !kv__append_fits(e->val_len, a->lens[2]))
+		return reply_error(reply, ERR_TOO_BIG);
+	int rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
+	if (rv != 0)
+		return rv;
+	if (e != NULL) {
+		rv = kv__entry_append(e, a->argv[2], a->lens[2]);
+		if (rv != 0)
+			return rv;
+	} else {
+		e = kv__entry_new(a->argv[1], a->lens[1], a->argv[2],
+				  a->lens[2]);
+		if (e == NULL)
+			return BATON_ENOMEM;
+		kv__table_insert(&kv->table, e);
+	}
+	return resp_int(reply, (int64_t)e->val_len);
+}
+
+static int run_mset(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	size_t n = (size_t)(a->argc - 1) / 2;
+	struct kv__entry **fresh = calloc(n, sizeof *fresh);
+	int rv = fresh != NULL ? baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES)
+			       : BATON_ENOMEM;
+	for (size_t i = 0; rv == 0 && i < n; i++) {
+		int k = 1 + 2 * (int)i;
+		fresh[i] = kv__entry_new(a->argv[k], a->lens[k], a->argv[k + 1],
+					 a->lens[k + 1]);
+		if (fresh[i] == NULL)
+			rv = BATON_ENOMEM;
+	}
+	if (rv != 0) {
+		for (size_t i = 0; fresh != NULL && i < n; i++)
+			kv__entry_free(fresh[i]);
+		free(fresh);
+		return rv;
+	}
+	/* Nothing can fail from here on. Later pairs win, as in Redis. */
+	for (size_t i = 0; i < n; i++)
+		kv__table_put(&kv->table, fresh[i]);
+	free(fresh);
+	return resp_simple(reply, "OK");
+}
+
+static int run_flushall(struct baton_kv *kv, const struct kv__args *a,
+			struct baton_buf *reply)
+{
+	(void)a;
+	int rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
+	if (rv != 0)
+		return rv;
+	kv__table_clear(&kv->table);
+	return resp_simple(reply, "OK");
+}
+
+/* ---- the table ---- */
+
+static const struct kv_command commands[] = {
+	{"get", 2, KV_READ, 1, 1, 1, NULL, run_get},
+	{"set", -3, KV_WRITE, 1, 1, 1, check_set, run_set},
+	{"del", -2, KV_WRITE, 1, -1, 1, NULL, run_del},
+	{"exists", -2, KV_READ, 1, -1, 1, NULL, run_exists},
+	{"incr", 2, KV_WRITE, 1, 1, 1, NULL, run_incr},
+	{"incrby", 3, KV_WRITE, 1, 1, 1, check_incrby, run_incrby},
+	{"decr", 2, KV_WRITE, 1, 1, 1, NULL, run_decr},
+	{"decrby", 3, KV_WRITE, 1, 1, 1, check_decrby, run_decrby},
+	{"append", 3, KV_WRITE, 1, 1, 1, NULL, run_append},
+	{"strlen", 2, KV_READ, 1, 1, 1, NULL, run_strlen},
+	{"mget", -2, KV_READ, 1, -1, 1, NULL, run_mget},
+	{"mset", -3, KV_WRITE, 1, -1, 2, check_mset, run_mset},
+	{"dbsize", 1, KV_READ, 0, 0, 0, NULL, run_dbsize},
+	{"scan", -2, KV_READ, 0, 0, 0, check_scan, run_scan},
+	{"keys", 2, KV_READ, 0, 0, 0, NULL, run_keys},
+	{"flushall", -1, KV_WRITE, 0, 0, 0, check_flushall, run_flushall},
+};
+
+const struct kv_command *kv_lookup(const uint8_t *name, size_t len)
+{
+	struct kv__args a = {1, &name, &len};
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (arg_is(&a, 0, commands[i].name))
+			return &commands[i];
+	return NULL;
+}
+
+int kv__check(const struct kv_command *c, const struct kv__args *a,
+	      struct baton_buf *err)
+{
+	assert(c != NULL && a->argc >= 1);
+	if ((c->arity > 0 && a->argc != c->arity) || a->argc < -c->arity)
+		return wrong_arity(c->name, err);
+	if ((unsigned)a->argc > KV_ARGS_MAX)
+		return resp_error(err, "ERR too many arguments (at most %u)",
+				  KV_ARGS_MAX) == 0
+			       ? BATON_EINVAL
+			       : BATON_ENOMEM;
+	if (c->key_first > 0) {
+		int last = c->key_last < 0 ? a->argc + c->key_last : c->key_last;
+		for (int i = c->key_first; i <= last; i += c->key_step)
+			if (a->lens[i] > KV_KEY_BYTES_MAX)
+				return refuse(err, "ERR key exceeds maximum "
+						   "allowed size");
+	}
+	for (int i = 1; i < a->argc; i++)
+		if (a->lens[i] > KV_VALUE_BYTES_MAX)
+			return refuse(err, ERR_TOO_BIG);
+	return c->check != NULL ? c->check(a, err) : 0;
+}
+
+int kv_check(const struct kv_command *c, int argc, const uint8_t *const *argv,
+	     const size_t *lens, struct baton_buf *err)
+{
+	struct kv__args a = {argc, argv, lens};
+	return kv__check(c, &a, err);
+}

@@ -1,0 +1,202 @@
+/*
+ * Snapshots of the map, format 1:
+ *
+ *   "BKVS"  magic, 4 bytes
+ *   u32     format (KV_SNAPSHOT_FORMAT)
+ *   u64     count of entries
+ *   count times: u32 key length, key, u32 value length, value
+ *   u64     XXH3-64 of every byte before it
+ *
+ * Little-endian. Entries come in the table's canonical order (sorted by
+ * reversed hash, then key), so equal maps give equal bytes.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SNAP_HEADER_BYTES 16u
+#define SNAP_TRAILER_BYTES 8u
+#define SNAP_ENTRY_MIN_BYTES 8u
+/* Small pieces are gathered into chunks of this size for the sink. */
+#define SNAP_CHUNK_BYTES ((size_t)64 << 10)
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+struct writer {
+	int (*sink)(void *arg, const void *buf, size_t len);
+	void *arg;
+	struct kv__sum *sum;
+	uint8_t *chunk;
+	size_t used;
+};
+
+static int flush(struct writer *w)
+{
+	if (w->used == 0)
+		return 0;
+	kv__sum_update(w->sum, w->chunk, w->used);
+	int rv = w->sink(w->arg, w->chunk, w->used);
+	w->used = 0;
+	return rv;
+}
+
+/* Gather small pieces; hand big ones to the sink as they are. */
+static int put(struct writer *w, const void *buf, size_t len)
+{
+	if (len <= SNAP_CHUNK_BYTES - w->used) {
+		if (len > 0)
+			memcpy(w->chunk + w->used, buf, len);
+		w->used += len;
+		return 0;
+	}
+	int rv = flush(w);
+	if (rv != 0)
+		return rv;
+	if (len <= SNAP_CHUNK_BYTES / 2)
+		return put(w, buf, len);
+	kv__sum_update(w->sum, buf, len);
+	return w->sink(w->arg, buf, len);
+}
+
+static int put_entry(struct writer *w, const struct kv__entry *e)
+{
+	uint8_t n[4];
+	assert(e->key_len <= KV_KEY_BYTES_MAX && e->val_len <= KV_VALUE_BYTES_MAX);
+	put_u32(n, (uint32_t)e->key_len);
+	int rv = put(w, n, 4);
+	if (rv == 0)
+		rv = put(w, e->key, e->key_len);
+	put_u32(n, (uint32_t)e->val_len);
+	if (rv == 0)
+		rv = put(w, n, 4);
+	if (rv == 0)
+		rv = put(w, e->val, e->val_len);
+	return rv;
+}
+
+static int write_all(struct writer *w, const struct kv__table *t)
+{
+	uint8_t head[SNAP_HEADER_BYTES];
+	memcpy(head, KV_SNAPSHOT_MAGIC, 4);
+	put_u32(head + 4, KV_SNAPSHOT_FORMAT);
+	put_u64(head + 8, t->count);
+	int rv = put(w, head, sizeof head);
+	uint64_t written = 0, cursor = 0;
+	do {
+		const struct kv__entry *e = kv__table_bucket(t, cursor);
+		for (; rv == 0 && e != NULL; e = e->next, written++)
+			rv = put_entry(w, e);
+		cursor = kv__table_next(t, cursor);
+	} while (rv == 0 && cursor != 0);
+	if (rv == 0)
+		rv = flush(w);
+	if (rv != 0)
+		return rv;
+	assert(written == t->count);
+	uint8_t trailer[SNAP_TRAILER_BYTES];
+	put_u64(trailer, kv__sum_digest(w->sum));
+	return w->sink(w->arg, trailer, sizeof trailer);
+}
+
+int kv_snapshot(const struct baton_kv *kv,
+		int (*sink)(void *arg, const void *buf, size_t len), void *arg)
+{
+	struct writer w = {sink, arg, kv__sum_new(), malloc(SNAP_CHUNK_BYTES),
+			   0};
+	int rv = BATON_ENOMEM;
+	if (w.sum != NULL && w.chunk != NULL)
+		rv = write_all(&w, &kv->table);
+	if (w.sum != NULL)
+		kv__sum_free(w.sum);
+	free(w.chunk);
+	return rv;
+}
+
+/* Read the entries into t; ECORRUPT unless they fill [off, end) exactly. */
+static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
+			size_t end, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		if (end - off < 4)
+			return BATON_ECORRUPT;
+		size_t klen = get_u32(buf + off);
+		off += 4;
+		if (klen > KV_KEY_BYTES_MAX || klen > end - off)
+			return BATON_ECORRUPT;
+		const uint8_t *key = buf + off;
+		off += klen;
+		if (end - off < 4)
+			return BATON_ECORRUPT;
+		size_t vlen = get_u32(buf + off);
+		off += 4;
+		if (vlen > KV_VALUE_BYTES_MAX || vlen > end - off)
+			return BATON_ECORRUPT;
+		if (kv__table_find(t, key, klen) != NULL)
+			return BATON_ECORRUPT;
+		struct kv__entry *e = kv__entry_new(key, klen, buf + off, vlen);
+		if (e == NULL)
+			return BATON_ENOMEM;
+		kv__table_insert(t, e);
+		off += vlen;
+	}
+	return off == end ? 0 : BATON_ECORRUPT;
+}
+
+int kv_restore(struct baton_kv *kv, const uint8_t *buf, size_t len)
+{
+	if (len < 8 || memcmp(buf, KV_SNAPSHOT_MAGIC, 4) != 0)
+		return BATON_ECORRUPT;
+	uint32_t format = get_u32(buf + 4);
+	if (format == 0)
+		return BATON_ECORRUPT;
+	if (format > KV_SNAPSHOT_FORMAT)
+		return BATON_EVERSION;
+	if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES)
+		return BATON_ECORRUPT;
+	size_t end = len - SNAP_TRAILER_BYTES;
+	if (kv__checksum(buf, end) != get_u64(buf + end))
+		return BATON_ECORRUPT;
+	uint64_t count = get_u64(buf + 8);
+	if (count > (end - SNAP_HEADER_BYTES) / SNAP_ENTRY_MIN_BYTES)
+		return BATON_ECORRUPT;
+	struct kv__table t;
+	int rv = kv__table_init(&t, count);
+	if (rv == 0)
+		rv = read_entries(&t, buf, SNAP_HEADER_BYTES, end, count);
+	if (rv != 0) {
+		kv__table_free(&t);
+		return rv;
+	}
+	assert(t.count == count);
+	kv__table_free(&kv->table);
+	kv->table = t;
+	return 0;
+}

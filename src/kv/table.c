@@ -1,0 +1,286 @@
+/*
+ * The hash table: 2^n buckets of chains, resized at once (a write that
+ * crosses a threshold rehashes everything; reads never change the table).
+ *
+ * A key lives in bucket hash & (size - 1), and each chain is kept sorted
+ * by (rev64(hash), key). Visiting the buckets in reverse-binary order
+ * therefore yields the keys sorted by (rev64(hash), key) for any table
+ * size: the order of KEYS, SCAN and snapshots depends on the keys alone.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Spare room an appended value gets, doubling up to this, then by it
+ * (like Redis's sds). */
+#define KV_APPEND_SLACK_BYTES_MAX ((size_t)1 << 20)
+/* A value rewritten in place keeps a buffer up to this much too big. */
+#define KV_VALUE_SLACK_BYTES 64u
+/* The largest table: 2^40 buckets is far beyond any memory. */
+#define KV_TABLE_BUCKETS_MAX ((uint64_t)1 << 40)
+
+static uint64_t pow2_at_least(uint64_t n)
+{
+	uint64_t size = KV_TABLE_BUCKETS_MIN;
+	while (size < n && size < KV_TABLE_BUCKETS_MAX)
+		size *= 2;
+	return size;
+}
+
+static struct kv__entry **buckets_new(uint64_t size)
+{
+	if (size > SIZE_MAX / sizeof(struct kv__entry *))
+		return NULL;
+	return calloc((size_t)size, sizeof(struct kv__entry *));
+}
+
+int kv__table_init(struct kv__table *t, uint64_t hint)
+{
+	t->size = pow2_at_least(hint);
+	t->count = 0;
+	t->buckets = buckets_new(t->size);
+	return t->buckets != NULL ? 0 : BATON_ENOMEM;
+}
+
+static void free_chains(struct kv__table *t)
+{
+	for (uint64_t i = 0; i < t->size; i++) {
+		struct kv__entry *e = t->buckets[i];
+		while (e != NULL) {
+			struct kv__entry *next = e->next;
+			kv__entry_free(e);
+			e = next;
+		}
+		t->buckets[i] = NULL;
+	}
+	t->count = 0;
+}
+
+void kv__table_free(struct kv__table *t)
+{
+	if (t->buckets != NULL)
+		free_chains(t);
+	free(t->buckets);
+	t->buckets = NULL;
+	t->size = 0;
+}
+
+void kv__table_clear(struct kv__table *t)
+{
+	free_chains(t);
+	if (t->size == KV_TABLE_BUCKETS_MIN)
+		return;
+	struct kv__entry **small = buckets_new(KV_TABLE_BUCKETS_MIN);
+	if (small == NULL)
+		return; /* keep the big, now empty, table */
+	free(t->buckets);
+	t->buckets = small;
+	t->size = KV_TABLE_BUCKETS_MIN;
+}
+
+/* ---- entries ---- */
+
+struct kv__entry *kv__entry_new(const uint8_t *key, size_t klen,
+				const uint8_t *val, size_t vlen)
+{
+	assert(klen <= KV_KEY_BYTES_MAX && vlen <= KV_VALUE_BYTES_MAX);
+	struct kv__entry *e = malloc(sizeof *e + klen);
+	if (e == NULL)
+		return NULL;
+	e->val = malloc(vlen > 0 ? vlen : 1);
+	if (e->val == NULL) {
+		free(e);
+		return NULL;
+	}
+	if (klen > 0)
+		memcpy(e->key, key, klen);
+	if (vlen > 0)
+		memcpy(e->val, val, vlen);
+	e->next = NULL;
+	e->hash = kv__hash(key, klen);
+	e->key_len = klen;
+	e->val_len = vlen;
+	e->val_cap = vlen > 0 ? vlen : 1;
+	return e;
+}
+
+void kv__entry_free(struct kv__entry *e)
+{
+	if (e == NULL)
+		return;
+	free(e->val);
+	free(e);
+}
+
+int kv__entry_set(struct kv__entry *e, const uint8_t *val, size_t len)
+{
+	assert(len <= KV_VALUE_BYTES_MAX);
+	if (len <= e->val_cap && e->val_cap - len <= KV_VALUE_SLACK_BYTES) {
+		if (len > 0)
+			memmove(e->val, val, len);
+		e->val_len = len;
+		return 0;
+	}
+	uint8_t *v = malloc(len > 0 ? len : 1);
+	if (v == NULL)
+		return BATON_ENOMEM;
+	if (len > 0)
+		memcpy(v, val, len);
+	free(e->val);
+	e->val = v;
+	e->val_len = len;
+	e->val_cap = len > 0 ? len : 1;
+	return 0;
+}
+
+int kv__entry_append(struct kv__entry *e, const uint8_t *val, size_t len)
+{
+	assert(kv__append_fits(e->val_len, len));
+	size_t need = e->val_len + len;
+	if (need > e->val_cap) {
+		size_t slack = need < KV_APPEND_SLACK_BYTES_MAX
+				       ? need
+				       : KV_APPEND_SLACK_BYTES_MAX;
+		size_t cap = need + slack;
+		if (cap > KV_VALUE_BYTES_MAX)
+			cap = need;
+		uint8_t *v = realloc(e->val, cap);
+		if (v == NULL)
+			return BATON_ENOMEM;
+		e->val = v;
+		e->val_cap = cap;
+	}
+	if (len > 0)
+		memcpy(e->val + e->val_len, val, len);
+	e->val_len = need;
+	return 0;
+}
+
+/* ---- the table ---- */
+
+/* <0, 0, >0 as (hash, key) sorts before, with or after entry b. */
+static int order(uint64_t hash, const uint8_t *key, size_t len,
+		 const struct kv__entry *b)
+{
+	uint64_t ra = kv__rev64(hash), rb = kv__rev64(b->hash);
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	size_t n = len < b->key_len ? len : b->key_len;
+	int c = n > 0 ? memcmp(key, b->key, n) : 0;
+	if (c != 0)
+		return c;
+	return len < b->key_len ? -1 : len > b->key_len ? 1 : 0;
+}
+
+/* Link e into its place in a sorted chain of `buckets`. */
+static void link_sorted(struct kv__entry **buckets, uint64_t size,
+			struct kv__entry *e)
+{
+	struct kv__entry **pp = &buckets[e->hash & (size - 1)];
+	while (*pp != NULL && order(e->hash, e->key, e->key_len, *pp) > 0)
+		pp = &(*pp)->next;
+	assert(*pp == NULL || order(e->hash, e->key, e->key_len, *pp) < 0);
+	e->next = *pp;
+	*pp = e;
+}
+
+static void resize(struct kv__table *t, uint64_t size)
+{
+	assert(size >= KV_TABLE_BUCKETS_MIN && (size & (size - 1)) == 0);
+	if (size == t->size)
+		return;
+	struct kv__entry **buckets = buckets_new(size);
+	if (buckets == NULL)
+		return; /* best effort: longer chains are still correct */
+	for (uint64_t i = 0; i < t->size; i++) {
+		struct kv__entry *e = t->buckets[i];
+		while (e != NULL) {
+			struct kv__entry *next = e->next;
+			link_sorted(buckets, size, e);
+			e = next;
+		}
+	}
+	free(t->buckets);
+	t->buckets = buckets;
+	t->size = size;
+}
+
+struct kv__entry *kv__table_find(const struct kv__table *t,
+				 const uint8_t *key, size_t len)
+{
+	uint64_t h = kv__hash(key, len);
+	for (struct kv__entry *e = t->buckets[h & (t->size - 1)]; e != NULL;
+	     e = e->next) {
+		if (e->hash == h && e->key_len == len &&
+		    (len == 0 || memcmp(e->key, key, len) == 0))
+			return e;
+	}
+	return NULL;
+}
+
+void kv__table_insert(struct kv__table *t, struct kv__entry *e)
+{
+	assert(kv__table_find(t, e->key, e->key_len) == NULL);
+	link_sorted(t->buckets, t->size, e);
+	t->count++;
+	if (t->count > t->size && t->size < KV_TABLE_BUCKETS_MAX)
+		resize(t, t->size * 2);
+}
+
+void kv__table_put(struct kv__table *t, struct kv__entry *e)
+{
+	struct kv__entry *old = kv__table_find(t, e->key, e->key_len);
+	if (old == NULL) {
+		kv__table_insert(t, e);
+		return;
+	}
+	uint8_t *val = old->val;
+	size_t len = old->val_len, cap = old->val_cap;
+	old->val = e->val;
+	old->val_len = e->val_len;
+	old->val_cap = e->val_cap;
+	e->val = val;
+	e->val_len = len;
+	e->val_cap = cap;
+	kv__entry_free(e);
+}
+
+bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
+{
+	uint64_t h = kv__hash(key, len);
+	struct kv__entry **pp = &t->buckets[h & (t->size - 1)];
+	for (; *pp != NULL; pp = &(*pp)->next) {
+		struct kv__entry *e = *pp;
+		if (e->hash != h || e->key_len != len ||
+		    (len > 0 && memcmp(e->key, key, len) != 0))
+			continue;
+		*pp = e->next;
+		kv__entry_free(e);
+		assert(t->count > 0);
+		t->count--;
+		if (t->size > KV_TABLE_BUCKETS_MIN &&
+		    t->count * KV_TABLE_SHRINK_RATIO < t->size)
+			resize(t, pow2_at_least(t->count * 2));
+		return true;
+	}
+	return false;
+}
+
+const struct kv__entry *kv__table_bucket(const struct kv__table *t,
+					 uint64_t cursor)
+{
+	return t->buckets[cursor & (t->size - 1)];
+}
+
+uint64_t kv__table_next(const struct kv__table *t, uint64_t cursor)
+{
+	uint64_t mask = t->size - 1;
+	/* Set the bits above the mask so that the increment of the reversed
+	 * cursor carries through them into the masked bits. */
+	cursor |= ~mask;
+	cursor = kv__rev64(cursor);
+	cursor++;
+	return kv__rev64(cursor);
+}

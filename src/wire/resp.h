@@ -1,0 +1,177 @@
+/*
+ * RESP2, the Redis protocol, as batond speaks it to clients: reply writers
+ * and an incremental request parser (after Redis's networking.c).
+ *
+ * Writers append one complete reply element to a struct baton_buf and
+ * return 0, or BATON_ENOMEM with the buffer unchanged (never half a reply).
+ *
+ * The parser is fed bytes as they arrive, split anywhere, and hands back
+ * complete commands. It accepts multibulk requests (*N\r\n$len\r\n...\r\n)
+ * and inline ones (SET a b\r\n, split on spaces with Redis's quoting rules).
+ * Every size is bounded by a named, configurable limit. Malformed input or
+ * a broken limit is a protocol error with Redis's message; the server then
+ * replies "-ERR <message>" and closes the connection, because the parser
+ * is unusable after an error (every later call returns the same error).
+ */
+#ifndef BATON_WIRE_RESP_H
+#define BATON_WIRE_RESP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* ------------------------------------------------------------------------ */
+/* Reply writers.                                                           */
+
+/* The longest error message resp_error() writes; longer ones are cut. */
+#define RESP_ERROR_BYTES_MAX 4096u
+
+/* "+<s>\r\n". Any \r or \n in s becomes a space. */
+int resp_simple(struct baton_buf *b, const char *s);
+
+/* "-<message>\r\n", the message printf-formatted from fmt. The message
+ * starts with the error code ("ERR syntax error", "TRYAGAIN ..."). It is
+ * cut at RESP_ERROR_BYTES_MAX bytes and any \r or \n in it becomes a space,
+ * so a client-supplied string can never end the line early. BATON_EINVAL
+ * if fmt cannot be formatted. */
+int resp_error(struct baton_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ":<v>\r\n". */
+int resp_int(struct baton_buf *b, int64_t v);
+
+/* "$<len>\r\n<data>\r\n": binary-safe; data may be NULL when len is 0. */
+int resp_bulk(struct baton_buf *b, const void *data, size_t len);
+
+/* The null bulk string "$-1\r\n" (GET of a missing key). */
+int resp_null(struct baton_buf *b);
+
+/* The null array "*-1\r\n". */
+int resp_null_array(struct baton_buf *b);
+
+/* "*<n>\r\n": the header of an array; the caller writes the n elements. */
+int resp_array(struct baton_buf *b, size_t n);
+
+/* Redis's strict decimal integer syntax (its string2ll): an optional '-',
+ * then digits with no leading zero ("0" alone is fine), nothing else, and
+ * within int64_t. True and *out set if s[0..len) is one. */
+bool resp_parse_int(const uint8_t *s, size_t len, int64_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* The request parser.                                                      */
+
+/* Arguments in one command (Redis allows more; MSET of 32767 pairs). */
+#define RESP_ARGS_MAX_DEFAULT 65536u
+/* One bulk argument: Redis's proto-max-bulk-len. */
+#define RESP_BULK_BYTES_MAX_DEFAULT ((size_t)512 << 20)
+/* One inline request line, and one "*N" or "$N" header line. */
+#define RESP_INLINE_BYTES_MAX_DEFAULT ((size_t)64 << 10)
+/* Bytes held unparsed at once: Redis's client-query-buffer-limit. */
+#define RESP_QUERY_BYTES_MAX_DEFAULT ((size_t)1 << 30)
+
+struct resp_limits {
+	uint32_t args_max;
+	size_t bulk_bytes_max;
+	size_t inline_bytes_max;
+	size_t query_bytes_max;
+};
+
+/* Fill *l with the *_DEFAULT limits above. */
+void resp_limits_default(struct resp_limits *l);
+
+/* The protocol errors, each with its own message (resp_parser_error()). */
+enum resp_protocol_error {
+	RESP_PERR_NONE = 0,
+	RESP_PERR_INLINE_TOO_BIG,      /* too big inline request */
+	RESP_PERR_UNBALANCED_QUOTES,   /* unbalanced quotes in request */
+	RESP_PERR_MBULK_COUNT_TOO_BIG, /* too big mbulk count string */
+	RESP_PERR_MBULK_LEN,	       /* invalid multibulk length */
+	RESP_PERR_BULK_COUNT_TOO_BIG,  /* too big bulk count string */
+	RESP_PERR_EXPECTED_DOLLAR,     /* expected '$', got 'x' */
+	RESP_PERR_BULK_LEN,	       /* invalid bulk length */
+	RESP_PERR_BULK_CRLF,	       /* bulk argument not followed by CRLF */
+	RESP_PERR_QUERY_TOO_BIG,       /* query buffer limit exceeded */
+	RESP_PERR_NOMEM,	       /* out of memory */
+};
+
+/* What resp_parser_next() returns besides negative BATON_E* codes. */
+enum {
+	RESP_OK = 0,	    /* a command was returned */
+	RESP_NEED_MORE = 1, /* no complete command yet: feed more bytes */
+};
+
+/* One command. argv[i] points at lens[i] bytes (binary-safe, not
+ * NUL-terminated); argv[0] is the command name. argc is 0 for an empty
+ * inline line or a multibulk count <= 0, which Redis ignores silently. */
+struct resp_command {
+	int argc;
+	const uint8_t *const *argv;
+	const size_t *lens;
+};
+
+/* One connection's parser. Embed it by value; every field is private.
+ *
+ * Memory: the parser owns an internal buffer holding the bytes fed and not
+ * yet consumed. A command returned by resp_parser_next() points into that
+ * buffer and into arrays the parser owns. The argv/lens arrays stay valid
+ * until the next call of any resp_parser_* function on this parser; the
+ * argument bytes stay valid until the next resp_parser_feed(),
+ * resp_parser_consumed() or resp_parser_free(). A caller that keeps
+ * arguments longer copies them. */
+struct resp_parser {
+	struct resp_limits limits;
+	struct baton_buf in; /* fed bytes; [0, start) were returned */
+	size_t start;	     /* first byte of the command being parsed */
+	size_t pos;	     /* next byte to parse */
+	size_t scan;	     /* a line search resumes here */
+	int state;	     /* what pos expects (resp.c) */
+	uint32_t want;	     /* arguments the multibulk header announced */
+	size_t bulk_len;     /* of the bulk argument being read */
+	uint32_t argc;	     /* arguments parsed so far */
+	uint32_t args_cap;   /* room in the three arrays below */
+	size_t *offs;	     /* argument offsets into `in` */
+	size_t *lens;
+	const uint8_t **argv; /* offs turned into pointers, when returned */
+	int rv;		      /* 0, or the sticky error */
+	enum resp_protocol_error perr;
+	char errmsg[64];
+};
+
+/* Initialize with the given limits (NULL: the defaults). Allocates
+ * nothing, so it cannot fail; free with resp_parser_free(). Every limit
+ * must be at least 1 (asserted). */
+void resp_parser_init(struct resp_parser *p, const struct resp_limits *l);
+
+/* Release everything; commands returned earlier become invalid. */
+void resp_parser_free(struct resp_parser *p);
+
+/* Append bytes read from the connection (copied). Returns 0, or a negative
+ * error after which the parser is unusable and the connection should be
+ * closed: BATON_ETOOBIG when the unparsed bytes would exceed
+ * limits.query_bytes_max, BATON_ENOMEM, or the error an earlier call
+ * returned. Invalidates the argument bytes of returned commands. */
+int resp_parser_feed(struct resp_parser *p, const uint8_t *data, size_t len);
+
+/* Take the next complete command from the bytes fed so far. Returns
+ * RESP_OK with *cmd filled (see struct resp_parser for how long it stays
+ * valid), RESP_NEED_MORE when the bytes end inside a command, or a
+ * protocol error: BATON_ECORRUPT for malformed input, BATON_ETOOBIG for a
+ * broken limit, BATON_ENOMEM; resp_parser_error() then says which. After
+ * an error every call returns the same error: reply "-ERR <message>" and
+ * close the connection. */
+int resp_parser_next(struct resp_parser *p, struct resp_command *cmd);
+
+/* The caller is done with every command returned so far: drop their bytes
+ * (and, when idle, memory above what a quiet connection needs). */
+void resp_parser_consumed(struct resp_parser *p);
+
+/* The message of the error ("Protocol error: invalid bulk length"), to
+ * send as "-ERR <message>"; "" if there was none. Owned by the parser. */
+const char *resp_parser_error(const struct resp_parser *p);
+
+/* Which protocol error happened (RESP_PERR_NONE if none). */
+enum resp_protocol_error resp_parser_error_kind(const struct resp_parser *p);
+
+#endif /* BATON_WIRE_RESP_H */

@@ -1,0 +1,424 @@
+"""Fixtures for the end-to-end tests: real batond processes on 127.0.0.1.
+
+A `Cluster` starts N nodes on free ports with their data in the test's
+tmp_path and their logs in files next to it, waits (boundedly) for a leader,
+and always cleans up: SIGTERM, then SIGKILL after a grace period, to the
+PIDs it started and to nothing else. When a test fails, the tail of every
+node's log is attached to the report.
+
+Binaries come from $BATON_BUILD (default `build`), relative to the repo root.
+Every wait here is bounded both in time and in number of tries.
+"""
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_dir():
+    b = Path(os.environ.get("BATON_BUILD", "build"))
+    return b if b.is_absolute() else REPO / b
+
+
+BATOND = build_dir() / "batond"
+BATONCTL = build_dir() / "batonctl"
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 10.0  # a started node answers PING
+LEADER_TIMEOUT_S = 15.0  # a cluster elects a leader
+STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL
+RETRY_DEADLINE_S = 10.0  # retry() gives up after this
+POLL_S = 0.05
+LOG_TAIL_LINES = 40
+
+# Timing for the tests' clusters: quicker than batond's defaults (1000/100)
+# so that failovers take well under a second or two.
+ELECTION_TIMEOUT_MS = 500
+HEARTBEAT_MS = 50
+
+
+def require_binary(path):
+    if not path.exists():
+        pytest.fail(f"{path} not found: build it first (make build), or set "
+                    f"BATON_BUILD to the build directory")
+
+
+def free_ports(n):
+    """n distinct free TCP ports on 127.0.0.1 (bound to port 0, then
+    released; another process could take one in between, which is rare)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL it if the test runner dies, so no
+    node outlives a crashed or killed pytest (Linux prctl PR_SET_PDEATHSIG).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+    except Exception:  # not Linux: cleanup still happens in the fixture
+        pass
+
+
+class Deadline:
+    """A bound on a loop, in seconds and in iterations."""
+
+    def __init__(self, seconds, what, max_tries=None):
+        self.end = time.monotonic() + seconds
+        self.seconds = seconds
+        self.what = what
+        self.tries = 0
+        self.max_tries = max_tries or int(seconds / POLL_S) * 4 + 100
+
+    def expired(self):
+        self.tries += 1
+        return time.monotonic() > self.end or self.tries > self.max_tries
+
+    def fail(self, detail=""):
+        raise AssertionError(
+            f"timed out after {self.seconds:.1f} s ({self.tries} tries) "
+            f"waiting for {self.what}" + (f": {detail}" if detail else ""))
+
+
+def is_tryagain(e):
+    return isinstance(e, redis.ResponseError) and str(e).startswith(
+        "TRYAGAIN")
+
+
+def retry(fn, deadline_s=RETRY_DEADLINE_S, what="a command",
+          on_connection_error=True):
+    """Call fn() until it does not fail with -TRYAGAIN (or, if allowed, a
+    connection error or timeout), for at most deadline_s seconds."""
+    d = Deadline(deadline_s, what)
+    last = None
+    delay = POLL_S
+    while not d.expired():
+        try:
+            return fn()
+        except redis.ResponseError as e:
+            if not is_tryagain(e):
+                raise
+            last = e
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            if not on_connection_error:
+                raise
+            last = e
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    d.fail(f"last error: {last!r}")
+
+
+def as_map(reply):
+    """An admin reply (alternating field names and values) as a dict."""
+    assert isinstance(reply, list) and len(reply) % 2 == 0, reply
+    return dict(zip(reply[0::2], reply[1::2]))
+
+
+class Node:
+    def __init__(self, cluster, node_id, client_port, peer_port):
+        self.cluster = cluster
+        self.id = node_id
+        self.client_port = client_port
+        self.peer_port = peer_port
+        self.data_dir = cluster.root / f"node{node_id}"
+        self.log_path = cluster.root / f"node{node_id}.log"
+        self.args = []
+        self.proc = None
+        self.exit_codes = []  # of earlier runs, in order
+
+    client_addr = property(lambda self: f"{HOST}:{self.client_port}")
+    peer_addr = property(lambda self: f"{HOST}:{self.peer_port}")
+
+    def __repr__(self):
+        return f"<node {self.id} {self.client_addr}>"
+
+    @property
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, args=None, wait=True):
+        """Start batond; `args` (kept for restarts) come after the common
+        ones. Waits until it answers PING unless wait=False."""
+        assert not self.alive, f"{self} is already running"
+        if args is not None:
+            self.args = list(args)
+        cmd = [str(BATOND), "--id", str(self.id), "--listen",
+               self.client_addr, "--peer-listen", self.peer_addr, "--data",
+               str(self.data_dir)] + self.cluster.common_args + self.args
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- start: {' '.join(cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=log,
+                                         preexec_fn=_die_with_parent)
+        self.cluster.started_pids.add(self.proc.pid)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def restart(self):
+        """Start again with the same flags and data (after kill9/stop)."""
+        return self.start()
+
+    def wait_ready(self, timeout=READY_TIMEOUT_S):
+        d = Deadline(timeout, f"{self} to answer PING")
+        last = None
+        while not d.expired():
+            if not self.alive:
+                raise AssertionError(
+                    f"{self} exited with {self.proc.returncode} while "
+                    f"starting:\n{self.log_tail()}")
+            try:
+                if self.client(timeout=1.0).ping():
+                    return
+            except (redis.ConnectionError, redis.TimeoutError,
+                    redis.ResponseError) as e:
+                last = e
+            time.sleep(POLL_S)
+        d.fail(repr(last))
+
+    def client(self, timeout=5.0, **kw):
+        """A new redis-py client of this node (strings decoded)."""
+        return redis.Redis(host=HOST, port=self.client_port,
+                           socket_timeout=timeout,
+                           socket_connect_timeout=timeout,
+                           decode_responses=True, **kw)
+
+    def info(self, timeout=2.0):
+        """BATON.NODE as a dict of strings."""
+        return as_map(self.client(timeout=timeout).execute_command(
+            "BATON.NODE"))
+
+    def members(self, timeout=2.0):
+        """BATON.MEMBERS as a list of dicts."""
+        reply = self.client(timeout=timeout).execute_command("BATON.MEMBERS")
+        return [as_map(m) for m in reply]
+
+    def kill9(self):
+        assert self.alive, f"{self} is not running"
+        self.proc.send_signal(signal.SIGKILL)
+        self._reap(STOP_GRACE_S)
+
+    def terminate(self, timeout=STOP_GRACE_S):
+        """SIGTERM, wait for the exit; returns its exit code (SIGKILL and
+        an AssertionError if it does not exit in time)."""
+        assert self.alive, f"{self} is not running"
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self._reap(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self._reap(STOP_GRACE_S)
+            raise AssertionError(f"{self} did not exit within {timeout} s "
+                                 f"of SIGTERM")
+
+    def _reap(self, timeout):
+        code = self.proc.wait(timeout=timeout)
+        self.exit_codes.append(code)
+        return code
+
+    def log_text(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines=LOG_TAIL_LINES):
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+class Cluster:
+    def __init__(self, root):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.nodes = {}
+        self.started_pids = set()
+        self.common_args = []
+
+    # ---- starting -----------------------------------------------------------
+
+    def start(self, n=3, election_timeout_ms=ELECTION_TIMEOUT_MS,
+              heartbeat_ms=HEARTBEAT_MS, snapshot_entries=None, extra=(),
+              wait_leader=True):
+        """Bootstrap an n-node cluster; returns its leader (or None if
+        wait_leader is false)."""
+        require_binary(BATOND)
+        assert not self.nodes, "start() once per cluster"
+        self.common_args = ["--election-timeout-ms", str(election_timeout_ms),
+                            "--heartbeat-ms", str(heartbeat_ms)]
+        if snapshot_entries is not None:
+            self.common_args += ["--snapshot-entries", str(snapshot_entries)]
+        self.common_args += list(extra)
+        ports = free_ports(2 * n)
+        for i in range(n):
+            node_id = i + 1
+            self.nodes[node_id] = Node(self, node_id, ports[2 * i],
+                                       ports[2 * i + 1])
+        boot = ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}"
+                        for m in self.nodes.values())
+        try:
+            for m in self.nodes.values():
+                m.start(["--bootstrap", boot], wait=False)
+            for m in self.nodes.values():
+                m.wait_ready()
+            return self.leader() if wait_leader else None
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.logs_tail()}") from None
+
+    def new_joiner(self):
+        """Start one more node with --join (not yet a member)."""
+        node_id = max(self.nodes) + 1
+        cport, pport = free_ports(2)
+        m = Node(self, node_id, cport, pport)
+        self.nodes[node_id] = m
+        return m.start(["--join"])
+
+    # ---- looking at it ------------------------------------------------------
+
+    def node(self, node_id):
+        return self.nodes[node_id]
+
+    def alive(self):
+        return [m for m in self.nodes.values() if m.alive]
+
+    def find_leader(self, among=None):
+        """The live node reporting `leader` in the highest term, or None."""
+        best, best_term = None, -1
+        for m in among or self.alive():
+            try:
+                info = m.info(timeout=1.0)
+            except (redis.ConnectionError, redis.TimeoutError,
+                    redis.ResponseError):
+                continue
+            if info.get("role") == "leader" and int(info["term"]) > best_term:
+                best, best_term = m, int(info["term"])
+        return best
+
+    def leader(self, timeout=LEADER_TIMEOUT_S, exclude=()):
+        """Wait for a leader among the live nodes (not in `exclude`)."""
+        d = Deadline(timeout, "a leader")
+        while not d.expired():
+            among = [m for m in self.alive() if m not in exclude]
+            found = self.find_leader(among)
+            if found is not None:
+                return found
+            time.sleep(POLL_S)
+        d.fail(f"live nodes: {self.alive()}")
+
+    def followers(self):
+        lead = self.leader()
+        return [m for m in self.alive() if m is not lead]
+
+    def wait_applied(self, node, index, timeout=LEADER_TIMEOUT_S):
+        """Wait until `node` has applied `index`."""
+        d = Deadline(timeout, f"{node} to apply index {index}")
+        while not d.expired():
+            try:
+                if int(node.info()["applied"]) >= index:
+                    return
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+            time.sleep(POLL_S)
+        d.fail()
+
+    # ---- tools --------------------------------------------------------------
+
+    def batonctl(self, *args, node=None, check=True, timeout=30):
+        """Run batonctl against `node` (default: node 1)."""
+        require_binary(BATONCTL)
+        node = node or self.nodes[min(self.nodes)]
+        cmd = [str(BATONCTL), "-h", HOST, "-p", str(node.client_port)] + [
+            str(a) for a in args]
+        r = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=timeout)
+        if check:
+            assert r.returncode == 0, (
+                f"{' '.join(cmd)} exited {r.returncode}\nstdout:\n{r.stdout}"
+                f"\nstderr:\n{r.stderr}")
+        return r
+
+    def logs_tail(self):
+        parts = []
+        for m in self.nodes.values():
+            if m.proc is None:
+                state = "never started"
+            elif m.alive:
+                state = f"running, pid {m.proc.pid}"
+            else:
+                state = f"exited {m.proc.returncode}"
+            parts.append(f"==== node {m.id} ({m.client_addr}, {state}): "
+                         f"{m.log_path}\n{m.log_tail()}")
+        return "\n".join(parts)
+
+    # ---- cleanup ------------------------------------------------------------
+
+    def stop_all(self):
+        """SIGTERM every live node we started, SIGKILL after the grace
+        period. Only our own PIDs, never by name."""
+        live = [m for m in self.nodes.values()
+                if m.alive and m.proc.pid in self.started_pids]
+        for m in live:
+            try:
+                m.proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + STOP_GRACE_S
+        for m in live:
+            try:
+                m.proc.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait(timeout=STOP_GRACE_S)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """An empty Cluster for one test: call cluster.start(...)."""
+    c = Cluster(tmp_path / "cluster")
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One started 3-node cluster for the tests of a module that leave it
+    healthy (bad input, tools)."""
+    c = Cluster(tmp_path_factory.mktemp("shared"))
+    try:
+        c.start(3)
+        yield c
+    finally:
+        c.stop_all()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On failure, attach the tail of every node's log to the report."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when != "call" or not rep.failed:
+        return
+    for name in ("cluster", "shared_cluster"):
+        c = item.funcargs.get(name) if hasattr(item, "funcargs") else None
+        if isinstance(c, Cluster) and c.nodes:
+            rep.sections.append((f"baton node logs ({name})", c.logs_tail()))

@@ -1,0 +1,34 @@
+/* Helpers for the kv tests: run commands the way the server does. */
+#ifndef BATON_TESTS_KV_UTIL_H
+#define BATON_TESTS_KV_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv.h"
+
+/* Arguments of one command, at most this many in the helpers. */
+#define KVT_ARGS_MAX 64
+
+/* Run one command on kv as batond does: kv_lookup, kv_check, then a write
+ * through kv_encode + kv_apply (machine version 1), or a read through
+ * kv_read. Returns the RESP reply as a NUL-terminated string owned by the
+ * helper (valid until the next call). */
+const char *kvt_runv(struct baton_kv *kv, int argc, const char *const *argv,
+		     const size_t *lens);
+/* The same with the arguments split on single spaces ("SET a b"). */
+const char *kvt_run(struct baton_kv *kv, const char *line);
+
+/* The payload of a command line, in out (appended). */
+void kvt_encode(const char *line, struct baton_buf *out);
+
+/* The whole snapshot of kv into out (reset first). */
+void kvt_snapshot(const struct baton_kv *kv, struct baton_buf *out);
+
+/* A fresh map; fails the test if it cannot be made. */
+struct baton_kv *kvt_new(void);
+
+/* A small deterministic random generator (xorshift64*). */
+uint64_t kvt_rand(uint64_t *state);
+
+#endif /* BATON_TESTS_KV_UTIL_H */

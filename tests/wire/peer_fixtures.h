@@ -1,0 +1,50 @@
+/*
+ * Shared by the peer codec tests: sample frames of every kind, field by
+ * field comparison of decoded frames, and a re-encoder for any decoded
+ * frame.
+ */
+#ifndef BATON_TESTS_PEER_FIXTURES_H
+#define BATON_TESTS_PEER_FIXTURES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "peer.h"
+
+struct baton_profile fix_profile(uint16_t major, uint16_t minor, uint16_t patch,
+				 uint32_t proto_min, uint32_t proto_max,
+				 uint32_t machine_max);
+
+/* Raft messages of every type and shape; the data they point to is static. */
+#define FIX_N_RAFT 15u
+void fix_raft(uint32_t i, struct baton_msg *m);
+
+/* Every sample frame (Raft ones included), encoded: appends sample i to
+ * out. FIX_N_FRAMES samples. */
+#define FIX_N_FRAMES (FIX_N_RAFT + 8u)
+void fix_encode_sample(uint32_t i, struct baton_buf *out);
+
+/* Equal field by field; on a difference, *diff names the field. */
+bool fix_msg_eq(const struct baton_msg *a, const struct baton_msg *b,
+		const char **diff);
+bool fix_frame_eq(const struct baton_peer_frame *a,
+		  const struct baton_peer_frame *b, const char **diff);
+
+/* Encode a decoded frame again (any known kind). */
+int fix_encode_frame(const struct baton_peer_frame *f, struct baton_buf *out);
+
+/* Split and decode the single whole frame in (data, len): it must be
+ * exactly one frame. Returns what baton_peer_decode returns, or -1 if the
+ * bytes are not exactly one frame. */
+int fix_decode_one(const uint8_t *data, size_t len, struct baton_peer_frame *f);
+
+/* A minimal protobuf writer, to craft envelopes the encoder would refuse
+ * to make (malformed, or from a newer release). Appends to w. */
+void pw_varint(struct baton_buf *w, uint64_t v);
+void pw_uint(struct baton_buf *w, uint32_t field, uint64_t v);
+void pw_bytes(struct baton_buf *w, uint32_t field, const void *p, size_t n);
+void pw_msg(struct baton_buf *w, uint32_t field, const struct baton_buf *m);
+
+#endif
