@@ -502,10 +502,15 @@ static void take_snapshot(struct baton_node *n)
 		ev.u.snapshot_taken.index = h.meta.index;
 		ev.u.snapshot_taken.data = data.data;
 		ev.u.snapshot_taken.len = data.len;
-		rv = step(n, &ev);
+		baton_index before = n->snapshot_index;
 		n->snapshot_index = h.meta.index;
-		LOG_INFO("snapshot at index %" PRIu64 " (%zu bytes)",
-			 h.meta.index, data.len);
+		rv = step(n, &ev);
+		n->snapshot_due = false;
+		if (rv == 0)
+			LOG_INFO("snapshot at index %" PRIu64 " (%zu bytes)",
+				 h.meta.index, data.len);
+		else
+			n->snapshot_index = before;
 	}
 	if (rv == BATON_EIO)
 		storage_failed(n, rv);
@@ -837,6 +842,8 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 		o.election_timeout_ms = c->election_timeout_ms;
 	if (c->heartbeat_ms)
 		o.heartbeat_interval_ms = c->heartbeat_ms;
+	if (c->snapshot_trailing_set)
+		o.snapshot_trailing_entries = c->snapshot_trailing;
 	int rv = baton_raft_create(&o, &n->raft);
 	if (rv != 0) {
 		snprintf(err, errlen, "raft options: %s", baton_strerror(rv));

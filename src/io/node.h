@@ -53,6 +53,9 @@ struct baton_node_config {
 	uint32_t election_timeout_ms;
 	uint32_t heartbeat_ms;
 	uint64_t snapshot_entries; /* take a snapshot every this many */
+	/* Entries kept behind a snapshot for followers a little behind. */
+	bool snapshot_trailing_set;
+	uint32_t snapshot_trailing;
 	/* Founding members (bootstrap): ids and peer addresses. */
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];

@@ -334,15 +334,23 @@ static void on_frame(struct conn *c, const uint8_t *body, size_t len)
 	struct baton_peer_frame f;
 	if (baton_peer_decode(body, len, &f) != 0) {
 		t->stats.malformed++;
+		LOG_WARN("closing a peer connection: its first frame is not a "
+			 "valid handshake (%s)",
+			 f.why != NULL ? f.why : "malformed");
 		conn_close(c, "malformed handshake");
 		return;
 	}
-	if (!c->outbound && f.kind == BATON_PEER_HANDSHAKE)
+	if (!c->outbound && f.kind == BATON_PEER_HANDSHAKE) {
 		on_handshake(c, &f.handshake);
-	else if (c->outbound && f.kind == BATON_PEER_HANDSHAKE_REPLY)
+	} else if (c->outbound && f.kind == BATON_PEER_HANDSHAKE_REPLY) {
 		on_handshake_reply(c, &f.handshake_reply);
-	else
+	} else {
+		t->stats.malformed++;
+		LOG_WARN("closing a peer connection: expected a handshake, got "
+			 "a frame of kind %u",
+			 f.kind);
 		conn_close(c, "expected a handshake");
+	}
 	baton_peer_frame_free(&f);
 }
 
@@ -598,7 +606,6 @@ void baton_transport_count_unknown(struct baton_transport *t)
 {
 	t->stats.unknown++;
 }
-
 
 void baton_transport_stop(struct baton_transport *t)
 {

@@ -28,7 +28,8 @@
 #define ERR_SYNTAX "ERR syntax error"
 #define ERR_NOT_INT "ERR value is not an integer or out of range"
 #define ERR_OVERFLOW "ERR increment or decrement would overflow"
-#define ERR_TOO_BIG "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+#define ERR_TOO_BIG                                                            \
+	"ERR string exceeds maximum allowed size (proto-max-bulk-len)"
 
 /* ---- helpers ---- */
 
@@ -299,7 +300,8 @@ static int run_keys(struct baton_kv *kv, const struct kv__args *a,
 	int rv = 0;
 	uint64_t cursor = 0;
 	do {
-		const struct kv__entry *e = kv__table_bucket(&kv->table, cursor);
+		const struct kv__entry *e =
+			kv__table_bucket(&kv->table, cursor);
 		for (; rv == 0 && e != NULL; e = e->next)
 			if (matches(pattern, plen, e))
 				rv = list_push(&l, e);
@@ -324,7 +326,8 @@ static int run_scan(struct baton_kv *kv, const struct kv__args *a,
 	struct list l = {0};
 	uint64_t cursor = o.cursor;
 	do {
-		const struct kv__entry *e = kv__table_bucket(&kv->table, cursor);
+		const struct kv__entry *e =
+			kv__table_bucket(&kv->table, cursor);
 		for (; rv == 0 && e != NULL; e = e->next) {
 			seen++;
 			if (matches(o.pattern, o.pattern_len, e))
@@ -549,7 +552,8 @@ int kv__check(const struct kv_command *c, const struct kv__args *a,
 			       ? BATON_EINVAL
 			       : BATON_ENOMEM;
 	if (c->key_first > 0) {
-		int last = c->key_last < 0 ? a->argc + c->key_last : c->key_last;
+		int last =
+			c->key_last < 0 ? a->argc + c->key_last : c->key_last;
 		for (int i = c->key_first; i <= last; i += c->key_step)
 			if (a->lens[i] > KV_KEY_BYTES_MAX)
 				return refuse(err, "ERR key exceeds maximum "

@@ -77,8 +77,8 @@ int kv__entry_set(struct kv__entry *e, const uint8_t *val, size_t len);
  * unchanged. The caller checked kv__append_fits(). */
 int kv__entry_append(struct kv__entry *e, const uint8_t *val, size_t len);
 
-struct kv__entry *kv__table_find(const struct kv__table *t,
-				 const uint8_t *key, size_t len);
+struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
+				 size_t len);
 /* Insert e, whose key must be absent. May grow the table (best effort: a
  * failed allocation leaves longer chains, never a failure). */
 void kv__table_insert(struct kv__table *t, struct kv__entry *e);

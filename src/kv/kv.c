@@ -40,7 +40,8 @@ uint64_t kv_dbsize(const struct baton_kv *kv)
 int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 	     const uint8_t *payload, size_t len, struct baton_buf *reply)
 {
-	if (v.value < KV_MACHINE_VERSION_MIN || v.value > KV_MACHINE_VERSION_MAX)
+	if (v.value < KV_MACHINE_VERSION_MIN ||
+	    v.value > KV_MACHINE_VERSION_MAX)
 		return BATON_EVERSION;
 	struct kv__payload p;
 	int rv = kv__payload_decode(payload, len, &p);
@@ -58,7 +59,8 @@ int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 		uint64_t count = kv->table.count;
 		rv = kv__check(c, a, out);
 		if (rv == BATON_EINVAL)
-			rv = 0; /* refused alike everywhere: the -ERR is the reply */
+			rv = 0; /* refused alike everywhere: the -ERR is the
+				   reply */
 		else if (rv == 0)
 			rv = c->run(kv, a, out);
 		if (rv != 0) {

@@ -128,8 +128,7 @@ uint64_t kv_dbsize(const struct baton_kv *kv);
  * 0 or a negative error, which stops the snapshot and is returned. Returns
  * 0, the sink's error, or BATON_ENOMEM. */
 int kv_snapshot(const struct baton_kv *kv,
-		int (*sink)(void *arg, const void *buf, size_t len),
-		void *arg);
+		int (*sink)(void *arg, const void *buf, size_t len), void *arg);
 
 /* Replace the map with a snapshot's contents. On failure the old contents
  * stay: BATON_ECORRUPT (bad magic, length, checksum, limits, duplicate

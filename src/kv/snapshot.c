@@ -89,7 +89,8 @@ static int put(struct writer *w, const void *buf, size_t len)
 static int put_entry(struct writer *w, const struct kv__entry *e)
 {
 	uint8_t n[4];
-	assert(e->key_len <= KV_KEY_BYTES_MAX && e->val_len <= KV_VALUE_BYTES_MAX);
+	assert(e->key_len <= KV_KEY_BYTES_MAX &&
+	       e->val_len <= KV_VALUE_BYTES_MAX);
 	put_u32(n, (uint32_t)e->key_len);
 	int rv = put(w, n, 4);
 	if (rv == 0)

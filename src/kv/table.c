@@ -207,8 +207,8 @@ static void resize(struct kv__table *t, uint64_t size)
 	t->size = size;
 }
 
-struct kv__entry *kv__table_find(const struct kv__table *t,
-				 const uint8_t *key, size_t len)
+struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
+				 size_t len)
 {
 	uint64_t h = kv__hash(key, len);
 	for (struct kv__entry *e = t->buckets[h & (t->size - 1)]; e != NULL;

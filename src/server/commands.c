@@ -336,7 +336,7 @@ static int cmd_node(struct ctx *x)
 	struct server *s = x->s;
 	struct baton_node_status st;
 	baton_node_status(s->node, &st);
-	const struct book_entry *me = machine_book_find(s, s->cfg.id);
+	const struct book_entry *me = machine_address(s, s->cfg.id);
 	struct baton_buf *b = out(x);
 	resp_array(b, 2 * 15);
 	map_field(b, "id", "%" PRIu64, st.raft.id);
@@ -366,7 +366,7 @@ static int cmd_members(struct ctx *x)
 	resp_array(b, st.raft.config.n);
 	for (uint32_t i = 0; i < st.raft.config.n; i++) {
 		const struct baton_member *m = &st.raft.config.members[i];
-		const struct book_entry *e = machine_book_find(s, m->id);
+		const struct book_entry *e = machine_address(s, m->id);
 		resp_array(b, 2 * 5);
 		map_field(b, "id", "%" PRIu64, m->id);
 		map_field(b, "role", "%s",
@@ -387,7 +387,7 @@ static bool require_leader(struct ctx *x)
 	struct server *s = x->s;
 	if (s->leader == s->cfg.id)
 		return true;
-	const struct book_entry *e = machine_book_find(s, s->leader);
+	const struct book_entry *e = machine_address(s, s->leader);
 	if (s->leader == 0)
 		resp_error(out(x), "TRYAGAIN no leader elected yet; retry");
 	else
@@ -467,8 +467,8 @@ static int cmd_add(struct ctx *x)
 }
 
 static int cmd_member_change(struct ctx *x,
-			      int (*op)(struct baton_node *, baton_node_id,
-					baton_node_done_cb, void *))
+			     int (*op)(struct baton_node *, baton_node_id,
+				       baton_node_done_cb, void *))
 {
 	uint64_t id = 0;
 	bool optional = op == baton_node_transfer;

@@ -42,6 +42,10 @@ static void usage(FILE *f)
 		"  --max-clients N         (default %u)\n"
 		"  --snapshot-entries N    snapshot every N applied entries "
 		"(default 100000)\n"
+		"  --snapshot-trailing N   log entries kept behind a snapshot "
+		"for slow followers\n"
+		"                          (default 1024; a follower further "
+		"behind gets the snapshot)\n"
 		"  --election-timeout-ms N (default 1000)\n"
 		"  --heartbeat-ms N        (default 100)\n"
 		"  --log-level L           debug, info (default), warn, error\n"
@@ -138,6 +142,11 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 		if (parse_u64(name, v, 1, UINT32_MAX, &n) != 0)
 			return -1;
 		c->snapshot_entries = n;
+	} else if (strcmp(name, "snapshot-trailing") == 0) {
+		if (parse_u64(name, v, 0, UINT32_MAX, &n) != 0)
+			return -1;
+		c->snapshot_trailing = (uint32_t)n;
+		c->snapshot_trailing_set = true;
 	} else if (strcmp(name, "election-timeout-ms") == 0) {
 		if (parse_u64(name, v, 50, 60000, &n) != 0)
 			return -1;

@@ -110,6 +110,27 @@ const struct book_entry *machine_book_find(const struct server *s,
 	return NULL;
 }
 
+const struct book_entry *machine_address(struct server *s, baton_node_id id)
+{
+	const struct book_entry *e = machine_book_find(s, id);
+	if (e != NULL)
+		return e;
+	/* Not replicated yet: a founder's addresses are known from the
+	 * --bootstrap list. */
+	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
+		if (s->cfg.founders[i] != id)
+			continue;
+		static struct book_entry founder;
+		founder.id = id;
+		snprintf(founder.peer, sizeof founder.peer, "%s",
+			 s->cfg.founder_peer[i]);
+		snprintf(founder.client, sizeof founder.client, "%s",
+			 s->cfg.founder_client[i]);
+		return &founder;
+	}
+	return NULL;
+}
+
 static void book_set(struct server *s, const struct book_entry *e)
 {
 	struct book_entry *slot =

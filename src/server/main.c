@@ -67,6 +67,8 @@ static int run(struct server *s)
 		.election_timeout_ms = s->cfg.election_timeout_ms,
 		.heartbeat_ms = s->cfg.heartbeat_ms,
 		.snapshot_entries = s->cfg.snapshot_entries,
+		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
+		.snapshot_trailing = s->cfg.snapshot_trailing,
 		.n_founders = s->cfg.n_founders,
 	};
 	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {

@@ -48,6 +48,8 @@ struct server_config {
 	char founder_client[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
 	uint32_t max_clients;
 	uint64_t snapshot_entries;
+	bool snapshot_trailing_set;
+	uint32_t snapshot_trailing;
 	uint32_t election_timeout_ms;
 	uint32_t heartbeat_ms;
 	int log_level;
@@ -103,6 +105,9 @@ struct server {
 void machine_app(struct server *s, struct baton_node_app *app);
 const struct book_entry *machine_book_find(const struct server *s,
 					   baton_node_id id);
+/* The book's entry, or a founder's from --bootstrap; NULL if unknown. The
+ * pointer is valid until the next call. */
+const struct book_entry *machine_address(struct server *s, baton_node_id id);
 /* Encode an address entry for proposing. */
 int machine_encode_address(const struct book_entry *e, struct baton_buf *out);
 /* On becoming leader: put founders' addresses into the replicated book. */

@@ -66,7 +66,7 @@ int resp_error(struct baton_buf *b, const char *fmt, ...)
 	if (n < 0)
 		return BATON_EINVAL;
 	size_t len = (size_t)n < RESP_ERROR_BYTES_MAX ? (size_t)n
-						       : RESP_ERROR_BYTES_MAX;
+						      : RESP_ERROR_BYTES_MAX;
 	/* '-', the message and its NUL, then the NUL becomes "\r\n". */
 	int rv = baton_buf_reserve(b, len + 3);
 	if (rv != 0)
@@ -443,7 +443,8 @@ static bool scan_word(uint8_t *s, size_t *i, size_t end, size_t *w)
 			if (r == end)
 				return false;
 			if (s[r] == '\\' && r + 3 < end && s[r + 1] == 'x' &&
-			    hex_value(s[r + 2]) >= 0 && hex_value(s[r + 3]) >= 0) {
+			    hex_value(s[r + 2]) >= 0 &&
+			    hex_value(s[r + 3]) >= 0) {
 				s[o++] = (uint8_t)(hex_value(s[r + 2]) * 16 +
 						   hex_value(s[r + 3]));
 				r += 4;

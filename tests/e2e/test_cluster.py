@@ -100,7 +100,8 @@ def test_kill9_leader_then_new_leader_and_old_node_catches_up(cluster):
 
 
 def test_lagging_node_catches_up_by_snapshot_after_compaction(cluster):
-    leader = cluster.start(3, snapshot_entries=100)
+    leader = cluster.start(3, snapshot_entries=100,
+                           extra=("--snapshot-trailing", "10"))
     lagging = [m for m in cluster.alive() if m is not leader][0]
     assert lagging.terminate() == 0
     keys = 600

@@ -33,9 +33,9 @@ const char *kvt_runv(struct baton_kv *kv, int argc, const char *const *argv,
 		baton_buf_init(&payload);
 		cr_assert_eq(kv_encode(argc, args, lens, &payload), 0);
 		struct baton_machine_version v = {1};
-		cr_assert_eq(kv_apply(kv, v, payload.data, payload.len,
-				      &reply_text),
-			     0);
+		cr_assert_eq(
+			kv_apply(kv, v, payload.data, payload.len, &reply_text),
+			0);
 		baton_buf_free(&payload);
 	} else {
 		cr_assert_eq(kv_read(kv, argc, args, lens, &reply_text), 0);

@@ -36,9 +36,8 @@ Test(commands, lookup_is_case_insensitive)
 	cr_assert_null(kv_lookup((const uint8_t *)"GETX", 4));
 	cr_assert_null(kv_lookup((const uint8_t *)"GE", 2));
 	cr_assert_null(kv_lookup((const uint8_t *)"", 0));
-	const char *writes[] = {"SET",	  "DEL",    "INCR", "INCRBY",
-				"DECR",	  "DECRBY", "APPEND", "MSET",
-				"FLUSHALL"};
+	const char *writes[] = {"SET",	  "DEL",    "INCR", "INCRBY",  "DECR",
+				"DECRBY", "APPEND", "MSET", "FLUSHALL"};
 	for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) {
 		c = kv_lookup((const uint8_t *)writes[i], strlen(writes[i]));
 		cr_assert_not_null(c, "%s", writes[i]);
@@ -256,8 +255,8 @@ Test(commands, keys)
 	RUN("MSET hello 1 hallo 2 hxllo 3 hllo 4 heeeello 5", "+OK\r\n");
 	const char *r = kvt_run(kv, "KEYS h?llo");
 	cr_assert_eq(strncmp(r, "*3\r\n", 4), 0, "%s", r);
-	cr_assert(strstr(r, "$5\r\nhello\r\n") && strstr(r, "$5\r\nhallo\r\n") &&
-		  strstr(r, "$5\r\nhxllo\r\n"));
+	cr_assert(strstr(r, "$5\r\nhello\r\n") &&
+		  strstr(r, "$5\r\nhallo\r\n") && strstr(r, "$5\r\nhxllo\r\n"));
 	r = kvt_run(kv, "KEYS h*llo");
 	cr_assert_eq(strncmp(r, "*5\r\n", 4), 0, "%s", r);
 	r = kvt_run(kv, "KEYS h[ae]llo");
