@@ -19,6 +19,10 @@
 #define PROPOSE_BATCH_MAX 1024u
 /* How long membership changes and transfers may take. */
 #define ADMIN_TIMEOUT_MS 30000u
+/* A client never waits forever: a read that no leader confirms, or a
+ * write that is not applied, fails with a retryable error after this. */
+#define READ_TIMEOUT_MS 5000u
+#define PROPOSAL_TIMEOUT_MS 10000u
 
 /* Messages held until the persistence of their update completes. */
 struct held {
@@ -40,6 +44,7 @@ struct write {
 struct proposal {
 	baton_index index;
 	baton_term term;
+	uint64_t deadline_ms;
 	baton_node_propose_cb cb;
 	void *data;
 };
@@ -53,6 +58,7 @@ struct queued_proposal {
 
 struct read_req {
 	uint64_t id;
+	uint64_t deadline_ms;
 	baton_index read_index;
 	bool resolved;
 	baton_node_done_cb cb;
@@ -544,9 +550,16 @@ static void flush_proposals(struct baton_node *n)
 				props_push(
 					n,
 					(struct proposal){
-						ev.u.propose.first_index_out +
+						.index =
+							ev.u.propose
+								.first_index_out +
 							i,
-						s.term, q->cb, q->data});
+						.term = s.term,
+						.deadline_ms =
+							now_ms(n) +
+							PROPOSAL_TIMEOUT_MS,
+						.cb = q->cb,
+						.data = q->data});
 			else
 				q->cb(q->data, rv, NULL, 0);
 			free(q->payload);
@@ -613,12 +626,35 @@ static void on_check(uv_check_t *c)
 		take_snapshot(n);
 }
 
+/* Fail reads and proposals that waited too long (a partitioned leader, no
+ * quorum): the client gets a retryable error instead of a hang. */
+static void expire(struct baton_node *n)
+{
+	uint64_t now = now_ms(n);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n->reads_n; i++) {
+		struct read_req r = n->reads[i];
+		if (r.deadline_ms > now || r.read_index == UINT64_MAX)
+			n->reads[k++] = r;
+		else
+			r.cb(r.data, BATON_ENOLEADER);
+	}
+	n->reads_n = k;
+	struct proposal *p;
+	while ((p = props_front(n)) != NULL && p->deadline_ms <= now) {
+		struct proposal q = *p;
+		props_pop(n);
+		q.cb(q.data, BATON_ELEADERCHANGED, NULL, 0);
+	}
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	struct baton_node *n = t->data;
 	struct baton_event ev = {.type = BATON_EVENT_TICK};
 	step(n, &ev);
 	check_waiters(n, 0);
+	expire(n);
 	if (n->shutdown_cb != NULL &&
 	    (n->leader != n->c.id || now_ms(n) > n->shutdown_deadline_ms)) {
 		void (*cb)(void *) = n->shutdown_cb;
@@ -682,6 +718,7 @@ int baton_node_read(struct baton_node *n, baton_node_done_cb cb, void *data)
 		n->reads = grow(n->reads, &n->reads_cap, sizeof *n->reads);
 	n->reads[n->reads_n++] = (struct read_req){
 		.id = ++n->next_read_id,
+		.deadline_ms = now_ms(n) + READ_TIMEOUT_MS,
 		.read_index = UINT64_MAX, /* not yet given to the core */
 		.cb = cb,
 		.data = data};
