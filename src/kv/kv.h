@@ -49,7 +49,10 @@ enum kv_command_flags {
 	KV_READ = 1u << 1,  /* runs locally: kv_read */
 };
 
+/* The map: opaque, made by kv_create(). Not thread-safe: one thread at a
+ * time applies, reads and snapshots. */
 struct baton_kv;
+/* A command's arguments (internal, src/kv/internal.h). */
 struct kv__args;
 
 /* One entry of the static command table. */
@@ -73,9 +76,11 @@ const struct kv_command *kv_lookup(const uint8_t *name, size_t len);
 
 /* Validate a command before it is logged or run: arity, options, integer
  * arguments, key and value limits. argv[0] is the name (c is what
- * kv_lookup() returned for it); argc >= 1. Returns 0 if the command may
- * go ahead (nothing appended), or BATON_EINVAL after appending the -ERR
- * reply Redis would give ("-ERR syntax error", ...) to err. */
+ * kv_lookup() returned for it); argc >= 1. Only lengths are read for the
+ * limits. Returns 0 if the command may go ahead (nothing appended);
+ * BATON_EINVAL after appending to err the -ERR reply Redis would give
+ * ("-ERR syntax error", ...); BATON_ENOMEM if the command is refused but
+ * its reply could not be appended. */
 int kv_check(const struct kv_command *c, int argc, const uint8_t *const *argv,
 	     const size_t *lens, struct baton_buf *err);
 

@@ -11,6 +11,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -158,6 +159,12 @@ static void apply(void *data, const struct baton_entry *e,
 	if (e->buf[0] == PAYLOAD_KV) {
 		struct baton_machine_version v = {1};
 		int rv = kv_apply(s->kv, v, p, (size_t)(end - p), reply);
+		if (rv == BATON_ENOMEM) {
+			/* Skipping the entry would make this node diverge. */
+			LOG_ERROR("out of memory applying entry %" PRIu64,
+				  e->index);
+			abort();
+		}
 		if (rv != 0 && reply != NULL && reply->len == 0)
 			reply_error_for(reply, rv);
 		return;

@@ -18,6 +18,7 @@
  * real limits are the callers' named ones). */
 #define BATON_BUF_BYTES_MAX ((size_t)SIZE_MAX / 2)
 
+/* See the top of this file. Zero-initialized is the same as initialized. */
 struct baton_buf {
 	uint8_t *data;
 	size_t len;

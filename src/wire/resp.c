@@ -644,12 +644,10 @@ int resp_parser_next(struct resp_parser *p, struct resp_command *cmd)
 		case S_BULK_HEADER:
 			rv = bulk_header(p);
 			break;
-		case S_BULK_DATA:
+		default:
+			assert(p->state == S_BULK_DATA);
 			rv = bulk_data(p, cmd);
 			break;
-		default:
-			assert(!"resp parser: unknown state");
-			return BATON_ECORRUPT;
 		}
 		if (rv != PARSE_CONTINUE)
 			return rv;

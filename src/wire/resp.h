@@ -71,11 +71,12 @@ bool resp_parse_int(const uint8_t *s, size_t len, int64_t *out);
 /* Bytes held unparsed at once: Redis's client-query-buffer-limit. */
 #define RESP_QUERY_BYTES_MAX_DEFAULT ((size_t)1 << 30)
 
+/* A connection's limits; each must be at least 1. */
 struct resp_limits {
-	uint32_t args_max;
-	size_t bulk_bytes_max;
-	size_t inline_bytes_max;
-	size_t query_bytes_max;
+	uint32_t args_max;	 /* arguments in one command */
+	size_t bulk_bytes_max;	 /* one bulk argument */
+	size_t inline_bytes_max; /* one inline line or header, sans \r\n */
+	size_t query_bytes_max;	 /* unparsed bytes held at once */
 };
 
 /* Fill *l with the *_DEFAULT limits above. */

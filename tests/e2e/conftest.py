@@ -197,6 +197,7 @@ class Node:
 
     def client(self, timeout=5.0, **kw):
         """A new redis-py client of this node (strings decoded)."""
+        kw.setdefault("password", self.cluster.password)
         return redis.Redis(host=HOST, port=self.client_port,
                            socket_timeout=timeout,
                            socket_connect_timeout=timeout,
@@ -252,12 +253,13 @@ class Cluster:
         self.nodes = {}
         self.started_pids = set()
         self.common_args = []
+        self.password = None  # clients and batonctl AUTH with it
 
     # ---- starting -----------------------------------------------------------
 
     def start(self, n=3, election_timeout_ms=ELECTION_TIMEOUT_MS,
-              heartbeat_ms=HEARTBEAT_MS, snapshot_entries=None, extra=(),
-              wait_leader=True):
+              heartbeat_ms=HEARTBEAT_MS, snapshot_entries=None, password=None,
+              extra=(), wait_leader=True):
         """Bootstrap an n-node cluster; returns its leader (or None if
         wait_leader is false)."""
         require_binary(BATOND)
@@ -266,6 +268,9 @@ class Cluster:
                             "--heartbeat-ms", str(heartbeat_ms)]
         if snapshot_entries is not None:
             self.common_args += ["--snapshot-entries", str(snapshot_entries)]
+        if password is not None:
+            self.common_args += ["--password", password]
+            self.password = password
         self.common_args += list(extra)
         ports = free_ports(2 * n)
         for i in range(n):
@@ -341,12 +346,17 @@ class Cluster:
 
     # ---- tools --------------------------------------------------------------
 
-    def batonctl(self, *args, node=None, check=True, timeout=30):
-        """Run batonctl against `node` (default: node 1)."""
+    def batonctl(self, *args, node=None, check=True, timeout=30,
+                 password=None):
+        """Run batonctl against `node` (default: node 1), with the
+        cluster's password unless another is given ("" for none)."""
         require_binary(BATONCTL)
         node = node or self.nodes[min(self.nodes)]
-        cmd = [str(BATONCTL), "-h", HOST, "-p", str(node.client_port)] + [
-            str(a) for a in args]
+        cmd = [str(BATONCTL), "-h", HOST, "-p", str(node.client_port)]
+        password = self.password if password is None else password
+        if password:
+            cmd += ["-a", password]
+        cmd += [str(a) for a in args]
         r = subprocess.run(cmd, capture_output=True, text=True,
                            timeout=timeout)
         if check:

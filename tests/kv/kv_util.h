@@ -8,7 +8,7 @@
 #include "kv.h"
 
 /* Arguments of one command, at most this many in the helpers. */
-#define KVT_ARGS_MAX 64
+#define KVT_ARGS_MAX 1024
 
 /* Run one command on kv as batond does: kv_lookup, kv_check, then a write
  * through kv_encode + kv_apply (machine version 1), or a read through

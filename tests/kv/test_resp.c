@@ -669,7 +669,7 @@ static size_t random_input(uint64_t *seed, uint8_t *buf, size_t cap)
 	return len;
 }
 
-Test(resp_parse, random_bytes_never_crash, .timeout = 120)
+Test(resp_parse, random_bytes_never_crash)
 {
 	struct resp_limits l;
 	resp_limits_default(&l);
