@@ -7,7 +7,7 @@ ASAN_SEEDS ?= 100
 TSAN_BUILD ?= build-tsan
 FORMAT_FILES = $(shell find src include tests bench -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test sim replay power-loss sanitize tsan mutants bench format format-check run clean
+.PHONY: all setup build test e2e sim replay power-loss sanitize tsan mutants bench bench-server format format-check run clean
 
 all: build
 
@@ -22,6 +22,10 @@ build: setup $(BUILD)/CMakeCache.txt
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
+
+# Only the end-to-end tests (real batond processes on loopback).
+e2e: build
+	BATON_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e
 
 # Any number of swarm seeds: make sim SEEDS=20000 [SEED=first]
 sim: build
@@ -56,6 +60,10 @@ mutants: setup
 bench: build
 	$(BUILD)/bench-core
 	$(BUILD)/bench-storage
+
+# batond against redis-server --appendfsync always, with redis-benchmark.
+bench-server: build
+	BUILD=$(BUILD) bench/server_bench.sh
 
 format:
 	clang-format -i $(FORMAT_FILES)

@@ -9,6 +9,7 @@
 #   bench/server_bench.sh                  # each run sized for ~6 s
 #   SECONDS_PER_RUN=10 bench/server_bench.sh
 #   REQUESTS=50000 bench/server_bench.sh   # a fixed -n for every run
+#   REPEAT=3 bench/server_bench.sh         # median of 3 alternating runs
 #   BUILD=build bench/server_bench.sh      # where batond and batonctl are
 #
 # A short probe run (PROBE_REQUESTS) measures each server's rate first, and
@@ -22,6 +23,7 @@ BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD="$ROOT/$BUILD"
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-6}
 REQUESTS=${REQUESTS:-}
+REPEAT=${REPEAT:-1}
 PROBE_REQUESTS=${PROBE_REQUESTS:-2000}
 MIN_REQUESTS=${MIN_REQUESTS:-2000}
 MAX_REQUESTS=${MAX_REQUESTS:-5000000}
@@ -131,44 +133,57 @@ rps() {
 		awk -F'"' -v t="${test^^}" '$2 == t { print $4; exit }'
 }
 
-# measure PORT TEST CASE: a probe run, then one sized to SECONDS_PER_RUN.
-measure() {
-	local port=$1 test=$2 case=$3 n rate
+# size PORT TEST CASE: the -n for a run of ~SECONDS_PER_RUN, from a probe.
+size() {
+	local port=$1 test=$2 case=$3 rate
 	if [[ -n $REQUESTS ]]; then
-		n=$REQUESTS
-	else
-		rate=$(rps "$port" "$test" "$PROBE_REQUESTS" $case)
-		[[ -n $rate ]] || die "redis-benchmark failed on port $port: $(cat "$WORK/bench.err")"
-		n=$(awk -v r="$rate" -v s="$SECONDS_PER_RUN" -v lo="$MIN_REQUESTS" \
-			-v hi="$MAX_REQUESTS" 'BEGIN { n = int(r * s); if (n < lo) n = lo; if (n > hi) n = hi; print n }')
+		echo "$REQUESTS"
+		return
 	fi
-	rate=$(rps "$port" "$test" "$n" $case)
+	rate=$(rps "$port" "$test" "$PROBE_REQUESTS" $case)
 	[[ -n $rate ]] || die "redis-benchmark failed on port $port: $(cat "$WORK/bench.err")"
-	echo "$rate $n"
+	awk -v r="$rate" -v s="$SECONDS_PER_RUN" -v lo="$MIN_REQUESTS" \
+		-v hi="$MAX_REQUESTS" 'BEGIN { n = int(r * s); if (n < lo) n = lo; if (n > hi) n = hi; print n }'
+}
+
+median() {
+	tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
 
 echo "starting a 3-node baton cluster and redis-server (appendfsync always) in $WORK ..."
 start_baton
 start_redis
+declare -A PORT=([baton]=$BATON_PORT [redis]=$REDIS_PORT)
 echo "baton leader at $HOST:$BATON_PORT, redis-server at $HOST:$REDIS_PORT"
-echo "redis-benchmark -d $VALUE_BYTES -r $KEYSPACE, ~${SECONDS_PER_RUN} s per run${REQUESTS:+ (-n $REQUESTS)}"
+echo "redis-benchmark -d $VALUE_BYTES -r $KEYSPACE, ~${SECONDS_PER_RUN} s per run${REQUESTS:+ (-n $REQUESTS)}, median of $REPEAT"
 echo
 
 declare -A RESULT
 for case in "${CASES[@]}"; do
 	for test in set get; do
+		declare -A N=() RATES=()
 		for server in baton redis; do
-			port=$BATON_PORT
-			[[ $server == redis ]] && port=$REDIS_PORT
-			read -r rate n < <(measure "$port" "$test" "$case")
-			RESULT[$server,$case,$test]=$rate
-			printf '  %-6s %-12s %-4s %12s req/s  (-n %s)\n' "$server" "$case" "${test^^}" "$rate" "$n"
+			N[$server]=$(size "${PORT[$server]}" "$test" "$case")
+		done
+		# Alternate the two servers, so that a noisy moment hits both.
+		for rep in $(seq 1 "$REPEAT"); do
+			for server in baton redis; do
+				rate=$(rps "${PORT[$server]}" "$test" "${N[$server]}" $case)
+				[[ -n $rate ]] || die "redis-benchmark failed against $server: $(cat "$WORK/bench.err")"
+				RATES[$server]+=" $rate"
+				printf '  %-6s %-12s %-4s %12s req/s  (-n %s, run %d of %d)\n' "$server" \
+					"$case" "${test^^}" "$rate" "${N[$server]}" "$rep" "$REPEAT"
+			done
+		done
+		for server in baton redis; do
+			RESULT[$server,$case,$test]=$(echo "${RATES[$server]}" | median)
 		done
 	done
 done
 
 echo
 printf '%-12s %-4s %14s %14s %12s\n' "clients" "op" "baton req/s" "redis req/s" "baton/redis"
+[[ $REPEAT == 1 ]] || echo "(medians of $REPEAT runs)"
 for case in "${CASES[@]}"; do
 	for test in set get; do
 		b=${RESULT[baton,$case,$test]}

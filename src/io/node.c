@@ -359,24 +359,25 @@ static void serve_reads(struct baton_node *n)
 	n->reads_n = k;
 }
 
+/* A result answers every read of its group (see flush_reads). */
 static void resolve_reads(struct baton_node *n, const struct baton_update *u)
 {
 	for (uint32_t i = 0; i < u->n_reads; i++) {
 		const struct baton_read_result *res = &u->reads[i];
+		uint32_t k = 0;
 		for (uint32_t j = 0; j < n->reads_n; j++) {
-			struct read_req *r = &n->reads[j];
-			if (r->id != res->request_id)
-				continue;
-			if (res->status != 0) {
-				struct read_req q = *r;
-				n->reads[j] = n->reads[--n->reads_n];
-				q.cb(q.data, res->status);
+			struct read_req r = n->reads[j];
+			if (r.id != res->request_id || r.resolved) {
+				n->reads[k++] = r;
+			} else if (res->status != 0) {
+				r.cb(r.data, res->status);
 			} else {
-				r->resolved = true;
-				r->read_index = res->read_index;
+				r.resolved = true;
+				r.read_index = res->read_index;
+				n->reads[k++] = r;
 			}
-			break;
 		}
+		n->reads_n = k;
 	}
 }
 
@@ -570,34 +571,35 @@ static void flush_proposals(struct baton_node *n)
 	}
 }
 
+/* Every read that arrived since the last flush shares one read index:
+ * one confirmation round answers them all, and each is still linearizable
+ * (the index is taken after all of them arrived). */
 static void flush_reads(struct baton_node *n)
 {
 	if (!n->reads_to_step)
 		return;
 	n->reads_to_step = false;
-	for (;;) {
-		uint32_t i = 0;
-		while (i < n->reads_n && n->reads[i].read_index != UINT64_MAX)
-			i++;
-		if (i == n->reads_n)
-			break;
-		n->reads[i].read_index = 0;
-		uint64_t id = n->reads[i].id;
-		struct baton_event ev = {.type = BATON_EVENT_READ};
-		ev.u.read.request_id = id;
-		int rv = step(n, &ev);
-		if (rv == 0)
+	uint64_t group = ++n->next_read_id;
+	for (uint32_t i = 0; i < n->reads_n; i++) {
+		if (n->reads[i].read_index != UINT64_MAX)
 			continue;
-		/* Stepping may have served or moved reads: find it again. */
-		for (uint32_t j = 0; j < n->reads_n; j++) {
-			if (n->reads[j].id != id)
-				continue;
-			struct read_req q = n->reads[j];
-			n->reads[j] = n->reads[--n->reads_n];
-			q.cb(q.data, rv);
-			break;
-		}
+		n->reads[i].id = group;
+		n->reads[i].read_index = 0;
 	}
+	struct baton_event ev = {.type = BATON_EVENT_READ};
+	ev.u.read.request_id = group;
+	int rv = step(n, &ev);
+	if (rv == 0)
+		return;
+	uint32_t k = 0;
+	for (uint32_t j = 0; j < n->reads_n; j++) {
+		struct read_req r = n->reads[j];
+		if (r.id == group && !r.resolved)
+			r.cb(r.data, rv);
+		else
+			n->reads[k++] = r;
+	}
+	n->reads_n = k;
 }
 
 static int member_event(struct baton_node *n, uint32_t type, baton_node_id id,
@@ -717,7 +719,7 @@ int baton_node_read(struct baton_node *n, baton_node_done_cb cb, void *data)
 	if (n->reads_n == n->reads_cap)
 		n->reads = grow(n->reads, &n->reads_cap, sizeof *n->reads);
 	n->reads[n->reads_n++] = (struct read_req){
-		.id = ++n->next_read_id,
+		.id = 0, /* its group's, at the next flush */
 		.deadline_ms = now_ms(n) + READ_TIMEOUT_MS,
 		.read_index = UINT64_MAX, /* not yet given to the core */
 		.cb = cb,

@@ -340,7 +340,12 @@ static int cmd_node(struct ctx *x)
 	struct baton_buf *b = out(x);
 	resp_array(b, 2 * 15);
 	map_field(b, "id", "%" PRIu64, st.raft.id);
-	map_field(b, "role", "%s", role_name(st.raft.role));
+	const struct baton_member *self =
+		baton_config_find(&st.raft.config, st.raft.id);
+	map_field(b, "role", "%s",
+		  self != NULL && self->role == BATON_LEARNER
+			  ? "learner"
+			  : role_name(st.raft.role));
 	map_field(b, "term", "%" PRIu64, st.raft.term);
 	map_field(b, "leader", "%" PRIu64, st.raft.leader_id);
 	map_field(b, "commit", "%" PRIu64, st.raft.commit_index);

@@ -210,8 +210,8 @@ static int restore(void *data, const uint8_t *buf, size_t len)
 		return BATON_ECORRUPT;
 	if (head[4] > SNAP_FORMAT)
 		return BATON_EVERSION;
-	uint32_t n = (uint32_t)(head[5] | head[6] << 8 | head[7] << 16 |
-				(uint32_t)head[8] << 24);
+	uint32_t n = (uint32_t)head[5] | (uint32_t)head[6] << 8 |
+		     (uint32_t)head[7] << 16 | (uint32_t)head[8] << 24;
 	if (n > sizeof s->book / sizeof s->book[0])
 		return BATON_ECORRUPT;
 	struct book_entry book[sizeof s->book / sizeof s->book[0]];
