@@ -96,6 +96,7 @@ struct baton_node {
 	uv_check_t flush;
 	bool stepping;
 	bool storage_failed;
+	bool storage_failed_due; /* tell the application at the next check */
 
 	struct write *writes, *writes_tail;
 
@@ -197,12 +198,14 @@ static bool has_persistence(const struct baton_update *u)
 
 static void storage_failed(struct baton_node *n, int rv)
 {
-	if (!n->storage_failed)
-		LOG_ERROR("storage failed (%s): %s; this node stops accepting "
-			  "writes",
-			  baton_strerror(rv),
-			  n->storage->ops->errmsg(n->storage));
+	if (n->storage_failed)
+		return;
+	LOG_ERROR("storage failed (%s): %s; this node stops accepting writes",
+		  baton_strerror(rv), n->storage->ops->errmsg(n->storage));
 	n->storage_failed = true;
+	/* A node that cannot persist must not lead or vote: the application
+	 * stops it (after handing leadership over). */
+	n->storage_failed_due = true;
 }
 
 static void persist(struct baton_node *n, const struct baton_update *u)
@@ -621,6 +624,11 @@ static void flush_deferred(struct baton_node *n)
 static void on_check(uv_check_t *c)
 {
 	struct baton_node *n = c->data;
+	if (n->storage_failed_due) {
+		n->storage_failed_due = false;
+		if (n->app.storage_failed != NULL)
+			n->app.storage_failed(n->app.data);
+	}
 	flush_deferred(n);
 	flush_proposals(n);
 	flush_reads(n);

@@ -40,6 +40,9 @@ struct baton_node_app {
 	 * writes and their replies). */
 	void (*peer_frame)(void *data, baton_node_id from,
 			   const struct baton_peer_frame *f);
+	/* The storage failed (a write or sync returned an error): the node
+	 * no longer persists anything and should be stopped. */
+	void (*storage_failed)(void *data);
 	/* Role or leader changed (for logs and waiting clients). */
 	void (*leader_changed)(void *data, baton_node_id leader);
 };

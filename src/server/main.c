@@ -32,6 +32,12 @@ static void after_handover(void *data)
 	uv_walk(s->loop, close_any, NULL);
 }
 
+static void shut_down(struct server *s)
+{
+	s->shutting_down = true;
+	baton_node_shutdown(s->node, after_handover, s);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct server *s = h->data;
@@ -40,8 +46,19 @@ static void on_signal(uv_signal_t *h, int signum)
 		exit(1);
 	}
 	LOG_INFO("%s: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-	s->shutting_down = true;
-	baton_node_shutdown(s->node, after_handover, s);
+	shut_down(s);
+}
+
+/* After EIO the disk cannot be trusted: hand leadership over and exit
+ * with an error, so the operator (or a supervisor) sees it. */
+static void on_storage_failed(void *data)
+{
+	struct server *s = data;
+	if (s->shutting_down)
+		return;
+	LOG_ERROR("stopping: this node's storage failed");
+	s->exit_code = 1;
+	shut_down(s);
 }
 
 static int run(struct server *s)
@@ -77,6 +94,7 @@ static int run(struct server *s)
 	}
 	struct baton_node_app app;
 	machine_app(s, &app);
+	app.storage_failed = on_storage_failed;
 	char err[1024] = "";
 	rv = baton_node_start(s->loop, &nc, &app, &s->node, err, sizeof err);
 	if (rv != 0) {
@@ -100,7 +118,7 @@ static int run(struct server *s)
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);
 	kv_destroy(s->kv);
-	return 0;
+	return s->exit_code;
 }
 
 int main(int argc, char **argv)

@@ -79,6 +79,7 @@ struct server {
 	uv_timer_t housekeeping;
 	uint64_t started_ms;
 	bool shutting_down;
+	int exit_code;
 
 	struct book_entry book[BATON_MAX_MEMBERS * 4];
 	uint32_t book_n;
