@@ -11,6 +11,9 @@
 #include "transport.h"
 
 #define MAX_PEERS 64u
+/* A connection that has not completed its handshake by then is closed
+ * (someone connected to the peer port and said nothing useful). */
+#define HANDSHAKE_TIMEOUT_MS 10000u
 
 struct conn;
 
@@ -36,6 +39,8 @@ struct conn {
 	uint32_t proto;
 	struct baton_buf in;
 	size_t queued;
+	uint64_t opened_ms;
+	struct conn *all_prev, *all_next; /* every open connection */
 };
 
 struct write_req {
@@ -54,6 +59,8 @@ struct baton_transport {
 	uint64_t rng;
 	bool stopping;
 	uint32_t open_handles;
+	struct conn *all;
+	uv_timer_t sweep;
 };
 
 int baton_parse_addr(const char *addr, struct sockaddr_in *out)
@@ -103,6 +110,12 @@ static void on_conn_closed(uv_handle_t *h)
 {
 	struct conn *c = h->data;
 	struct baton_transport *t = c->t;
+	if (c->all_prev != NULL)
+		c->all_prev->all_next = c->all_next;
+	else
+		t->all = c->all_next;
+	if (c->all_next != NULL)
+		c->all_next->all_prev = c->all_prev;
 	baton_buf_free(&c->in);
 	free(c);
 	handle_gone(t);
@@ -112,6 +125,11 @@ static void on_timer_closed(uv_handle_t *h)
 {
 	struct peer *p = h->data;
 	handle_gone(p->t);
+}
+
+static void on_sweep_closed(uv_handle_t *h)
+{
+	handle_gone(h->data);
 }
 
 static void on_redial(uv_timer_t *timer);
@@ -413,8 +431,28 @@ static struct conn *conn_new(struct baton_transport *t, bool outbound)
 	uv_tcp_init(t->c.loop, &c->tcp);
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->tcp.data = c;
+	c->opened_ms = uv_now(t->c.loop);
+	c->all_next = t->all;
+	if (t->all != NULL)
+		t->all->all_prev = c;
+	t->all = c;
 	t->open_handles++;
 	return c;
+}
+
+static void on_sweep(uv_timer_t *timer)
+{
+	struct baton_transport *t = timer->data;
+	uint64_t now = uv_now(t->c.loop);
+	for (struct conn *c = t->all; c != NULL; c = c->all_next) {
+		if (c->ready || c->closing ||
+		    now - c->opened_ms < HANDSHAKE_TIMEOUT_MS)
+			continue;
+		t->stats.malformed++;
+		LOG_WARN("closing a peer connection: no handshake within %u ms",
+			 HANDSHAKE_TIMEOUT_MS);
+		conn_close(c, "handshake timeout");
+	}
 }
 
 /* ---- dialling and accepting --------------------------------------------- */
@@ -524,6 +562,10 @@ int baton_transport_start(const struct baton_transport_config *c,
 		return BATON_EIO;
 	}
 	LOG_INFO("listening for peers on %s", c->listen_addr);
+	uv_timer_init(c->loop, &t->sweep);
+	t->sweep.data = t;
+	t->open_handles++;
+	uv_timer_start(&t->sweep, on_sweep, 1000, 1000);
 	*out = t;
 	return 0;
 }
@@ -621,7 +663,10 @@ void baton_transport_stop(struct baton_transport *t)
 		if (p->in != NULL)
 			conn_close(p->in, "shutting down");
 	}
-	/* Inbound connections still in their handshake are not in the
-	 * peer table: the server closes them with uv_walk at exit. */
+	/* Connections still in their handshake are in no peer's slot. */
+	for (struct conn *c = t->all; c != NULL; c = c->all_next)
+		conn_close(c, "shutting down");
+	uv_timer_stop(&t->sweep);
+	uv_close((uv_handle_t *)&t->sweep, on_sweep_closed);
 	uv_close((uv_handle_t *)&t->listener, on_listener_closed);
 }
