@@ -5,7 +5,7 @@ SEEDS      ?= 500
 SEED       ?= 1
 ASAN_SEEDS ?= 100
 TSAN_BUILD ?= build-tsan
-FORMAT_FILES = $(shell find src include tests bench -name '*.[ch]' 2>/dev/null)
+FORMAT_FILES = $(shell find src include tests bench tools -name '*.[ch]' 2>/dev/null)
 
 .PHONY: all setup build test e2e sim replay power-loss sanitize tsan mutants bench bench-server format format-check run clean
 
