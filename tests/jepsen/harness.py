@@ -1,0 +1,1302 @@
+#!/usr/bin/python3
+"""A Jepsen-style fault harness for baton (docs/jepsen.md).
+
+One run:
+
+1. starts a 3- or 5-node batond cluster on 127.0.0.1 (free ports) whose
+   peer links all go through fault-injecting TCP proxies in this process,
+   one per ordered pair of nodes;
+2. runs concurrent clients (threads, redis-py connections with socket
+   timeouts) doing random GET, SET, APPEND, DEL and INCR on a few keys
+   against random nodes, recording every invocation and completion with
+   time.monotonic_ns() timestamps;
+3. meanwhile a nemesis, on a schedule drawn from the seed, kills (-9) and
+   restarts nodes, pauses them (SIGSTOP/SIGCONT) and partitions the peer
+   network (isolating the leader among others);
+4. heals every fault, then requires the cluster to serve again (liveness):
+   a write and linearizable reads succeed on every node within a bound;
+5. writes the history in the baton format (docs/history-format.md) and
+   runs baton-lincheck on it: the run passes only if it is linearizable.
+
+Usable as a CLI (`harness.py --seconds 60 --seed 7 --out DIR`) and from
+pytest (tests/jepsen/test_jepsen.py calls run()). Every run is bounded in
+time and in processes, and cleans up what it started (only its own PIDs,
+SIGKILL after a grace period, proxies closed, temporary folders removed
+unless --keep) on success, failure or Ctrl-C.
+"""
+
+import argparse
+import asyncio
+import datetime
+import importlib.util
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import redis
+from redis.connection import Connection
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def _load_e2e_fixtures():
+    """tests/e2e/conftest.py as a plain module (not as a pytest plugin):
+    its Node (start, kill9, restart, client, info, logs), Cluster
+    (stop_all, find_leader, logs_tail), free_ports, require_binary."""
+    path = REPO / "tests" / "e2e" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("baton_e2e_fixtures", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+e2e = _load_e2e_fixtures()
+
+HOST = e2e.HOST
+
+# ---- limits and timing ------------------------------------------------------
+
+NODES_ALLOWED = (3, 5)
+CLIENTS_MAX = 64
+KEYS_MAX = 32
+SECONDS_MAX = 24 * 3600
+OP_TIMEOUT_S = 1.5  # socket timeout of one client operation
+CONNECT_TIMEOUT_S = 1.0
+THINK_MS_MAX = 40  # a client waits 0..this between operations
+LIVENESS_S = 30.0  # after healing: every node serves within this
+PROXY_HELD_MAX = 32  # blackholed connections one proxy holds at most
+PROXY_CMD_TIMEOUT_S = 10.0  # a cut or heal of the proxies completes within
+CLIENT_JOIN_S = OP_TIMEOUT_S + CONNECT_TIMEOUT_S + 5.0
+CHECK_TIMEOUT_S = 300.0  # baton-lincheck --timeout
+
+# Raft timing of the harness's clusters (as the e2e tests: quick failover).
+ELECTION_TIMEOUT_MS = e2e.ELECTION_TIMEOUT_MS
+HEARTBEAT_MS = e2e.HEARTBEAT_MS
+
+READS = ("get",)
+
+# Error replies after which a write certainly did not take effect: refused
+# before it was proposed (or applied as a no-op with this error, the same
+# on every node). Anything else from a write is indeterminate.
+FAIL_PREFIXES = (
+    "TRYAGAIN no leader elected yet",  # not proposed: no leader known
+    "TRYAGAIN overloaded",  # not proposed: back-pressure
+    "wrong number of arguments",  # ERR: refused by the syntax check
+    "value is not an integer",  # ERR: INCR of a non-integer, a no-op
+    "increment or decrement would overflow",  # ERR: a no-op
+)
+
+
+def build_dir(explicit=None):
+    b = Path(explicit or os.environ.get("BATON_BUILD", "build"))
+    return b if b.is_absolute() else REPO / b
+
+
+def find_checker(build):
+    """baton-lincheck: $BATON_LINCHECK, else the build directory's."""
+    env = os.environ.get("BATON_LINCHECK")
+    if env:
+        return Path(env)
+    return build / "baton-lincheck"
+
+
+# ---- the history ------------------------------------------------------------
+
+
+class Op:
+    """One operation: its invocation and (once known) its completion."""
+
+    __slots__ = ("process", "f", "key", "arg", "invoke_ns", "complete_ns",
+                 "status", "result", "node", "error")
+
+    def __init__(self, process, f, key, arg, node):
+        self.process = process
+        self.f = f
+        self.key = key
+        self.arg = arg  # SET/APPEND value, INCR delta, else None
+        self.node = node  # node id it was sent to
+        self.invoke_ns = None
+        self.complete_ns = None
+        self.status = None  # "ok", "fail", "info"
+        self.result = None  # GET value (str or None) or an int
+        self.error = None  # the error text, for fail and info
+
+
+class Recorder:
+    """Operations of every client; each client thread appends to its own
+    list, so no lock is needed while recording."""
+
+    def __init__(self):
+        self.lists = []
+        self._lock = threading.Lock()
+
+    def new_list(self):
+        lst = []
+        with self._lock:
+            self.lists.append(lst)
+        return lst
+
+    def ops(self):
+        with self._lock:
+            return [op for lst in self.lists for op in lst]
+
+
+def count_ops(ops):
+    counts = {"ok": 0, "fail": 0, "info": 0}
+    for op in ops:
+        if op.status in counts:
+            counts[op.status] += 1
+    return counts
+
+
+# ---- fault-injecting proxies on the peer links ------------------------------
+
+
+class _Pair:
+    """A proxied connection: the dialler's side and the upstream side."""
+
+    def __init__(self, down):
+        self.down = down  # transport accepted from the dialling node
+        self.up = None  # transport to the target node
+        self.closed = False
+
+    def abort(self):
+        if self.closed:
+            return
+        self.closed = True
+        for t in (self.down, self.up):
+            if t is not None:
+                t.abort()
+
+
+class LinkProxy:
+    """Forwards node `src`'s connections meant for node `dst` to dst's
+    real peer port. Cut in mode "reset" or "drop", it resets the
+    connections it carries, then resets ("reset") or accepts and blackholes
+    ("drop") new ones until healed; in mode "stall" it stops moving bytes
+    on every connection, old and new, and delivers them when healed. Runs
+    on the ProxyNet's event loop."""
+
+    def __init__(self, src, dst, target_port):
+        self.src = src
+        self.dst = dst
+        self.target_port = target_port
+        self.port = None
+        self.server = None
+        self.cut_mode = None  # None: up; "reset", "drop" or "stall"
+        self.thawed = None  # an asyncio.Event, set unless stalled
+        self.pairs = set()
+        self.held = set()  # blackholed transports
+        self.stats = {"connections": 0, "reset": 0, "held": 0}
+
+    async def start(self):
+        self.thawed = asyncio.Event()
+        self.thawed.set()
+        self.server = await asyncio.start_server(self._on_conn, HOST, 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _on_conn(self, reader, writer):
+        self.stats["connections"] += 1
+        if self.cut_mode == "reset":
+            self.stats["reset"] += 1
+            writer.transport.abort()
+            return
+        if self.cut_mode == "drop":
+            await self._hold(reader, writer)
+            return
+        pair = _Pair(writer.transport)
+        self.pairs.add(pair)
+        try:
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection(HOST, self.target_port), 2.0)
+        except (OSError, asyncio.TimeoutError):
+            pair.abort()
+            self.pairs.discard(pair)
+            return
+        if pair.closed:  # cut while connecting
+            up_writer.transport.abort()
+            self.pairs.discard(pair)
+            return
+        pair.up = up_writer.transport
+        await asyncio.gather(self._pump(reader, up_writer, pair),
+                             self._pump(up_reader, writer, pair))
+        self.pairs.discard(pair)
+
+    async def _pump(self, reader, writer, pair):
+        try:
+            while not pair.closed:
+                data = await reader.read(65536)
+                if not data or pair.closed:
+                    break
+                if not self.thawed.is_set():  # stalled: hold the bytes
+                    await self.thawed.wait()
+                    if pair.closed:
+                        break
+                writer.write(data)
+                await writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            pair.abort()
+
+    async def _hold(self, reader, writer):
+        """Accept and read into the void: the dialler sees a connection
+        that never answers (a partition that drops packets)."""
+        if len(self.held) >= PROXY_HELD_MAX:
+            self.stats["reset"] += 1
+            writer.transport.abort()
+            return
+        self.stats["held"] += 1
+        t = writer.transport
+        self.held.add(t)
+        try:
+            while self.cut_mode == "drop":
+                if not await reader.read(65536):
+                    break
+        except OSError:
+            pass
+        finally:
+            self.held.discard(t)
+            t.abort()
+
+    def cut(self, mode):
+        self.cut_mode = mode
+        if mode == "stall":
+            self.thawed.clear()
+            return
+        self.thawed.set()
+        for pair in list(self.pairs):
+            pair.abort()
+        self.pairs.clear()
+
+    def heal(self):
+        self.cut_mode = None
+        self.thawed.set()
+        for t in list(self.held):
+            t.abort()
+        self.held.clear()
+
+    async def close(self):
+        self.cut("reset")
+        self.heal()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+class ProxyNet:
+    """One LinkProxy per ordered pair of nodes, on an asyncio loop in its
+    own thread. cut()/heal() return once the proxies have acted."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="proxies",
+                                       daemon=True)
+        self.links = {}  # (src, dst) -> LinkProxy
+        self.thread.start()
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        self.loop.close()
+
+    def _call(self, coro):
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return fut.result(timeout=PROXY_CMD_TIMEOUT_S)
+
+    def add(self, src, dst, target_port):
+        link = LinkProxy(src, dst, target_port)
+        self._call(link.start())
+        self.links[(src, dst)] = link
+        return link.port
+
+    async def _apply(self, fn):
+        fn()
+
+    def cut(self, pairs, mode):
+        """Cut both directions of every unordered pair {a, b}."""
+        def fn():
+            for a, b in pairs:
+                self.links[(a, b)].cut(mode)
+                self.links[(b, a)].cut(mode)
+        self._call(self._apply(fn))
+
+    def heal_all(self):
+        def fn():
+            for link in self.links.values():
+                link.heal()
+        self._call(self._apply(fn))
+
+    def cut_pairs(self):
+        return sorted((a, b) for (a, b), l in self.links.items()
+                      if l.cut_mode is not None and a < b)
+
+    def close(self):
+        if not self.thread.is_alive():
+            return
+        try:
+            async def close_all():
+                for link in self.links.values():
+                    await link.close()
+            self._call(close_all())
+        except Exception:  # closing anyway
+            pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=PROXY_CMD_TIMEOUT_S)
+
+
+# ---- the cluster ------------------------------------------------------------
+
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "runtime error:", "WARNING: ThreadSanitizer")
+NODE_PORT_MIN = 10000  # node ports come from here up to the ephemeral range
+
+
+def ephemeral_range():
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        lo, hi = (int(x) for x in text.split())
+        return lo, hi
+    except (OSError, ValueError):
+        return None
+
+
+def node_ports(n):
+    """n distinct free ports for the nodes, below the kernel's ephemeral
+    range when there is room: a node killed by the nemesis leaves its
+    ports free, and an outgoing connection (clients, proxies, nodes dial
+    all the time) could otherwise take one as its local port and make the
+    restart fail with EADDRINUSE. Falls back to e2e.free_ports."""
+    rng = ephemeral_range()
+    if rng is None or rng[0] - NODE_PORT_MIN < 1000:
+        return e2e.free_ports(n)
+    pick = random.SystemRandom()
+    ports = []
+    for _ in range(100 * n):  # bounded: most tries succeed at once
+        if len(ports) == n:
+            return ports
+        port = pick.randrange(NODE_PORT_MIN, rng[0])
+        if port in ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+        ports.append(port)
+    if len(ports) == n:
+        return ports
+    return e2e.free_ports(n)
+
+
+class JepsenCluster(e2e.Cluster):
+    """An e2e Cluster whose peer links go through a ProxyNet: node A's
+    --bootstrap list names, for every other founder B, the proxy A->B, and
+    for A itself its real peer address."""
+
+    def __init__(self, log_root, data_root, net):
+        super().__init__(log_root)
+        self.data_root = Path(data_root)
+        self.net = net
+        self.paused = set()  # ids of SIGSTOPped nodes
+
+    def start_proxied(self, n, extra=()):
+        e2e.require_binary(e2e.BATOND)
+        self.common_args = ["--election-timeout-ms", str(ELECTION_TIMEOUT_MS),
+                            "--heartbeat-ms", str(HEARTBEAT_MS)] + list(extra)
+        self.data_root.mkdir(parents=True, exist_ok=True)
+        ports = node_ports(2 * n)
+        for i in range(n):
+            node = e2e.Node(self, i + 1, ports[2 * i], ports[2 * i + 1])
+            node.data_dir = self.data_root / f"node{node.id}"
+            self.nodes[node.id] = node
+        ids = sorted(self.nodes)
+        proxy_port = {}
+        for a in ids:
+            for b in ids:
+                if a != b:
+                    proxy_port[(a, b)] = self.net.add(
+                        a, b, self.nodes[b].peer_port)
+        for a in ids:
+            items = []
+            for b in ids:
+                peer = (self.nodes[b].peer_addr if a == b else
+                        f"{HOST}:{proxy_port[(a, b)]}")
+                items.append(f"{b}={peer}/{self.nodes[b].client_addr}")
+            self.nodes[a].start(["--bootstrap", ",".join(items)], wait=False)
+        for node in self.nodes.values():
+            check_interrupted()
+            node.wait_ready()
+        check_interrupted()
+        self.leader()
+
+    def pause(self, node):
+        node.proc.send_signal(signal.SIGSTOP)
+        self.paused.add(node.id)
+
+    def resume(self, node):
+        if node.id in self.paused:
+            self.paused.discard(node.id)
+            if node.alive:
+                node.proc.send_signal(signal.SIGCONT)
+
+    def resume_all(self):
+        for node_id in list(self.paused):
+            self.resume(self.nodes[node_id])
+
+    def quick_leader(self):
+        """The live, unpaused node that leads in the highest term, or None
+        (asks each node once, briefly)."""
+        among = [m for m in self.alive() if m.id not in self.paused]
+        return self.find_leader(among)
+
+    def stop_everything(self):
+        """SIGCONT what we paused, then SIGTERM / SIGKILL our own PIDs.
+        Returns {node id: exit code} of the nodes that were running."""
+        self.resume_all()
+        running = [m for m in self.nodes.values() if m.alive]
+        self.stop_all()
+        return {m.id: m.proc.returncode for m in running}
+
+    def sanitizer_reports(self):
+        """Node logs holding a sanitizer's report (ASan/UBSan builds)."""
+        found = []
+        for m in self.nodes.values():
+            text = m.log_text()
+            if any(marker in text for marker in SANITIZER_MARKERS):
+                found.append(m.id)
+        return found
+
+
+# ---- clients ----------------------------------------------------------------
+
+
+class Client(threading.Thread):
+    """Random operations against random nodes until told to stop. After
+    an indeterminate operation the client continues as a new process (the
+    old one's operation stays pending forever, as in Jepsen)."""
+
+    def __init__(self, run, index):
+        super().__init__(name=f"client-{index}", daemon=True)
+        self.run_ = run
+        self.index = index
+        self.rng = random.Random(run.seed * 1009 + index)
+        self.process = index
+        self.conns = {}  # node id -> Connection
+        self.ops = run.recorder.new_list()
+        self.crashed = None
+
+    def run(self):
+        try:
+            while not self.run_.stop_clients.is_set():
+                self.one_op()
+                think = self.rng.uniform(0, self.run_.think_ms_max) / 1000
+                if think:
+                    self.run_.stop_clients.wait(think)
+        except Exception as e:  # a harness bug: reported, never hidden
+            self.crashed = repr(e)
+        finally:
+            for c in self.conns.values():
+                c.disconnect()
+
+    def connection(self, node):
+        c = self.conns.get(node.id)
+        if c is None:
+            c = Connection(host=HOST, port=node.client_port,
+                           socket_timeout=self.run_.op_timeout_s,
+                           socket_connect_timeout=CONNECT_TIMEOUT_S)
+            self.conns[node.id] = c
+        if c._sock is not None and peer_closed(c):
+            c.disconnect()  # the node died or hung up since: reconnect
+        if c._sock is None:
+            c.connect()  # raises: nothing sent yet
+            if self.run_.stale_reads:
+                c.send_command("BATON.STALE", "ON")
+                c.read_response()
+        return c
+
+    def next_op(self, node):
+        r = self.run_
+        f = self.rng.choices(r.op_names, weights=r.op_weights)[0]
+        key = self.rng.choice(r.keys)
+        arg = None
+        if f in ("set", "append"):
+            arg = str(next(r.values))
+        elif f == "incr":
+            arg = 1
+        return Op(self.process, f, key, arg, node.id)
+
+    def one_op(self):
+        r = self.run_
+        node = self.rng.choice(r.node_list)
+        try:
+            conn = self.connection(node)
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError,
+                OSError):
+            conn = self.conns.pop(node.id, None)
+            if conn is not None:
+                conn.disconnect()
+            r.stop_clients.wait(0.05)
+            return
+        op = self.next_op(node)
+        args = command_args(op)
+        op.invoke_ns = time.monotonic_ns()
+        self.ops.append(op)
+        try:
+            conn.send_command(*args)
+            reply = conn.read_response()
+        except redis.ResponseError as e:
+            op.complete_ns = time.monotonic_ns()
+            classify_error(op, str(e))
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            op.complete_ns = time.monotonic_ns()
+            conn.disconnect()
+            op.error = f"{type(e).__name__}: {e}"
+            op.status = "fail" if op.f in READS else "info"
+        else:
+            op.complete_ns = time.monotonic_ns()
+            accept_reply(op, reply)
+        if op.status == "info":
+            self.process += r.n_clients  # a fresh process id, Jepsen style
+
+
+def peer_closed(conn):
+    """True if the idle connection has been closed by the node (a killed
+    node's sockets read as EOF or reset), so that no operation is sent on
+    it only to come back indeterminate. An idle connection has nothing
+    else to read: data there would be a protocol error, also closed."""
+    try:
+        return conn.can_read(timeout=0)
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return True
+
+
+def command_args(op):
+    if op.f == "get":
+        return ("GET", op.key)
+    if op.f == "set":
+        return ("SET", op.key, op.arg)
+    if op.f == "append":
+        return ("APPEND", op.key, op.arg)
+    if op.f == "del":
+        return ("DEL", op.key)
+    if op.f == "incr":
+        return ("INCR", op.key)
+    raise ValueError(op.f)
+
+
+def classify_error(op, text):
+    op.error = text
+    if op.f in READS:
+        op.status = "fail"  # a read has no effect
+    elif text.startswith(FAIL_PREFIXES):
+        op.status = "fail"
+    else:
+        op.status = "info"
+
+
+def accept_reply(op, reply):
+    """An OK reply: check its shape (a malformed reply is a harness or
+    server bug and is recorded as info with the reason)."""
+    op.status = "ok"
+    if op.f == "get":
+        if reply is not None and not isinstance(reply, bytes):
+            op.status, op.error = "info", f"unexpected reply {reply!r}"
+            return
+        op.result = None if reply is None else reply.decode("latin-1")
+    elif op.f == "set":
+        if reply not in (b"OK", "OK"):
+            op.status, op.error = "info", f"unexpected reply {reply!r}"
+    else:
+        if not isinstance(reply, int):
+            op.status, op.error = "info", f"unexpected reply {reply!r}"
+            return
+        op.result = reply
+
+
+# ---- the nemesis ------------------------------------------------------------
+
+# Fault kinds; a profile is the set a run draws from.
+PROCESS_FAULTS = ("kill", "pause")
+PARTITION_FAULTS = ("isolate-leader", "isolate-node", "halves", "bridge")
+ALL_FAULTS = PROCESS_FAULTS + PARTITION_FAULTS
+PROFILES = {
+    "all": ALL_FAULTS,
+    "kill": ("kill",),
+    "pause": ("pause",),
+    "partition": PARTITION_FAULTS,
+    "isolate-leader": ("isolate-leader",),
+    "none": (),
+}
+# How a cut link behaves: "reset" closes its connections and resets new
+# ones; "drop" closes them and blackholes new ones (accepted, never
+# answered); "stall" freezes them (bytes held, delivered late on healing,
+# as TCP would after a partition shorter than its retransmission timeout).
+PARTITION_MODES = ("reset", "drop", "stall")
+EPISODE_S = (1.0, 6.0)  # one episode's faults last this long
+QUIET_S = (0.5, 3.0)  # between episodes
+
+
+def draw_schedule(seed, seconds, profile, nodes):
+    """The nemesis schedule from the seed: episodes of one or two faults
+    started together, held, then healed, with quiet gaps between. Targets
+    are drawn here; "leader" is resolved when the fault starts."""
+    rng = random.Random(seed)
+    kinds = PROFILES[profile]
+    schedule = []
+    t = rng.uniform(*QUIET_S)
+    while kinds and t < seconds - 1.0:
+        duration = min(rng.uniform(*EPISODE_S), seconds - t)
+        faults = [draw_fault(rng, rng.choice(kinds), nodes)]
+        # Sometimes a process fault during a partition (or the reverse).
+        if len(kinds) > 1 and rng.random() < 0.25:
+            other = [k for k in kinds
+                     if (k in PROCESS_FAULTS) != (faults[0]["kind"]
+                                                  in PROCESS_FAULTS)]
+            if other:
+                faults.append(draw_fault(rng, rng.choice(other), nodes))
+        schedule.append({"at": round(t, 3), "duration": round(duration, 3),
+                         "faults": faults})
+        t += duration + rng.uniform(*QUIET_S)
+    return schedule
+
+
+def draw_fault(rng, kind, nodes):
+    f = {"kind": kind}
+    if kind == "pause":
+        f["target"] = "leader" if rng.random() < 0.5 else rng.choice(nodes)
+    if kind == "kill":
+        # The leader, one node, a majority or every node; down for the
+        # episode, or restarted at once (a crash-restart).
+        x = rng.random()
+        shuffled = list(nodes)
+        rng.shuffle(shuffled)
+        f["target"] = ("leader" if x < 0.4 else shuffled[0] if x < 0.8
+                       else sorted(shuffled[:len(nodes) // 2 + 1]) if x < 0.9
+                       else sorted(nodes))
+        f["restart"] = "end" if rng.random() < 0.7 else "now"
+    if kind in PARTITION_FAULTS:
+        f["mode"] = rng.choice(PARTITION_MODES)
+    if kind == "isolate-node":
+        f["target"] = rng.choice(nodes)
+    if kind == "halves":
+        shuffled = list(nodes)
+        rng.shuffle(shuffled)
+        f["minority"] = sorted(shuffled[:len(nodes) // 2])
+    if kind == "bridge":
+        # Two sides that both see one bridge node, but not each other.
+        shuffled = list(nodes)
+        rng.shuffle(shuffled)
+        f["bridge"] = shuffled[0]
+        half = (len(nodes) - 1) // 2
+        f["sides"] = [sorted(shuffled[1:1 + half]),
+                      sorted(shuffled[1 + half:])]
+    return f
+
+
+class Nemesis:
+    """Carries out the schedule in the main thread (the nodes it restarts
+    are its children: PR_SET_PDEATHSIG ties them to the starting thread).
+    Every action is logged with a monotonic_ns timestamp."""
+
+    def __init__(self, run):
+        self.run = run
+        self.cluster = run.cluster
+        self.net = run.net
+        self.counts = {}
+        self.log = []
+        self.killed = set()  # ids down until the episode ends
+        self.t0_ns = time.monotonic_ns()
+
+    def note(self, what, **detail):
+        """Log an action: monotonic ns (the history's clock) and UTC wall
+        time (the node logs' clock)."""
+        ns = time.monotonic_ns()
+        wall = datetime.datetime.now(datetime.timezone.utc)
+        entry = {"ns": ns, "wall": wall.strftime("%H:%M:%S.%f")[:-3],
+                 "what": what}
+        entry.update(detail)
+        self.log.append(entry)
+        self.run.say(f"t+{(ns - self.t0_ns) / 1e9:6.1f}s nemesis: {what} "
+                     + " ".join(f"{k}={v}" for k, v in detail.items()))
+
+    def count(self, kind):
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def target(self, spec):
+        if spec == "leader":
+            leader = self.cluster.quick_leader()
+            if leader is not None:
+                return leader
+            live = [m for m in self.cluster.alive()]
+            return random.Random(self.run.seed + len(self.log)).choice(
+                live) if live else None
+        return self.cluster.node(spec)
+
+    def leader_id(self):
+        leader = self.cluster.quick_leader()
+        return leader.id if leader is not None else None
+
+    def start_fault(self, f):
+        kind = f["kind"]
+        ids = sorted(self.cluster.nodes)
+        if kind == "kill":
+            if isinstance(f["target"], list):
+                nodes = [self.cluster.node(i) for i in f["target"]]
+            else:
+                nodes = [self.target(f["target"])]
+            nodes = [m for m in nodes if m is not None and m.alive]
+            if not nodes:
+                return
+            for node in nodes:
+                self.cluster.resume(node)
+                node.kill9()
+                self.count("kill")
+                self.note("kill -9", node=node.id, target=f["target"])
+                self.killed.add(node.id)
+            if f["restart"] == "now":
+                for node in nodes:
+                    self.restart(node)
+        elif kind == "pause":
+            node = self.target(f["target"])
+            if (node is None or not node.alive
+                    or node.id in self.cluster.paused):
+                return
+            self.cluster.pause(node)
+            self.count("pause")
+            self.note("SIGSTOP", node=node.id, target=f["target"])
+        else:
+            pairs, detail = self.partition_pairs(f, ids)
+            if pairs is None:
+                return
+            self.net.cut(pairs, f["mode"])
+            self.count(kind)
+            self.note(f"partition {kind}", mode=f["mode"], **detail)
+
+    def partition_pairs(self, f, ids):
+        kind = f["kind"]
+        if kind in ("isolate-leader", "isolate-node"):
+            lone = (self.leader_id() if kind == "isolate-leader"
+                    else f["target"])
+            if lone is None:
+                lone = f.get("target") or ids[0]
+            return ([(min(lone, b), max(lone, b)) for b in ids if b != lone],
+                    {"isolated": lone})
+        if kind == "halves":
+            minority = set(f["minority"])
+            majority = [b for b in ids if b not in minority]
+            return ([(min(a, b), max(a, b)) for a in minority
+                     for b in majority],
+                    {"minority": sorted(minority), "majority": majority})
+        if kind == "bridge":
+            left, right = f["sides"]
+            return ([(min(a, b), max(a, b)) for a in left for b in right],
+                    {"bridge": f["bridge"], "sides": f["sides"]})
+        raise ValueError(kind)
+
+    def restart(self, node):
+        node.restart()  # waits until it answers PING
+        self.killed.discard(node.id)
+        self.note("restart", node=node.id, pid=node.proc.pid)
+
+    def heal(self):
+        """End every fault: SIGCONT, restart the killed, heal the links."""
+        for node_id in sorted(self.cluster.paused):
+            self.cluster.resume(self.cluster.node(node_id))
+            self.note("SIGCONT", node=node_id)
+        for node_id in sorted(self.killed):
+            self.restart(self.cluster.node(node_id))
+        if self.net.cut_pairs():
+            self.net.heal_all()
+            self.note("heal partitions")
+
+    def run_schedule(self, schedule, t0, stop_at):
+        for episode in schedule:
+            if not self.wait_until(t0 + episode["at"], stop_at):
+                break
+            for f in episode["faults"]:
+                self.start_fault(f)
+            self.wait_until(t0 + episode["at"] + episode["duration"], stop_at)
+            self.heal()
+        self.wait_until(stop_at, stop_at)
+
+    def wait_until(self, when, stop_at):
+        """Sleep until `when` (monotonic s), never past stop_at; checks
+        that no node died on its own meanwhile. False if past stop_at."""
+        while True:
+            check_interrupted()
+            now = time.monotonic()
+            if now >= min(when, stop_at):
+                return now < stop_at
+            self.check_nodes()
+            time.sleep(min(0.1, min(when, stop_at) - now))
+
+    def check_nodes(self):
+        for node in self.cluster.nodes.values():
+            if node.proc is not None and node.proc.poll() is not None \
+                    and node.id not in self.killed:
+                raise HarnessFailure(
+                    f"node {node.id} exited by itself with code "
+                    f"{node.proc.returncode}")
+
+
+class HarnessFailure(Exception):
+    pass
+
+
+# Set by the SIGINT/SIGTERM handler. The KeyboardInterrupt it raises can be
+# swallowed when it lands in a __del__ (redis-py closes clients there), so
+# the harness's loops also check this and raise again.
+INTERRUPTED = threading.Event()
+
+
+def check_interrupted():
+    if INTERRUPTED.is_set():
+        raise KeyboardInterrupt("interrupted")
+
+
+# ---- the run ----------------------------------------------------------------
+
+
+class Result:
+    def __init__(self):
+        self.ok = False
+        self.verdict = None  # "linearizable", "not-linearizable", "unknown"
+        self.failure = None  # why the run failed, or None
+        self.seed = None
+        self.counts = {}
+        self.faults = {}
+        self.history_path = None
+        self.checker_output = ""
+        self.message = ""
+        self.liveness_s = None
+        self.out_dir = None
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.seed = args.seed
+        self.n_nodes = args.nodes
+        self.n_clients = args.clients
+        self.keys = [f"k{i}" for i in range(args.keys)]
+        self.op_timeout_s = args.op_timeout
+        self.think_ms_max = args.think_ms
+        self.stale_reads = args.stale_reads
+        self.values = itertools.count(1)  # unique SET/APPEND values
+        weights = dict(get=35, set=20, append=20, incr=15, delete=10)
+        if args.read_heavy:
+            weights = dict(get=60, set=20, append=10, incr=5, delete=5)
+        self.op_names = ["get", "set", "append", "incr", "del"]
+        self.op_weights = [weights["get"], weights["set"], weights["append"],
+                           weights["incr"], weights["delete"]]
+        self.recorder = Recorder()
+        self.stop_clients = threading.Event()
+        self.quiet = args.quiet
+        self.lines = []  # what say() printed
+        self.cluster = None
+        self.net = None
+        self.node_list = []
+
+    def say(self, text, always=False):
+        line = f"[jepsen seed={self.seed}] {text}"
+        self.lines.append(line)
+        if always or not self.quiet:
+            print(line, flush=True)
+
+
+def snapshot_flags(rng):
+    """Snapshot settings drawn from the seed: often small enough that
+    snapshots are taken, and sent to restarted nodes, during the run."""
+    every = rng.choice((200, 1000, 5000, 100000))
+    trailing = rng.choice((16, 128, 1024))
+    return ["--snapshot-entries", str(every), "--snapshot-trailing",
+            str(trailing)]
+
+
+def run(args):
+    """One run; returns a Result (a failed run is a Result, not an
+    exception). Ctrl-C cleans up, then raises KeyboardInterrupt."""
+    res = Result()
+    res.seed = args.seed
+    r = Run(args)
+    build = build_dir(args.build)
+    e2e.BATOND = build / "batond"
+    checker = Path(args.checker) if args.checker else find_checker(build)
+    out = Path(args.out).resolve() if args.out else None
+    temp_root = Path(tempfile.mkdtemp(prefix="baton-jepsen-"))
+    try:
+        run_dir = out if out else temp_root
+        run_dir.mkdir(parents=True, exist_ok=True)
+        res.out_dir = run_dir
+        _run(args, r, res, checker, run_dir, temp_root / "data")
+    finally:
+        if not args.keep:
+            shutil.rmtree(temp_root, ignore_errors=True)
+        elif out is None:
+            print(f"[jepsen seed={args.seed}] kept {temp_root}", flush=True)
+    return res
+
+
+def _run(args, r, res, checker, run_dir, data_root):
+    schedule = draw_schedule(args.seed, args.seconds, args.nemesis,
+                             list(range(1, args.nodes + 1)))
+    extra = snapshot_flags(random.Random(args.seed ^ 0x5EED))
+    r.say(f"seed {args.seed}: {args.nodes} nodes, {args.clients} clients, "
+          f"{args.keys} keys, {args.seconds:g} s, nemesis {args.nemesis} "
+          f"({len(schedule)} episodes), {' '.join(extra)}"
+          + (", STALE READS (BATON.STALE ON)" if args.stale_reads else ""))
+    (run_dir / "schedule.json").write_text(json.dumps(schedule, indent=1))
+    nemesis = None
+    clients = []
+    logs = ""
+    shutdown_failure = None
+    t_start = time.monotonic()
+    try:
+        if not checker.exists():
+            raise HarnessFailure(f"{checker} not found: build it first "
+                                 f"(make build) or set BATON_LINCHECK")
+        r.net = ProxyNet()
+        r.cluster = JepsenCluster(run_dir / "logs", data_root, r.net)
+        r.cluster.start_proxied(args.nodes, extra)
+        r.node_list = [r.cluster.node(i) for i in sorted(r.cluster.nodes)]
+        r.say("cluster up: " + ", ".join(
+            f"node {m.id} client {m.client_addr} peer {m.peer_addr}"
+            for m in r.node_list))
+        nemesis = Nemesis(r)
+        clients = [Client(r, i) for i in range(args.clients)]
+        for c in clients:
+            c.start()
+        t0 = time.monotonic()
+        nemesis.t0_ns = time.monotonic_ns()
+        nemesis.run_schedule(schedule, t0, t0 + args.seconds)
+        check_interrupted()
+        nemesis.heal()
+        r.stop_clients.set()
+        join_clients(clients)
+        res.liveness_s = liveness(r, nemesis)
+    except (HarnessFailure, AssertionError) as e:
+        # AssertionError: from the e2e helpers (a node did not start).
+        res.failure = str(e)
+    finally:
+        r.stop_clients.set()
+        try:
+            join_clients(clients)
+        except HarnessFailure as e:
+            res.failure = res.failure or str(e)
+        if r.cluster is not None:
+            codes = r.cluster.stop_everything()
+            logs = r.cluster.logs_tail()
+            bad = {i: c for i, c in codes.items() if c != 0}
+            if bad:
+                # SIGTERM must end a node cleanly (0) within the grace
+                # period; -9 means it had to be killed.
+                r.say(f"nodes did not exit 0 on SIGTERM: {bad}")
+                shutdown_failure = (f"at the end, nodes did not exit 0 on "
+                                    f"SIGTERM (id: code): {bad}")
+            reports = r.cluster.sanitizer_reports()
+            if reports:
+                shutdown_failure = (f"sanitizer reports in the logs of "
+                                    f"nodes {reports}")
+        if r.net is not None:
+            r.net.close()
+    if shutdown_failure is not None and res.failure is None:
+        res.failure = shutdown_failure
+    ops = r.recorder.ops()
+    res.counts = count_ops(ops)
+    res.faults = dict(nemesis.counts) if nemesis is not None else {}
+    if nemesis is not None:
+        (run_dir / "nemesis.jsonl").write_text(
+            "".join(json.dumps(e) + "\n" for e in nemesis.log))
+    res.history_path = run_dir / "history.txt"
+    write_history(ops, res.history_path, r)
+    write_op_nodes(ops, run_dir / "ops.tsv")
+    if checker.exists() and ops:
+        # Safety is checked even when liveness failed.
+        why = check(r, res, checker, args.check_timeout)
+        if why is not None:
+            res.failure = why if res.failure is None else \
+                f"{res.failure}; and {why}"
+    res.ok = res.failure is None and res.verdict == "linearizable"
+    res.message = report(r, res, logs, time.monotonic() - t_start)
+
+
+def join_clients(clients):
+    end = time.monotonic() + CLIENT_JOIN_S
+    for c in clients:
+        c.join(timeout=max(0.0, end - time.monotonic()))
+    stuck = [c.name for c in clients if c.is_alive()]
+    crashed = [f"{c.name}: {c.crashed}" for c in clients if c.crashed]
+    if stuck:
+        raise HarnessFailure(f"clients did not stop: {stuck}")
+    if crashed:
+        raise HarnessFailure(f"clients crashed: {crashed}")
+
+
+def liveness(r, nemesis):
+    """With every fault healed: on every node, within LIVENESS_S, a write
+    (SET of the node's own key) and a linearizable read of every key
+    succeed. Recorded in the history like any operation (the reads are
+    final reads of the workload keys). Returns the seconds it took."""
+    t0 = time.monotonic()
+    deadline = t0 + LIVENESS_S
+    lst = r.recorder.new_list()
+    process = 1 << 40  # apart from the clients' ids
+    for node in r.node_list:
+        conn = None
+        steps = [("set", f"live{node.id}", f"live-{node.id}")] + [
+            ("get", k, None) for k in r.keys + [f"live{node.id}"]]
+        for f, key, arg in steps:
+            while True:
+                if time.monotonic() > deadline:
+                    raise HarnessFailure(
+                        f"liveness: node {node.id} did not serve {f} {key} "
+                        f"within {LIVENESS_S:.0f} s of healing; last error: "
+                        f"{lst[-1].error if lst else None}")
+                nemesis.check_nodes()
+                check_interrupted()
+                if conn is None:
+                    conn = Connection(host=HOST, port=node.client_port,
+                                      socket_timeout=r.op_timeout_s * 2,
+                                      socket_connect_timeout=1.0)
+                op = Op(process, f, key, arg, node.id)
+                op.invoke_ns = time.monotonic_ns()
+                lst.append(op)
+                try:
+                    conn.send_command(*command_args(op))
+                    reply = conn.read_response()
+                except redis.ResponseError as e:
+                    op.complete_ns = time.monotonic_ns()
+                    classify_error(op, str(e))
+                except (redis.ConnectionError, redis.TimeoutError,
+                        OSError) as e:
+                    op.complete_ns = time.monotonic_ns()
+                    conn.disconnect()
+                    conn = None
+                    op.error = f"{type(e).__name__}: {e}"
+                    op.status = "fail" if f in READS else "info"
+                else:
+                    op.complete_ns = time.monotonic_ns()
+                    accept_reply(op, reply)
+                if op.status == "info":
+                    process += 1
+                if op.status == "ok":
+                    break
+                time.sleep(0.1)
+        if conn is not None:
+            conn.disconnect()
+        process += 1
+    took = time.monotonic() - t0
+    r.say(f"liveness: every node served a write and reads {took:.1f} s "
+          f"after healing")
+    return took
+
+
+# ---- writing and checking the history ---------------------------------------
+
+
+HISTORY_MAGIC = "baton-history"
+HISTORY_VERSION = 1
+
+
+def escape(text):
+    """A field's bytes: 0x20-0x7e as themselves except '%', the rest %HH."""
+    data = text.encode("latin-1") if isinstance(text, str) else text
+    return "".join(chr(b) if 0x20 <= b <= 0x7e and b != 0x25 else f"%{b:02X}"
+                   for b in data)
+
+
+def history_events(op):
+    """The baton-format lines of one operation: (time, line) pairs."""
+    head = f"{op.process}\tinvoke\t{op.f}\t{escape(op.key)}"
+    if op.f in ("set", "append"):
+        inv = f"{head}\t={escape(op.arg)}"
+    elif op.f == "incr":
+        inv = f"{head}\t{op.arg}"
+    else:
+        inv = head
+    events = [(op.invoke_ns, f"{op.invoke_ns}\t{inv}")]
+    if op.status is None:
+        return events  # still pending: indeterminate
+    done = f"{op.complete_ns}\t{op.process}\t{op.status}\t{op.f}\t" \
+           f"{escape(op.key)}"
+    if op.status == "ok":
+        if op.f == "get":
+            done += "\t-" if op.result is None else \
+                f"\t={escape(op.result)}"
+        elif op.f != "set":
+            done += f"\t{op.result}"
+    elif op.error:
+        done += f"\t{escape(op.error[:200])}"
+    events.append((op.complete_ns, done))
+    return events
+
+
+def write_history(ops, path, r):
+    """The history in the baton format (docs/history-format.md): a header
+    line, then one line per invocation and per completion, by time."""
+    events = []
+    for op in ops:
+        events.extend(history_events(op))
+    events.sort(key=lambda e: e[0])
+    with open(path, "w", encoding="ascii") as out:
+        out.write(f"{HISTORY_MAGIC}\t{HISTORY_VERSION}\n")
+        out.write(f"# baton jepsen harness: seed {r.seed}, {r.n_nodes} "
+                  f"nodes, {r.n_clients} clients, keys "
+                  f"{' '.join(r.keys)}\n")
+        for _, line in events:
+            out.write(line + "\n")
+
+
+def write_op_nodes(ops, path):
+    """Which node served each operation (the history has no room for it):
+    one line per operation, by invocation time, to read next to the
+    checker's explanation (it names the client and the invocation time)."""
+    with open(path, "w", encoding="ascii") as out:
+        out.write("invoke_ns\tclient\tnode\top\tkey\tstatus\n")
+        for op in sorted(ops, key=lambda o: o.invoke_ns):
+            out.write(f"{op.invoke_ns}\t{op.process}\t{op.node}\t{op.f}\t"
+                      f"{escape(op.key)}\t{op.status or 'pending'}\n")
+
+
+def check(r, res, checker, timeout_s):
+    """Runs baton-lincheck on the history; sets res.verdict and returns
+    why the run fails, or None if the history is linearizable."""
+    cmd = [str(checker), "--format", "baton", "--timeout-s",
+           f"{timeout_s:g}", str(res.history_path)]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=timeout_s + 60)
+    except subprocess.TimeoutExpired:
+        res.verdict = "unknown"
+        return f"{checker} did not finish within {timeout_s + 60:g} s"
+    res.checker_output = (p.stdout + p.stderr).strip()
+    took = time.monotonic() - t0
+    verdicts = {0: "linearizable", 1: "not-linearizable", 3: "unknown"}
+    res.verdict = verdicts.get(p.returncode, "unreadable")
+    r.say(f"checker: exit {p.returncode} ({res.verdict}) in {took:.1f} s")
+    if p.returncode == 0:
+        return None
+    if p.returncode == 1:
+        return "the history is NOT linearizable"
+    if p.returncode == 3:
+        return ("the checker could not decide (a limit was reached): "
+                "the run proves nothing")
+    return (f"the checker could not read the history (exit "
+            f"{p.returncode}): a harness bug")
+
+
+def report(r, res, logs, elapsed_s):
+    c = res.counts
+    faults = ", ".join(f"{k} {v}" for k, v in sorted(res.faults.items())) \
+        or "none"
+    summary = (f"seed {res.seed}: operations {sum(c.values())} (ok "
+               f"{c.get('ok', 0)}, fail {c.get('fail', 0)}, info "
+               f"{c.get('info', 0)}); faults: {faults}; "
+               f"{elapsed_s:.0f} s")
+    if res.ok:
+        r.say(f"PASS {summary}; history {res.history_path}")
+        return summary
+    parts = [f"FAIL seed {res.seed}: {res.failure}", summary,
+             f"history: {res.history_path}",
+             f"replay the schedule: /usr/bin/python3 tests/jepsen/harness.py "
+             f"--seed {res.seed} --seconds {r.args.seconds:g} --nodes "
+             f"{r.args.nodes} --clients {r.args.clients} --keys "
+             f"{r.args.keys} --nemesis {r.args.nemesis}"
+             + (" --stale-reads" if r.args.stale_reads else "")]
+    if res.checker_output:
+        parts.append("checker output:\n" + res.checker_output)
+    if logs:
+        parts.append("node logs (tails):\n" + logs)
+    msg = "\n".join(parts)
+    r.say(msg, always=True)
+    return msg
+
+
+# ---- the command line -------------------------------------------------------
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="Jepsen-style fault harness for baton (docs/jepsen.md)")
+    p.add_argument("--seconds", type=float, default=60.0,
+                   help="seconds of load under faults (default 60)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the schedule (default: random, printed)")
+    p.add_argument("--nodes", type=int, default=3, choices=NODES_ALLOWED)
+    p.add_argument("--clients", type=int, default=10)
+    p.add_argument("--keys", type=int, default=3)
+    p.add_argument("--nemesis", default="all", choices=sorted(PROFILES),
+                   help="fault profile (default all)")
+    p.add_argument("--out", default=None,
+                   help="folder for the history, schedule, nemesis log and "
+                        "node logs (kept); default a temporary folder")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the temporary folder and the nodes' data")
+    p.add_argument("--build", default=None,
+                   help="build directory (default $BATON_BUILD or build)")
+    p.add_argument("--checker", default=None,
+                   help="baton-lincheck (default $BATON_LINCHECK or "
+                        "BUILD/baton-lincheck)")
+    p.add_argument("--check-timeout", type=float, default=CHECK_TIMEOUT_S)
+    p.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S,
+                   help="socket timeout of one operation, s (default 1.5)")
+    p.add_argument("--think-ms", type=float, default=THINK_MS_MAX,
+                   help="a client waits 0..this many ms between operations")
+    p.add_argument("--read-heavy", action="store_true",
+                   help="60%% reads instead of 35%%")
+    p.add_argument("--stale-reads", action="store_true",
+                   help="clients send BATON.STALE ON on every connection "
+                        "(the planted stale-read bug: must fail the check)")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1, 2 ** 31)
+    if not 0 < args.seconds <= SECONDS_MAX:
+        p.error(f"--seconds must be in (0, {SECONDS_MAX}]")
+    if not 1 <= args.clients <= CLIENTS_MAX:
+        p.error(f"--clients must be in [1, {CLIENTS_MAX}]")
+    if not 1 <= args.keys <= KEYS_MAX:
+        p.error(f"--keys must be in [1, {KEYS_MAX}]")
+    if not 0.05 <= args.op_timeout <= 30:
+        p.error("--op-timeout must be in [0.05, 30]")
+    return args
+
+
+def _interrupt(signum, frame):
+    INTERRUPTED.set()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    # Ctrl-C and SIGTERM end the run through its cleanup, even when the
+    # shell started us with SIGINT ignored (a background job).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        res = run(args)
+    except KeyboardInterrupt:
+        print(f"[jepsen seed={args.seed}] interrupted; cleaned up",
+              flush=True)
+        return 130
+    if not res.ok:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The Jepsen-style fault harness under pytest (docs/jepsen.md).
+
+- test_linearizable_under_faults: one run of the harness, every fault kind,
+  checked by baton-lincheck. Short by default (45 s of load, for `make
+  test`); JEPSEN_SECONDS=600 makes it long (`make jepsen SECONDS=600`).
+- test_teeth_stale_reads: the harness must catch a server that reads
+  without the read index. Its clients send BATON.STALE ON on every
+  connection (what -DBATON_PLANTED_BUG_STALE_READS does to every read of
+  the server), under a schedule of leader isolations, and the checker must
+  say "not linearizable".
+
+Environment: BATON_BUILD (build directory, default build), BATON_LINCHECK
+(the checker, default $BATON_BUILD/baton-lincheck), JEPSEN_SECONDS,
+JEPSEN_SEED (default random, printed), JEPSEN_NODES (3 or 5; default drawn
+from the seed), JEPSEN_CLIENTS (10), JEPSEN_KEYS (3), JEPSEN_OUT (a folder
+for the run's history and logs; default pytest's tmp_path),
+JEPSEN_PLANTED_BUG=1 (the server was built with a planted stale-read bug:
+the main test then expects a violation instead).
+"""
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+
+SHORT_SECONDS = 45
+# The teeth test: each attempt is a short run; a violation shows up in the
+# first second or two of load, so one attempt nearly always suffices. The
+# retries bound the (already tiny) chance of a run that catches nothing.
+TEETH_SECONDS = 8
+TEETH_ATTEMPTS = 3
+
+
+def env_int(name, default):
+    v = os.environ.get(name)
+    return int(v) if v else default
+
+
+def seed_from_env():
+    seed = os.environ.get("JEPSEN_SEED")
+    return int(seed) if seed else random.SystemRandom().randrange(1, 2 ** 31)
+
+
+def harness_args(tmp_path, seed, seconds, nodes, extra=()):
+    out = Path(os.environ.get("JEPSEN_OUT") or tmp_path) / f"seed-{seed}"
+    argv = ["--seed", str(seed), "--seconds", str(seconds), "--nodes",
+            str(nodes), "--clients", str(env_int("JEPSEN_CLIENTS", 10)),
+            "--keys", str(env_int("JEPSEN_KEYS", 3)), "--out", str(out)]
+    return harness.parse_args(argv + list(extra))
+
+
+def require_binaries():
+    build = harness.build_dir()
+    for path in (build / "batond", harness.find_checker(build)):
+        if not path.exists():
+            pytest.fail(f"{path} not found: build it first (make build), "
+                        f"or set BATON_BUILD / BATON_LINCHECK")
+
+
+def test_linearizable_under_faults(tmp_path):
+    require_binaries()
+    seed = seed_from_env()
+    seconds = env_int("JEPSEN_SECONDS", SHORT_SECONDS)
+    nodes = env_int("JEPSEN_NODES", random.Random(seed).choice((3, 5)))
+    args = harness_args(tmp_path, seed, seconds, nodes)
+    res = harness.run(args)
+    print(res.message)
+    if os.environ.get("JEPSEN_PLANTED_BUG") == "1":
+        assert res.verdict == "not-linearizable", (
+            f"seed {seed}: the server has a planted bug, yet the harness "
+            f"found no violation:\n{res.message}")
+        return
+    assert res.ok, res.message
+    assert res.counts["ok"] > 0, f"seed {seed}: no operation succeeded"
+
+
+def test_teeth_stale_reads(tmp_path):
+    """Stale reads must be reported: up to TEETH_ATTEMPTS short runs (each
+    with its own seed) until the checker finds a violation."""
+    require_binaries()
+    first = seed_from_env()
+    verdicts = []
+    for attempt in range(TEETH_ATTEMPTS):
+        seed = first + attempt
+        args = harness_args(tmp_path, seed, TEETH_SECONDS, 3,
+                            ["--stale-reads", "--nemesis", "isolate-leader",
+                             "--read-heavy"])
+        res = harness.run(args)
+        verdicts.append(f"seed {seed}: {res.verdict} ({res.failure})")
+        if res.verdict == "not-linearizable":
+            print(f"caught the stale reads on attempt {attempt + 1} "
+                  f"(seed {seed}):\n{res.checker_output}")
+            return
+    pytest.fail("the harness did not catch stale reads (BATON.STALE ON on "
+                f"every connection) in {TEETH_ATTEMPTS} runs: "
+                + "; ".join(verdicts))
