@@ -75,6 +75,9 @@ OP_TIMEOUT_S = 1.5  # socket timeout of one client operation
 CONNECT_TIMEOUT_S = 1.0
 THINK_MS_MAX = 40  # a client waits 0..this between operations
 LIVENESS_S = 30.0  # after healing: every node serves within this
+FINAL_READ_S = 0.05  # the final reads' bound grows by this per read
+KEY_OPS = 300  # a key is retired after this many operations
+KEY_INFOS = 8  # ... or this many indeterminate ones
 PROXY_HELD_MAX = 32  # blackholed connections one proxy holds at most
 PROXY_CMD_TIMEOUT_S = 10.0  # a cut or heal of the proxies completes within
 CLIENT_JOIN_S = OP_TIMEOUT_S + CONNECT_TIMEOUT_S + 5.0
@@ -483,6 +486,64 @@ class JepsenCluster(e2e.Cluster):
 # ---- clients ----------------------------------------------------------------
 
 
+class KeySpace:
+    """The keys the clients use, Jepsen's "independent keys": `active`
+    keys at a time; a key is retired after `ops_max` operations or
+    `info_max` indeterminate ones and a fresh key takes its place. Each
+    key's history is then short, with few indeterminate operations (each
+    one can double the checker's search on its key), while the run is
+    long. Some reads go to recently retired keys: no write reaches them
+    any more, so a value that changes there is a lost or reverted write."""
+
+    RETIRED_READ_P = 0.1  # a read goes to a retired key with this chance
+    RETIRED_KEPT = 32  # retired keys that reads still visit
+
+    def __init__(self, active, ops_max, info_max):
+        self._lock = threading.Lock()
+        self._next = 0
+        self.ops_max = ops_max
+        self.info_max = info_max
+        self.active = [self._fresh() for _ in range(active)]
+        self.all = list(self.active)  # every key ever used, in order
+        self.retired = []  # the last RETIRED_KEPT retired keys
+        self.ops = {}  # key -> operations invoked
+        self.infos = {}  # key -> indeterminate operations
+
+    def _fresh(self):
+        key = f"k{self._next}"
+        self._next += 1
+        return key
+
+    def _retire(self, key):
+        if key not in self.active:
+            return
+        i = self.active.index(key)
+        self.active[i] = self._fresh()
+        self.all.append(self.active[i])
+        self.retired.append(key)
+        del self.retired[:-self.RETIRED_KEPT]
+
+    def pick(self, rng, read):
+        with self._lock:
+            if read and self.retired and rng.random() < self.RETIRED_READ_P:
+                return rng.choice(self.retired)
+            key = rng.choice(self.active)
+            self.ops[key] = self.ops.get(key, 0) + 1
+            if self.ops[key] >= self.ops_max:
+                self._retire(key)
+            return key
+
+    def note_info(self, key):
+        with self._lock:
+            self.infos[key] = self.infos.get(key, 0) + 1
+            if self.infos[key] >= self.info_max:
+                self._retire(key)
+
+    def every_key(self):
+        with self._lock:
+            return list(self.all)
+
+
 class Client(threading.Thread):
     """Random operations against random nodes until told to stop. After
     an indeterminate operation the client continues as a new process (the
@@ -530,7 +591,7 @@ class Client(threading.Thread):
     def next_op(self, node):
         r = self.run_
         f = self.rng.choices(r.op_names, weights=r.op_weights)[0]
-        key = self.rng.choice(r.keys)
+        key = r.keys.pick(self.rng, f in READS)
         arg = None
         if f in ("set", "append"):
             arg = str(next(r.values))
@@ -570,6 +631,7 @@ class Client(threading.Thread):
             accept_reply(op, reply)
         if op.status == "info":
             self.process += r.n_clients  # a fresh process id, Jepsen style
+            r.keys.note_info(op.key)
 
 
 def peer_closed(conn):
@@ -891,7 +953,7 @@ class Run:
         self.seed = args.seed
         self.n_nodes = args.nodes
         self.n_clients = args.clients
-        self.keys = [f"k{i}" for i in range(args.keys)]
+        self.keys = KeySpace(args.keys, args.key_ops, args.key_infos)
         self.op_timeout_s = args.op_timeout
         self.think_ms_max = args.think_ms
         self.stale_reads = args.stale_reads
@@ -1047,61 +1109,88 @@ def join_clients(clients):
 
 def liveness(r, nemesis):
     """With every fault healed: on every node, within LIVENESS_S, a write
-    (SET of the node's own key) and a linearizable read of every key
-    succeed. Recorded in the history like any operation (the reads are
-    final reads of the workload keys). Returns the seconds it took."""
+    (SET of the node's own key) and a linearizable read of it succeed;
+    then every node reads every key the run used (final reads, within a
+    bound that grows with their number). All recorded in the history like
+    any operation. Returns the seconds the liveness part took."""
     t0 = time.monotonic()
-    deadline = t0 + LIVENESS_S
-    lst = r.recorder.new_list()
-    process = 1 << 40  # apart from the clients' ids
+    final = FinalClient(r, nemesis)
     for node in r.node_list:
-        conn = None
-        steps = [("set", f"live{node.id}", f"live-{node.id}")] + [
-            ("get", k, None) for k in r.keys + [f"live{node.id}"]]
-        for f, key, arg in steps:
-            while True:
-                if time.monotonic() > deadline:
-                    raise HarnessFailure(
-                        f"liveness: node {node.id} did not serve {f} {key} "
-                        f"within {LIVENESS_S:.0f} s of healing; last error: "
-                        f"{lst[-1].error if lst else None}")
-                nemesis.check_nodes()
-                check_interrupted()
-                if conn is None:
-                    conn = Connection(host=HOST, port=node.client_port,
-                                      socket_timeout=r.op_timeout_s * 2,
-                                      socket_connect_timeout=1.0)
-                op = Op(process, f, key, arg, node.id)
-                op.invoke_ns = time.monotonic_ns()
-                lst.append(op)
-                try:
-                    conn.send_command(*command_args(op))
-                    reply = conn.read_response()
-                except redis.ResponseError as e:
-                    op.complete_ns = time.monotonic_ns()
-                    classify_error(op, str(e))
-                except (redis.ConnectionError, redis.TimeoutError,
-                        OSError) as e:
-                    op.complete_ns = time.monotonic_ns()
-                    conn.disconnect()
-                    conn = None
-                    op.error = f"{type(e).__name__}: {e}"
-                    op.status = "fail" if f in READS else "info"
-                else:
-                    op.complete_ns = time.monotonic_ns()
-                    accept_reply(op, reply)
-                if op.status == "info":
-                    process += 1
-                if op.status == "ok":
-                    break
-                time.sleep(0.1)
-        if conn is not None:
-            conn.disconnect()
-        process += 1
+        final.until_ok(node, "set", f"live{node.id}", f"live-{node.id}",
+                       t0 + LIVENESS_S, "liveness")
+        final.until_ok(node, "get", f"live{node.id}", None,
+                       t0 + LIVENESS_S, "liveness")
     took = time.monotonic() - t0
-    r.say(f"liveness: every node served a write and reads {took:.1f} s "
+    r.say(f"liveness: every node served a write and a read {took:.1f} s "
           f"after healing")
+    keys = r.keys.every_key()
+    t1 = time.monotonic()
+    deadline = t1 + LIVENESS_S + FINAL_READ_S * len(keys) * len(r.node_list)
+    for node in r.node_list:
+        for key in keys:
+            final.until_ok(node, "get", key, None, deadline, "final reads")
+    final.close()
+    r.say(f"final reads: {len(keys)} keys on {len(r.node_list)} nodes in "
+          f"{time.monotonic() - t1:.1f} s")
     return took
+
+
+class FinalClient:
+    """Sequential operations for the liveness check and the final reads,
+    each retried until it succeeds or a deadline passes."""
+
+    def __init__(self, r, nemesis):
+        self.r = r
+        self.nemesis = nemesis
+        self.ops = r.recorder.new_list()
+        self.process = 1 << 40  # apart from the clients' ids
+        self.conns = {}
+
+    def until_ok(self, node, f, key, arg, deadline, what):
+        while True:
+            if time.monotonic() > deadline:
+                last = self.ops[-1].error if self.ops else None
+                raise HarnessFailure(
+                    f"{what}: node {node.id} did not serve {f} {key} in "
+                    f"time after healing; last error: {last}")
+            self.nemesis.check_nodes()
+            check_interrupted()
+            op = self.one(node, f, key, arg)
+            if op.status == "ok":
+                return
+            time.sleep(0.1)
+
+    def one(self, node, f, key, arg):
+        conn = self.conns.get(node.id)
+        if conn is None:
+            conn = Connection(host=HOST, port=node.client_port,
+                              socket_timeout=self.r.op_timeout_s * 2,
+                              socket_connect_timeout=CONNECT_TIMEOUT_S)
+            self.conns[node.id] = conn
+        op = Op(self.process, f, key, arg, node.id)
+        op.invoke_ns = time.monotonic_ns()
+        self.ops.append(op)
+        try:
+            conn.send_command(*command_args(op))
+            reply = conn.read_response()
+        except redis.ResponseError as e:
+            op.complete_ns = time.monotonic_ns()
+            classify_error(op, str(e))
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            op.complete_ns = time.monotonic_ns()
+            conn.disconnect()
+            op.error = f"{type(e).__name__}: {e}"
+            op.status = "fail" if f in READS else "info"
+        else:
+            op.complete_ns = time.monotonic_ns()
+            accept_reply(op, reply)
+        if op.status == "info":
+            self.process += 1
+        return op
+
+    def close(self):
+        for conn in self.conns.values():
+            conn.disconnect()
 
 
 # ---- writing and checking the history ---------------------------------------
@@ -1154,8 +1243,9 @@ def write_history(ops, path, r):
     with open(path, "w", encoding="ascii") as out:
         out.write(f"{HISTORY_MAGIC}\t{HISTORY_VERSION}\n")
         out.write(f"# baton jepsen harness: seed {r.seed}, {r.n_nodes} "
-                  f"nodes, {r.n_clients} clients, keys "
-                  f"{' '.join(r.keys)}\n")
+                  f"nodes, {r.n_clients} clients, {len(r.keys.all)} keys "
+                  f"({r.args.keys} at a time), nemesis {r.args.nemesis}"
+                  + (", stale reads" if r.stale_reads else "") + "\n")
         for _, line in events:
             out.write(line + "\n")
 
@@ -1212,11 +1302,7 @@ def report(r, res, logs, elapsed_s):
         return summary
     parts = [f"FAIL seed {res.seed}: {res.failure}", summary,
              f"history: {res.history_path}",
-             f"replay the schedule: /usr/bin/python3 tests/jepsen/harness.py "
-             f"--seed {res.seed} --seconds {r.args.seconds:g} --nodes "
-             f"{r.args.nodes} --clients {r.args.clients} --keys "
-             f"{r.args.keys} --nemesis {r.args.nemesis}"
-             + (" --stale-reads" if r.args.stale_reads else "")]
+             f"replay the schedule: {replay_command(r.args)}"]
     if res.checker_output:
         parts.append("checker output:\n" + res.checker_output)
     if logs:
@@ -1224,6 +1310,22 @@ def report(r, res, logs, elapsed_s):
     msg = "\n".join(parts)
     r.say(msg, always=True)
     return msg
+
+
+def replay_command(args):
+    """The command line that runs the same schedule again (timing and
+    thread interleavings differ, so the history does too)."""
+    parts = ["/usr/bin/python3 tests/jepsen/harness.py", f"--seed {args.seed}",
+             f"--seconds {args.seconds:g}", f"--nodes {args.nodes}",
+             f"--clients {args.clients}", f"--keys {args.keys}",
+             f"--key-ops {args.key_ops}", f"--key-infos {args.key_infos}",
+             f"--nemesis {args.nemesis}", f"--op-timeout {args.op_timeout:g}",
+             f"--think-ms {args.think_ms:g}"]
+    if args.read_heavy:
+        parts.append("--read-heavy")
+    if args.stale_reads:
+        parts.append("--stale-reads")
+    return " ".join(parts)
 
 
 # ---- the command line -------------------------------------------------------
@@ -1238,7 +1340,14 @@ def parse_args(argv=None):
                    help="seed of the schedule (default: random, printed)")
     p.add_argument("--nodes", type=int, default=3, choices=NODES_ALLOWED)
     p.add_argument("--clients", type=int, default=10)
-    p.add_argument("--keys", type=int, default=3)
+    p.add_argument("--keys", type=int, default=3,
+                   help="keys in use at a time (default 3)")
+    p.add_argument("--key-ops", type=int, default=KEY_OPS,
+                   help="a key is retired (replaced by a fresh one) after "
+                        f"this many operations (default {KEY_OPS})")
+    p.add_argument("--key-infos", type=int, default=KEY_INFOS,
+                   help="... or this many indeterminate ones (default "
+                        f"{KEY_INFOS})")
     p.add_argument("--nemesis", default="all", choices=sorted(PROFILES),
                    help="fault profile (default all)")
     p.add_argument("--out", default=None,
@@ -1271,6 +1380,8 @@ def parse_args(argv=None):
         p.error(f"--clients must be in [1, {CLIENTS_MAX}]")
     if not 1 <= args.keys <= KEYS_MAX:
         p.error(f"--keys must be in [1, {KEYS_MAX}]")
+    if args.key_ops < 1 or args.key_infos < 1:
+        p.error("--key-ops and --key-infos must be at least 1")
     if not 0.05 <= args.op_timeout <= 30:
         p.error("--op-timeout must be in [0.05, 30]")
     return args

@@ -7,8 +7,10 @@
 #include "reference.h"
 
 #define REF_KEYS_MAX 4u
-#define REF_VALUE_BYTES 64u
-#define REF_CLIENTS_MAX 3u
+#define REF_VALUE_BYTES 128u
+/* Bytes of one memoised configuration: the mask, then per key a presence
+ * byte, a length byte and the bytes. */
+#define REF_CONFIG_BYTES (8u + REF_KEYS_MAX * (2u + REF_VALUE_BYTES))
 
 #ifndef BATON_HISTORIES_DIR
 #define BATON_HISTORIES_DIR ""
@@ -20,9 +22,21 @@ struct rvalue {
 	char bytes[REF_VALUE_BYTES];
 };
 
+/* Configurations already explored (they failed): an open-addressing set
+ * of serialised configurations in an arena. */
+struct rmemo {
+	uint8_t *arena;
+	size_t used;
+	size_t cap;
+	size_t *slots; /* offset + 1; 0: empty */
+	size_t n_slots;
+	size_t count;
+};
+
 struct rctx {
 	const struct lincheck_history *h;
 	bool empty_is_missing;
+	struct rmemo memo;
 };
 
 static void normalise(const struct rctx *c, struct rvalue *v)
@@ -137,10 +151,81 @@ static bool counts(const struct lincheck_op *op)
 	return op->status != LINCHECK_FAIL;
 }
 
-static bool search(const struct rctx *c, uint32_t done,
-		   const struct rvalue *values)
+static size_t serialise(const struct rctx *c, uint64_t done,
+			const struct rvalue *values, uint8_t *out)
+{
+	size_t n = 0;
+	memcpy(out, &done, 8);
+	n += 8;
+	for (uint32_t k = 0; k < c->h->n_keys; k++) {
+		out[n++] = values[k].present;
+		out[n++] = (uint8_t)values[k].len;
+		memcpy(out + n, values[k].bytes, values[k].len);
+		n += values[k].len;
+	}
+	return n;
+}
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+	uint64_t h = 14695981039346656037u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211u;
+	return h;
+}
+
+/* Adds the configuration; false if it was there. */
+static bool memo_add(struct rmemo *m, const uint8_t *key, size_t n)
+{
+	if (m->count * 2 >= m->n_slots) {
+		size_t cap = m->n_slots == 0 ? 1024 : m->n_slots * 2;
+		size_t *slots = calloc(cap, sizeof(*slots));
+		cr_assert_not_null(slots);
+		for (size_t i = 0; i < m->n_slots; i++) {
+			if (m->slots[i] == 0)
+				continue;
+			const uint8_t *k = m->arena + m->slots[i] - 1 + 2;
+			size_t kn = (size_t)m->arena[m->slots[i] - 1] |
+				    (size_t)m->arena[m->slots[i]] << 8;
+			size_t j = fnv(k, kn);
+			while (slots[j & (cap - 1)] != 0)
+				j++;
+			slots[j & (cap - 1)] = m->slots[i];
+		}
+		free(m->slots);
+		m->slots = slots;
+		m->n_slots = cap;
+	}
+	size_t j = fnv(key, n);
+	for (;; j++) {
+		size_t slot = m->slots[j & (m->n_slots - 1)];
+		if (slot == 0)
+			break;
+		size_t kn = (size_t)m->arena[slot - 1] | (size_t)m->arena[slot]
+								 << 8;
+		if (kn == n && memcmp(m->arena + slot + 1, key, n) == 0)
+			return false;
+	}
+	if (m->used + n + 2 > m->cap) {
+		m->cap = (m->cap + n + 2) * 2;
+		m->arena = realloc(m->arena, m->cap);
+		cr_assert_not_null(m->arena);
+	}
+	m->arena[m->used] = (uint8_t)(n & 0xff);
+	m->arena[m->used + 1] = (uint8_t)(n >> 8);
+	memcpy(m->arena + m->used + 2, key, n);
+	m->slots[j & (m->n_slots - 1)] = m->used + 1;
+	m->used += n + 2;
+	m->count++;
+	return true;
+}
+
+static bool search(struct rctx *c, uint64_t done, const struct rvalue *values)
 {
 	const struct lincheck_history *h = c->h;
+	uint8_t key[REF_CONFIG_BYTES];
+	if (!memo_add(&c->memo, key, serialise(c, done, values, key)))
+		return false; /* explored, and it failed */
 	bool all = true;
 	for (uint32_t i = 0; i < h->n_ops && all; i++)
 		all = (done >> i & 1) || h->ops[i].status != LINCHECK_OK;
@@ -161,7 +246,7 @@ static bool search(const struct rctx *c, uint32_t done,
 		struct rvalue next[REF_KEYS_MAX];
 		memcpy(next, values, sizeof(next));
 		if (apply(c, op, &next[op->key]) &&
-		    search(c, done | 1u << i, next))
+		    search(c, done | (uint64_t)1 << i, next))
 			return true;
 	}
 	return false;
@@ -171,10 +256,16 @@ bool ref_linearizable(const struct lincheck_history *h)
 {
 	cr_assert_leq(h->n_ops, REF_OPS_MAX);
 	cr_assert_leq(h->n_keys, REF_KEYS_MAX);
-	struct rctx c = {h, h->missing_reads_empty};
+	struct rctx c;
+	memset(&c, 0, sizeof(c));
+	c.h = h;
+	c.empty_is_missing = h->missing_reads_empty;
 	struct rvalue values[REF_KEYS_MAX];
 	memset(values, 0, sizeof(values));
-	return search(&c, 0, values);
+	bool ok = search(&c, 0, values);
+	free(c.memo.arena);
+	free(c.memo.slots);
+	return ok;
 }
 
 enum lincheck_verdict ref_check(const struct lincheck_history *h)
@@ -253,7 +344,10 @@ static int by_lin(const void *a, const void *b)
 static void run(struct lincheck_history *h, struct planned *p, struct rvalue *v,
 		bool empty_is_missing)
 {
-	struct rctx c = {h, empty_is_missing};
+	struct rctx c;
+	memset(&c, 0, sizeof(c));
+	c.h = h;
+	c.empty_is_missing = empty_is_missing;
 	struct lincheck_op *op = &p->op;
 	int64_t n = 0;
 	switch (op->kind) {
@@ -319,7 +413,7 @@ static void corrupt(struct rng *r, struct lincheck_history *h,
 	}
 }
 
-void ref_random_history(uint64_t seed, uint32_t ops_max,
+void ref_random_history(uint64_t seed, uint32_t ops_max, uint32_t clients_max,
 			struct lincheck_history *h)
 {
 	static const char *const set_values[] = {"1", "2", "a", "ab"};
@@ -332,7 +426,8 @@ void ref_random_history(uint64_t seed, uint32_t ops_max,
 	h->format = LINCHECK_FORMAT_BATON;
 	h->missing_reads_empty = below(&r, 5) == 0;
 	uint32_t n = 1 + below(&r, ops_max);
-	uint32_t clients = 1 + below(&r, REF_CLIENTS_MAX);
+	cr_assert(clients_max >= 1 && clients_max <= REF_CLIENTS_MAX);
+	uint32_t clients = 1 + below(&r, clients_max);
 	uint32_t keys = 1 + below(&r, 2);
 	/* Distinct appended values, as Jepsen's append tests use. */
 	bool unique = below(&r, 3) == 0;
@@ -343,8 +438,8 @@ void ref_random_history(uint64_t seed, uint32_t ops_max,
 			     0);
 	struct planned plan[REF_OPS_MAX];
 	struct planned *order[REF_OPS_MAX];
-	int64_t free_at[REF_CLIENTS_MAX] = {0, 0, 0};
-	bool gone[REF_CLIENTS_MAX] = {false, false, false};
+	int64_t free_at[REF_CLIENTS_MAX] = {0};
+	bool gone[REF_CLIENTS_MAX] = {false};
 	uint32_t made = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t c = below(&r, clients);
@@ -365,7 +460,7 @@ void ref_random_history(uint64_t seed, uint32_t ops_max,
 		if (op->kind == LINCHECK_SET)
 			op->arg = store(h, pick(&r, set_values, 4));
 		if (op->kind == LINCHECK_APPEND && unique) {
-			char text[2] = {(char)('A' + i), 0};
+			char text[2] = {(char)('A' + i % 60), 0};
 			op->arg = store(h, text);
 		} else if (op->kind == LINCHECK_APPEND) {
 			op->arg = store(h, pick(&r, append_values, 4));

@@ -7,16 +7,18 @@
 
 #include "lincheck.h"
 
-/* Operations the reference can take (it tries every order). */
-#define REF_OPS_MAX 10u
+/* Operations the reference can take (it tries every order, skipping
+ * configurations it saw), and clients the generator uses at most. */
+#define REF_OPS_MAX 48u
+#define REF_CLIENTS_MAX 8u
 
 /* Whether h is linearizable, by trying every order of its operations. */
 bool ref_linearizable(const struct lincheck_history *h);
 
 /* A small random history from seed: up to ops_max (<= REF_OPS_MAX)
- * operations by up to 3 clients on 1 or 2 keys, recorded from a real
- * sequential execution and then perhaps corrupted. */
-void ref_random_history(uint64_t seed, uint32_t ops_max,
+ * operations by up to clients_max (<= REF_CLIENTS_MAX) clients on 1 or 2
+ * keys, recorded from a real execution and then perhaps corrupted. */
+void ref_random_history(uint64_t seed, uint32_t ops_max, uint32_t clients_max,
 			struct lincheck_history *h);
 
 /* The verdict of lincheck_check (LINEARIZABLE or NOT). */

@@ -75,8 +75,9 @@ static const char bad_text[] = "baton-history\t1\n"
 			       "0\t1\tinvoke\tset\tk\t=a\n"
 			       "1\t1\tok\tset\tk\textra\n";
 
-/* Many concurrent indeterminate increments by distinct powers of two and
- * a read no subset of them explains: 2^HARD_INCRS states to rule out. */
+/* Many concurrent indeterminate increments by distinct even powers of two
+ * and an odd read no subset of them explains (though it is in the range
+ * of their sums): 2^HARD_INCRS states to rule out. */
 static char *hard_text(void)
 {
 	size_t cap = 64 + HARD_INCRS * 64;
@@ -86,10 +87,10 @@ static char *hard_text(void)
 	for (uint32_t i = 0; i < HARD_INCRS; i++)
 		n += (size_t)snprintf(t + n, cap - n,
 				      "1\t%u\tinvoke\tincr\tk\t%llu\n", i + 1,
-				      1ull << i);
+				      2ull << i);
 	n += (size_t)snprintf(t + n, cap - n,
 			      "2\t999\tinvoke\tget\tk\n3\t999\tok\tget\tk\t"
-			      "=-1\n");
+			      "=1099511627777\n");
 	cr_assert_lt(n, cap);
 	return t;
 }

@@ -17,6 +17,7 @@
 #define FUZZ_EDITS_MAX 8u
 #define FUZZ_TEXT_BYTES 8192u
 #define ROUND_TRIP_HISTORIES 3000u
+#define ROUND_TRIP_OPS_MAX 24u
 
 static char *baton_text(const struct lincheck_history *h, size_t *len)
 {
@@ -120,7 +121,7 @@ Test(parse, baton_round_trip)
 	for (uint32_t i = 0; i < ROUND_TRIP_HISTORIES; i++) {
 		struct lincheck_history h, back;
 		struct lincheck_error err;
-		ref_random_history(1000 + i, REF_OPS_MAX, &h);
+		ref_random_history(1000 + i, ROUND_TRIP_OPS_MAX, 4, &h);
 		size_t len;
 		char *text = baton_text(&h, &len);
 		lincheck_history_init(&back);

@@ -12,29 +12,24 @@
 
 #define RANDOM_HISTORIES 20000u
 #define RANDOM_OPS_MAX 8u
+#define RANDOM_CLIENTS_MAX 3u
+/* Larger ones: more clients, longer histories. */
+#define MEDIUM_HISTORIES 1500u
+#define MEDIUM_OPS_MAX 40u
+#define MEDIUM_CLIENTS_MAX 6u
 #define RANDOM_FIRST_SEED 1u
 #define SHUFFLED_HISTORIES 3000u
+#define SHUFFLED_OPS_MAX 10u
 
-Test(random, agrees_with_brute_force)
+/* Compares the checker with the reference on `histories` random
+ * histories from seed_base on; returns how many of each verdict. */
+static void compare(uint64_t seed_base, uint32_t histories, uint32_t ops_max,
+		    uint32_t clients_max, uint32_t verdicts[2])
 {
-	uint32_t verdicts[2] = {0, 0};
-	uint64_t seed_base = RANDOM_FIRST_SEED;
-	uint32_t histories = RANDOM_HISTORIES;
-	uint32_t ops_max = RANDOM_OPS_MAX;
-	/* Longer runs: LINCHECK_FIRST_SEED, LINCHECK_HISTORIES, and
-	 * LINCHECK_OPS_MAX (up to REF_OPS_MAX). */
-	const char *env = getenv("LINCHECK_FIRST_SEED");
-	if (env != NULL)
-		seed_base = strtoull(env, NULL, 10);
-	if ((env = getenv("LINCHECK_HISTORIES")) != NULL)
-		histories = (uint32_t)strtoul(env, NULL, 10);
-	if ((env = getenv("LINCHECK_OPS_MAX")) != NULL)
-		ops_max = (uint32_t)strtoul(env, NULL, 10);
-	cr_assert(ops_max >= 1 && ops_max <= REF_OPS_MAX);
 	for (uint32_t i = 0; i < histories; i++) {
 		uint64_t seed = seed_base + i;
 		struct lincheck_history h;
-		ref_random_history(seed, ops_max, &h);
+		ref_random_history(seed, ops_max, clients_max, &h);
 		bool want = ref_linearizable(&h);
 		enum lincheck_verdict got = ref_check(&h);
 		if (want != (got == LINCHECK_LINEARIZABLE)) {
@@ -44,8 +39,10 @@ Test(random, agrees_with_brute_force)
 			fprintf(stderr, "missing reads empty: %d\n",
 				h.missing_reads_empty);
 			lincheck_write_baton(stderr, &h);
-			cr_assert_fail("seed %llu: the checker disagrees",
-				       (unsigned long long)seed);
+			cr_assert_fail("seed %llu (ops %u, clients %u): the "
+				       "checker disagrees",
+				       (unsigned long long)seed, ops_max,
+				       clients_max);
 		}
 		verdicts[want]++;
 		lincheck_history_free(&h);
@@ -57,25 +54,56 @@ Test(random, agrees_with_brute_force)
 		     verdicts[1]);
 }
 
+Test(random, agrees_with_brute_force)
+{
+	uint64_t seed_base = RANDOM_FIRST_SEED;
+	uint32_t histories = RANDOM_HISTORIES;
+	uint32_t ops_max = RANDOM_OPS_MAX;
+	uint32_t clients_max = RANDOM_CLIENTS_MAX;
+	/* Longer runs: LINCHECK_FIRST_SEED, LINCHECK_HISTORIES,
+	 * LINCHECK_OPS_MAX and LINCHECK_CLIENTS_MAX (up to REF_OPS_MAX and
+	 * REF_CLIENTS_MAX). */
+	const char *env = getenv("LINCHECK_FIRST_SEED");
+	if (env != NULL)
+		seed_base = strtoull(env, NULL, 10);
+	if ((env = getenv("LINCHECK_HISTORIES")) != NULL)
+		histories = (uint32_t)strtoul(env, NULL, 10);
+	if ((env = getenv("LINCHECK_OPS_MAX")) != NULL)
+		ops_max = (uint32_t)strtoul(env, NULL, 10);
+	if ((env = getenv("LINCHECK_CLIENTS_MAX")) != NULL)
+		clients_max = (uint32_t)strtoul(env, NULL, 10);
+	cr_assert(ops_max >= 1 && ops_max <= REF_OPS_MAX);
+	cr_assert(clients_max >= 1 && clients_max <= REF_CLIENTS_MAX);
+	uint32_t verdicts[2] = {0, 0};
+	compare(seed_base, histories, ops_max, clients_max, verdicts);
+}
+
+Test(random, agrees_on_longer_histories)
+{
+	uint32_t verdicts[2] = {0, 0};
+	compare(900000, MEDIUM_HISTORIES, MEDIUM_OPS_MAX, MEDIUM_CLIENTS_MAX,
+		verdicts);
+}
+
 /* Lines out of time order (each client's own kept) mean the same. */
 Test(random, line_order_does_not_matter)
 {
 	for (uint32_t i = 0; i < SHUFFLED_HISTORIES; i++) {
 		struct lincheck_history h, back;
 		struct lincheck_error err;
-		ref_random_history(77000 + i, REF_OPS_MAX, &h);
+		ref_random_history(77000 + i, SHUFFLED_OPS_MAX, 3, &h);
 		char *text = NULL;
 		size_t len = 0;
 		FILE *out = open_memstream(&text, &len);
 		cr_assert_not_null(out);
 		cr_assert_eq(lincheck_write_baton(out, &h), 0);
 		fclose(out);
-		char *lines[2 * REF_OPS_MAX + 1] = {NULL};
+		char *lines[2 * SHUFFLED_OPS_MAX + 1] = {NULL};
 		uint32_t n = 0;
 		char *save = NULL;
 		for (char *l = strtok_r(text, "\n", &save); l != NULL;
 		     l = strtok_r(NULL, "\n", &save)) {
-			cr_assert_lt(n, 2 * REF_OPS_MAX + 1);
+			cr_assert_lt(n, 2 * SHUFFLED_OPS_MAX + 1);
 			lines[n++] = l;
 		}
 		cr_assert_geq(n, 1u);
@@ -83,7 +111,7 @@ Test(random, line_order_does_not_matter)
 		char shuffled[4096];
 		size_t at = (size_t)snprintf(shuffled, sizeof(shuffled), "%s\n",
 					     lines[0]);
-		bool used[2 * REF_OPS_MAX + 1] = {false};
+		bool used[2 * SHUFFLED_OPS_MAX + 1] = {false};
 		uint64_t rng = i + 1;
 		for (uint32_t left = n - 1; left > 0; left--) {
 			rng = rng * 6364136223846793005u + 1442695040888963407u;

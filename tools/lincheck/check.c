@@ -11,27 +11,33 @@
  * event means that operation can no longer be linearized later: the walk
  * backtracks, restoring the last attempt and trying the call after it.
  *
- * Pruning:
- *  - a cache of visited configurations (set of linearized ops, model
- *    state): reaching one again cannot succeed where it failed before;
+ * Pruning (each keeps the search exact: it only skips what cannot
+ * succeed):
+ *  - a cache of visited configurations: (set of linearized ops, model
+ *    state). A configuration is skipped if one visited has the same state,
+ *    the same determinate ops and a subset of its indeterminate ones,
+ *    since indeterminate ops may be left out;
  *  - an operation that never changes the state (a get, a cas or del whose
- *    result says it changed nothing), when allowed, is linearized greedily:
- *    it is pending at the front, so any linearization of the rest can be
- *    reordered to start with it; if that fails, so does every other choice
- *    at the same point;
+ *    result says it changed nothing), when allowed, is linearized greedily,
+ *    before any other: it is pending at the front, so any linearization of
+ *    the rest can be reordered to start with it; if that fails, so does
+ *    every other choice at the same point;
  *  - indeterminate operations have no return event and the model always
  *    allows them, so once every determinate operation is linearized the
- *    search stops: the rest can come last;
+ *    search stops: the rest can come last. At each point they are tried
+ *    after the determinate candidates;
  *  - lost appends (see struct lincheck__model) make one state;
- *  - a look-ahead: a step whose new value one of the next unlinearized
- *    gets could never read, whatever comes between, is not taken.
+ *  - a look-ahead: a step after which one of the next unlinearized gets
+ *    (or incrs with a recorded result) could never return what it did,
+ *    whatever may still come before it, is not taken.
  *
  * Keys are searched in rounds with a growing budget of steps, so that an
  * easy violation is found before a long search on another key ends.
  *
- * The linearized set is kept as a bit set; in the cache it is stored
- * run-length encoded by 64-bit words (all-ones and all-zero runs), which
- * is short because it is mostly a prefix of the key's operations.
+ * The linearized set is kept as bit sets; in the cache the determinate
+ * part is stored run-length encoded by 64-bit words (all-ones and all-zero
+ * runs), which is short because it is mostly a prefix of the key's
+ * operations, and the indeterminate part as words.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -52,13 +58,22 @@
 
 /* Byte comparisons spent finding lost appends (else none is lost). */
 #define CHECK_LOST_SCAN_BYTES_MAX ((uint64_t)1 << 31)
+/* Indeterminate resets remembered per read for the look-ahead (past
+ * this, the read is taken as always reachable). */
+#define CHECK_READ_HELPERS_MAX 4u
 /* Unlinearized reads the look-ahead compares a new value with. */
-#define CHECK_LOOKAHEAD_READS 8u
+#define CHECK_LOOKAHEAD_READS 32u
 
 #define FLAG_REQUIRED 1u /* determinate: must be linearized */
 #define FLAG_PURE 2u	 /* never changes the state */
 #define FLAG_READ 4u	 /* a determinate get */
 #define FLAG_RESET 8u	 /* may change the state other than by appending */
+#define FLAG_APPEND 16u
+#define FLAG_COUNT 32u /* a determinate incr whose result was recorded */
+#define FLAG_INCR 64u
+
+/* An increment above this (in size) makes the look-ahead skip counting. */
+#define CHECK_INCR_DELTA_MAX ((int64_t)1 << 40)
 
 #define WORD_ONES UINT64_MAX
 
@@ -69,11 +84,23 @@ struct frame {
 	uint8_t greedy;
 };
 
+/* A bit set that tracks its leading all-ones and last non-zero words. */
+struct bitset {
+	uint64_t *w;
+	uint32_t words;
+	uint32_t full; /* leading all-ones words */
+	uint32_t top;  /* words up to the last non-zero one */
+};
+
+/* A visited configuration: its state, the set of determinate ops
+ * linearized (run-length encoded) and the set of indeterminate ones (its
+ * words), one after the other in the words arena. */
 struct centry {
-	uint64_t hash;
-	uint64_t off; /* of its encoded set in the words arena */
+	uint64_t hash; /* of the determinate set and the state */
+	uint64_t off;
 	uint32_t state;
-	uint32_t len; /* words */
+	uint32_t len_required; /* words */
+	uint32_t len_info;     /* words */
 };
 
 struct search {
@@ -85,21 +112,24 @@ struct search {
 	struct lincheck__op_facts *facts;
 	uint8_t *flags;
 	uint64_t *zobrist;
-	/* The determinate ops' events, in one list, and the indeterminate
-	 * ops' calls in another (same arrays, their own ends). */
+	/* The determinate ops' events, in a list. */
 	uint32_t *next;
 	uint32_t *prev;
 	uint32_t head;
 	uint32_t tail;
-	uint32_t info_head;
-	uint32_t info_tail;
-	/* The linearized set. */
+	/* The indeterminate ops, in invocation order. */
+	uint32_t *info_ops;
+	uint32_t n_info;
+	/* The linearized set: every op (by local index), and apart the
+	 * determinate and the indeterminate ones (by their index among
+	 * those, dense[]). */
 	uint64_t *bits;
-	uint32_t words;
-	uint32_t full_words; /* leading all-ones words */
-	uint32_t top_words;  /* words up to the last non-zero one */
-	uint64_t set_hash;
+	struct bitset required_set;
+	struct bitset info_set;
+	uint32_t *dense;
+	uint64_t set_hash; /* of the determinate ones */
 	uint64_t *enc;
+	uint32_t enc_cap;
 	uint32_t required_total;
 	uint32_t required_done;
 	/* Reads and resets in invocation order, and the first of each
@@ -110,7 +140,23 @@ struct search {
 	uint32_t *resets;
 	uint32_t n_resets;
 	uint32_t reset_lo;
-	uint32_t *rank; /* an op's position in reads or resets */
+	uint32_t *appends;
+	uint32_t n_appends;
+	uint32_t append_lo;
+	uint32_t *rank; /* an op's position in reads, resets or appends */
+	/* Per read (by rank): indeterminate resets invoked before it returns
+	 * that could leave what it read, or helpers_many. */
+	uint32_t (*helpers)[CHECK_READ_HELPERS_MAX];
+	uint8_t *n_helpers;
+	/* The incrs in invocation order; sums of the negative and of the
+	 * positive increments of those not linearized (Fenwick trees by
+	 * position); counting is off if an increment is too large. */
+	uint32_t *incrs;
+	uint32_t *incr_rank;
+	uint32_t n_incrs;
+	int64_t *incr_neg;
+	int64_t *incr_pos;
+	bool incr_counting;
 	struct frame *stack;
 	uint32_t depth;
 	/* The cache. */
@@ -135,12 +181,23 @@ static void search_free(struct search *s)
 	free(s->facts);
 	free(s->reads);
 	free(s->resets);
+	free(s->appends);
 	free(s->rank);
+	free(s->helpers);
+	free(s->n_helpers);
+	free(s->incrs);
+	free(s->incr_rank);
+	free(s->incr_neg);
+	free(s->incr_pos);
 	free(s->flags);
 	free(s->zobrist);
 	free(s->next);
 	free(s->prev);
 	free(s->bits);
+	free(s->required_set.w);
+	free(s->info_set.w);
+	free(s->dense);
+	free(s->info_ops);
 	free(s->enc);
 	free(s->stack);
 	free(s->entries);
@@ -168,19 +225,46 @@ static bool searched(const struct lincheck_op *op)
 /* ------------------------------------------------------------------------ */
 /* The linearized set.                                                      */
 
-static void set_bit(struct search *s, uint32_t i)
+static void bitset_set(struct bitset *b, uint32_t i)
 {
 	uint32_t w = i / 64;
-	assert((s->bits[w] & ((uint64_t)1 << (i % 64))) == 0);
-	s->bits[w] |= (uint64_t)1 << (i % 64);
-	s->set_hash ^= s->zobrist[i];
-	if (w == s->full_words) {
-		while (s->full_words < s->words &&
-		       s->bits[s->full_words] == WORD_ONES)
-			s->full_words++;
+	assert(w < b->words && (b->w[w] & ((uint64_t)1 << (i % 64))) == 0);
+	b->w[w] |= (uint64_t)1 << (i % 64);
+	if (w == b->full) {
+		while (b->full < b->words && b->w[b->full] == WORD_ONES)
+			b->full++;
 	}
-	if (w + 1 > s->top_words)
-		s->top_words = w + 1;
+	if (w + 1 > b->top)
+		b->top = w + 1;
+}
+
+static void bitset_clear(struct bitset *b, uint32_t i)
+{
+	uint32_t w = i / 64;
+	assert(w < b->words && (b->w[w] & ((uint64_t)1 << (i % 64))) != 0);
+	b->w[w] &= ~((uint64_t)1 << (i % 64));
+	if (w < b->full)
+		b->full = w;
+	if (w + 1 == b->top) {
+		while (b->top > 0 && b->w[b->top - 1] == 0)
+			b->top--;
+	}
+}
+
+static void incr_update(struct search *s, uint32_t i, int sign);
+
+static void set_bit(struct search *s, uint32_t i)
+{
+	assert(!((s->bits[i / 64] >> (i % 64)) & 1));
+	if (s->flags[i] & FLAG_INCR)
+		incr_update(s, i, -1);
+	s->bits[i / 64] |= (uint64_t)1 << (i % 64);
+	if (s->flags[i] & FLAG_REQUIRED) {
+		bitset_set(&s->required_set, s->dense[i]);
+		s->set_hash ^= s->zobrist[i];
+	} else {
+		bitset_set(&s->info_set, s->dense[i]);
+	}
 }
 
 static bool linearized(const struct search *s, uint32_t i)
@@ -190,47 +274,67 @@ static bool linearized(const struct search *s, uint32_t i)
 
 static void clear_bit(struct search *s, uint32_t i)
 {
-	uint32_t w = i / 64;
-	assert((s->bits[w] & ((uint64_t)1 << (i % 64))) != 0);
-	s->bits[w] &= ~((uint64_t)1 << (i % 64));
-	s->set_hash ^= s->zobrist[i];
-	if (w < s->full_words)
-		s->full_words = w;
-	if (w + 1 == s->top_words) {
-		while (s->top_words > 0 && s->bits[s->top_words - 1] == 0)
-			s->top_words--;
+	assert(linearized(s, i));
+	if (s->flags[i] & FLAG_INCR)
+		incr_update(s, i, 1);
+	s->bits[i / 64] &= ~((uint64_t)1 << (i % 64));
+	if (s->flags[i] & FLAG_REQUIRED) {
+		bitset_clear(&s->required_set, s->dense[i]);
+		s->set_hash ^= s->zobrist[i];
+	} else {
+		bitset_clear(&s->info_set, s->dense[i]);
 	}
 	if ((s->flags[i] & FLAG_READ) && s->rank[i] < s->read_lo)
 		s->read_lo = s->rank[i];
 	if ((s->flags[i] & FLAG_RESET) && s->rank[i] < s->reset_lo)
 		s->reset_lo = s->rank[i];
+	if ((s->flags[i] & FLAG_APPEND) && s->rank[i] < s->append_lo)
+		s->append_lo = s->rank[i];
 }
 
-/* The canonical encoding of the set into s->enc; returns its length. */
-static uint32_t encode(struct search *s)
+/* The canonical run-length encoding of the determinate set into s->enc,
+ * then the indeterminate set's words up to its last non-zero one. */
+static void encode(struct search *s, uint32_t *len_required, uint32_t *len_info)
 {
+	const struct bitset *b = &s->required_set;
 	uint32_t e = 0;
-	if (s->full_words > 0) {
+	if (b->full > 0) {
 		s->enc[e++] = WORD_ONES;
-		s->enc[e++] = s->full_words;
+		s->enc[e++] = b->full;
 	}
-	uint32_t i = s->full_words;
-	while (i < s->top_words) {
-		uint64_t w = s->bits[i];
+	uint32_t i = b->full;
+	while (i < b->top) {
+		uint64_t w = b->w[i];
 		if (w != WORD_ONES && w != 0) {
 			s->enc[e++] = w;
 			i++;
 			continue;
 		}
 		uint32_t j = i;
-		while (j < s->top_words && s->bits[j] == w)
+		while (j < b->top && b->w[j] == w)
 			j++;
 		s->enc[e++] = w;
 		s->enc[e++] = j - i;
 		i = j;
 	}
-	assert(e <= 2 * (uint64_t)s->words + 2);
-	return e;
+	*len_required = e;
+	*len_info = s->info_set.top;
+	if (*len_info > 0)
+		memcpy(s->enc + e, s->info_set.w, *len_info * sizeof(uint64_t));
+	assert(e + *len_info <= s->enc_cap);
+}
+
+/* Whether bit set a (na words) is a subset of b (nb words). */
+static bool subset(const uint64_t *a, uint32_t na, const uint64_t *b,
+		   uint32_t nb)
+{
+	if (na > nb)
+		return false; /* a's last word is not zero */
+	for (uint32_t i = 0; i < na; i++) {
+		if (a[i] & ~b[i])
+			return false;
+	}
+	return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -271,7 +375,13 @@ static int reserve(void **p, uint64_t *cap, uint64_t need, size_t size)
 	return 0;
 }
 
-/* Adds the current set with `state`: 1 if new, 0 if seen, or an error. */
+/*
+ * Adds the current configuration with `state`: 1 if new, 0 if a visited
+ * one covers it, or an error. A visited configuration covers it if it has
+ * the same state and determinate set, and a subset of its indeterminate
+ * ops: whatever can follow this one could follow that one too, since
+ * indeterminate ops may be left out.
+ */
 static int cache_add(struct search *s, uint32_t state)
 {
 	if (s->n_entries >= s->cap_slots / 2) {
@@ -281,7 +391,9 @@ static int cache_add(struct search *s, uint32_t state)
 		if (rv != 0)
 			return rv;
 	}
-	uint32_t len = encode(s);
+	uint32_t len_required, len_info;
+	encode(s, &len_required, &len_info);
+	uint32_t len = len_required + len_info;
 	uint64_t hash = s->set_hash ^ lincheck__mix(((uint64_t)state << 1) | 1);
 	uint64_t mask = s->cap_slots - 1;
 	uint64_t i = hash;
@@ -290,9 +402,12 @@ static int cache_add(struct search *s, uint32_t state)
 		if (slot == 0)
 			break;
 		const struct centry *c = &s->entries[slot - 1];
-		if (c->hash == hash && c->state == state && c->len == len &&
-		    memcmp(s->cwords + c->off, s->enc,
-			   len * sizeof(uint64_t)) == 0)
+		const uint64_t *w = s->cwords + c->off;
+		if (c->hash == hash && c->state == state &&
+		    c->len_required == len_required &&
+		    memcmp(w, s->enc, len_required * sizeof(uint64_t)) == 0 &&
+		    subset(w + len_required, c->len_info, s->enc + len_required,
+			   len_info))
 			return 0;
 	}
 	int rv = reserve((void **)&s->entries, &s->cap_entries,
@@ -309,7 +424,8 @@ static int cache_add(struct search *s, uint32_t state)
 	c->hash = hash;
 	c->off = s->n_cwords;
 	c->state = state;
-	c->len = len;
+	c->len_required = len_required;
+	c->len_info = len_info;
 	if (len > 0)
 		memcpy(s->cwords + s->n_cwords, s->enc, len * sizeof(uint64_t));
 	s->n_cwords += len;
@@ -350,19 +466,20 @@ static void relink_node(struct search *s, uint32_t node)
 	s->prev[s->next[node]] = node;
 }
 
-/* Takes an op's events out of its list (an indeterminate op has only its
- * call there), or puts them back. */
+/* Takes a determinate op's events out of the list, or puts them back. */
 static void lift(struct search *s, uint32_t call)
 {
+	if (!(s->flags[call / 2] & FLAG_REQUIRED))
+		return;
 	unlink_node(s, call);
-	if (s->flags[call / 2] & FLAG_REQUIRED)
-		unlink_node(s, call + 1);
+	unlink_node(s, call + 1);
 }
 
 static void unlift(struct search *s, uint32_t call)
 {
-	if (s->flags[call / 2] & FLAG_REQUIRED)
-		relink_node(s, call + 1);
+	if (!(s->flags[call / 2] & FLAG_REQUIRED))
+		return;
+	relink_node(s, call + 1);
 	relink_node(s, call);
 }
 
@@ -419,25 +536,19 @@ static void link_after(struct search *s, uint32_t *last, uint32_t node)
 	*last = node;
 }
 
-/* The two lists, from the events of every op (sorted here). */
-static void link_lists(struct search *s, struct event *events)
+/* The list of the determinate ops' events (sorted here). */
+static void link_list(struct search *s, struct event *events)
 {
 	qsort(events, (size_t)2 * s->n, sizeof(*events), event_cmp);
 	uint32_t last = s->head;
-	uint32_t info_last = s->info_head;
 	for (uint32_t k = 0; k < 2 * s->n; k++) {
 		uint32_t node = events[k].node;
 		if (s->flags[node / 2] & FLAG_REQUIRED)
 			link_after(s, &last, node);
-		else if ((node & 1) == 0)
-			link_after(s, &info_last, node);
 	}
 	link_after(s, &last, s->tail);
-	link_after(s, &info_last, s->info_tail);
 	s->prev[s->head] = s->head;
 	s->next[s->tail] = s->tail;
-	s->prev[s->info_head] = s->info_head;
-	s->next[s->info_tail] = s->info_tail;
 }
 
 static int u32_cmp(const void *a, const void *b)
@@ -477,8 +588,7 @@ static int find_lost(struct search *s)
 		    (op->kind == LINCHECK_APPEND && op->out_known))
 			return 0;
 		n_appends += op->kind == LINCHECK_APPEND;
-		n_wants +=
-			(s->flags[i] & FLAG_READ) || op->kind == LINCHECK_CAS;
+		n_wants += op->kind == LINCHECK_GET || op->kind == LINCHECK_CAS;
 	}
 	if (n_appends == 0)
 		return 0;
@@ -487,8 +597,8 @@ static int find_lost(struct search *s)
 		return LINCHECK_ENOMEM;
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < s->n; i++) {
-		if ((s->flags[i] & FLAG_READ) ||
-		    h->ops[s->ops[i]].kind == LINCHECK_CAS)
+		uint8_t kind = h->ops[s->ops[i]].kind;
+		if (kind == LINCHECK_GET || kind == LINCHECK_CAS)
 			wants[k++] = s->facts[i].want;
 	}
 	qsort(wants, k, sizeof(*wants), u32_cmp);
@@ -529,33 +639,208 @@ static int find_lost(struct search *s)
 	return 0;
 }
 
+static bool grows_into(const struct lincheck__model *m, uint32_t a, uint32_t b);
+
+/* The determinate and indeterminate sets, and the encoding buffer. */
+static int sets_init(struct search *s)
+{
+	uint32_t counts[2] = {0, 0};
+	s->info_ops = calloc((size_t)s->n + 1, sizeof(*s->info_ops));
+	if (s->info_ops == NULL)
+		return LINCHECK_ENOMEM;
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint32_t part = (s->flags[i] & FLAG_REQUIRED) ? 1 : 0;
+		if (part == 0)
+			s->info_ops[counts[0]] = i;
+		s->dense[i] = counts[part]++;
+	}
+	s->n_info = counts[0];
+	s->required_set.words = counts[1] / 64 + 1;
+	s->info_set.words = counts[0] / 64 + 1;
+	s->required_set.w = calloc(s->required_set.words, sizeof(uint64_t));
+	s->info_set.w = calloc(s->info_set.words, sizeof(uint64_t));
+	s->enc_cap = 2 * s->required_set.words + 2 + s->info_set.words;
+	s->enc = calloc(s->enc_cap, sizeof(uint64_t));
+	if (s->required_set.w == NULL || s->info_set.w == NULL ||
+	    s->enc == NULL)
+		return LINCHECK_ENOMEM;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Counting the increments still to come.                                  */
+
+/* Adds sign * (the increment of incr op i) to the sums. */
+static void incr_update(struct search *s, uint32_t i, int sign)
+{
+	if (!s->incr_counting)
+		return;
+	int64_t d = s->h->ops[s->ops[i]].delta;
+	int64_t neg = d < 0 ? d * sign : 0;
+	int64_t pos = d > 0 ? d * sign : 0;
+	for (uint32_t k = s->incr_rank[i] + 1; k <= s->n_incrs; k += k & -k) {
+		s->incr_neg[k] += neg;
+		s->incr_pos[k] += pos;
+	}
+}
+
+/* The range of sums of the unlinearized increments among the first
+ * `count` incrs. */
+static void incr_range(const struct search *s, uint32_t count, int64_t *lo,
+		       int64_t *hi)
+{
+	*lo = 0;
+	*hi = 0;
+	for (uint32_t k = count; k > 0; k -= k & -k) {
+		*lo += s->incr_neg[k];
+		*hi += s->incr_pos[k];
+	}
+}
+
+static int incrs_init(struct search *s)
+{
+	s->incrs = calloc((size_t)s->n + 1, sizeof(*s->incrs));
+	s->incr_rank = calloc((size_t)s->n + 1, sizeof(*s->incr_rank));
+	s->incr_neg = calloc((size_t)s->n + 1, sizeof(*s->incr_neg));
+	s->incr_pos = calloc((size_t)s->n + 1, sizeof(*s->incr_pos));
+	if (s->incrs == NULL || s->incr_rank == NULL || s->incr_neg == NULL ||
+	    s->incr_pos == NULL)
+		return LINCHECK_ENOMEM;
+	s->incr_counting = true;
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (!(s->flags[i] & FLAG_INCR))
+			continue;
+		int64_t d = s->h->ops[s->ops[i]].delta;
+		if (d > CHECK_INCR_DELTA_MAX || d < -CHECK_INCR_DELTA_MAX)
+			s->incr_counting = false;
+		s->incr_rank[i] = s->n_incrs;
+		s->incrs[s->n_incrs++] = i;
+	}
+	if (s->incr_counting) {
+		for (uint32_t k = 0; k < s->n_incrs; k++)
+			incr_update(s, s->incrs[k], 1);
+	}
+	return 0;
+}
+
+/* The integer INCR sees in a state (a missing key is 0); false if none. */
+static bool int_of(const struct search *s, uint32_t state, int64_t *v)
+{
+	const struct lincheck__state *st = &s->model->states[state];
+	if (state == s->model->absent) {
+		*v = 0;
+		return true;
+	}
+	if (st->lost || !st->int_ok)
+		return false;
+	*v = st->int_value;
+	return true;
+}
+
+/* What a read needs: a get some value, a recorded incr some integer
+ * before it; and what may come before it. */
+struct goal {
+	bool count;
+	int64_t need; /* count */
+	uint32_t want;
+	bool grows;	/* appends may come first */
+	int64_t lo, hi; /* sums unlinearized incrs may add first */
+};
+
+static bool int_in(int64_t from, int64_t to, int64_t lo, int64_t hi)
+{
+	int64_t diff;
+	if (__builtin_sub_overflow(to, from, &diff))
+		return false;
+	return diff >= lo && diff <= hi;
+}
+
+/* Whether state `left` can turn into what goal g needs. */
+static bool leads_to(const struct search *s, uint32_t left,
+		     const struct goal *g)
+{
+	int64_t v, w;
+	bool has_int = int_of(s, left, &v);
+	if (g->count)
+		return has_int && int_in(v, g->need, g->lo, g->hi);
+	if (g->grows ? grows_into(s->model, left, g->want) : left == g->want)
+		return true;
+	const struct lincheck__state *want = &s->model->states[g->want];
+	if ((g->lo == 0 && g->hi == 0) || !has_int || !want->present ||
+	    !int_of(s, g->want, &w))
+		return false;
+	return int_in(v, w, g->lo, g->hi);
+}
+
+/* Each read's indeterminate helpers: the sets, dels and cas that could
+ * leave what leads to what it read, whatever else comes first. */
+static int find_helpers(struct search *s)
+{
+	s->helpers = calloc((size_t)s->n_reads + 1, sizeof(*s->helpers));
+	s->n_helpers = calloc((size_t)s->n_reads + 1, sizeof(*s->n_helpers));
+	if (s->helpers == NULL || s->n_helpers == NULL)
+		return LINCHECK_ENOMEM;
+	struct goal g;
+	memset(&g, 0, sizeof(g));
+	g.grows = s->n_appends > 0;
+	g.lo = s->n_incrs > 0 ? -CHECK_INCR_DELTA_MAX * 2 : 0;
+	g.hi = s->n_incrs > 0 ? CHECK_INCR_DELTA_MAX * 2 : 0;
+	for (uint32_t r = 0; r < s->n_reads; r++) {
+		uint32_t read = s->reads[r];
+		const struct lincheck_op *rop = &s->h->ops[s->ops[read]];
+		g.count = s->flags[read] & FLAG_COUNT;
+		g.want = s->facts[read].want;
+		for (uint32_t d = 0; d < s->n_info; d++) {
+			uint32_t j = s->info_ops[d];
+			const struct lincheck_op *op = &s->h->ops[s->ops[j]];
+			if (op->invoke_time > rop->return_time)
+				break; /* in invocation order */
+			if (op->kind == LINCHECK_APPEND ||
+			    op->kind == LINCHECK_INCR)
+				continue; /* counted apart */
+			uint32_t left = op->kind == LINCHECK_DEL
+						? s->model->absent
+						: s->facts[j].target;
+			bool helps =
+				(g.count && g.grows) || leads_to(s, left, &g);
+			if (!helps)
+				continue;
+			if (s->n_helpers[r] == CHECK_READ_HELPERS_MAX) {
+				s->n_helpers[r] = UINT8_MAX;
+				break;
+			}
+			s->helpers[r][s->n_helpers[r]++] = j;
+		}
+	}
+	return 0;
+}
+
 static int search_init(struct search *s, uint32_t *ops, uint32_t n)
 {
 	const struct lincheck_history *h = s->h;
 	s->ops = ops;
 	s->n = n;
-	s->words = (n + 63) / 64;
 	s->head = 2 * n;
 	s->tail = 2 * n + 1;
-	s->info_head = 2 * n + 2;
-	s->info_tail = 2 * n + 3;
-	size_t nodes = (size_t)2 * n + 4;
+	size_t nodes = (size_t)2 * n + 2;
 	s->facts = calloc(n, sizeof(*s->facts));
 	s->flags = calloc(n, sizeof(*s->flags));
 	s->zobrist = calloc(n, sizeof(*s->zobrist));
 	s->next = calloc(nodes, sizeof(*s->next));
 	s->prev = calloc(nodes, sizeof(*s->prev));
-	s->bits = calloc(s->words + 1, sizeof(*s->bits));
-	s->enc = calloc((size_t)2 * s->words + 2, sizeof(*s->enc));
+	s->bits = calloc((size_t)n / 64 + 1, sizeof(*s->bits));
+	s->dense = calloc(n, sizeof(*s->dense));
 	s->stack = calloc(n + 1, sizeof(*s->stack));
 	s->reads = calloc(n, sizeof(*s->reads));
 	s->resets = calloc(n, sizeof(*s->resets));
+	s->appends = calloc(n, sizeof(*s->appends));
 	s->rank = calloc(n, sizeof(*s->rank));
 	struct event *events = calloc((size_t)2 * n, sizeof(*events));
 	if (s->facts == NULL || s->flags == NULL || s->zobrist == NULL ||
 	    s->next == NULL || s->prev == NULL || s->bits == NULL ||
-	    s->enc == NULL || s->stack == NULL || s->reads == NULL ||
-	    s->resets == NULL || s->rank == NULL || events == NULL) {
+	    s->dense == NULL || s->stack == NULL || s->reads == NULL ||
+	    s->resets == NULL || s->appends == NULL || s->rank == NULL ||
+	    events == NULL) {
 		free(events);
 		return LINCHECK_ENOMEM;
 	}
@@ -566,12 +851,22 @@ static int search_init(struct search *s, uint32_t *ops, uint32_t n)
 			s->flags[i] |= FLAG_REQUIRED;
 		if (lincheck__model_pure(op))
 			s->flags[i] |= FLAG_PURE;
-		if (op->kind == LINCHECK_GET && op->status == LINCHECK_OK) {
+		if (op->kind == LINCHECK_INCR)
+			s->flags[i] |= FLAG_INCR;
+		if (op->kind == LINCHECK_INCR && op->status == LINCHECK_OK &&
+		    op->out_known)
+			s->flags[i] |= FLAG_COUNT;
+		if ((op->kind == LINCHECK_GET && op->status == LINCHECK_OK) ||
+		    (s->flags[i] & FLAG_COUNT)) {
 			s->flags[i] |= FLAG_READ;
 			s->rank[i] = s->n_reads;
 			s->reads[s->n_reads++] = i;
-		} else if (op->kind != LINCHECK_APPEND &&
-			   !(s->flags[i] & FLAG_PURE)) {
+		} else if (op->kind == LINCHECK_APPEND) {
+			s->flags[i] |= FLAG_APPEND;
+			s->rank[i] = s->n_appends;
+			s->appends[s->n_appends++] = i;
+		} else if (!(s->flags[i] & FLAG_PURE) &&
+			   (s->flags[i] & FLAG_REQUIRED)) {
 			s->flags[i] |= FLAG_RESET;
 			s->rank[i] = s->n_resets;
 			s->resets[s->n_resets++] = i;
@@ -597,9 +892,15 @@ static int search_init(struct search *s, uint32_t *ops, uint32_t n)
 		events[2 * i + 1] = (struct event){op->return_time, 2 * i + 1};
 	}
 	if (rv == 0)
-		link_lists(s, events);
+		rv = sets_init(s);
+	if (rv == 0)
+		link_list(s, events);
 	if (rv == 0)
 		rv = find_lost(s);
+	if (rv == 0)
+		rv = incrs_init(s);
+	if (rv == 0)
+		rv = find_helpers(s);
 	free(events);
 	return rv;
 }
@@ -643,30 +944,90 @@ static bool grows_into(const struct lincheck__model *m, uint32_t a, uint32_t b)
 	       memcmp(m->bytes + x->off, m->bytes + y->off, x->len) == 0;
 }
 
+/* The first of ops[lo..n) (local indices) not linearized; lo advances. */
+static uint32_t first_pending(const struct search *s, const uint32_t *ops,
+			      uint32_t n, uint32_t *lo)
+{
+	while (*lo < n && linearized(s, ops[*lo]))
+		(*lo)++;
+	return *lo;
+}
+
+/* How many of ops[0..n) (local, in invocation order) are invoked by
+ * `until`. */
+static uint32_t invoked_by(const struct search *s, const uint32_t *ops,
+			   uint32_t n, int64_t until)
+{
+	uint32_t lo = 0;
+	uint32_t hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->h->ops[s->ops[ops[mid]]].invoke_time <= until)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /*
- * Look-ahead after the state became `to`. An unlinearized read R will see
- * `to` grown by appends, unless a reset comes first, and only resets
- * invoked before R returns (or as it returns) can: so what R read must start
- * with `to` or with the value one of those sets. (A del or incr among them
- * could leave anything: then R tells nothing.) Only the first few reads are
- * compared.
+ * Look-ahead after the state became `to`. What an unlinearized read R (a
+ * get, or an incr whose result was recorded) needs must still be
+ * reachable: only ops invoked before R returns (or as it returns) can come
+ * before it. From `to`, or from what a set, del or cas among them leaves,
+ * appends can only grow the value, and incrs add a sum between those of
+ * their negative and of their positive increments.
  */
 static bool read_reachable(struct search *s, uint32_t to, uint32_t read)
 {
-	uint32_t want = s->facts[read].want;
-	if (grows_into(s->model, to, want))
+	const struct lincheck_op *rop = &s->h->ops[s->ops[read]];
+	int64_t until = rop->return_time;
+	struct goal g;
+	memset(&g, 0, sizeof(g));
+	g.count = s->flags[read] & FLAG_COUNT;
+	g.want = s->facts[read].want;
+	if (g.count &&
+	    __builtin_sub_overflow(rop->out_int, rop->delta, &g.need))
+		return true; /* the model refuses it anyway */
+	uint32_t a = first_pending(s, s->appends, s->n_appends, &s->append_lo);
+	for (; a < s->n_appends && !g.grows; a++) {
+		uint32_t j = s->appends[a];
+		if (s->h->ops[s->ops[j]].invoke_time > until)
+			break;
+		g.grows = !linearized(s, j);
+	}
+	if (s->incr_counting) {
+		incr_range(s, invoked_by(s, s->incrs, s->n_incrs, until), &g.lo,
+			   &g.hi);
+		if (g.count) { /* not the read itself */
+			g.lo -= rop->delta < 0 ? rop->delta : 0;
+			g.hi -= rop->delta > 0 ? rop->delta : 0;
+		}
+	} else if (s->n_incrs > 0) {
 		return true;
-	int64_t until = s->h->ops[s->ops[read]].return_time;
-	for (uint32_t k = s->reset_lo; k < s->n_resets; k++) {
+	}
+	if (g.grows && (g.count || g.lo < 0 || g.hi > 0))
+		return true;
+	if (leads_to(s, to, &g))
+		return true;
+	uint32_t k = first_pending(s, s->resets, s->n_resets, &s->reset_lo);
+	for (; k < s->n_resets; k++) {
 		uint32_t j = s->resets[k];
 		const struct lincheck_op *r = &s->h->ops[s->ops[j]];
 		if (r->invoke_time > until)
 			break; /* it must come after the read */
-		if (linearized(s, j))
+		if (linearized(s, j) || r->kind == LINCHECK_INCR)
 			continue;
-		if (r->kind != LINCHECK_SET && r->kind != LINCHECK_CAS)
+		uint32_t left = r->kind == LINCHECK_DEL ? s->model->absent
+							: s->facts[j].target;
+		if (leads_to(s, left, &g))
 			return true;
-		if (grows_into(s->model, s->facts[j].target, want))
+	}
+	uint32_t r = s->rank[read];
+	if (s->n_helpers[r] == UINT8_MAX)
+		return true;
+	for (uint32_t h = 0; h < s->n_helpers[r]; h++) {
+		if (!linearized(s, s->helpers[r][h]))
 			return true;
 	}
 	return false;
@@ -676,14 +1037,9 @@ static bool read_reachable(struct search *s, uint32_t to, uint32_t read)
  * LINCHECK__NONE. */
 static uint32_t unreachable_read(struct search *s, uint32_t to)
 {
-	while (s->reset_lo < s->n_resets &&
-	       linearized(s, s->resets[s->reset_lo]))
-		s->reset_lo++;
-	while (s->read_lo < s->n_reads && linearized(s, s->reads[s->read_lo]))
-		s->read_lo++;
 	uint32_t compared = 0;
-	for (uint32_t k = s->read_lo;
-	     k < s->n_reads && compared < CHECK_LOOKAHEAD_READS; k++) {
+	uint32_t k = first_pending(s, s->reads, s->n_reads, &s->read_lo);
+	for (; k < s->n_reads && compared < CHECK_LOOKAHEAD_READS; k++) {
 		uint32_t j = s->reads[k];
 		if (linearized(s, j))
 			continue;
@@ -717,6 +1073,23 @@ static int explain_why(struct search *s, uint32_t state, uint32_t i, uint32_t k)
 	return 0;
 }
 
+/* How many indeterminate ops are invoked by the time of return event
+ * `ret` (they are in invocation order). */
+static uint32_t info_invoked_by(const struct search *s, uint32_t ret)
+{
+	int64_t until = s->h->ops[s->ops[ret / 2]].return_time;
+	uint32_t lo = 0;
+	uint32_t hi = s->n_info;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->h->ops[s->ops[s->info_ops[mid]]].invoke_time <= until)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* A backtrack starts at return event `ret`: remember the deepest. */
 static int explain(struct search *s, uint32_t ret, uint32_t state)
 {
@@ -745,15 +1118,15 @@ static int explain(struct search *s, uint32_t ret, uint32_t state)
 		}
 	}
 	/* And the indeterminate ops that could come before it returns. */
-	int64_t until = s->h->ops[s->ops[ret / 2]].return_time;
-	for (uint32_t node = s->next[s->info_head]; node != s->info_tail;
-	     node = s->next[node]) {
-		if (s->h->ops[s->ops[node / 2]].invoke_time > until)
-			break;
+	uint32_t end = info_invoked_by(s, ret);
+	for (uint32_t d = 0; d < end; d++) {
+		uint32_t i = s->info_ops[d];
+		if (linearized(s, i))
+			continue;
 		uint32_t k = b->n_pending++;
 		if (k >= LINCHECK_EXPLAIN_OPS_MAX)
 			continue;
-		int rv = explain_why(s, state, node / 2, k);
+		int rv = explain_why(s, state, i, k);
 		if (rv != 0)
 			return rv;
 	}
@@ -768,13 +1141,41 @@ static int explain(struct search *s, uint32_t ret, uint32_t state)
 	return 0;
 }
 
-/* Where the walk is: a node of the determinate list, or a call of the
- * indeterminate list, which the walk takes only after every determinate
- * candidate, and only those invoked by the return event `bound`. */
+/*
+ * Where the walk is. At each point it makes three passes: over the pending
+ * determinate calls for a pure op the model allows (taken greedily), over
+ * them again for any op, then over the indeterminate ops invoked by the
+ * first pending return (`bound`), in invocation order: trying
+ * indeterminate ops last keeps the search from placing them early again
+ * and again.
+ */
+enum pass {
+	PASS_PURE = 0,
+	PASS_DETERMINATE,
+	PASS_INFO,
+};
+
 struct cursor {
 	uint32_t node;
-	uint32_t bound; /* LINCHECK__NONE in the determinate list */
+	uint32_t bound; /* the first pending return, in PASS_INFO */
+	uint32_t info;	/* in PASS_INFO: info_ops[info..info_end) are left */
+	uint32_t info_end;
+	enum pass pass;
 };
+
+static struct cursor level_start(const struct search *s)
+{
+	return (struct cursor){s->next[s->head], LINCHECK__NONE, 0, 0,
+			       PASS_PURE};
+}
+
+static void advance(const struct search *s, struct cursor *c)
+{
+	if (c->pass == PASS_INFO)
+		c->info++;
+	else
+		c->node = s->next[c->node];
+}
 
 /* Undoes attempts until one whose alternatives remain; false if none. */
 static bool backtrack(struct search *s, struct cursor *c, uint32_t *state)
@@ -787,11 +1188,18 @@ static bool backtrack(struct search *s, struct cursor *c, uint32_t *state)
 		if (s->flags[i] & FLAG_REQUIRED)
 			s->required_done--;
 		*state = f.state;
-		if (!f.greedy) {
+		if (f.greedy)
+			continue;
+		c->bound = f.bound;
+		if (f.bound == LINCHECK__NONE) {
+			c->pass = PASS_DETERMINATE;
 			c->node = s->next[f.node];
-			c->bound = f.bound;
-			return true;
+		} else {
+			c->pass = PASS_INFO;
+			c->info = s->dense[i] + 1;
+			c->info_end = info_invoked_by(s, f.bound);
 		}
+		return true;
 	}
 	return false;
 }
@@ -809,14 +1217,43 @@ static int out_of_steps(struct search *s)
 	return 0;
 }
 
-/* Whether the indeterminate walk bounded by c->bound is over. */
-static bool info_walk_over(const struct search *s, const struct cursor *c)
+/* Moves the cursor to the next candidate of its pass, or to the next
+ * pass; false when every pass is over (time to backtrack). */
+static bool next_candidate(struct search *s, struct cursor *c, uint32_t state,
+			   int *rv)
 {
-	if (c->node == s->info_tail)
-		return true;
-	const struct lincheck_op *call = &s->h->ops[s->ops[c->node / 2]];
-	const struct lincheck_op *ret = &s->h->ops[s->ops[c->bound / 2]];
-	return call->invoke_time > ret->return_time;
+	for (;;) {
+		if (c->pass == PASS_INFO) {
+			for (; c->info < c->info_end; c->info++) {
+				uint32_t i = s->info_ops[c->info];
+				if (!linearized(s, i)) {
+					c->node = 2 * i;
+					return true;
+				}
+			}
+			return false;
+		}
+		assert(c->node != s->tail);
+		if (c->node & 1) {
+			/* The first pending return: the pass is over. */
+			if (c->pass == PASS_PURE) {
+				c->pass = PASS_DETERMINATE;
+				c->node = s->next[s->head];
+				continue;
+			}
+			if ((*rv = explain(s, c->node, state)) != 0)
+				return false;
+			c->pass = PASS_INFO;
+			c->bound = c->node;
+			c->info = 0;
+			c->info_end = info_invoked_by(s, c->node);
+			continue;
+		}
+		bool pure = s->flags[c->node / 2] & FLAG_PURE;
+		if (pure == (c->pass == PASS_PURE))
+			return true;
+		c->node = s->next[c->node];
+	}
 }
 
 /* LINCHECK_LINEARIZABLE, LINCHECK_NOT_LINEARIZABLE, CHECK_OUT_OF_STEPS,
@@ -824,21 +1261,14 @@ static bool info_walk_over(const struct search *s, const struct cursor *c)
 static int search_run(struct search *s)
 {
 	uint32_t state = s->model->absent;
-	struct cursor c = {s->next[s->head], LINCHECK__NONE};
+	struct cursor c = level_start(s);
 	while (s->required_done < s->required_total) {
 		int rv = out_of_steps(s);
 		if (rv != 0)
 			return rv;
-		assert(c.node != s->tail);
-		if (c.bound == LINCHECK__NONE && (c.node & 1)) {
-			/* No determinate op can come next: an indeterminate
-			 * one, or backtrack. */
-			if ((rv = explain(s, c.node, state)) != 0)
+		if (!next_candidate(s, &c, state, &rv)) {
+			if (rv != 0)
 				return rv;
-			c.bound = c.node;
-			c.node = s->next[s->info_head];
-		}
-		if (c.bound != LINCHECK__NONE && info_walk_over(s, &c)) {
 			if (!backtrack(s, &c, &state))
 				return LINCHECK_NOT_LINEARIZABLE;
 			continue;
@@ -848,14 +1278,14 @@ static int search_run(struct search *s)
 		if ((rv = step(s, state, i, &st)) != 0)
 			return rv;
 		if (!st.ok) {
-			c.node = s->next[c.node];
+			advance(s, &c);
 			continue;
 		}
 		set_bit(s, i);
 		if (st.to != state &&
 		    unreachable_read(s, st.to) != LINCHECK__NONE) {
 			clear_bit(s, i);
-			c.node = s->next[c.node];
+			advance(s, &c);
 			continue;
 		}
 		if ((rv = cache_add(s, st.to)) < 0)
@@ -863,7 +1293,7 @@ static int search_run(struct search *s)
 		if (rv == 0) {
 			clear_bit(s, i);
 			if (!(s->flags[i] & FLAG_PURE)) {
-				c.node = s->next[c.node];
+				advance(s, &c);
 				continue;
 			}
 			/* The greedy choice was explored: so was this point. */
@@ -878,8 +1308,7 @@ static int search_run(struct search *s)
 			s->required_done++;
 		state = st.to;
 		lift(s, c.node);
-		c.node = s->next[s->head];
-		c.bound = LINCHECK__NONE;
+		c = level_start(s);
 	}
 	return LINCHECK_LINEARIZABLE;
 }

@@ -299,8 +299,9 @@ struct lincheck_limits {
 enum lincheck_why {
 	LINCHECK_WHY_MODEL = 0,	 /* the model refuses it in that state */
 	LINCHECK_WHY_EXPLORED,	 /* allowed, but no continuation succeeds */
-	LINCHECK_WHY_UNREADABLE, /* allowed, but then a get (blocker) could
-				    never read what it read */
+	LINCHECK_WHY_UNREADABLE, /* allowed, but then a get, or an incr
+				    whose result was recorded (blocker),
+				    could never return what it did */
 };
 
 /*

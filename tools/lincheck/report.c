@@ -144,10 +144,16 @@ static void print_explanation(FILE *out, const struct lincheck_history *h,
 		} else if (e->why[k] == LINCHECK_WHY_UNREADABLE) {
 			const struct lincheck_op *r = &h->ops[e->blocker[k]];
 			fprintf(out,
-				"\n      possible, but then the get of client "
-				"%" PRIu64 " at line %u could never read ",
-				r->client, r->invoke_line);
-			print_value(out, h, r->out);
+				"\n      possible, but then the %s of client "
+				"%" PRIu64 " at line %u could never ",
+				lincheck_kind_name(r->kind), r->client,
+				r->invoke_line);
+			if (r->kind == LINCHECK_GET) {
+				fputs("read ", out);
+				print_value(out, h, r->out);
+			} else {
+				fprintf(out, "return %" PRId64, r->out_int);
+			}
 			fputc('\n', out);
 		} else {
 			fputs("\n      possible, but nothing can follow it\n",
