@@ -669,21 +669,24 @@ def classify_error(op, text):
         op.status = "info"
 
 
+UNEXPECTED = "unexpected reply"
+
+
 def accept_reply(op, reply):
-    """An OK reply: check its shape (a malformed reply is a harness or
-    server bug and is recorded as info with the reason)."""
+    """An OK reply: check its shape. A reply of the wrong shape is
+    recorded as info with the reason, and fails the run."""
     op.status = "ok"
     if op.f == "get":
         if reply is not None and not isinstance(reply, bytes):
-            op.status, op.error = "info", f"unexpected reply {reply!r}"
+            op.status, op.error = "info", f"{UNEXPECTED} {reply!r}"
             return
         op.result = None if reply is None else reply.decode("latin-1")
     elif op.f == "set":
         if reply not in (b"OK", "OK"):
-            op.status, op.error = "info", f"unexpected reply {reply!r}"
+            op.status, op.error = "info", f"{UNEXPECTED} {reply!r}"
     else:
         if not isinstance(reply, int):
-            op.status, op.error = "info", f"unexpected reply {reply!r}"
+            op.status, op.error = "info", f"{UNEXPECTED} {reply!r}"
             return
         op.result = reply
 
@@ -1078,6 +1081,11 @@ def _run(args, r, res, checker, run_dir, data_root):
         res.failure = shutdown_failure
     ops = r.recorder.ops()
     res.counts = count_ops(ops)
+    odd = [op for op in ops if (op.error or "").startswith(UNEXPECTED)]
+    if odd and res.failure is None:
+        res.failure = (f"{len(odd)} replies of the wrong shape, e.g. "
+                       f"{odd[0].f} {odd[0].key} on node {odd[0].node}: "
+                       f"{odd[0].error}")
     res.faults = dict(nemesis.counts) if nemesis is not None else {}
     if nemesis is not None:
         (run_dir / "nemesis.jsonl").write_text(
