@@ -7,7 +7,7 @@ ASAN_SEEDS ?= 100
 TSAN_BUILD ?= build-tsan
 FORMAT_FILES = $(shell find src include tests bench tools -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test e2e sim replay power-loss sanitize tsan mutants bench bench-server format format-check run clean
+.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants bench bench-server format format-check run clean
 
 all: build
 
@@ -26,6 +26,13 @@ test: build
 # Only the end-to-end tests (real batond processes on loopback).
 e2e: build
 	BATON_BUILD=$(BUILD) /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e
+
+# A long fault-harness run (docs/jepsen.md): make jepsen SECONDS=600
+# [JEPSEN_SEED=N]; the short run and the teeth test are part of make test.
+SECONDS ?= 600
+jepsen: build
+	BATON_BUILD=$(BUILD) JEPSEN_SECONDS=$(SECONDS) /usr/bin/python3 -m pytest \
+		-q -s -p no:cacheprovider tests/jepsen -k linearizable_under_faults
 
 # Any number of swarm seeds: make sim SEEDS=20000 [SEED=first]
 sim: build

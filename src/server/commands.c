@@ -283,7 +283,7 @@ static int kv_command(struct ctx *x, const struct kv_command *c)
 			forward_write(x->s, x->sl, x->argc, x->argv, x->lens);
 		return 0;
 	}
-	if (x->cs->stale_reads) {
+	if (x->cs->stale_reads || BATON_PLANTED_BUG_STALE_READS) {
 		kv_read(x->s->kv, x->argc, x->argv, x->lens, b);
 		return done(x);
 	}

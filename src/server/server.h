@@ -27,6 +27,22 @@
 #define BATON_PROTO_MAX 1u
 #define BATON_MACHINE_MAX 1u
 
+/*
+ * Planted bugs, compiled only into the test binaries batond-bug-* (see
+ * CMakeLists.txt): the fault harness must catch each of them
+ * (docs/jepsen.md, "Teeth"). Never set in a release build.
+ *  - STALE_READS: every read is served from local state, without the read
+ *    index (as if every connection had sent BATON.STALE ON);
+ *  - EARLY_ACK: the leader answers a SET with OK as soon as it is
+ *    proposed, before it is committed.
+ */
+#ifndef BATON_PLANTED_BUG_STALE_READS
+#define BATON_PLANTED_BUG_STALE_READS 0
+#endif
+#ifndef BATON_PLANTED_BUG_EARLY_ACK
+#define BATON_PLANTED_BUG_EARLY_ACK 0
+#endif
+
 /* Limits (docs/batond.md). */
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
 #define SERVER_PASSWORD_MAX 256u

@@ -998,7 +998,7 @@ def run(args):
     res.seed = args.seed
     r = Run(args)
     build = build_dir(args.build)
-    e2e.BATOND = build / "batond"
+    e2e.BATOND = Path(args.batond) if args.batond else build / "batond"
     checker = Path(args.checker) if args.checker else find_checker(build)
     out = Path(args.out).resolve() if args.out else None
     temp_root = Path(tempfile.mkdtemp(prefix="baton-jepsen-"))
@@ -1022,7 +1022,8 @@ def _run(args, r, res, checker, run_dir, data_root):
     r.say(f"seed {args.seed}: {args.nodes} nodes, {args.clients} clients, "
           f"{args.keys} keys, {args.seconds:g} s, nemesis {args.nemesis} "
           f"({len(schedule)} episodes), {' '.join(extra)}"
-          + (", STALE READS (BATON.STALE ON)" if args.stale_reads else ""))
+          + (", STALE READS (BATON.STALE ON)" if args.stale_reads else "")
+          + (f", server {args.batond}" if args.batond else ""))
     (run_dir / "schedule.json").write_text(json.dumps(schedule, indent=1))
     nemesis = None
     clients = []
@@ -1333,6 +1334,8 @@ def replay_command(args):
         parts.append("--read-heavy")
     if args.stale_reads:
         parts.append("--stale-reads")
+    if args.batond:
+        parts.append(f"--batond {args.batond}")
     return " ".join(parts)
 
 
@@ -1365,6 +1368,9 @@ def parse_args(argv=None):
                    help="keep the temporary folder and the nodes' data")
     p.add_argument("--build", default=None,
                    help="build directory (default $BATON_BUILD or build)")
+    p.add_argument("--batond", default=None,
+                   help="the server binary (default BUILD/batond; the teeth "
+                        "test passes BUILD/batond-bug-*)")
     p.add_argument("--checker", default=None,
                    help="baton-lincheck (default $BATON_LINCHECK or "
                         "BUILD/baton-lincheck)")

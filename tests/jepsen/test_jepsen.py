@@ -3,19 +3,17 @@
 - test_linearizable_under_faults: one run of the harness, every fault kind,
   checked by baton-lincheck. Short by default (45 s of load, for `make
   test`); JEPSEN_SECONDS=600 makes it long (`make jepsen SECONDS=600`).
-- test_teeth_stale_reads: the harness must catch a server that reads
-  without the read index. Its clients send BATON.STALE ON on every
-  connection (what -DBATON_PLANTED_BUG_STALE_READS does to every read of
-  the server), under a schedule of leader isolations, and the checker must
-  say "not linearizable".
+- test_teeth_planted_bug: the harness must catch each server built with a
+  planted bug (build/batond-bug-stale-reads: reads without the read
+  index; build/batond-bug-early-ack: a SET acknowledged before it
+  commits), under a schedule of leader isolations: the checker must say
+  "not linearizable".
 
 Environment: BATON_BUILD (build directory, default build), BATON_LINCHECK
 (the checker, default $BATON_BUILD/baton-lincheck), JEPSEN_SECONDS,
 JEPSEN_SEED (default random, printed), JEPSEN_NODES (3 or 5; default drawn
 from the seed), JEPSEN_CLIENTS (10), JEPSEN_KEYS (3), JEPSEN_OUT (a folder
-for the run's history and logs; default pytest's tmp_path),
-JEPSEN_PLANTED_BUG=1 (the server was built with a planted stale-read bug:
-the main test then expects a violation instead).
+for the run's history and logs; default pytest's tmp_path).
 """
 
 import os
@@ -46,8 +44,9 @@ def seed_from_env():
     return int(seed) if seed else random.SystemRandom().randrange(1, 2 ** 31)
 
 
-def harness_args(tmp_path, seed, seconds, nodes, extra=()):
-    out = Path(os.environ.get("JEPSEN_OUT") or tmp_path) / f"seed-{seed}"
+def harness_args(tmp_path, seed, seconds, nodes, extra=(), label=""):
+    out = (Path(os.environ.get("JEPSEN_OUT") or tmp_path)
+           / f"{label}seed-{seed}")
     argv = ["--seed", str(seed), "--seconds", str(seconds), "--nodes",
             str(nodes), "--clients", str(env_int("JEPSEN_CLIENTS", 10)),
             "--keys", str(env_int("JEPSEN_KEYS", 3)), "--out", str(out)]
@@ -70,32 +69,41 @@ def test_linearizable_under_faults(tmp_path):
     args = harness_args(tmp_path, seed, seconds, nodes)
     res = harness.run(args)
     print(res.message)
-    if os.environ.get("JEPSEN_PLANTED_BUG") == "1":
-        assert res.verdict == "not-linearizable", (
-            f"seed {seed}: the server has a planted bug, yet the harness "
-            f"found no violation:\n{res.message}")
-        return
     assert res.ok, res.message
     assert res.counts["ok"] > 0, f"seed {seed}: no operation succeeded"
 
 
-def test_teeth_stale_reads(tmp_path):
-    """Stale reads must be reported: up to TEETH_ATTEMPTS short runs (each
-    with its own seed) until the checker finds a violation."""
+# The planted bugs (src/server/server.h) and what each breaks.
+PLANTED_BUGS = {
+    "stale-reads": "every read served from local state, no read index",
+    "early-ack": "the leader acknowledges a SET before it is committed",
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED_BUGS))
+def test_teeth_planted_bug(tmp_path, bug):
+    """A server built with a planted bug must be reported: up to
+    TEETH_ATTEMPTS short runs (each with its own seed) of
+    build/batond-bug-BUG under leader isolations, until the checker finds
+    a violation."""
     require_binaries()
+    batond = harness.build_dir() / f"batond-bug-{bug}"
+    if not batond.exists():
+        pytest.fail(f"{batond} not found: build it first (make build)")
     first = seed_from_env()
     verdicts = []
     for attempt in range(TEETH_ATTEMPTS):
         seed = first + attempt
         args = harness_args(tmp_path, seed, TEETH_SECONDS, 3,
-                            ["--stale-reads", "--nemesis", "isolate-leader",
-                             "--read-heavy"])
+                            ["--batond", str(batond), "--nemesis",
+                             "isolate-leader", "--read-heavy"],
+                            label=f"bug-{bug}-")
         res = harness.run(args)
         verdicts.append(f"seed {seed}: {res.verdict} ({res.failure})")
         if res.verdict == "not-linearizable":
-            print(f"caught the stale reads on attempt {attempt + 1} "
-                  f"(seed {seed}):\n{res.checker_output}")
+            print(f"caught {bug} on attempt {attempt + 1} (seed {seed}):\n"
+                  f"{res.checker_output}")
             return
-    pytest.fail("the harness did not catch stale reads (BATON.STALE ON on "
-                f"every connection) in {TEETH_ATTEMPTS} runs: "
+    pytest.fail(f"the harness did not catch the planted bug {bug} "
+                f"({PLANTED_BUGS[bug]}) in {TEETH_ATTEMPTS} runs: "
                 + "; ".join(verdicts))
