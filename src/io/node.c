@@ -902,6 +902,7 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 	fo.dir = c->data_dir;
 	fo.notify = storage_notify;
 	fo.notify_data = &n->storage_async;
+	fo.vfs = c->vfs;
 	rv = baton_fs_storage_open(&fo, &n->storage, err, errlen);
 	if (rv == 0)
 		rv = recover(n, err, errlen);

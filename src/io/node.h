@@ -63,6 +63,8 @@ struct baton_node_config {
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];
 	const char *founder_addrs[BATON_MAX_MEMBERS];
+	/* NULL: the OS's files; tests may pass another */
+	struct baton_vfs *vfs;
 };
 
 /* Recover from the data directory, start the transport and the timers.

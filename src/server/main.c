@@ -7,6 +7,9 @@
 
 #include "log.h"
 #include "server.h"
+#if BATON_TEST_LOSE_UNSYNCED
+#include "vfs.h" /* src/storage, on this test binary's include path */
+#endif
 
 static void on_housekeeping(uv_timer_t *t)
 {
@@ -92,6 +95,11 @@ static int run(struct server *s)
 		nc.founders[i] = s->cfg.founders[i];
 		nc.founder_addrs[i] = s->cfg.founder_peer[i];
 	}
+#if BATON_TEST_LOSE_UNSYNCED
+	nc.vfs = baton_vfs_unsynced();
+	LOG_INFO("test build: writes not yet fsynced are lost on kill -9 "
+		 "(as on power loss)");
+#endif
 	struct baton_node_app app;
 	machine_app(s, &app);
 	app.storage_failed = on_storage_failed;

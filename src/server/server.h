@@ -43,6 +43,16 @@
 #define BATON_PLANTED_BUG_EARLY_ACK 0
 #endif
 
+/*
+ * Not a bug but a test fixture, compiled only into batond-lose-unsynced:
+ * the storage keeps its unsynced file writes in process memory
+ * (src/storage/vfs_unsynced.c), so kill -9 loses what a power loss would
+ * (the page cache would otherwise keep them). Never set in a release build.
+ */
+#ifndef BATON_TEST_LOSE_UNSYNCED
+#define BATON_TEST_LOSE_UNSYNCED 0
+#endif
+
 /* Limits (docs/batond.md). */
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
 #define SERVER_PASSWORD_MAX 256u

@@ -57,4 +57,17 @@ struct baton_vfs {
 /* The operating system's files (POSIX). Static, never freed. */
 struct baton_vfs *baton_vfs_posix(void);
 
+/* FOR TESTS ONLY (vfs_unsynced.c): the OS's files, but every write stays
+ * in this process's memory until its file is synced, so that kill -9 loses
+ * what a power loss would. Directory changes (create, rename, unlink) still
+ * reach the disk at once. Static, never freed; thread-safe. */
+struct baton_vfs *baton_vfs_unsynced(void);
+
+/* Drop every write baton_vfs_unsynced() holds (what kill -9 does), so a
+ * test can crash in-process. Descriptors stay open. A killed process stops
+ * at once; a test must make sure the storage does not go on either (let it
+ * go idle first, or fail its next sync): a writer between a write and its
+ * sync would otherwise sync nothing and report the lost data durable. */
+void baton_vfs_unsynced_forget(void);
+
 #endif /* BATON_STORAGE_VFS_H */

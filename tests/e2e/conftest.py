@@ -143,6 +143,7 @@ class Node:
         self.args = []
         self.proc = None
         self.exit_codes = []  # of earlier runs, in order
+        self.binary = None  # None: BATOND (the fault harness varies it)
 
     client_addr = property(lambda self: f"{HOST}:{self.client_port}")
     peer_addr = property(lambda self: f"{HOST}:{self.peer_port}")
@@ -160,7 +161,7 @@ class Node:
         assert not self.alive, f"{self} is already running"
         if args is not None:
             self.args = list(args)
-        cmd = [str(BATOND), "--id", str(self.id), "--listen",
+        cmd = [str(self.binary or BATOND), "--id", str(self.id), "--listen",
                self.client_addr, "--peer-listen", self.peer_addr, "--data",
                str(self.data_dir)] + self.cluster.common_args + self.args
         with open(self.log_path, "ab") as log:

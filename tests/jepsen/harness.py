@@ -76,6 +76,7 @@ CONNECT_TIMEOUT_S = 1.0
 THINK_MS_MAX = 40  # a client waits 0..this between operations
 LIVENESS_S = 30.0  # after healing: every node serves within this
 FINAL_READ_S = 0.05  # the final reads' bound grows by this per read
+POWER_LOSS_SHARE = 0.5  # of node starts on batond-lose-unsynced
 KEY_OPS = 300  # a key is retired after this many operations
 KEY_INFOS = 8  # ... or this many indeterminate ones
 PROXY_HELD_MAX = 32  # blackholed connections one proxy holds at most
@@ -404,16 +405,39 @@ def node_ports(n):
     return e2e.free_ports(n)
 
 
+class JepsenNode(e2e.Node):
+    """A node that, each time it starts, runs batond or, with the
+    cluster's power-loss share, batond-lose-unsynced: a test build whose
+    storage holds unsynced file writes in its own memory until they are
+    synced, so that a kill -9 of it loses them as a power loss would
+    (src/storage/vfs_unsynced.c)."""
+
+    def start(self, args=None, wait=True):
+        c = self.cluster
+        power_loss = (c.lose_unsynced is not None
+                      and c.rng.random() < c.power_loss_share)
+        self.binary = c.lose_unsynced if power_loss else None
+        return super().start(args, wait)
+
+    @property
+    def loses_unsynced(self):
+        return self.binary is not None
+
+
 class JepsenCluster(e2e.Cluster):
     """An e2e Cluster whose peer links go through a ProxyNet: node A's
     --bootstrap list names, for every other founder B, the proxy A->B, and
     for A itself its real peer address."""
 
-    def __init__(self, log_root, data_root, net):
+    def __init__(self, log_root, data_root, net, seed, lose_unsynced=None,
+                 power_loss_share=0.0):
         super().__init__(log_root)
         self.data_root = Path(data_root)
         self.net = net
         self.paused = set()  # ids of SIGSTOPped nodes
+        self.rng = random.Random(seed ^ 0xD15C)  # which binary each start
+        self.lose_unsynced = lose_unsynced
+        self.power_loss_share = power_loss_share
 
     def start_proxied(self, n, extra=()):
         e2e.require_binary(e2e.BATOND)
@@ -422,7 +446,7 @@ class JepsenCluster(e2e.Cluster):
         self.data_root.mkdir(parents=True, exist_ok=True)
         ports = node_ports(2 * n)
         for i in range(n):
-            node = e2e.Node(self, i + 1, ports[2 * i], ports[2 * i + 1])
+            node = JepsenNode(self, i + 1, ports[2 * i], ports[2 * i + 1])
             node.data_dir = self.data_root / f"node{node.id}"
             self.nodes[node.id] = node
         ids = sorted(self.nodes)
@@ -828,8 +852,13 @@ class Nemesis:
             for node in nodes:
                 self.cluster.resume(node)
                 node.kill9()
-                self.count("kill")
-                self.note("kill -9", node=node.id, target=f["target"])
+                if node.loses_unsynced:
+                    self.count("power-loss")
+                    self.note("kill -9, unsynced writes lost", node=node.id,
+                              target=f["target"])
+                else:
+                    self.count("kill")
+                    self.note("kill -9", node=node.id, target=f["target"])
                 self.killed.add(node.id)
             if f["restart"] == "now":
                 for node in nodes:
@@ -874,7 +903,8 @@ class Nemesis:
     def restart(self, node):
         node.restart()  # waits until it answers PING
         self.killed.discard(node.id)
-        self.note("restart", node=node.id, pid=node.proc.pid)
+        self.note("restart", node=node.id, pid=node.proc.pid,
+                  binary=Path(node.binary or e2e.BATOND).name)
 
     def heal(self):
         """End every fault: SIGCONT, restart the killed, heal the links."""
@@ -1023,7 +1053,9 @@ def _run(args, r, res, checker, run_dir, data_root):
           f"{args.keys} keys, {args.seconds:g} s, nemesis {args.nemesis} "
           f"({len(schedule)} episodes), {' '.join(extra)}"
           + (", STALE READS (BATON.STALE ON)" if args.stale_reads else "")
-          + (f", server {args.batond}" if args.batond else ""))
+          + (f", server {args.batond}" if args.batond else "")
+          + (f", {args.power_loss:.0%} of starts lose unsynced writes on "
+             f"kill -9" if args.power_loss > 0 else ""))
     (run_dir / "schedule.json").write_text(json.dumps(schedule, indent=1))
     nemesis = None
     clients = []
@@ -1034,12 +1066,22 @@ def _run(args, r, res, checker, run_dir, data_root):
         if not checker.exists():
             raise HarnessFailure(f"{checker} not found: build it first "
                                  f"(make build) or set BATON_LINCHECK")
+        lose_unsynced = None
+        if args.power_loss > 0:
+            lose_unsynced = e2e.BATOND.parent / "batond-lose-unsynced"
+            if not lose_unsynced.exists():
+                raise HarnessFailure(f"{lose_unsynced} not found: build it "
+                                     f"first (make build), or pass "
+                                     f"--power-loss 0")
         r.net = ProxyNet()
-        r.cluster = JepsenCluster(run_dir / "logs", data_root, r.net)
+        r.cluster = JepsenCluster(run_dir / "logs", data_root, r.net,
+                                  args.seed, lose_unsynced,
+                                  args.power_loss)
         r.cluster.start_proxied(args.nodes, extra)
         r.node_list = [r.cluster.node(i) for i in sorted(r.cluster.nodes)]
         r.say("cluster up: " + ", ".join(
             f"node {m.id} client {m.client_addr} peer {m.peer_addr}"
+            + (" (loses unsynced writes)" if m.loses_unsynced else "")
             for m in r.node_list))
         nemesis = Nemesis(r)
         clients = [Client(r, i) for i in range(args.clients)]
@@ -1329,7 +1371,8 @@ def replay_command(args):
              f"--clients {args.clients}", f"--keys {args.keys}",
              f"--key-ops {args.key_ops}", f"--key-infos {args.key_infos}",
              f"--nemesis {args.nemesis}", f"--op-timeout {args.op_timeout:g}",
-             f"--think-ms {args.think_ms:g}"]
+             f"--think-ms {args.think_ms:g}",
+             f"--power-loss {args.power_loss:g}"]
     if args.read_heavy:
         parts.append("--read-heavy")
     if args.stale_reads:
@@ -1371,6 +1414,10 @@ def parse_args(argv=None):
     p.add_argument("--batond", default=None,
                    help="the server binary (default BUILD/batond; the teeth "
                         "test passes BUILD/batond-bug-*)")
+    p.add_argument("--power-loss", type=float, default=None,
+                   help="share of node starts that run batond-lose-unsynced, "
+                        "whose kill -9 loses unsynced writes as a power loss "
+                        "would (default 0.5; 0 with --batond)")
     p.add_argument("--checker", default=None,
                    help="baton-lincheck (default $BATON_LINCHECK or "
                         "BUILD/baton-lincheck)")
@@ -1396,6 +1443,10 @@ def parse_args(argv=None):
         p.error(f"--keys must be in [1, {KEYS_MAX}]")
     if args.key_ops < 1 or args.key_infos < 1:
         p.error("--key-ops and --key-infos must be at least 1")
+    if args.power_loss is None:
+        args.power_loss = 0.0 if args.batond else POWER_LOSS_SHARE
+    if not 0.0 <= args.power_loss <= 1.0:
+        p.error("--power-loss must be in [0, 1]")
     if not 0.05 <= args.op_timeout <= 30:
         p.error("--op-timeout must be in [0.05, 30]")
     return args
