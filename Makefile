@@ -67,6 +67,7 @@ mutants: setup
 bench: build
 	$(BUILD)/bench-core
 	$(BUILD)/bench-storage
+	$(BUILD)/bench-lincheck
 
 # batond against redis-server --appendfsync always, with redis-benchmark.
 bench-server: build
