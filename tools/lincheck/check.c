@@ -71,6 +71,7 @@
 #define FLAG_APPEND 16u
 #define FLAG_COUNT 32u /* a determinate incr whose result was recorded */
 #define FLAG_INCR 64u
+#define FLAG_BLIND 128u /* allowed in any state, which it overwrites */
 
 /* An increment above this (in size) makes the look-ahead skip counting. */
 #define CHECK_INCR_DELTA_MAX ((int64_t)1 << 40)
@@ -171,6 +172,7 @@ struct search {
 	uint64_t cap_slots;
 	uint64_t steps;
 	uint64_t budget; /* steps this round */
+	bool info_first; /* the order of the passes (see enum pass) */
 	/* The deepest point a backtrack started from. */
 	bool have_best;
 	struct lincheck_explanation best;
@@ -854,6 +856,9 @@ static int search_init(struct search *s, uint32_t *ops, uint32_t n)
 			s->flags[i] |= FLAG_PURE;
 		if (op->kind == LINCHECK_INCR)
 			s->flags[i] |= FLAG_INCR;
+		if (op->kind == LINCHECK_SET ||
+		    (op->kind == LINCHECK_DEL && !op->out_known))
+			s->flags[i] |= FLAG_BLIND;
 		if (op->kind == LINCHECK_INCR && op->status == LINCHECK_OK &&
 		    op->out_known)
 			s->flags[i] |= FLAG_COUNT;
@@ -1148,10 +1153,15 @@ static int explain(struct search *s, uint32_t ret, uint32_t state)
  *  1. the pending determinate calls, for a pure op the model allows
  *     (taken greedily);
  *  2. the indeterminate ops invoked by `bound`, oldest first;
- *  3. the pending determinate calls again, for any op.
- * (Trying indeterminate ops before determinate ones measured best by far:
- * a wrong placement is soon refuted by the look-ahead, and the cache
- * collapses the variants that differ only by indeterminate ops.)
+ *  3. the pending determinate calls again, for any op;
+ * or, in a search that is not info_first, 3 before 2. Trying
+ * indeterminate ops first finds a linearization far sooner (a wrong
+ * placement is soon refuted by the look-ahead). But refuting a history
+ * means visiting every configuration, and there info-first is
+ * exponential in the unobserved indeterminate ops: the variant with such
+ * an op comes first, so the cache cannot drop it as a superset of the
+ * variant without it, which it does when that one comes first. So each
+ * round tries both orders (see lincheck_check).
  */
 enum pass {
 	PASS_PURE = 0,
@@ -1234,6 +1244,10 @@ static bool next_candidate(struct search *s, struct cursor *c, uint32_t state,
 					return true;
 				}
 			}
+			if (!s->info_first) {
+				*rv = explain(s, c->bound, state);
+				return false;
+			}
 			c->pass = PASS_DETERMINATE;
 			c->node = s->next[s->head];
 			continue;
@@ -1241,11 +1255,16 @@ static bool next_candidate(struct search *s, struct cursor *c, uint32_t state,
 		assert(c->node != s->tail);
 		if (c->node & 1) {
 			/* The first pending return: the pass is over. */
-			if (c->pass == PASS_DETERMINATE) {
+			if (c->pass == PASS_DETERMINATE && s->info_first) {
 				*rv = explain(s, c->node, state);
 				return false;
 			}
 			c->bound = c->node;
+			if (c->pass == PASS_PURE && !s->info_first) {
+				c->pass = PASS_DETERMINATE;
+				c->node = s->next[s->head];
+				continue;
+			}
 			c->info = 0;
 			c->info_end = info_invoked_by(s, c->node);
 			c->pass = PASS_INFO;
@@ -1256,6 +1275,23 @@ static bool next_candidate(struct search *s, struct cursor *c, uint32_t state,
 			return true;
 		c->node = s->next[c->node];
 	}
+}
+
+/*
+ * Whether linearizing op i now would blindly overwrite the effect of the
+ * indeterminate op linearized just before it: then the configuration is
+ * dominated by the one that linearizes i without that op, reachable from
+ * the same point (i was a candidate there too, and being blind it was
+ * allowed), where the indeterminate op may still come later or never.
+ * Without this, the search visits every subset of the pending
+ * indeterminate ops in turn when it has to refute a history.
+ */
+static bool overwrites_an_indeterminate_op(const struct search *s, uint32_t i)
+{
+	if (!(s->flags[i] & FLAG_BLIND) || s->depth == 0)
+		return false;
+	uint32_t last = s->stack[s->depth - 1].node / 2;
+	return !(s->flags[last] & (FLAG_REQUIRED | FLAG_PURE));
 }
 
 /* LINCHECK_LINEARIZABLE, LINCHECK_NOT_LINEARIZABLE, CHECK_OUT_OF_STEPS,
@@ -1276,6 +1312,10 @@ static int search_run(struct search *s)
 			continue;
 		}
 		uint32_t i = c.node / 2;
+		if (overwrites_an_indeterminate_op(s, i)) {
+			advance(s, &c);
+			continue;
+		}
 		struct lincheck__step st;
 		if ((rv = step(s, state, i, &st)) != 0)
 			return rv;
@@ -1348,13 +1388,15 @@ static int partition(const struct lincheck_history *h, uint32_t **order,
 static int check_key(const struct lincheck_history *h,
 		     const struct lincheck_limits *limits,
 		     struct lincheck__model *model, uint32_t key, uint32_t *ops,
-		     uint32_t n, uint64_t budget, struct lincheck_result *res)
+		     uint32_t n, uint64_t budget, bool info_first,
+		     struct lincheck_result *res)
 {
 	struct search s;
 	memset(&s, 0, sizeof(s));
 	s.h = h;
 	s.limits = limits;
 	s.budget = budget;
+	s.info_first = info_first;
 	s.model = model;
 	int rv = sort_by_invoke(h, ops, n);
 	if (rv == 0)
@@ -1375,7 +1417,9 @@ static int check_key(const struct lincheck_history *h,
 /*
  * Keys are searched in rounds with a budget of steps that grows each
  * round, restarting a key's search when it ran out: a violation in an easy
- * key is found even when another key's search is long.
+ * key is found even when another key's search is long. In each round a
+ * key is searched info-first, then, if that ran out, determinate-first
+ * (enum pass says why): either search's verdict is exact.
  */
 int lincheck_check(const struct lincheck_history *h,
 		   const struct lincheck_limits *limits,
@@ -1406,7 +1450,11 @@ int lincheck_check(const struct lincheck_history *h,
 			uint32_t n = start[k + 1] - start[k];
 			assert(n <= LINCHECK_KEY_OPS_MAX);
 			rv = check_key(h, limits, &model, k, order + start[k],
-				       n, budget, res);
+				       n, budget, true, res);
+			if (rv == CHECK_OUT_OF_STEPS)
+				rv = check_key(h, limits, &model, k,
+					       order + start[k], n, budget,
+					       false, res);
 			if (rv == LINCHECK_LINEARIZABLE) {
 				res->keys_checked++;
 				res->ops_checked += n;
