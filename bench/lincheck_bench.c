@@ -22,6 +22,7 @@
  * Exit status 0 if every case got the expected verdict, 1 if not (or a
  * limit was reached: "unknown"), 2 for a bad command line.
  */
+#include "internal.h" /* lincheck__mix */
 #include "lincheck.h"
 
 #include <assert.h>
@@ -112,13 +113,10 @@ struct rng {
 	uint64_t s;
 };
 
-/* splitmix64. */
+/* splitmix64: the finaliser of a Weyl sequence. */
 static uint64_t rng_next(struct rng *r)
 {
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15u);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-	return z ^ (z >> 31);
+	return lincheck__mix(r->s += 0x9e3779b97f4a7c15u);
 }
 
 static uint64_t rng_below(struct rng *r, uint64_t n)

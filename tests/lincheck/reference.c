@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h" /* lincheck__mix */
 #include "reference.h"
 
 #define REF_KEYS_MAX 4u
@@ -284,12 +285,10 @@ struct rng {
 	uint64_t s;
 };
 
+/* splitmix64: the finaliser of a Weyl sequence. */
 static uint64_t next_u64(struct rng *r)
 {
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15u);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-	return z ^ (z >> 31);
+	return lincheck__mix(r->s += 0x9e3779b97f4a7c15u);
 }
 
 static uint32_t below(struct rng *r, uint32_t n)
