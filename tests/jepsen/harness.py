@@ -12,7 +12,9 @@ One run:
    time.monotonic_ns() timestamps;
 3. meanwhile a nemesis, on a schedule drawn from the seed, kills (-9) and
    restarts nodes, pauses them (SIGSTOP/SIGCONT) and partitions the peer
-   network (isolating the leader among others);
+   network (isolating the leader among others); half the node starts run
+   batond-lose-unsynced, whose kill -9 also loses unsynced writes, as a
+   power loss would;
 4. heals every fault, then requires the cluster to serve again (liveness):
    a write and linearizable reads succeed on every node within a bound;
 5. writes the history in the baton format (docs/history-format.md) and
