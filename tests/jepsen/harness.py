@@ -638,26 +638,33 @@ class Client(threading.Thread):
             r.stop_clients.wait(0.05)
             return
         op = self.next_op(node)
-        args = command_args(op)
-        op.invoke_ns = time.monotonic_ns()
-        self.ops.append(op)
-        try:
-            conn.send_command(*args)
-            reply = conn.read_response()
-        except redis.ResponseError as e:
-            op.complete_ns = time.monotonic_ns()
-            classify_error(op, str(e))
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
-            op.complete_ns = time.monotonic_ns()
-            conn.disconnect()
-            op.error = f"{type(e).__name__}: {e}"
-            op.status = "fail" if op.f in READS else "info"
-        else:
-            op.complete_ns = time.monotonic_ns()
-            accept_reply(op, reply)
+        perform(conn, op, self.ops)
         if op.status == "info":
             self.process += r.n_clients  # a fresh process id, Jepsen style
             r.keys.note_info(op.key)
+
+
+def perform(conn, op, ops):
+    """Send op on conn and record it in ops: invoked now, completed with
+    the reply (ok), a refusal (fail or info, classify_error) or a
+    connection error (a read did nothing: fail; a write may have happened:
+    info, and the connection is dropped)."""
+    op.invoke_ns = time.monotonic_ns()
+    ops.append(op)
+    try:
+        conn.send_command(*command_args(op))
+        reply = conn.read_response()
+    except redis.ResponseError as e:
+        op.complete_ns = time.monotonic_ns()
+        classify_error(op, str(e))
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+        op.complete_ns = time.monotonic_ns()
+        conn.disconnect()
+        op.error = f"{type(e).__name__}: {e}"
+        op.status = "fail" if op.f in READS else "info"
+    else:
+        op.complete_ns = time.monotonic_ns()
+        accept_reply(op, reply)
 
 
 def peer_closed(conn):
@@ -1221,22 +1228,7 @@ class FinalClient:
                               socket_connect_timeout=CONNECT_TIMEOUT_S)
             self.conns[node.id] = conn
         op = Op(self.process, f, key, arg, node.id)
-        op.invoke_ns = time.monotonic_ns()
-        self.ops.append(op)
-        try:
-            conn.send_command(*command_args(op))
-            reply = conn.read_response()
-        except redis.ResponseError as e:
-            op.complete_ns = time.monotonic_ns()
-            classify_error(op, str(e))
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
-            op.complete_ns = time.monotonic_ns()
-            conn.disconnect()
-            op.error = f"{type(e).__name__}: {e}"
-            op.status = "fail" if f in READS else "info"
-        else:
-            op.complete_ns = time.monotonic_ns()
-            accept_reply(op, reply)
+        perform(conn, op, self.ops)
         if op.status == "info":
             self.process += 1
         return op

@@ -595,3 +595,13 @@ char *ref_read_file(const char *path, size_t *len)
 	*len = (size_t)n;
 	return data;
 }
+
+char *ref_baton_text(const struct lincheck_history *h, size_t *len)
+{
+	char *buf = NULL;
+	FILE *out = open_memstream(&buf, len);
+	cr_assert_not_null(out);
+	cr_assert_eq(lincheck_write_baton(out, h), 0);
+	fclose(out);
+	return buf;
+}

@@ -36,6 +36,9 @@ enum lincheck_verdict ref_verdict(const char *text,
 /* The directory of the reference histories (BATON_HISTORIES_DIR). */
 const char *ref_histories_dir(void);
 
+/* h in the baton format, as a malloc'ed buffer of *len bytes. */
+char *ref_baton_text(const struct lincheck_history *h, size_t *len);
+
 /* Reads a whole file into a NUL-terminated malloc'ed buffer. */
 char *ref_read_file(const char *path, size_t *len);
 

@@ -151,12 +151,8 @@ Test(histories, jepsen_round_trip_keeps_the_verdict)
 		cr_assert_eq(
 			lincheck_load(path, LINCHECK_FORMAT_JEPSEN, &h, &err),
 			0, "%s", err.text);
-		char *buf = NULL;
 		size_t len = 0;
-		FILE *out = open_memstream(&buf, &len);
-		cr_assert_not_null(out);
-		cr_assert_eq(lincheck_write_baton(out, &h), 0);
-		fclose(out);
+		char *buf = ref_baton_text(&h, &len);
 		lincheck_history_init(&back);
 		cr_assert_eq(lincheck_parse("back", buf, len,
 					    LINCHECK_FORMAT_AUTO, &back, &err),

@@ -19,16 +19,6 @@
 #define ROUND_TRIP_HISTORIES 3000u
 #define ROUND_TRIP_OPS_MAX 24u
 
-static char *baton_text(const struct lincheck_history *h, size_t *len)
-{
-	char *buf = NULL;
-	FILE *out = open_memstream(&buf, len);
-	cr_assert_not_null(out);
-	cr_assert_eq(lincheck_write_baton(out, h), 0);
-	fclose(out);
-	return buf;
-}
-
 static bool same_value(const struct lincheck_history *a,
 		       struct lincheck_value x,
 		       const struct lincheck_history *b,
@@ -123,7 +113,7 @@ Test(parse, baton_round_trip)
 		struct lincheck_error err;
 		ref_random_history(1000 + i, ROUND_TRIP_OPS_MAX, 4, &h);
 		size_t len;
-		char *text = baton_text(&h, &len);
+		char *text = ref_baton_text(&h, &len);
 		lincheck_history_init(&back);
 		cr_assert_eq(lincheck_parse("rt", text, len,
 					    LINCHECK_FORMAT_BATON, &back, &err),
@@ -131,7 +121,7 @@ Test(parse, baton_round_trip)
 		assert_same_history(&h, &back);
 		/* Writing it again gives the same bytes. */
 		size_t len2;
-		char *text2 = baton_text(&back, &len2);
+		char *text2 = ref_baton_text(&back, &len2);
 		cr_assert_eq(len, len2);
 		cr_assert_eq(memcmp(text, text2, len), 0);
 		free(text);
@@ -158,7 +148,7 @@ Test(parse, baton_every_byte_escaped)
 	cr_assert_eq(lincheck_history_invoke(&h, &op, 1, NULL), 0);
 	lincheck_history_finish(&h);
 	size_t len;
-	char *text = baton_text(&h, &len);
+	char *text = ref_baton_text(&h, &len);
 	for (size_t i = 0; i < len; i++) {
 		uint8_t c = (uint8_t)text[i];
 		cr_assert(c == '\t' || c == '\n' || (c >= 0x20 && c <= 0x7e));

@@ -92,12 +92,8 @@ Test(random, line_order_does_not_matter)
 		struct lincheck_history h, back;
 		struct lincheck_error err;
 		ref_random_history(77000 + i, SHUFFLED_OPS_MAX, 3, &h);
-		char *text = NULL;
 		size_t len = 0;
-		FILE *out = open_memstream(&text, &len);
-		cr_assert_not_null(out);
-		cr_assert_eq(lincheck_write_baton(out, &h), 0);
-		fclose(out);
+		char *text = ref_baton_text(&h, &len);
 		char *lines[2 * SHUFFLED_OPS_MAX + 1] = {NULL};
 		uint32_t n = 0;
 		char *save = NULL;
