@@ -31,95 +31,29 @@
 #ifndef BATON_RAFT_H
 #define BATON_RAFT_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef uint64_t baton_term;
-typedef uint64_t baton_index;
-typedef uint64_t baton_node_id; /* 0 means "nobody" */
-
-/* ------------------------------------------------------------------------ */
-/* Errors: one table, so names, messages and codes never drift apart.      */
-/* The range starts far below errno values so the two never collide.       */
-
-#define BATON_ERRORS(X)                                                        \
-	X(NOMEM, -30001, "out of memory")                                      \
-	X(INVAL, -30002, "invalid argument")                                   \
-	X(NOTLEADER, -30003, "this node is not the leader")                    \
-	X(NOLEADER, -30004, "no leader is known")                              \
-	X(BUSY, -30005,                                                        \
-	  "a configuration change or leadership transfer is in progress")      \
-	X(TOOBIG, -30006, "request exceeds a configured limit")                \
-	X(NOTFOUND, -30007, "no such member")                                  \
-	X(EXISTS, -30008, "member already present")                            \
-	X(CATCHUP, -30009, "learner did not catch up in time")                 \
-	X(LEADERCHANGED, -30010,                                               \
-	  "leadership changed before the request completed")                   \
-	X(CORRUPT, -30011, "malformed or corrupt data")                        \
-	X(VERSION, -30012, "unsupported format version")                       \
-	X(STATE, -30013, "operation not allowed in the current state")         \
-	X(OVERLOADED, -30014,                                                  \
-	  "too many uncommitted entries on the leader; retry later")           \
-	X(IO, -30015, "disk I/O failed; the node stopped accepting writes")
-
-enum {
-#define BATON__ERROR_ENUM(name, code, text) BATON_E##name = code,
-	BATON_ERRORS(BATON__ERROR_ENUM)
-#undef BATON__ERROR_ENUM
-};
-
-/* Human-readable text for a BATON_E* code (or "unknown error"). Static. */
-const char *baton_strerror(int code);
-/* The symbolic name ("BATON_ENOTLEADER") of a code. Static string. */
-const char *baton_err_name(int code);
-
-/* ------------------------------------------------------------------------ */
-/* Versions. Four kinds, kept as distinct types (see DESIGN.md).           */
-
-/* A release of the binary, major.minor.patch. */
-struct baton_release {
-	uint16_t major;
-	uint16_t minor;
-	uint16_t patch;
-};
-
-/* A peer protocol version, negotiated per connection. */
-struct baton_proto_version {
-	uint32_t value;
-};
-
-/* A version of the replicated state machine's semantics. */
-struct baton_machine_version {
-	uint32_t value;
-};
-
-/* What a node can do: advertised in handshakes, votes and heartbeats. */
-struct baton_profile {
-	struct baton_release release;
-	struct baton_proto_version proto_min;
-	struct baton_proto_version proto_max;
-	struct baton_machine_version machine_max;
-};
-
-/* <0, 0, >0 as a is older, equal or newer than b. */
-int baton_release_compare(struct baton_release a, struct baton_release b);
+/* Types, error codes (BATON_E*, baton_strerror) and versions have their own
+ * headers; this one includes them. */
+#include "baton/errors.h"
+#include "baton/types.h"
+#include "baton/version.h"
 
 /* ------------------------------------------------------------------------ */
 /* Log entries.                                                             */
 
-/* The type travels with every entry, so new kinds (version entries, in a
- * later release) need no format change. Unknown types are replicated and
- * handed to the application, which decides what it can interpret. */
+/* The type travels with every entry, so new kinds need no format change.
+ * Entries of a type the core does not know are replicated and handed to the
+ * driver, which stops applying at the first one it cannot interpret. */
 enum baton_entry_type {
 	BATON_ENTRY_NOOP = 1,	 /* appended by every new leader */
 	BATON_ENTRY_COMMAND = 2, /* an application command */
 	BATON_ENTRY_CONFIG = 3,	 /* a membership configuration */
-	BATON_ENTRY_VERSION = 4, /* reserved: machine version / release floor */
+	/* The whole struct baton_version_state (effective machine version,
+	 * release floor, version table) from this index on. */
+	BATON_ENTRY_VERSION = 4,
 };
 
 struct baton_entry {
@@ -132,8 +66,6 @@ struct baton_entry {
 
 /* ------------------------------------------------------------------------ */
 /* Membership.                                                              */
-
-#define BATON_MAX_MEMBERS 16u
 
 enum baton_role_in_config {
 	BATON_VOTER = 1,
@@ -171,6 +103,10 @@ struct baton_snapshot_meta {
 	baton_term term;   /* term of that entry */
 	struct baton_config config;
 	baton_index config_index; /* index of the entry that made `config` */
+	/* The version facts in force at `index`, and the index of the version
+	 * entry that made them (0: the initial state, no entry yet). */
+	struct baton_version_state versions;
+	baton_index versions_index;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -281,6 +217,13 @@ enum baton_event_type {
 	BATON_EVENT_ADD_LEARNER = 8,
 	BATON_EVENT_PROMOTE = 9, /* learner to voter, after it catches up */
 	BATON_EVENT_REMOVE = 10, /* any member, the leader included */
+	/* Leader only: append a version entry recording `versions` (the
+	 * version rules of later releases use it; tests use it now). */
+	BATON_EVENT_VERSIONS = 11,
+	/* The driver cannot interpret the entry (or snapshot) at `index` and
+	 * stopped applying there: the node will not stand for election and a
+	 * leader hands its leadership over. */
+	BATON_EVENT_APPLY_STOPPED = 12,
 };
 
 struct baton_buffer {
@@ -320,6 +263,12 @@ struct baton_event {
 		struct {
 			baton_node_id id;
 		} member;
+		struct {
+			const struct baton_version_state *state; /* copied */
+		} versions;
+		struct {
+			baton_index index;
+		} apply_stopped;
 	} u;
 };
 
@@ -481,6 +430,13 @@ struct baton_raft_status {
 	struct baton_config config;
 	baton_index config_index;
 	baton_node_id transfer_target;
+	/* The latest version facts in the log, committed or not. */
+	struct baton_version_state versions;
+	baton_index versions_index;
+	/* First index this node cannot interpret (a configuration or version
+	 * entry of an unknown format, or as told by APPLY_STOPPED); 0: none.
+	 * Nothing at or after it is applied. */
+	baton_index stalled_index;
 };
 void baton_raft_status(const struct baton_raft *r,
 		       struct baton_raft_status *out);

@@ -16,7 +16,7 @@
 
 #include "baton/raft.h"
 #include "baton/storage.h"
-#include "buf.h"
+#include "baton/buf.h"
 #include "peer.h"
 #include "transport.h"
 

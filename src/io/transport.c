@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "baton/buf.h"
 #include "log.h"
 #include "peer.h"
 #include "transport.h"

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "baton/raft.h"
-#include "buf.h"
+#include "baton/buf.h"
 
 /* The machine versions kv_apply() knows: 1 only. */
 #define KV_MACHINE_VERSION_MIN 1u

@@ -14,7 +14,7 @@
 #include <uv.h>
 
 #include "baton/raft.h"
-#include "buf.h"
+#include "baton/buf.h"
 #include "kv.h"
 #include "node.h"
 #include "resp.h"

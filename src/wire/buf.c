@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "baton/raft.h"
-#include "buf.h"
+#include "baton/buf.h"
 
 /* The first allocation, so that small replies do not grow byte by byte. */
 #define BUF_FIRST_CAP_BYTES 64u

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "baton/buf.h"
 #include "peer.pb-c.h"
 
 /* What a zero-length byte field points to, so that no pointer the decoder

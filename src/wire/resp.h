@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "baton/buf.h"
 
 /* ------------------------------------------------------------------------ */
 /* Reply writers.                                                           */

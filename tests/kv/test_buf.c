@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "baton/raft.h"
-#include "buf.h"
+#include "baton/buf.h"
 
 Test(buf, starts_empty_and_frees_twice)
 {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "baton/buf.h"
 #include "peer.h"
 
 struct baton_profile fix_profile(uint16_t major, uint16_t minor, uint16_t patch,

@@ -8,8 +8,8 @@
  * may also lower `len` to drop a tail it wrote. `data` is NULL while `cap`
  * is 0. A struct baton_buf is not shared between threads.
  */
-#ifndef BATON_WIRE_BUF_H
-#define BATON_WIRE_BUF_H
+#ifndef BATON_BUF_H
+#define BATON_BUF_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,4 +46,4 @@ int baton_buf_reserve(struct baton_buf *b, size_t extra);
  * buffer unchanged. */
 int baton_buf_append(struct baton_buf *b, const void *data, size_t len);
 
-#endif /* BATON_WIRE_BUF_H */
+#endif /* BATON_BUF_H */

@@ -1,0 +1,78 @@
+/*
+ * baton — the versioned state machine a node drives.
+ *
+ * A library user brings their own machine by filling struct
+ * baton_machine_ops; batond's is the key-value store with its address book
+ * (src/server/machine.c). The node pipeline (src/node) calls it on the
+ * loop's thread only, one call at a time:
+ *
+ *   - apply() each committed COMMAND entry, in log order, with the machine
+ *     version in force at the entry's index (the effective machine version
+ *     is a fact of the log: see baton/version.h);
+ *   - version_changed() at the index of a version entry that changes the
+ *     effective machine version, before any entry after it is applied;
+ *   - snapshot() and restore() carry the machine version the bytes were
+ *     written under.
+ *
+ * Determinism: given the same entries and versions, every node's machine
+ * must produce the same state and the same replies.
+ *
+ * Refusal: a machine that meets an entry, a version or a snapshot it cannot
+ * interpret returns BATON_EVERSION (or BATON_ECORRUPT) and writes why into
+ * its error message. The node then stops applying at that index, keeps its
+ * data untouched, reports the stall (status, INFO, log) and keeps serving
+ * what it can; it never skips the entry and never aborts. A machine must
+ * leave its state unchanged when it refuses.
+ */
+#ifndef BATON_MACHINE_H
+#define BATON_MACHINE_H
+
+#include "baton/buf.h"
+#include "baton/raft.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct baton_machine;
+
+struct baton_machine_ops {
+	/* Apply the committed COMMAND entry `e` under machine version `v`.
+	 * Append the client's reply to `reply` when it is not NULL (somebody
+	 * waits for it). A command that fails in a way every node agrees on
+	 * (a wrong type, say) is applied: 0, with the error in the reply.
+	 * BATON_EVERSION / BATON_ECORRUPT: cannot interpret it (stall).
+	 * BATON_ENOMEM: the node stops (it cannot apply and must not skip). */
+	int (*apply)(struct baton_machine *m, struct baton_machine_version v,
+		     const struct baton_entry *e, struct baton_buf *reply);
+	/* The effective machine version changes from `from` to `to` at
+	 * `index` (a version entry). Convert the state if the versions need
+	 * it. BATON_EVERSION if `to` is not implemented (stall). May be NULL
+	 * when no version needs a conversion. */
+	int (*version_changed)(struct baton_machine *m, baton_index index,
+			       struct baton_machine_version from,
+			       struct baton_machine_version to);
+	/* Append the whole state, as of machine version `v`, to `out`. */
+	int (*snapshot)(struct baton_machine *m, struct baton_machine_version v,
+			struct baton_buf *out);
+	/* Replace the state with a snapshot's bytes written under version
+	 * `v`. BATON_EVERSION: a version or format this release cannot
+	 * interpret; BATON_ECORRUPT: damaged. On error the state is
+	 * unchanged. */
+	int (*restore)(struct baton_machine *m, struct baton_machine_version v,
+		       const uint8_t *buf, size_t len);
+	/* What the last failed call found, for logs and status (static or
+	 * owned by the machine; valid until the next call). May be NULL. */
+	const char *(*errmsg)(const struct baton_machine *m);
+};
+
+/* Embed this as the first member of the machine's own struct. */
+struct baton_machine {
+	const struct baton_machine_ops *ops;
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_MACHINE_H */

@@ -1,0 +1,123 @@
+/*
+ * baton — the four kinds of version (see DESIGN.md, "The four versions"),
+ * kept as distinct types so they are never passed around interchangeably,
+ * and the one table of releases this binary contains.
+ *
+ *   release           major.minor.patch of the binary, with its capability
+ *                     profile: the peer protocol versions it speaks and the
+ *                     highest machine version it implements;
+ *   peer protocol     negotiated per connection: the highest both ends speak;
+ *   machine version   the semantics of the replicated state machine; the
+ *                     effective one is a fact of the log (a version entry);
+ *   release floor     the newest release that has led the cluster, also a
+ *                     fact of the log.
+ *
+ * The effective machine version, the release floor and the version table
+ * (each member's profile) together form struct baton_version_state: the
+ * core keeps it as it keeps the configuration, from BATON_ENTRY_VERSION
+ * entries, snapshots and restarts.
+ */
+#ifndef BATON_VERSION_H
+#define BATON_VERSION_H
+
+#include "baton/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A release of the binary, major.minor.patch. 0.0.0 means "none". */
+struct baton_release {
+	uint16_t major;
+	uint16_t minor;
+	uint16_t patch;
+};
+
+/* A peer protocol version, negotiated per connection. */
+struct baton_proto_version {
+	uint32_t value;
+};
+
+/* A version of the replicated state machine's semantics (1, 2, ...). */
+struct baton_machine_version {
+	uint32_t value;
+};
+
+/* What a release can do: advertised in handshakes, votes and heartbeats. */
+struct baton_profile {
+	struct baton_release release;
+	struct baton_proto_version proto_min;
+	struct baton_proto_version proto_max;
+	struct baton_machine_version machine_max;
+};
+
+/* <0, 0, >0 as a is older, equal or newer than b. */
+int baton_release_compare(struct baton_release a, struct baton_release b);
+
+/* "1.2.3" into *out: 0, or BATON_EINVAL for anything else (no spaces, no
+ * missing parts, each part <= 65535). */
+int baton_release_parse(const char *s, struct baton_release *out);
+
+/* Room for the longest "65535.65535.65535" and its NUL. */
+#define BATON_RELEASE_STR_MAX 18u
+/* Format as "major.minor.patch" into buf; returns buf. */
+char *baton_release_format(struct baton_release r,
+			   char buf[BATON_RELEASE_STR_MAX]);
+
+/* ---- the table of releases ---------------------------------------------
+ * Every release this binary contains, oldest first: the only place in the
+ * code where a version number is written down. The last one is the
+ * binary's own release; the older ones can be emulated (--as-release). */
+
+/* The table; *n_out receives its length. Static storage. */
+const struct baton_profile *baton_releases(uint32_t *n_out);
+/* The profile of this release, or NULL if the binary does not contain it. */
+const struct baton_profile *baton_release_find(struct baton_release r);
+/* The binary's own (newest) release. */
+const struct baton_profile *baton_release_current(void);
+
+/* ---- the version facts of the log -------------------------------------- */
+
+/* One row of the version table: what a member said it can do. */
+struct baton_member_versions {
+	baton_node_id id;
+	struct baton_profile profile;
+};
+
+struct baton_version_state {
+	/* The effective machine version: every entry is applied with the
+	 * version in force at its index. */
+	struct baton_machine_version machine;
+	/* The newest release that has led the cluster (0.0.0: none yet). */
+	struct baton_release floor;
+	/* The version table, one row per known member, by increasing id. */
+	uint32_t n;
+	struct baton_member_versions members[BATON_MAX_MEMBERS];
+};
+
+/* The state of a log without any version entry: machine version 1, no
+ * floor, an empty table. */
+void baton_version_state_initial(struct baton_version_state *out);
+
+/* The row of member id, or NULL. */
+const struct baton_member_versions *
+baton_version_state_find(const struct baton_version_state *s,
+			 baton_node_id id);
+
+/* Encoding of a BATON_ENTRY_VERSION payload (docs/core.md): a format byte,
+ * then the fields; later formats only append. Encoded size in bytes: */
+size_t baton_version_state_encoded_len(const struct baton_version_state *s);
+/* BATON_ETOOBIG if cap is too small, BATON_EINVAL if n is above
+ * BATON_MAX_MEMBERS. */
+int baton_version_state_encode(const struct baton_version_state *s,
+			       uint8_t *buf, size_t cap, size_t *len_out);
+/* BATON_ECORRUPT on malformed input, BATON_EVERSION on a format this
+ * release does not know. Never reads past len. */
+int baton_version_state_decode(const uint8_t *buf, size_t len,
+			       struct baton_version_state *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_VERSION_H */

@@ -1,0 +1,172 @@
+/*
+ * The node pipeline: everything between the Raft core and the world, free
+ * of any event loop, clock, socket or file of its own. It owns the core,
+ * drives the storage and the state machine it is given, and keeps:
+ *
+ *   - the persist chain: each update's persistence is submitted to the
+ *     storage in order, and the messages that must not outrun the disk
+ *     (votes, acknowledgements) are held until their write and every
+ *     earlier one is durable;
+ *   - proposals: queued by the application, batched into one PROPOSE event
+ *     per flush, completed once applied (with the machine's reply) or
+ *     failed when their entry was overwritten or timed out;
+ *   - linearizable reads: reads arriving between two flushes share one
+ *     read index; each completes once the machine applied it;
+ *   - membership and leadership requests and their waiters;
+ *   - apply: committed entries handed to the machine with the machine
+ *     version in force at their index; version entries change it; data the
+ *     node cannot interpret stops applying (a stall) and is reported;
+ *   - snapshots: taken every `snapshot_entries` applied entries.
+ *
+ * Two drivers exist, and they are the only ones: src/io/node.c (libuv,
+ * TCP, files) and the simulator (tests/sim: simulated network, disks and
+ * clock). The driver feeds events in (tick, receive, storage completions,
+ * flush) and supplies the world through struct baton_pipeline_env.
+ *
+ * Re-entrancy: requests made from inside a callback (a completion asking
+ * for more work) are queued and run at the next flush. Every callback of a
+ * request is called exactly once, on the driver's thread.
+ */
+#ifndef BATON_NODE_PIPELINE_H
+#define BATON_NODE_PIPELINE_H
+
+#include "baton/machine.h"
+#include "baton/raft.h"
+#include "baton/storage.h"
+
+/* Limits on what waits inside a node. */
+#define BATON_PIPELINE_PENDING_MAX 100000u /* proposals and reads waiting */
+#define BATON_PIPELINE_BATCH_MAX 1024u /* proposals in one PROPOSE event */
+#define BATON_STALL_TEXT_MAX 512u
+
+struct baton_pipeline;
+
+/* What the driver supplies. Only `now_ms` and `send` are required. */
+struct baton_pipeline_env {
+	void *data;
+	/* The driver's monotonic clock. */
+	uint64_t (*now_ms)(void *data);
+	/* Deliver a message to m->to now (best effort, like the network).
+	 * `m` and what it points to are valid during the call only. */
+	void (*send)(void *data, const struct baton_msg *m);
+	/* The known leader changed (0: none known). */
+	void (*leader_changed)(void *data, baton_node_id leader);
+	/* The storage failed: nothing more is persisted; the driver should
+	 * stop the node (leadership is handed over first). Called from a
+	 * flush, once. */
+	void (*storage_failed)(void *data);
+	/* The node stopped applying (once per stall, with the text that
+	 * status reports): for the log. */
+	void (*stalled)(void *data, baton_index index, const char *why);
+	/* Observer of every step (the simulator's invariants); NULL in
+	 * production. Called after the pipeline handled the update. */
+	void (*observe)(void *data, const struct baton_event *ev, int rv,
+			const struct baton_update *u);
+};
+
+struct baton_pipeline_config {
+	/* The core's options (id, profile, timeouts, limits, seed). */
+	struct baton_raft_options raft;
+	/* Opened by the driver, loaded by baton_pipeline_create; the driver
+	 * polls it through baton_pipeline_storage_ready and closes it after
+	 * baton_pipeline_destroy. */
+	struct baton_storage *storage;
+	/* The state machine, owned by the driver. */
+	struct baton_machine *machine;
+	/* Take a snapshot every this many applied entries (0: never). */
+	uint64_t snapshot_entries;
+	/* How long requests may wait before failing with a retryable error
+	 * (0: the defaults, 5 s for reads, 10 s for proposals, 30 s for
+	 * membership changes and transfers). */
+	uint32_t read_timeout_ms;
+	uint32_t proposal_timeout_ms;
+	uint32_t admin_timeout_ms;
+	/* A brand-new node (empty storage) with founders bootstraps a cluster
+	 * of these voters. */
+	uint32_t n_founders;
+	baton_node_id founders[BATON_MAX_MEMBERS];
+};
+
+/* Load the storage, restore the machine and the core, bootstrap if the
+ * storage is empty and there are founders. A snapshot the machine cannot
+ * interpret does not fail the start: the node starts stalled. On failure
+ * returns a BATON_E* code and a message in err. */
+int baton_pipeline_create(const struct baton_pipeline_config *c,
+			  const struct baton_pipeline_env *env,
+			  struct baton_pipeline **out, char *err,
+			  size_t errlen);
+/* Fail every waiting request with BATON_ESTATE, drop held messages and
+ * pending writes' bookkeeping, free. Neither the storage nor the machine
+ * is touched: a crash in the simulator is exactly this. */
+void baton_pipeline_destroy(struct baton_pipeline *p);
+
+/* ---- driver inputs ------------------------------------------------------ */
+
+/* Time passed: the core's timers, request deadlines, waiters. */
+void baton_pipeline_tick(struct baton_pipeline *p);
+/* A message arrived; the driver has set m->from. */
+void baton_pipeline_receive(struct baton_pipeline *p,
+			    const struct baton_msg *m);
+/* The storage has completions: poll them (release held messages, report
+ * persistence to the core). */
+void baton_pipeline_storage_ready(struct baton_pipeline *p);
+/* End of a turn of the driver's loop: run deferred requests, batch queued
+ * proposals and reads into the core, take a snapshot if one is due. */
+void baton_pipeline_flush(struct baton_pipeline *p);
+
+/* ---- application requests ------------------------------------------------
+ * Each returns 0 (cb will be called exactly once) or a BATON_E* code (cb
+ * will not be called). */
+
+/* Completion of a proposal: status 0 with the machine's reply, or
+ * ENOTLEADER, LEADERCHANGED (overwritten, or its fate unknown after a
+ * timeout), OVERLOADED, IO, STALLED, STATE (the node is going away). */
+typedef void (*baton_propose_cb)(void *data, int status, const uint8_t *reply,
+				 size_t len);
+int baton_pipeline_propose(struct baton_pipeline *p, const uint8_t *payload,
+			   size_t len, baton_propose_cb cb, void *data);
+
+/* A linearizable read barrier: cb(0) once the machine holds everything
+ * committed before the call; or NOLEADER (timeout), NOTLEADER, STALLED,
+ * STATE. */
+typedef void (*baton_done_cb)(void *data, int status);
+int baton_pipeline_read(struct baton_pipeline *p, baton_done_cb cb,
+			void *data);
+
+/* Membership and leadership, on the leader; cb once committed (or the
+ * transfer done) or failed (timeout, CATCHUP for a promotion). */
+int baton_pipeline_add_learner(struct baton_pipeline *p, baton_node_id id,
+			       baton_done_cb cb, void *data);
+int baton_pipeline_promote(struct baton_pipeline *p, baton_node_id id,
+			   baton_done_cb cb, void *data);
+int baton_pipeline_remove(struct baton_pipeline *p, baton_node_id id,
+			  baton_done_cb cb, void *data);
+int baton_pipeline_transfer(struct baton_pipeline *p, baton_node_id id,
+			    baton_done_cb cb, void *data);
+/* Leader only: record new version facts in the log (BATON_EVENT_VERSIONS).
+ * cb once the entry is applied. */
+int baton_pipeline_set_versions(struct baton_pipeline *p,
+				const struct baton_version_state *s,
+				baton_done_cb cb, void *data);
+
+/* ---- introspection ------------------------------------------------------- */
+
+struct baton_pipeline_status {
+	struct baton_raft_status raft;
+	baton_index match[BATON_MAX_MEMBERS]; /* leader only, by config */
+	baton_index applied;		      /* by the machine */
+	/* The version facts in force at `applied`. */
+	struct baton_version_state applied_versions;
+	bool storage_failed;
+	/* A stall: the first index not applied and why (empty: none). */
+	baton_index stalled_index;
+	char stalled_why[BATON_STALL_TEXT_MAX];
+	uint32_t proposals_waiting, reads_waiting;
+};
+void baton_pipeline_status(const struct baton_pipeline *p,
+			   struct baton_pipeline_status *out);
+
+/* The core, for read-only introspection (status, invariants). */
+const struct baton_raft *baton_pipeline_raft(const struct baton_pipeline *p);
+
+#endif /* BATON_NODE_PIPELINE_H */
