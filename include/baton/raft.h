@@ -16,7 +16,10 @@
  *      by this update *and every earlier update* is durable (votes and
  *      acknowledgements must never outrun the disk);
  *   4. if a snapshot was installed, restore the state machine from it; then
- *      apply `apply` in order (they are committed and durable locally);
+ *      apply `apply` in order (they are committed and durable locally). If
+ *      the state machine cannot interpret the snapshot or an entry, stop
+ *      there, apply nothing after it, keep the data, and report it with
+ *      BATON_EVENT_APPLY_STOPPED (see "Stalling" below);
  *   5. serve the read requests of `reads` once the state machine has applied
  *      the index each one carries;
  *   6. when the persistence of step 1 completes, report it with a
@@ -25,6 +28,26 @@
  * Everything an update points to is owned by the core and stays valid only
  * until the next call on the same struct baton_raft: a driver that works
  * asynchronously copies what it keeps.
+ *
+ * Stalling. A node never skips what it cannot interpret: the nodes would
+ * then disagree. A configuration or version entry of a format this release
+ * does not know (or a malformed one), and any entry or snapshot the driver
+ * reports with BATON_EVENT_APPLY_STOPPED, stall the node at that index
+ * (status.stalled_index, the lowest such index):
+ *   - no entry at or after it is handed to `apply` (applied_index stays
+ *     below it; one handed over already but reported is no longer counted
+ *     as applied);
+ *   - the node never stands for election (no pre-vote, no campaign, and it
+ *     ignores TimeoutNow); as a leader it hands leadership to the most
+ *     up-to-date voter, or steps down if there is none or that fails;
+ *   - it keeps voting, replicating and acknowledging entries as a
+ *     follower, and keeps its log and snapshot untouched; local reads fail
+ *     with BATON_ESTALLED;
+ *   - the stall lifts only when the entry that caused it is gone: truncated
+ *     by a new leader, or covered by a snapshot installed from the leader
+ *     (the driver judges that snapshot in its turn). A restart recomputes
+ *     it from the log; the driver reports again what it still cannot read.
+ * docs/core.md, "Stalling", says more.
  *
  * Errors are negative BATON_E* codes (see baton_strerror()); 0 is success.
  */
@@ -46,7 +69,9 @@ extern "C" {
 
 /* The type travels with every entry, so new kinds need no format change.
  * Entries of a type the core does not know are replicated and handed to the
- * driver, which stops applying at the first one it cannot interpret. */
+ * driver, which stops applying at the first one it cannot interpret and
+ * says so (BATON_EVENT_APPLY_STOPPED). The core decodes CONFIG and VERSION
+ * entries itself and stalls at one it cannot decode. */
 enum baton_entry_type {
 	BATON_ENTRY_NOOP = 1,	 /* appended by every new leader */
 	BATON_ENTRY_COMMAND = 2, /* an application command */
@@ -217,12 +242,16 @@ enum baton_event_type {
 	BATON_EVENT_ADD_LEARNER = 8,
 	BATON_EVENT_PROMOTE = 9, /* learner to voter, after it catches up */
 	BATON_EVENT_REMOVE = 10, /* any member, the leader included */
-	/* Leader only: append a version entry recording `versions` (the
-	 * version rules of later releases use it; tests use it now). */
+	/* Leader only: append a version entry recording u.versions.state
+	 * (the version rules of later releases use it; tests use it now). It
+	 * takes effect when appended, like a configuration. BATON_ENOTLEADER,
+	 * BATON_EINVAL for a state baton_version_state_valid() refuses,
+	 * BATON_EBUSY during a leadership transfer (as a proposal). */
 	BATON_EVENT_VERSIONS = 11,
-	/* The driver cannot interpret the entry (or snapshot) at `index` and
-	 * stopped applying there: the node will not stand for election and a
-	 * leader hands its leadership over. */
+	/* The driver cannot interpret the entry (or the snapshot) at
+	 * u.apply_stopped.index and stopped applying there: the node stalls
+	 * at min(stalled_index, index) (see "Stalling" at the top).
+	 * BATON_EINVAL for index 0. */
 	BATON_EVENT_APPLY_STOPPED = 12,
 };
 
@@ -380,7 +409,12 @@ void baton_raft_destroy(struct baton_raft *r);
 
 /* Load durable state after a restart, before the first step. `snap` may be
  * NULL; the driver has already restored its state machine from it. Entries
- * must be consecutive and follow the snapshot; all are copied. */
+ * must be consecutive and follow the snapshot; all are copied. The version
+ * state comes from the last version entry among them, else from
+ * snap->versions, else it is the initial one; an entry it cannot decode
+ * stalls the node. BATON_EINVAL if snap's version state is not valid or
+ * its versions_index is above its index; BATON_ECORRUPT for entries that
+ * do not follow on; BATON_ESTATE if the instance is not empty. */
 int baton_raft_restore(struct baton_raft *r, baton_term term,
 		       baton_node_id vote,
 		       const struct baton_snapshot_meta *snap,
@@ -399,6 +433,7 @@ int baton_raft_bootstrap(struct baton_raft *r, const struct baton_config *c);
  *   BATON_ENOTFOUND / BATON_EEXISTS / BATON_EINVAL  bad membership target;
  *   BATON_ETOOBIG     a command above max_entry_bytes;
  *   BATON_EOVERLOADED too many uncommitted entries (retry later);
+ *   BATON_ESTALLED    a read on a stalled node (another node must serve it);
  *   BATON_ENOMEM.
  * A malformed or stale message is dropped silently (it is 0). Even on error
  * *out is valid and must be processed. */
@@ -406,9 +441,12 @@ int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
 		    struct baton_event *ev, struct baton_update *out);
 
 /* The metadata a snapshot taken at `index` (<= last applied) must record:
- * its term and the configuration in force there. A driver saves it with the
+ * its term, and the configuration and version state in force there with
+ * the indexes of the entries that made them. A driver saves it with the
  * state machine's bytes before sending BATON_EVENT_SNAPSHOT_TAKEN.
- * BATON_EINVAL if the index is not applied or its term is unknown. */
+ * BATON_EINVAL if the index is not applied, is below the node's current
+ * snapshot (the log no longer tells what was in force there), or its term
+ * is unknown. */
 int baton_raft_snapshot_meta(const struct baton_raft *r, baton_index index,
 			     struct baton_snapshot_meta *out);
 

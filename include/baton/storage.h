@@ -34,22 +34,14 @@
 extern "C" {
 #endif
 
-/* What a snapshot records besides the state machine's bytes. The version
- * fields are written now and interpreted by the version rules later. */
-struct baton_version_entry {
-	baton_node_id id;
-	struct baton_profile profile;
-};
-
+/* What a snapshot records besides the state machine's bytes: the core's
+ * metadata (baton_raft_snapshot_meta), the version state in force at its
+ * index included (meta.versions, meta.versions_index). snapshot_begin
+ * refuses (BATON_EINVAL) metadata the core could not have made: more than
+ * BATON_MAX_MEMBERS members, an invalid version state, or a config or
+ * version index above meta.index. */
 struct baton_snapshot_header {
 	struct baton_snapshot_meta meta;
-	/* The machine version in force at meta.index. */
-	struct baton_machine_version machine_version;
-	/* The lowest release allowed to join the cluster. */
-	struct baton_release release_floor;
-	/* The known capabilities of each member. */
-	uint32_t n_versions; /* <= BATON_MAX_MEMBERS */
-	struct baton_version_entry versions[BATON_MAX_MEMBERS];
 };
 
 /* Everything durable, as found at start. Owned by the caller; release with

@@ -101,18 +101,27 @@ void baton_version_state_initial(struct baton_version_state *out);
 
 /* The row of member id, or NULL. */
 const struct baton_member_versions *
-baton_version_state_find(const struct baton_version_state *s,
-			 baton_node_id id);
+baton_version_state_find(const struct baton_version_state *s, baton_node_id id);
 
-/* Encoding of a BATON_ENTRY_VERSION payload (docs/core.md): a format byte,
- * then the fields; later formats only append. Encoded size in bytes: */
+/* Whether s is a state the log may hold: machine version >= 1, n <=
+ * BATON_MAX_MEMBERS, rows with ids > 0 in strictly increasing order, each
+ * with proto_min <= proto_max. Decoders of snapshot metadata check it. */
+bool baton_version_state_valid(const struct baton_version_state *s);
+
+/* Encoding of a BATON_ENTRY_VERSION payload (docs/core.md, "The version
+ * entry"): a format byte, then the fields, little endian; later formats
+ * only append. At most 12 + 26 * BATON_MAX_MEMBERS bytes: */
+#define BATON_VERSION_STATE_BYTES_MAX (12u + 26u * BATON_MAX_MEMBERS)
+/* Encoded size in bytes (s->n <= BATON_MAX_MEMBERS). */
 size_t baton_version_state_encoded_len(const struct baton_version_state *s);
-/* BATON_ETOOBIG if cap is too small, BATON_EINVAL if n is above
- * BATON_MAX_MEMBERS. */
+/* BATON_ETOOBIG if cap is too small, BATON_EINVAL if the state is not
+ * valid (see baton_version_state_valid). */
 int baton_version_state_encode(const struct baton_version_state *s,
 			       uint8_t *buf, size_t cap, size_t *len_out);
-/* BATON_ECORRUPT on malformed input, BATON_EVERSION on a format this
- * release does not know. Never reads past len. */
+/* BATON_ECORRUPT on malformed input (too short, or not a valid state),
+ * BATON_EVERSION on a format this release does not know. Bytes after the
+ * fields of a known format are ignored: a later format appends there.
+ * Never reads past len; *out is written only on success. */
 int baton_version_state_decode(const uint8_t *buf, size_t len,
 			       struct baton_version_state *out);
 

@@ -14,20 +14,6 @@
 #define CONFIG_HEADER_LEN 2u
 #define CONFIG_MEMBER_LEN 9u
 
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	for (unsigned i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (unsigned i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
 size_t baton_config_encoded_len(const struct baton_config *c)
 {
 	return CONFIG_HEADER_LEN + (size_t)c->n * CONFIG_MEMBER_LEN;
@@ -41,13 +27,16 @@ int baton_config_encode(const struct baton_config *c, uint8_t *buf, size_t cap,
 	size_t len = baton_config_encoded_len(c);
 	if (len > cap)
 		return BATON_ETOOBIG;
+	BATON_ASSERT(len <=
+		     CONFIG_HEADER_LEN + BATON_MAX_MEMBERS * CONFIG_MEMBER_LEN);
 	buf[0] = CONFIG_FORMAT;
 	buf[1] = (uint8_t)c->n;
 	uint8_t *p = buf + CONFIG_HEADER_LEN;
 	for (uint32_t i = 0; i < c->n; i++, p += CONFIG_MEMBER_LEN) {
-		put_u64(p, c->members[i].id);
+		baton_le_put_u64(p, c->members[i].id);
 		p[8] = (uint8_t)c->members[i].role;
 	}
+	BATON_ASSERT((size_t)(p - buf) == len);
 	*len_out = len;
 	return 0;
 }
@@ -55,6 +44,7 @@ int baton_config_encode(const struct baton_config *c, uint8_t *buf, size_t cap,
 int baton_config_decode(const uint8_t *buf, size_t len,
 			struct baton_config *out)
 {
+	BATON_ASSERT(len == 0 || buf != NULL);
 	if (len < CONFIG_HEADER_LEN)
 		return BATON_ECORRUPT;
 	if (buf[0] != CONFIG_FORMAT)
@@ -67,7 +57,7 @@ int baton_config_decode(const uint8_t *buf, size_t len,
 	memset(&c, 0, sizeof c);
 	const uint8_t *p = buf + CONFIG_HEADER_LEN;
 	for (uint32_t i = 0; i < n; i++, p += CONFIG_MEMBER_LEN) {
-		baton_node_id id = get_u64(p);
+		baton_node_id id = baton_le_get_u64(p);
 		uint8_t role = p[8];
 		if (id == 0 || (role != BATON_VOTER && role != BATON_LEARNER))
 			return BATON_ECORRUPT;
@@ -77,6 +67,7 @@ int baton_config_decode(const uint8_t *buf, size_t len,
 		c.members[c.n].role = role;
 		c.n++;
 	}
+	BATON_ASSERT(c.n == n && p == buf + len);
 	*out = c;
 	return 0;
 }
@@ -84,6 +75,7 @@ int baton_config_decode(const uint8_t *buf, size_t len,
 const struct baton_member *baton_config_find(const struct baton_config *c,
 					     baton_node_id id)
 {
+	BATON_ASSERT(c->n <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < c->n; i++)
 		if (c->members[i].id == id)
 			return &c->members[i];

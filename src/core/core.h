@@ -5,27 +5,19 @@
  * replication.c (AppendEntries both ways, commit), snapshot.c (taking,
  * sending and installing snapshots), membership.c (configuration changes),
  * read_index.c (linearizable reads), transfer.c (leadership transfer),
- * log.c (the in-memory log), raft.c (lifecycle, step dispatch, the update).
+ * versions.c (the version state of the log, and stalling on data this
+ * node cannot interpret), log.c (the in-memory log), raft.c (lifecycle, step
+ * dispatch, the update). config.c and version.c hold the public codecs of
+ * configurations and version states, and the table of releases.
  */
 #ifndef BATON_CORE_H
 #define BATON_CORE_H
 
 #include <baton/raft.h>
 
-#include <stdio.h>
-#include <stdlib.h>
+#include <baton/assert.h>
 
-/* Assertions stay on in every build: a broken invariant stops the node with
- * context rather than letting it corrupt replicated state. */
-#define BATON_ASSERT(cond)                                                     \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr,                                        \
-				"baton: assertion failed: %s (%s:%d)\n",       \
-				#cond, __FILE__, __LINE__);                    \
-			abort();                                               \
-		}                                                              \
-	} while (0)
+#include "le.h"
 
 /* Hard upper bound of max_inflight_appends (the ring below is fixed). */
 #define BATON__INFLIGHT_MAX 64u
@@ -126,6 +118,15 @@ struct baton_raft {
 	baton_index persisted_index;
 	struct baton_config config; /* latest in the log, committed or not */
 	baton_index config_index;
+	/* The version facts, kept like the configuration: the latest in the
+	 * log, committed or not (versions_index 0: the initial state). */
+	struct baton_version_state versions;
+	baton_index versions_index;
+	/* The first index this node cannot interpret (0: none): nothing at or
+	 * after it is applied, and the node does not stand for election. */
+	baton_index stalled_index;
+	/* A stalled leader tried to hand its leadership over once. */
+	bool handover_tried;
 
 	/* Timers (absolute, in ms). */
 	uint64_t election_deadline_ms;
@@ -175,6 +176,11 @@ struct baton_raft {
 	bool alloc_failed; /* an output could not be queued: reported once */
 };
 
+/* ---- invariants.c ------------------------------------------------------ */
+
+/* Check what holds between any two steps (stops the node if broken). */
+void baton__assert_invariants(const struct baton_raft *r);
+
 /* ---- raft.c: output helpers ------------------------------------------- */
 
 /* A zeroed message to `to`, queued to send now (or after persistence).
@@ -190,6 +196,7 @@ uint64_t baton__random(struct baton_raft *r);
 /* Quorum of voters in the current configuration. */
 uint32_t baton__voter_count(const struct baton_raft *r);
 bool baton__is_voter(const struct baton_raft *r, baton_node_id id);
+bool baton__is_member(const struct baton_raft *r, baton_node_id id);
 bool baton__term_at(const struct baton_raft *r, baton_index i,
 		    baton_term *term);
 baton_index baton__last_index(const struct baton_raft *r);
@@ -245,6 +252,30 @@ int baton__promote(struct baton_raft *r, baton_node_id id);
 int baton__remove(struct baton_raft *r, baton_node_id id);
 void baton__promotion_check(struct baton_raft *r);
 
+/* ---- versions.c -------------------------------------------------------- */
+
+/* A version entry was appended (leader, follower or restore). */
+void baton__versions_appended(struct baton_raft *r,
+			      const struct baton_entry *e);
+/* Recompute the version state from the log and the snapshot (after a
+ * truncation or a snapshot install). */
+void baton__versions_refresh(struct baton_raft *r);
+/* The entry that stalled the node is gone (truncated, or covered by an
+ * installed snapshot): stall again at the first entry left that this node
+ * cannot decode, if any. */
+void baton__stall_recheck(struct baton_raft *r);
+/* The version state in force at index (<= last index). */
+void baton__versions_at(const struct baton_raft *r, baton_index index,
+			struct baton_version_state *out,
+			baton_index *index_out);
+/* The node cannot interpret what is at index: stop applying there. */
+void baton__stall(struct baton_raft *r, baton_index index);
+/* A stalled leader hands leadership over, or steps down. */
+void baton__stall_handover(struct baton_raft *r);
+/* Leader only: append a version entry recording *s. */
+int baton__append_versions(struct baton_raft *r,
+			   const struct baton_version_state *s);
+
 /* ---- read_index.c ------------------------------------------------------ */
 
 int baton__read(struct baton_raft *r, uint64_t request_id);
@@ -253,6 +284,8 @@ void baton__recv_read_index_result(struct baton_raft *r,
 				   const struct baton_msg *m);
 void baton__reads_check(struct baton_raft *r);
 void baton__reads_fail_all(struct baton_raft *r, int status);
+/* Fail the reads this node would have to serve itself (not followers'). */
+void baton__reads_fail_local(struct baton_raft *r, int status);
 void baton__reads_flush_round(struct baton_raft *r);
 
 /* ---- transfer.c -------------------------------------------------------- */

@@ -11,11 +11,15 @@
 void baton__reset_election_timer(struct baton_raft *r)
 {
 	uint64_t t = r->o.election_timeout_ms;
+	BATON_ASSERT(t > 0);
 	r->election_deadline_ms = r->now_ms + t + baton__random(r) % t;
+	BATON_ASSERT(r->election_deadline_ms >= r->now_ms + t &&
+		     r->election_deadline_ms < r->now_ms + 2 * t);
 }
 
 bool baton__in_lease(const struct baton_raft *r)
 {
+	BATON_ASSERT(r->leader_contact_ms <= r->now_ms);
 	if (r->role == BATON_LEADER)
 		return true;
 	return r->o.check_quorum && r->leader_id != 0 &&
@@ -26,6 +30,7 @@ static void leave_leadership(struct baton_raft *r)
 {
 	if (r->role != BATON_LEADER)
 		return;
+	BATON_ASSERT(r->leader_id == r->o.id);
 	baton__reads_fail_all(r, BATON_ELEADERCHANGED);
 	r->transfer_target = 0;
 	r->timeout_now_sent = false;
@@ -33,6 +38,7 @@ static void leave_leadership(struct baton_raft *r)
 		r->promotion_failed = r->promotee;
 	r->promotee = 0;
 	r->n_progress = 0;
+	BATON_ASSERT(r->n_reads == 0);
 }
 
 void baton__become_follower(struct baton_raft *r, baton_term term,
@@ -50,14 +56,19 @@ void baton__become_follower(struct baton_raft *r, baton_term term,
 	if (leader != 0)
 		r->leader_contact_ms = r->now_ms;
 	baton__reset_election_timer(r);
+	BATON_ASSERT(r->term == term && r->n_progress == 0);
+	BATON_ASSERT(leader != r->o.id);
 }
 
 static void become_leader(struct baton_raft *r)
 {
+	BATON_ASSERT(r->role == BATON_CANDIDATE && r->vote == r->o.id);
+	BATON_ASSERT(r->stalled_index == 0);
 	r->role = BATON_LEADER;
 	r->leader_id = r->o.id;
 	r->transfer_target = 0;
 	r->promotee = 0;
+	r->handover_tried = false;
 	baton__progress_reset(r);
 	r->heartbeat_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
 	r->quorum_check_deadline_ms = r->now_ms + r->o.election_timeout_ms;
@@ -67,17 +78,23 @@ static void become_leader(struct baton_raft *r)
 		r->leader_first_index = baton__last_index(r);
 	else
 		r->leader_first_index = baton__last_index(r) + 1;
+	BATON_ASSERT(r->leader_first_index > r->commit_index);
 	baton__broadcast_append(r);
 }
 
 static uint32_t quorum(const struct baton_raft *r)
 {
-	return baton__voter_count(r) / 2 + 1;
+	uint32_t n = baton__voter_count(r);
+	BATON_ASSERT(n <= BATON_MAX_MEMBERS);
+	return n / 2 + 1;
 }
 
 /* Tally the answers of this campaign and move on if it is decided. */
 static void tally(struct baton_raft *r)
 {
+	BATON_ASSERT(r->role == BATON_PRE_CANDIDATE ||
+		     r->role == BATON_CANDIDATE);
+	BATON_ASSERT(r->n_answered >= 1); /* our own answer comes first */
 	uint32_t granted = 0, refused = 0;
 	for (uint32_t i = 0; i < r->n_answered; i++) {
 		if (!baton__is_voter(r, r->voters_answered[i]))
@@ -87,6 +104,7 @@ static void tally(struct baton_raft *r)
 		else
 			refused++;
 	}
+	BATON_ASSERT(granted + refused <= r->n_answered);
 	if (granted >= quorum(r)) {
 		if (r->role == BATON_PRE_CANDIDATE)
 			baton__campaign(r, false, false);
@@ -99,6 +117,8 @@ static void tally(struct baton_raft *r)
 
 static void record_answer(struct baton_raft *r, baton_node_id id, bool granted)
 {
+	BATON_ASSERT(id != 0);
+	BATON_ASSERT(r->n_answered <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < r->n_answered; i++)
 		if (r->voters_answered[i] == id)
 			return; /* duplicates count once */
@@ -113,6 +133,7 @@ void baton__campaign(struct baton_raft *r, bool pre_vote, bool transfer)
 {
 	BATON_ASSERT(r->role != BATON_LEADER);
 	BATON_ASSERT(baton__is_voter(r, r->o.id));
+	BATON_ASSERT(r->stalled_index == 0); /* it could not apply as leader */
 	r->n_answered = 0;
 	r->leader_id = 0;
 	baton_term vote_term;
@@ -127,7 +148,10 @@ void baton__campaign(struct baton_raft *r, bool pre_vote, bool transfer)
 		vote_term = r->term;
 	}
 	baton__reset_election_timer(r);
+	BATON_ASSERT(vote_term > baton__last_term(r));
+	BATON_ASSERT(r->term >= baton__last_term(r));
 	record_answer(r, r->o.id, true);
+	BATON_ASSERT(r->n_answered == 1 && r->vote_granted[0]);
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		const struct baton_member *mb = &r->config.members[i];
 		if (mb->id == r->o.id || mb->role != BATON_VOTER)
@@ -152,10 +176,13 @@ void baton__campaign(struct baton_raft *r, bool pre_vote, bool transfer)
 
 void baton__election_tick(struct baton_raft *r)
 {
+	BATON_ASSERT(r->role != BATON_LEADER);
+	BATON_ASSERT(r->stalled_index == 0 || r->role == BATON_FOLLOWER);
 	if (r->now_ms < r->election_deadline_ms)
 		return;
-	if (!baton__is_voter(r, r->o.id)) {
-		/* Learners and removed nodes never stand. */
+	if (!baton__is_voter(r, r->o.id) || r->stalled_index != 0) {
+		/* Learners and removed nodes never stand, nor does a node
+		 * that stopped applying: it could not serve as leader. */
 		baton__reset_election_timer(r);
 		return;
 	}
@@ -166,6 +193,7 @@ static bool log_up_to_date(const struct baton_raft *r, baton_term last_term,
 			   baton_index last_index)
 {
 	baton_term my_term = baton__last_term(r);
+	BATON_ASSERT(my_term <= r->term);
 	if (last_term != my_term)
 		return last_term > my_term;
 	return last_index >= baton__last_index(r);
@@ -174,6 +202,9 @@ static bool log_up_to_date(const struct baton_raft *r, baton_term last_term,
 void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m)
 {
 	const struct baton_msg_vote *v = &m->u.vote;
+	BATON_ASSERT(m->type == BATON_MSG_VOTE);
+	/* recv_msg() lets through an older term only for a pre-vote. */
+	BATON_ASSERT(m->term >= r->term || v->pre_vote);
 	bool up_to_date =
 		log_up_to_date(r, v->last_log_term, v->last_log_index);
 	bool granted;
@@ -200,6 +231,7 @@ void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m)
 	}
 	if (granted)
 		baton__reset_election_timer(r);
+	BATON_ASSERT(!granted || r->vote == m->from);
 	/* The grant must be durable before the candidate can count it. */
 	struct baton_msg *reply =
 		baton__send_after_persist(r, BATON_MSG_VOTE_RESULT, m->from);
@@ -212,6 +244,9 @@ void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m)
 void baton__recv_vote_result(struct baton_raft *r, const struct baton_msg *m)
 {
 	const struct baton_msg_vote_result *v = &m->u.vote_result;
+	BATON_ASSERT(m->type == BATON_MSG_VOTE_RESULT);
+	/* A newer term than ours reaches here only as a pre-vote grant. */
+	BATON_ASSERT(m->term <= r->term || (v->pre_vote && v->granted));
 	if (v->pre_vote) {
 		if (r->role != BATON_PRE_CANDIDATE)
 			return;

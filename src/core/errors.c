@@ -30,14 +30,3 @@ const char *baton_err_name(int code)
 		return "BATON_EUNKNOWN";
 	}
 }
-
-int baton_release_compare(struct baton_release a, struct baton_release b)
-{
-	if (a.major != b.major)
-		return a.major < b.major ? -1 : 1;
-	if (a.minor != b.minor)
-		return a.minor < b.minor ? -1 : 1;
-	if (a.patch != b.patch)
-		return a.patch < b.patch ? -1 : 1;
-	return 0;
-}

@@ -15,6 +15,7 @@ void baton__log_init(struct baton__log *l)
 
 static void free_range(struct baton__log *l, size_t from, size_t to)
 {
+	BATON_ASSERT(from <= to && to <= l->cap);
 	for (size_t k = from; k < to; k++) {
 		free(l->slots[k].buf);
 		l->slots[k].buf = NULL;
@@ -23,18 +24,23 @@ static void free_range(struct baton__log *l, size_t from, size_t to)
 
 void baton__log_free(struct baton__log *l)
 {
+	BATON_ASSERT(l->head + l->n <= l->cap);
 	free_range(l, l->head, l->head + l->n);
 	free(l->slots);
 	baton__log_init(l);
+	BATON_ASSERT(l->slots == NULL && l->n == 0);
 }
 
 baton_index baton__log_last_index(const struct baton__log *l)
 {
+	BATON_ASSERT(l->base + l->n >= l->base); /* no wrap */
 	return l->base + l->n;
 }
 
 baton_term baton__log_last_term(const struct baton__log *l)
 {
+	BATON_ASSERT(l->n == 0 || l->slots[l->head + l->n - 1].term >=
+					  l->base_term); /* terms only grow */
 	return l->n == 0 ? l->base_term : l->slots[l->head + l->n - 1].term;
 }
 
@@ -42,7 +48,9 @@ struct baton_entry *baton__log_get(const struct baton__log *l, baton_index i)
 {
 	if (i <= l->base || i > l->base + l->n)
 		return NULL;
-	return &l->slots[l->head + (size_t)(i - l->base - 1)];
+	struct baton_entry *e = &l->slots[l->head + (size_t)(i - l->base - 1)];
+	BATON_ASSERT(e->index == i);
+	return e;
 }
 
 bool baton__log_term(const struct baton__log *l, baton_index i,
@@ -56,11 +64,13 @@ bool baton__log_term(const struct baton__log *l, baton_index i,
 	if (e == NULL)
 		return false;
 	*term = e->term;
+	BATON_ASSERT(e->term >= l->base_term);
 	return true;
 }
 
 static int make_room(struct baton__log *l)
 {
+	BATON_ASSERT(l->head + l->n <= l->cap);
 	if (l->head + l->n < l->cap)
 		return 0;
 	if (l->head > 0 && l->head >= l->cap / 2) {
@@ -74,13 +84,15 @@ static int make_room(struct baton__log *l)
 		return BATON_ENOMEM;
 	l->slots = s;
 	l->cap = cap;
+	BATON_ASSERT(l->head + l->n < l->cap);
 	return 0;
 }
 
 int baton__log_append(struct baton__log *l, baton_term term, uint32_t type,
 		      const void *buf, uint32_t len)
 {
-	BATON_ASSERT(term >= baton__log_last_term(l));
+	BATON_ASSERT(term >= baton__log_last_term(l)); /* terms only grow */
+	BATON_ASSERT(len == 0 || buf != NULL);
 	if (make_room(l) != 0)
 		return BATON_ENOMEM;
 	uint8_t *copy = malloc(len > 0 ? len : 1);
@@ -95,6 +107,7 @@ int baton__log_append(struct baton__log *l, baton_term term, uint32_t type,
 	e->len = len;
 	e->buf = copy;
 	l->n++;
+	BATON_ASSERT(baton__log_get(l, e->index) == e);
 	return 0;
 }
 
@@ -106,6 +119,7 @@ void baton__log_truncate(struct baton__log *l, baton_index i)
 	size_t keep = (size_t)(i - l->base - 1);
 	free_range(l, l->head + keep, l->head + l->n);
 	l->n = keep;
+	BATON_ASSERT(baton__log_last_index(l) == i - 1);
 }
 
 void baton__log_compact(struct baton__log *l, baton_index i)
@@ -122,6 +136,8 @@ void baton__log_compact(struct baton__log *l, baton_index i)
 	l->base_term = t;
 	if (l->n == 0)
 		l->head = 0;
+	BATON_ASSERT(l->base == i &&
+		     (l->n == 0 || l->slots[l->head].index == i + 1));
 }
 
 void baton__log_reset(struct baton__log *l, baton_index base,
@@ -132,4 +148,5 @@ void baton__log_reset(struct baton__log *l, baton_index base,
 	l->n = 0;
 	l->base = base;
 	l->base_term = base_term;
+	BATON_ASSERT(baton__log_last_index(l) == base);
 }

@@ -12,19 +12,28 @@
 void baton__config_appended(struct baton_raft *r, const struct baton_entry *e)
 {
 	struct baton_config c;
-	/* A configuration we cannot decode would be a leader bug or a
-	 * newer format; keep the one we have rather than guess. */
-	if (baton_config_decode(e->buf, e->len, &c) != 0)
+	BATON_ASSERT(e->type == BATON_ENTRY_CONFIG);
+	BATON_ASSERT(e->index == baton__last_index(r));
+	/* A configuration we cannot decode is a newer format (or damage):
+	 * skipping it would make this node disagree with the others on who
+	 * votes. Keep the one we have for our own conduct, stop applying
+	 * here, and never lead on it. */
+	if (baton_config_decode(e->buf, e->len, &c) != 0) {
+		baton__stall(r, e->index);
 		return;
+	}
+	BATON_ASSERT(e->index > r->config_index);
 	r->config = c;
 	r->config_index = e->index;
 	if (r->role == BATON_LEADER)
 		baton__progress_reset(r);
+	BATON_ASSERT(r->config_index == baton__last_index(r));
 }
 
 void baton__config_refresh(struct baton_raft *r)
 {
 	struct baton_config c;
+	BATON_ASSERT(r->role != BATON_LEADER); /* leaders never truncate */
 	for (baton_index i = baton__last_index(r); i > r->log.base; i--) {
 		const struct baton_entry *e = baton__log_get(&r->log, i);
 		if (e->type == BATON_ENTRY_CONFIG &&
@@ -36,12 +45,16 @@ void baton__config_refresh(struct baton_raft *r)
 	}
 	r->config = r->snap.config;
 	r->config_index = r->snap.config_index;
+	BATON_ASSERT(r->config_index <= r->snap.index);
+	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
 }
 
 static int change_allowed(const struct baton_raft *r)
 {
 	if (r->role != BATON_LEADER)
 		return BATON_ENOTLEADER;
+	BATON_ASSERT(r->config_index <= baton__last_index(r));
+	BATON_ASSERT(r->leader_first_index > 0);
 	/* One change at a time, and only once our term has committed an
 	 * entry (otherwise an uncommitted change of an earlier leader could
 	 * still be overwritten). */
@@ -55,12 +68,17 @@ static int append_config(struct baton_raft *r, const struct baton_config *c)
 {
 	uint8_t buf[2 + 9 * BATON_MAX_MEMBERS];
 	size_t len;
+	BATON_ASSERT(r->role == BATON_LEADER);
+	/* One change at a time: the new one differs from the last by one
+	 * member or one role (Raft dissertation, 4.1). */
+	BATON_ASSERT(c->n + 1 >= r->config.n && c->n <= r->config.n + 1);
 	int rv = baton_config_encode(c, buf, sizeof buf, &len);
 	if (rv != 0)
 		return rv;
 	rv = baton__leader_append(r, BATON_ENTRY_CONFIG, buf, (uint32_t)len);
 	if (rv != 0)
 		return rv;
+	BATON_ASSERT(r->config_index == baton__last_index(r));
 	baton__broadcast_append(r);
 	return 0;
 }
@@ -77,6 +95,7 @@ int baton__add_learner(struct baton_raft *r, baton_node_id id)
 	if (r->config.n == BATON_MAX_MEMBERS)
 		return BATON_ETOOBIG;
 	struct baton_config c = r->config;
+	BATON_ASSERT(c.n < BATON_MAX_MEMBERS);
 	c.members[c.n].id = id;
 	c.members[c.n].role = BATON_LEARNER;
 	c.n++;
@@ -95,6 +114,7 @@ int baton__promote(struct baton_raft *r, baton_node_id id)
 		return BATON_EINVAL;
 	if (r->promotee != 0)
 		return BATON_EBUSY;
+	BATON_ASSERT(id != 0 && id != r->o.id); /* a leader is a voter */
 	r->promotee = id;
 	r->promotee_target = baton__last_index(r);
 	r->promotee_deadline_ms = r->now_ms + (uint64_t)r->o.promotion_rounds *
@@ -126,6 +146,8 @@ void baton__promotion_check(struct baton_raft *r)
 		return;
 	}
 	baton_node_id id = r->promotee;
+	BATON_ASSERT(p->match >= r->promotee_target);
+	BATON_ASSERT(r->config_index <= r->commit_index);
 	struct baton_config c = r->config;
 	for (uint32_t i = 0; i < c.n; i++)
 		if (c.members[i].id == id)
@@ -152,5 +174,6 @@ int baton__remove(struct baton_raft *r, baton_node_id id)
 	for (uint32_t i = 0; i < r->config.n; i++)
 		if (r->config.members[i].id != id)
 			c.members[c.n++] = r->config.members[i];
+	BATON_ASSERT(c.n + 1 == r->config.n);
 	return append_config(r, &c);
 }

@@ -9,10 +9,7 @@
 void baton_raft_options_default(struct baton_raft_options *o)
 {
 	memset(o, 0, sizeof *o);
-	o->profile.release = (struct baton_release){0, 1, 0};
-	o->profile.proto_min.value = 1;
-	o->profile.proto_max.value = 1;
-	o->profile.machine_max.value = 1;
+	o->profile = *baton_release_current();
 	o->election_timeout_ms = 1000;
 	o->heartbeat_interval_ms = 100;
 	o->max_inflight_appends = 16;
@@ -26,6 +23,8 @@ void baton_raft_options_default(struct baton_raft_options *o)
 	o->promotion_rounds = 10;
 	o->pre_vote = true;
 	o->check_quorum = true;
+	BATON_ASSERT(o->heartbeat_interval_ms < o->election_timeout_ms);
+	BATON_ASSERT(o->profile.proto_min.value <= o->profile.proto_max.value);
 }
 
 static bool options_valid(const struct baton_raft_options *o)
@@ -40,6 +39,12 @@ static bool options_valid(const struct baton_raft_options *o)
 	       o->max_bytes_per_append > 0 && o->snapshot_chunk_bytes > 0 &&
 	       o->max_entry_bytes > 0 && o->promotion_rounds > 0 &&
 	       o->max_uncommitted_entries > 0;
+}
+
+static bool state_empty(const struct baton_raft *r)
+{
+	return r->term == 0 && r->log.n == 0 && r->log.base == 0 &&
+	       r->snap.index == 0;
 }
 
 int baton_raft_create(const struct baton_raft_options *o,
@@ -57,8 +62,12 @@ int baton_raft_create(const struct baton_raft_options *o,
 		 o->id * 0xbf58476d1ce4e5b9ull;
 	r->role = BATON_FOLLOWER;
 	baton__log_init(&r->log);
+	baton_version_state_initial(&r->snap.versions);
+	baton_version_state_initial(&r->versions);
 	r->unstable_from = 1;
 	baton__reset_election_timer(r);
+	BATON_ASSERT(state_empty(r) && r->role == BATON_FOLLOWER);
+	BATON_ASSERT(baton_version_state_valid(&r->versions));
 	*out = r;
 	return 0;
 }
@@ -77,12 +86,6 @@ void baton_raft_destroy(struct baton_raft *r)
 	free(r);
 }
 
-static bool state_empty(const struct baton_raft *r)
-{
-	return r->term == 0 && r->log.n == 0 && r->log.base == 0 &&
-	       r->snap.index == 0;
-}
-
 int baton_raft_restore(struct baton_raft *r, baton_term term,
 		       baton_node_id vote,
 		       const struct baton_snapshot_meta *snap,
@@ -91,6 +94,11 @@ int baton_raft_restore(struct baton_raft *r, baton_term term,
 {
 	if (!state_empty(r))
 		return BATON_ESTATE;
+	/* Version facts a snapshot cannot hold are a driver bug. */
+	if (snap != NULL && (snap->config.n > BATON_MAX_MEMBERS ||
+			     snap->versions_index > snap->index ||
+			     !baton_version_state_valid(&snap->versions)))
+		return BATON_EINVAL;
 	if (snap != NULL) {
 		r->snap_data = malloc(snap_len > 0 ? snap_len : 1);
 		if (r->snap_data == NULL)
@@ -102,6 +110,8 @@ int baton_raft_restore(struct baton_raft *r, baton_term term,
 		baton__log_reset(&r->log, snap->index, snap->term);
 		r->config = snap->config;
 		r->config_index = snap->config_index;
+		r->versions = snap->versions;
+		r->versions_index = snap->versions_index;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		const struct baton_entry *e = &entries[i];
@@ -117,15 +127,19 @@ int baton_raft_restore(struct baton_raft *r, baton_term term,
 		}
 		if (e->type == BATON_ENTRY_CONFIG)
 			baton__config_appended(r, e);
+		else if (e->type == BATON_ENTRY_VERSION)
+			baton__versions_appended(r, e);
 	}
 	r->term = term > baton__log_last_term(&r->log)
 			  ? term
 			  : baton__log_last_term(&r->log);
 	r->vote = r->term == term ? vote : 0;
+	BATON_ASSERT(r->term >= baton__log_last_term(&r->log));
 	r->commit_index = r->log.base;
 	r->applied_index = r->log.base;
 	r->persisted_index = baton__log_last_index(&r->log);
 	r->unstable_from = r->persisted_index + 1;
+	baton__assert_invariants(r);
 	return 0;
 corrupt:
 	baton__log_reset(&r->log, 0, 0);
@@ -150,6 +164,8 @@ int baton_raft_bootstrap(struct baton_raft *r, const struct baton_config *c)
 	baton__config_appended(r, baton__log_get(&r->log, 1));
 	r->term = 1;
 	r->hs_dirty = true;
+	BATON_ASSERT(r->config_index == 1 && r->config.n == c->n);
+	baton__assert_invariants(r);
 	return 0;
 }
 
@@ -166,15 +182,26 @@ uint64_t baton__random(struct baton_raft *r)
 
 bool baton__is_voter(const struct baton_raft *r, baton_node_id id)
 {
+	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
 	const struct baton_member *m = baton_config_find(&r->config, id);
+	BATON_ASSERT(m == NULL || m->role == BATON_VOTER ||
+		     m->role == BATON_LEARNER);
 	return m != NULL && m->role == BATON_VOTER;
+}
+
+bool baton__is_member(const struct baton_raft *r, baton_node_id id)
+{
+	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
+	return baton_config_find(&r->config, id) != NULL;
 }
 
 uint32_t baton__voter_count(const struct baton_raft *r)
 {
+	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < r->config.n; i++)
 		n += r->config.members[i].role == BATON_VOTER;
+	BATON_ASSERT(n <= r->config.n);
 	return n;
 }
 
@@ -186,24 +213,35 @@ bool baton__term_at(const struct baton_raft *r, baton_index i, baton_term *term)
 	}
 	if (i == r->snap.index && i != 0) {
 		*term = r->snap.term;
+		BATON_ASSERT(r->snap.term <= r->term);
 		return true;
 	}
-	return baton__log_term(&r->log, i, term);
+	bool known = baton__log_term(&r->log, i, term);
+	BATON_ASSERT(!known || *term <= r->term); /* terms only grow */
+	return known;
 }
 
 baton_index baton__last_index(const struct baton_raft *r)
 {
-	return baton__log_last_index(&r->log);
+	baton_index last = baton__log_last_index(&r->log);
+	BATON_ASSERT(last >= r->log.base);
+	return last;
 }
 
 baton_term baton__last_term(const struct baton_raft *r)
 {
-	return baton__log_last_term(&r->log);
+	baton_term t = baton__log_last_term(&r->log);
+	BATON_ASSERT(t >= r->log.base_term);
+	return t;
 }
 
 static struct baton_msg *msgs_push(struct baton_raft *r, struct baton__msgs *q,
 				   uint32_t type, baton_node_id to)
 {
+	BATON_ASSERT(q->n <= q->cap);
+	BATON_ASSERT(to != r->o.id); /* a node never messages itself */
+	BATON_ASSERT(type >= BATON_MSG_VOTE &&
+		     type <= BATON_MSG_READ_INDEX_RESULT);
 	if (q->n == q->cap) {
 		uint32_t cap = q->cap == 0 ? 16 : q->cap * 2;
 		struct baton_msg *v = realloc(q->v, cap * sizeof *v);
@@ -238,6 +276,7 @@ struct baton_msg *baton__send_after_persist(struct baton_raft *r, uint32_t type,
 void baton__read_done(struct baton_raft *r, uint64_t request_id,
 		      baton_index read_index, int status)
 {
+	BATON_ASSERT(r->n_read_results <= r->read_results_cap);
 	if (r->n_read_results == r->read_results_cap) {
 		uint32_t cap =
 			r->read_results_cap == 0 ? 16 : r->read_results_cap * 2;
@@ -261,6 +300,7 @@ void baton__read_done(struct baton_raft *r, uint64_t request_id,
 
 static void recv_msg(struct baton_raft *r, const struct baton_msg *m)
 {
+	baton_term term_before = r->term;
 	if (m->from == 0 || m->from == r->o.id)
 		return;
 	if (m->term > r->term) {
@@ -296,6 +336,9 @@ static void recv_msg(struct baton_raft *r, const struct baton_msg *m)
 		if (m->type != BATON_MSG_VOTE || !m->u.vote.pre_vote)
 			return;
 	}
+	/* From here on a message is of our term, but for votes. */
+	BATON_ASSERT(m->type == BATON_MSG_VOTE ||
+		     m->type == BATON_MSG_VOTE_RESULT || m->term == r->term);
 	switch (m->type) {
 	case BATON_MSG_VOTE:
 		baton__recv_vote(r, m);
@@ -327,6 +370,7 @@ static void recv_msg(struct baton_raft *r, const struct baton_msg *m)
 	default:
 		break; /* unknown types are dropped */
 	}
+	BATON_ASSERT(r->term >= term_before); /* terms only grow */
 }
 
 static void persisted(struct baton_raft *r, baton_index index, baton_term term)
@@ -342,6 +386,7 @@ static void persisted(struct baton_raft *r, baton_index index, baton_term term)
 	r->persisted_index = index;
 	if (r->role == BATON_LEADER)
 		baton__maybe_commit(r);
+	BATON_ASSERT(r->persisted_index <= baton__last_index(r));
 }
 
 static int propose(struct baton_raft *r, struct baton_event *ev)
@@ -359,6 +404,7 @@ static int propose(struct baton_raft *r, struct baton_event *ev)
 	baton_index first = baton__last_index(r) + 1;
 	if (first + n - 1 - r->commit_index > r->o.max_uncommitted_entries)
 		return BATON_EOVERLOADED;
+	BATON_ASSERT(r->leader_id == r->o.id);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct baton_buffer *b = &ev->u.propose.bufs[i];
 		int rv = baton__leader_append(r, BATON_ENTRY_COMMAND, b->base,
@@ -370,12 +416,14 @@ static int propose(struct baton_raft *r, struct baton_event *ev)
 		}
 	}
 	ev->u.propose.first_index_out = first;
+	BATON_ASSERT(baton__last_index(r) == first + n - 1);
 	baton__broadcast_append(r);
 	return 0;
 }
 
 static int dispatch(struct baton_raft *r, struct baton_event *ev)
 {
+	BATON_ASSERT(r->msgs.n == 0 && r->msgs_after.n == 0);
 	switch (ev->type) {
 	case BATON_EVENT_TICK:
 		if (r->role == BATON_LEADER)
@@ -407,6 +455,13 @@ static int dispatch(struct baton_raft *r, struct baton_event *ev)
 		return baton__promote(r, ev->u.member.id);
 	case BATON_EVENT_REMOVE:
 		return baton__remove(r, ev->u.member.id);
+	case BATON_EVENT_VERSIONS:
+		return baton__append_versions(r, ev->u.versions.state);
+	case BATON_EVENT_APPLY_STOPPED:
+		if (ev->u.apply_stopped.index == 0)
+			return BATON_EINVAL;
+		baton__stall(r, ev->u.apply_stopped.index);
+		return 0;
 	default:
 		return BATON_EINVAL;
 	}
@@ -417,6 +472,7 @@ static int dispatch(struct baton_raft *r, struct baton_event *ev)
 static void resolve_entries(struct baton_raft *r, struct baton__msgs *q)
 {
 	uint32_t kept = 0;
+	BATON_ASSERT(q->n <= q->cap);
 	for (uint32_t i = 0; i < q->n; i++) {
 		struct baton_msg *m = &q->v[i];
 		if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
@@ -429,11 +485,13 @@ static void resolve_entries(struct baton_raft *r, struct baton__msgs *q)
 		}
 		q->v[kept++] = *m;
 	}
+	BATON_ASSERT(kept <= q->n);
 	q->n = kept;
 }
 
 static void fill_persistence(struct baton_raft *r, struct baton_update *out)
 {
+	BATON_ASSERT(r->truncate_from == 0 || r->truncate_from > r->log.base);
 	out->hard_state_changed = r->hs_dirty;
 	out->hs_term = r->term;
 	out->hs_vote = r->vote;
@@ -457,6 +515,7 @@ static void fill_persistence(struct baton_raft *r, struct baton_update *out)
 			      out->truncate_from != 0 || out->n_entries > 0;
 	out->persist_index = last;
 	out->persist_term = baton__last_term(r);
+	BATON_ASSERT(r->unstable_from == last + 1);
 	r->hs_dirty = false;
 	r->snapshot_installed = false;
 	r->truncate_from = 0;
@@ -468,13 +527,19 @@ static void fill_apply(struct baton_raft *r, struct baton_update *out)
 	baton_index hi = r->commit_index < r->persisted_index
 				 ? r->commit_index
 				 : r->persisted_index;
+	/* Nothing at or after what this node cannot interpret. */
+	if (r->stalled_index != 0 && hi >= r->stalled_index)
+		hi = r->stalled_index - 1;
 	if (hi <= r->applied_index)
 		return;
 	baton_index lo = r->applied_index + 1;
 	out->apply = baton__log_get(&r->log, lo);
 	BATON_ASSERT(out->apply != NULL && hi <= baton__last_index(r));
+	BATON_ASSERT(out->apply->index == lo && hi <= r->commit_index);
 	out->n_apply = (uint32_t)(hi - lo + 1);
 	r->applied_index = hi;
+	BATON_ASSERT(r->stalled_index == 0 ||
+		     r->applied_index < r->stalled_index);
 }
 
 static void finalize(struct baton_raft *r, struct baton_update *out)
@@ -497,11 +562,19 @@ static void finalize(struct baton_raft *r, struct baton_update *out)
 	out->reads = r->read_results;
 	out->promotion_failed = r->promotion_failed;
 	r->promotion_failed = 0;
+	/* What the driver is handed is consistent with the state. */
+	BATON_ASSERT(out->n_apply == 0 ||
+		     out->apply[out->n_apply - 1].index == r->applied_index);
+	BATON_ASSERT(!out->persist_needed ||
+		     out->persist_index == baton__last_index(r));
+	baton__assert_invariants(r);
 }
 
 int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
 		    struct baton_event *ev, struct baton_update *out)
 {
+	BATON_ASSERT(r != NULL && ev != NULL && out != NULL);
+	baton_term term_before = r->term;
 	if (now_ms > r->now_ms)
 		r->now_ms = now_ms;
 	r->msgs.n = 0;
@@ -512,6 +585,8 @@ int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
 	finalize(r, out);
 	if (rv == 0 && r->alloc_failed)
 		rv = BATON_ENOMEM;
+	BATON_ASSERT(r->term >= term_before); /* terms only grow */
+	BATON_ASSERT(rv <= 0);
 	return rv;
 }
 
@@ -537,6 +612,11 @@ void baton_raft_status(const struct baton_raft *r,
 	out->config = r->config;
 	out->config_index = r->config_index;
 	out->transfer_target = r->transfer_target;
+	out->versions = r->versions;
+	out->versions_index = r->versions_index;
+	out->stalled_index = r->stalled_index;
+	BATON_ASSERT(out->commit_index <= out->last_index);
+	BATON_ASSERT(out->applied_index <= out->commit_index);
 }
 
 baton_index baton_raft_match_index(const struct baton_raft *r, baton_node_id id)
@@ -545,6 +625,7 @@ baton_index baton_raft_match_index(const struct baton_raft *r, baton_node_id id)
 		return 0;
 	if (id == r->o.id)
 		return r->persisted_index;
+	BATON_ASSERT(r->n_progress <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < r->n_progress; i++)
 		if (r->progress[i].id == id)
 			return r->progress[i].match;
@@ -554,7 +635,9 @@ baton_index baton_raft_match_index(const struct baton_raft *r, baton_node_id id)
 const struct baton_entry *baton_raft_entry(const struct baton_raft *r,
 					   baton_index index)
 {
-	return baton__log_get(&r->log, index);
+	const struct baton_entry *e = baton__log_get(&r->log, index);
+	BATON_ASSERT(e == NULL || e->index == index);
+	return e;
 }
 
 bool baton_raft_term_at(const struct baton_raft *r, baton_index index,

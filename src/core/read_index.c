@@ -14,6 +14,8 @@
 
 static int add_pending(struct baton_raft *r, baton_node_id from, uint64_t id)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->n_reads <= r->reads_cap);
 	if (r->n_reads == BATON__READS_MAX)
 		return BATON_EBUSY;
 	if (r->n_reads == r->reads_cap) {
@@ -35,12 +37,17 @@ static int add_pending(struct baton_raft *r, baton_node_id from, uint64_t id)
 		.seq = r->heartbeat_seq + 1,
 	};
 	r->read_round_wanted = true;
+	/* A read sees at least everything committed when it arrived. */
+	BATON_ASSERT(index >= r->commit_index &&
+		     index <= baton__last_index(r) + 1);
 	return 0;
 }
 
 static void answer(struct baton_raft *r, const struct baton__pending_read *p,
 		   int status)
 {
+	BATON_ASSERT(status <= 0);
+	BATON_ASSERT(p->from != r->o.id);
 	if (p->from == 0) {
 		baton__read_done(r, p->request_id, p->read_index, status);
 		return;
@@ -56,6 +63,10 @@ static void answer(struct baton_raft *r, const struct baton__pending_read *p,
 
 int baton__read(struct baton_raft *r, uint64_t request_id)
 {
+	/* This node's state machine stopped before the entries a read
+	 * would have to wait for: another node must serve it. */
+	if (r->stalled_index != 0)
+		return BATON_ESTALLED;
 	if (r->role == BATON_LEADER) {
 		int rv = add_pending(r, 0, request_id);
 		if (rv == 0)
@@ -74,6 +85,7 @@ int baton__read(struct baton_raft *r, uint64_t request_id)
 
 void baton__recv_read_index(struct baton_raft *r, const struct baton_msg *m)
 {
+	BATON_ASSERT(m->type == BATON_MSG_READ_INDEX && m->term == r->term);
 	struct baton__pending_read p = {
 		.from = m->from,
 		.request_id = m->u.read_index.request_id,
@@ -94,17 +106,21 @@ void baton__recv_read_index_result(struct baton_raft *r,
 				   const struct baton_msg *m)
 {
 	const struct baton_msg_read_index_result *res = &m->u.read_index_result;
+	BATON_ASSERT(m->type == BATON_MSG_READ_INDEX_RESULT);
+	BATON_ASSERT(m->term == r->term);
 	baton__read_done(r, res->request_id, res->read_index, res->status);
 }
 
 /* Has a quorum of voters acknowledged heartbeat round `seq`? */
 static bool round_confirmed(const struct baton_raft *r, uint64_t seq)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
 	uint32_t acks = baton__is_voter(r, r->o.id) ? 1 : 0;
 	for (uint32_t i = 0; i < r->n_progress; i++)
 		if (r->progress[i].acked_seq >= seq &&
 		    baton__is_voter(r, r->progress[i].id))
 			acks++;
+	BATON_ASSERT(acks <= baton__voter_count(r));
 	return acks >= baton__voter_count(r) / 2 + 1;
 }
 
@@ -114,6 +130,7 @@ void baton__reads_check(struct baton_raft *r)
 		return;
 	/* Reads were queued in seq order: release the confirmed prefix. */
 	uint32_t done = 0;
+	BATON_ASSERT(r->n_reads <= r->reads_cap);
 	while (done < r->n_reads && round_confirmed(r, r->reads[done].seq)) {
 		answer(r, &r->reads[done], 0);
 		done++;
@@ -121,14 +138,32 @@ void baton__reads_check(struct baton_raft *r)
 	memmove(r->reads, r->reads + done,
 		(r->n_reads - done) * sizeof *r->reads);
 	r->n_reads -= done;
+	/* Rounds are confirmed in order: what is left waits on a later one. */
+	BATON_ASSERT(r->n_reads == 0 || !round_confirmed(r, r->reads[0].seq));
 }
 
 void baton__reads_fail_all(struct baton_raft *r, int status)
 {
+	BATON_ASSERT(status < 0);
+	BATON_ASSERT(r->n_reads <= r->reads_cap);
 	for (uint32_t i = 0; i < r->n_reads; i++)
 		answer(r, &r->reads[i], status);
 	r->n_reads = 0;
 	r->read_round_wanted = false;
+}
+
+void baton__reads_fail_local(struct baton_raft *r, int status)
+{
+	BATON_ASSERT(status < 0);
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < r->n_reads; i++) {
+		if (r->reads[i].from == 0)
+			answer(r, &r->reads[i], status);
+		else
+			r->reads[kept++] = r->reads[i];
+	}
+	BATON_ASSERT(kept <= r->n_reads);
+	r->n_reads = kept;
 }
 
 /* Reads queued during this step share one heartbeat round. */
@@ -139,7 +174,9 @@ void baton__reads_flush_round(struct baton_raft *r)
 	r->read_round_wanted = false;
 	if (r->role != BATON_LEADER)
 		return;
+	uint64_t seq = r->heartbeat_seq;
 	r->heartbeat_seq++;
 	baton__broadcast_heartbeat(r);
 	baton__reads_check(r);
+	BATON_ASSERT(r->heartbeat_seq == seq + 1 && r->role == BATON_LEADER);
 }

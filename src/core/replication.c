@@ -13,6 +13,8 @@
 struct baton__progress *baton__progress_find(struct baton_raft *r,
 					     baton_node_id id)
 {
+	BATON_ASSERT(r->n_progress <= BATON_MAX_MEMBERS);
+	BATON_ASSERT(r->role == BATON_LEADER || r->n_progress == 0);
 	for (uint32_t i = 0; i < r->n_progress; i++)
 		if (r->progress[i].id == id)
 			return &r->progress[i];
@@ -22,11 +24,13 @@ struct baton__progress *baton__progress_find(struct baton_raft *r,
 static void progress_init(struct baton_raft *r, struct baton__progress *p,
 			  baton_node_id id)
 {
+	BATON_ASSERT(id != 0 && id != r->o.id);
 	memset(p, 0, sizeof *p);
 	p->id = id;
 	p->state = BATON__PROBE;
 	p->next = baton__last_index(r) + 1;
 	p->recent_active = true; /* a grace period before the quorum check */
+	BATON_ASSERT(p->match == 0 && p->inflight_n == 0);
 }
 
 /* Make the progress table follow the configuration: keep what we know of
@@ -34,6 +38,8 @@ static void progress_init(struct baton_raft *r, struct baton__progress *p,
 void baton__progress_reset(struct baton_raft *r)
 {
 	struct baton__progress old[BATON_MAX_MEMBERS];
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
 	uint32_t n_old = r->role == BATON_LEADER ? r->n_progress : 0;
 	memcpy(old, r->progress, n_old * sizeof old[0]);
 	r->n_progress = 0;
@@ -52,6 +58,7 @@ void baton__progress_reset(struct baton_raft *r)
 		if (!found)
 			progress_init(r, p, id);
 	}
+	BATON_ASSERT(r->n_progress <= r->config.n);
 }
 
 static void inflight_push(struct baton__progress *p, baton_index last,
@@ -63,6 +70,9 @@ static void inflight_push(struct baton__progress *p, baton_index last,
 	p->inflight[slot] = last;
 	p->inflight_seq[slot] = seq;
 	p->inflight_n++;
+	BATON_ASSERT(p->inflight_n == 1 ||
+		     p->inflight[(slot + BATON__INFLIGHT_MAX - 1) %
+				 BATON__INFLIGHT_MAX] <= last);
 }
 
 /* Links mostly deliver in order and followers answer in order, so an
@@ -71,25 +81,32 @@ static void inflight_push(struct baton__progress *p, baton_index last,
  * keeps a little reordering from looking like loss. */
 static bool inflight_lost(const struct baton__progress *p, uint64_t seq)
 {
+	BATON_ASSERT(p->inflight_n <= BATON__INFLIGHT_MAX);
+	BATON_ASSERT(p->inflight_head < BATON__INFLIGHT_MAX);
 	return p->inflight_n > 0 &&
 	       p->inflight_seq[p->inflight_head] + 2 <= seq;
 }
 
 static void inflight_free_upto(struct baton__progress *p, baton_index index)
 {
+	BATON_ASSERT(p->inflight_n <= BATON__INFLIGHT_MAX);
 	while (p->inflight_n > 0 && p->inflight[p->inflight_head] <= index) {
 		p->inflight_head = (p->inflight_head + 1) % BATON__INFLIGHT_MAX;
 		p->inflight_n--;
 	}
+	BATON_ASSERT(p->inflight_n == 0 ||
+		     p->inflight[p->inflight_head] > index);
 }
 
 static void become_probe(struct baton__progress *p, baton_index next)
 {
+	BATON_ASSERT(p->inflight_n <= BATON__INFLIGHT_MAX);
 	p->state = BATON__PROBE;
 	p->next = next > p->match + 1 ? next : p->match + 1;
 	p->probe_sent = false;
 	p->inflight_n = 0;
 	p->inflight_head = 0;
+	BATON_ASSERT(p->next > p->match);
 }
 
 /* ---- leader: sending ---------------------------------------------------- */
@@ -98,12 +115,18 @@ int baton__leader_append(struct baton_raft *r, uint32_t type, const void *buf,
 			 uint32_t len)
 {
 	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(baton__last_term(r) <= r->term); /* terms only grow */
+	baton_index before = baton__last_index(r);
 	int rv = baton__log_append(&r->log, r->term, type, buf, len);
 	if (rv != 0)
 		return rv;
+	BATON_ASSERT(baton__last_index(r) == before + 1);
+	const struct baton_entry *e =
+		baton__log_get(&r->log, baton__last_index(r));
 	if (type == BATON_ENTRY_CONFIG)
-		baton__config_appended(
-			r, baton__log_get(&r->log, baton__last_index(r)));
+		baton__config_appended(r, e);
+	else if (type == BATON_ENTRY_VERSION)
+		baton__versions_appended(r, e);
 	/* A single-voter cluster commits as soon as the disk says so. */
 	return 0;
 }
@@ -112,6 +135,7 @@ int baton__leader_append(struct baton_raft *r, uint32_t type, const void *buf,
 static uint32_t batch_len(const struct baton_raft *r, baton_index from)
 {
 	baton_index last = baton__last_index(r);
+	BATON_ASSERT(from > r->log.base);
 	uint32_t n = 0;
 	uint64_t bytes = 0;
 	for (baton_index i = from; i <= last; i++) {
@@ -122,12 +146,15 @@ static uint32_t batch_len(const struct baton_raft *r, baton_index from)
 		bytes += e->len;
 		n++;
 	}
+	BATON_ASSERT(n <= r->o.max_entries_per_append && from + n <= last + 1);
 	return n;
 }
 
 static bool send_one_append(struct baton_raft *r, struct baton__progress *p,
 			    bool heartbeat)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(p->next >= 1 && p->next <= baton__last_index(r) + 1);
 	baton_index prev = heartbeat ? p->match : p->next - 1;
 	baton_term prev_term = 0;
 	if (heartbeat) {
@@ -168,6 +195,8 @@ static bool send_one_append(struct baton_raft *r, struct baton__progress *p,
 
 void baton__send_append(struct baton_raft *r, struct baton__progress *p)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(p >= r->progress && p < r->progress + r->n_progress);
 	switch (p->state) {
 	case BATON__PROBE:
 		if (!p->probe_sent)
@@ -187,6 +216,8 @@ void baton__send_append(struct baton_raft *r, struct baton__progress *p)
 
 void baton__broadcast_append(struct baton_raft *r)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->n_progress <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < r->n_progress; i++)
 		baton__send_append(r, &r->progress[i]);
 	baton__maybe_commit(r); /* a single voter commits alone */
@@ -196,6 +227,8 @@ void baton__broadcast_append(struct baton_raft *r)
  * and repairs what the network lost. */
 void baton__broadcast_heartbeat(struct baton_raft *r)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->leader_id == r->o.id);
 	for (uint32_t i = 0; i < r->n_progress; i++) {
 		struct baton__progress *p = &r->progress[i];
 		switch (p->state) {
@@ -219,10 +252,12 @@ void baton__broadcast_heartbeat(struct baton_raft *r)
 		p->chunk_acked = false;
 	}
 	r->heartbeat_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
+	BATON_ASSERT(r->heartbeat_deadline_ms > r->now_ms);
 }
 
 static void check_quorum(struct baton_raft *r)
 {
+	BATON_ASSERT(r->role == BATON_LEADER && r->o.check_quorum);
 	uint32_t active = baton__is_voter(r, r->o.id) ? 1 : 0;
 	for (uint32_t i = 0; i < r->n_progress; i++) {
 		struct baton__progress *p = &r->progress[i];
@@ -230,6 +265,7 @@ static void check_quorum(struct baton_raft *r)
 			active++;
 		p->recent_active = false;
 	}
+	BATON_ASSERT(active <= baton__voter_count(r));
 	r->quorum_check_deadline_ms = r->now_ms + r->o.election_timeout_ms;
 	if (active < baton__voter_count(r) / 2 + 1)
 		baton__become_follower(r, r->term, 0);
@@ -237,12 +273,19 @@ static void check_quorum(struct baton_raft *r)
 
 void baton__leader_tick(struct baton_raft *r)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->leader_id == r->o.id);
 	if (r->o.check_quorum && r->now_ms >= r->quorum_check_deadline_ms) {
 		check_quorum(r);
 		if (r->role != BATON_LEADER)
 			return;
 	}
 	baton__transfer_tick(r);
+	if (r->stalled_index != 0) {
+		baton__stall_handover(r);
+		if (r->role != BATON_LEADER)
+			return;
+	}
 	baton__promotion_check(r);
 	if (r->now_ms >= r->heartbeat_deadline_ms) {
 		r->heartbeat_seq++;
@@ -263,6 +306,7 @@ void baton__maybe_commit(struct baton_raft *r)
 	for (uint32_t i = 0; i < r->n_progress; i++)
 		if (baton__is_voter(r, r->progress[i].id))
 			matches[n++] = r->progress[i].match;
+	BATON_ASSERT(n <= BATON_MAX_MEMBERS && n <= baton__voter_count(r));
 	if (n == 0)
 		return;
 	/* Sort descending (n <= 16) and take the quorum-th highest. */
@@ -274,12 +318,15 @@ void baton__maybe_commit(struct baton_raft *r)
 			matches[k - 1] = t;
 		}
 	baton_index candidate = matches[n / 2];
+	BATON_ASSERT(candidate <= baton__last_index(r)); /* match <= last */
+	BATON_ASSERT(matches[0] >= matches[n - 1]);
 	baton_term t;
 	/* Only an entry of our own term is committed by counting replicas;
 	 * earlier ones follow it (Raft, figure 8). */
 	if (candidate <= r->commit_index || !baton__term_at(r, candidate, &t) ||
 	    t != r->term)
 		return;
+	BATON_ASSERT(t == r->term && candidate > r->commit_index);
 	r->commit_index = candidate;
 	baton__reads_check(r);
 	/* A leader that removed itself leaves once the removal commits. */
@@ -292,6 +339,7 @@ void baton__maybe_commit(struct baton_raft *r)
 void baton__truncate(struct baton_raft *r, baton_index i)
 {
 	BATON_ASSERT(i > r->commit_index); /* committed entries are forever */
+	BATON_ASSERT(i <= baton__last_index(r) && r->role != BATON_LEADER);
 	if (i < r->unstable_from &&
 	    (r->truncate_from == 0 || i < r->truncate_from))
 		r->truncate_from = i;
@@ -302,11 +350,19 @@ void baton__truncate(struct baton_raft *r, baton_index i)
 		r->persisted_index = i - 1;
 	if (r->config_index >= i)
 		baton__config_refresh(r);
+	if (r->versions_index >= i)
+		baton__versions_refresh(r);
+	if (r->stalled_index >= i)
+		baton__stall_recheck(r);
+	BATON_ASSERT(baton__last_index(r) == i - 1);
+	BATON_ASSERT(r->config_index < i && r->versions_index < i);
 }
 
 static void reply_append(struct baton_raft *r, const struct baton_msg *m,
 			 bool success, baton_index index)
 {
+	BATON_ASSERT(m->type == BATON_MSG_APPEND && r->role == BATON_FOLLOWER);
+	BATON_ASSERT(!success || index <= baton__last_index(r));
 	struct baton_msg *reply =
 		baton__send_after_persist(r, BATON_MSG_APPEND_RESULT, m->from);
 	if (reply == NULL)
@@ -327,6 +383,7 @@ static void reply_append(struct baton_raft *r, const struct baton_msg *m,
 		h--;
 	if (!baton__term_at(r, h, &t))
 		t = 0;
+	BATON_ASSERT(h <= m->u.append.prev_index && t <= r->term);
 	reply->u.append_result.hint_index = h;
 	reply->u.append_result.hint_term = t;
 }
@@ -334,6 +391,8 @@ static void reply_append(struct baton_raft *r, const struct baton_msg *m,
 static bool append_valid(const struct baton_raft *r, const struct baton_msg *m)
 {
 	const struct baton_msg_append *a = &m->u.append;
+	BATON_ASSERT(m->type == BATON_MSG_APPEND);
+	BATON_ASSERT(m->term == r->term);
 	if (a->n_entries > BATON__BATCH_MAX ||
 	    (a->n_entries > 0 && a->entries == NULL))
 		return false;
@@ -394,12 +453,18 @@ void baton__recv_append(struct baton_raft *r, const struct baton_msg *m)
 		if (e->type == BATON_ENTRY_CONFIG)
 			baton__config_appended(r,
 					       baton__log_get(&r->log, index));
+		else if (e->type == BATON_ENTRY_VERSION)
+			baton__versions_appended(
+				r, baton__log_get(&r->log, index));
 	}
 	baton_index last_new = prev + a->n_entries;
+	BATON_ASSERT(last_new <= baton__last_index(r));
 	baton_index commit =
 		a->leader_commit < last_new ? a->leader_commit : last_new;
 	if (commit > r->commit_index)
 		r->commit_index = commit;
+	BATON_ASSERT(r->commit_index <= baton__last_index(r));
+	BATON_ASSERT(r->leader_id == m->from && r->role == BATON_FOLLOWER);
 	reply_append(r, m, true, last_new);
 }
 
@@ -409,6 +474,7 @@ void baton__recv_append(struct baton_raft *r, const struct baton_msg *m)
 static baton_index next_after_reject(struct baton_raft *r,
 				     const struct baton_msg_append_result *a)
 {
+	BATON_ASSERT(r->role == BATON_LEADER && !a->success);
 	baton_index i = a->hint_index;
 	baton_term t;
 	if (i > baton__last_index(r))
@@ -416,7 +482,9 @@ static baton_index next_after_reject(struct baton_raft *r,
 	while (i > r->log.base && baton__term_at(r, i, &t) && t > a->hint_term)
 		i--;
 	baton_index next = i + 1;
-	return next < a->index + 1 ? next : a->index;
+	next = next < a->index + 1 ? next : a->index;
+	BATON_ASSERT(next <= baton__last_index(r) + 1);
+	return next;
 }
 
 void baton__recv_append_result(struct baton_raft *r, const struct baton_msg *m)
@@ -427,6 +495,7 @@ void baton__recv_append_result(struct baton_raft *r, const struct baton_msg *m)
 	if (p == NULL)
 		return;
 	const struct baton_msg_append_result *a = &m->u.append_result;
+	BATON_ASSERT(m->type == BATON_MSG_APPEND_RESULT && m->term == r->term);
 	p->recent_active = true;
 	if (a->heartbeat_seq > p->acked_seq)
 		p->acked_seq = a->heartbeat_seq;
@@ -437,6 +506,7 @@ void baton__recv_append_result(struct baton_raft *r, const struct baton_msg *m)
 			p->match = a->index;
 		if (p->next <= p->match)
 			p->next = p->match + 1;
+		BATON_ASSERT(p->match <= baton__last_index(r));
 		inflight_free_upto(p, a->index);
 		if (p->state == BATON__PROBE) {
 			p->state = BATON__REPLICATE;

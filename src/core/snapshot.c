@@ -12,8 +12,11 @@
 static void config_at(const struct baton_raft *r, baton_index index,
 		      struct baton_config *c, baton_index *c_index)
 {
+	BATON_ASSERT(index <= baton__last_index(r));
+	BATON_ASSERT(index >= r->snap.index); /* below it, unknowable */
 	for (baton_index i = index; i > r->log.base; i--) {
 		const struct baton_entry *e = baton__log_get(&r->log, i);
+		BATON_ASSERT(e != NULL);
 		if (e->type == BATON_ENTRY_CONFIG &&
 		    baton_config_decode(e->buf, e->len, c) == 0) {
 			*c_index = i;
@@ -28,13 +31,19 @@ int baton_raft_snapshot_meta(const struct baton_raft *r, baton_index index,
 			     struct baton_snapshot_meta *out)
 {
 	baton_term term;
-	if (index == 0 || index > r->applied_index ||
+	/* Below our own snapshot the log no longer tells what was in force
+	 * (the entries kept behind it start after an older point). */
+	if (index == 0 || index > r->applied_index || index < r->snap.index ||
 	    !baton__term_at(r, index, &term))
 		return BATON_EINVAL;
 	memset(out, 0, sizeof *out);
 	out->index = index;
 	out->term = term;
 	config_at(r, index, &out->config, &out->config_index);
+	baton__versions_at(r, index, &out->versions, &out->versions_index);
+	BATON_ASSERT(out->config_index <= index &&
+		     out->versions_index <= index);
+	BATON_ASSERT(baton_version_state_valid(&out->versions));
 	return 0;
 }
 
@@ -45,6 +54,7 @@ int baton__snapshot_taken(struct baton_raft *r, baton_index index,
 	if (index <= r->snap.index || (len > 0 && data == NULL) ||
 	    baton_raft_snapshot_meta(r, index, &meta) != 0)
 		return BATON_EINVAL;
+	BATON_ASSERT(index <= r->applied_index && index <= r->commit_index);
 	uint8_t *copy = malloc(len > 0 ? len : 1);
 	if (copy == NULL)
 		return BATON_ENOMEM;
@@ -60,11 +70,16 @@ int baton__snapshot_taken(struct baton_raft *r, baton_index index,
 		baton__log_compact(&r->log, upto);
 		r->compact_upto = upto;
 	}
+	/* The snapshot and what it records stay within the log. */
+	BATON_ASSERT(r->log.base <= r->snap.index);
+	BATON_ASSERT(r->config_index >= r->snap.config_index &&
+		     r->versions_index >= r->snap.versions_index);
 	return 0;
 }
 
 void baton__send_snapshot_chunk(struct baton_raft *r, struct baton__progress *p)
 {
+	BATON_ASSERT(r->role == BATON_LEADER && p->state == BATON__SNAPSHOT);
 	if (p->snap_index != r->snap.index) {
 		/* First chunk, or our snapshot was replaced: (re)start. */
 		p->snap_index = r->snap.index;
@@ -72,6 +87,7 @@ void baton__send_snapshot_chunk(struct baton_raft *r, struct baton__progress *p)
 	}
 	if (p->snap_offset > r->snap_len)
 		p->snap_offset = 0;
+	BATON_ASSERT(p->snap_offset <= r->snap_len);
 	uint64_t left = r->snap_len - p->snap_offset;
 	uint32_t len = left < r->o.snapshot_chunk_bytes
 			       ? (uint32_t)left
@@ -85,11 +101,14 @@ void baton__send_snapshot_chunk(struct baton_raft *r, struct baton__progress *p)
 	m->u.snapshot.chunk_len = len;
 	m->u.snapshot.chunk = r->snap_data + p->snap_offset;
 	m->u.snapshot.last_chunk = p->snap_offset + len == r->snap_len;
+	BATON_ASSERT(len <= r->o.snapshot_chunk_bytes);
 }
 
 static void reply_snapshot(struct baton_raft *r, baton_node_id to,
 			   baton_index index, uint64_t next_offset, bool done)
 {
+	BATON_ASSERT(r->role == BATON_FOLLOWER);
+	BATON_ASSERT(!done || index <= r->commit_index);
 	struct baton_msg *reply =
 		baton__send_after_persist(r, BATON_MSG_SNAPSHOT_RESULT, to);
 	if (reply == NULL)
@@ -102,6 +121,10 @@ static void reply_snapshot(struct baton_raft *r, baton_node_id to,
 static void install(struct baton_raft *r)
 {
 	struct baton_snapshot_meta *meta = &r->incoming;
+	BATON_ASSERT(r->role == BATON_FOLLOWER);
+	/* Only news is installed: what is committed is never replaced. */
+	BATON_ASSERT(meta->index > r->commit_index && meta->term <= r->term);
+	BATON_ASSERT(r->incoming_len == r->incoming_total);
 	free(r->snap_data);
 	r->snap_data = r->incoming_data;
 	r->snap_len = (size_t)r->incoming_len;
@@ -128,14 +151,27 @@ static void install(struct baton_raft *r)
 		r->unstable_from = meta->index + 1;
 	}
 	baton__config_refresh(r);
+	baton__versions_refresh(r);
 	r->commit_index = meta->index;
 	r->applied_index = meta->index;
+	/* The snapshot replaces everything up to its index, and a reset log
+	 * lost what followed: look again for what we cannot interpret. What
+	 * the snapshot holds itself the driver judges when it restores
+	 * (BATON_EVENT_APPLY_STOPPED). */
+	if (r->stalled_index != 0)
+		baton__stall_recheck(r);
 	r->snapshot_installed = true;
+	BATON_ASSERT(r->snap.index == r->log.base);
+	BATON_ASSERT(r->applied_index == meta->index &&
+		     r->config_index >= meta->config_index);
+	BATON_ASSERT(r->stalled_index == 0 || r->stalled_index > meta->index);
+	BATON_ASSERT(r->commit_index <= baton__last_index(r));
 }
 
 void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m)
 {
 	const struct baton_msg_snapshot *s = &m->u.snapshot;
+	BATON_ASSERT(m->type == BATON_MSG_SNAPSHOT && m->term == r->term);
 	if (r->role != BATON_FOLLOWER)
 		baton__become_follower(r, m->term, m->from);
 	r->leader_id = m->from;
@@ -149,7 +185,10 @@ void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m)
 	if (s->total_len > r->o.max_snapshot_bytes ||
 	    s->offset + s->chunk_len > s->total_len ||
 	    (s->chunk_len > 0 && s->chunk == NULL) || s->meta.term > m->term ||
-	    s->meta.config.n > BATON_MAX_MEMBERS)
+	    s->meta.config.n > BATON_MAX_MEMBERS ||
+	    s->meta.config_index > s->meta.index ||
+	    s->meta.versions_index > s->meta.index ||
+	    !baton_version_state_valid(&s->meta.versions))
 		return; /* refuse: the leader retries, an operator sees why */
 	if (s->offset == 0) {
 		uint8_t *buf =
@@ -179,6 +218,7 @@ void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m)
 		memcpy(r->incoming_data + r->incoming_len, s->chunk,
 		       s->chunk_len);
 	r->incoming_len += s->chunk_len;
+	BATON_ASSERT(r->incoming_len <= r->incoming_total);
 	bool complete = s->last_chunk && r->incoming_len == r->incoming_total;
 	if (complete)
 		install(r);
@@ -195,6 +235,8 @@ void baton__recv_snapshot_result(struct baton_raft *r,
 	if (p == NULL)
 		return;
 	const struct baton_msg_snapshot_result *s = &m->u.snapshot_result;
+	BATON_ASSERT(m->type == BATON_MSG_SNAPSHOT_RESULT &&
+		     m->term == r->term);
 	p->recent_active = true;
 	p->chunk_acked = true;
 	if (s->done) {
@@ -202,6 +244,9 @@ void baton__recv_snapshot_result(struct baton_raft *r,
 			return;
 		if (s->index > p->match)
 			p->match = s->index;
+		if (p->next <= p->match)
+			p->next = p->match + 1; /* a late answer in probe */
+		BATON_ASSERT(p->match <= baton__last_index(r));
 		if (p->state == BATON__SNAPSHOT) {
 			p->state = BATON__PROBE;
 			p->next = p->match + 1;

@@ -24,11 +24,12 @@
 #define READ_TIMEOUT_MS 5000u
 #define PROPOSAL_TIMEOUT_MS 10000u
 
-/* Messages held until the persistence of their update completes. */
+/* Messages held until the persistence of their update completes. The
+ * transport encodes them when they go, in the version of the connection
+ * then up. Those the core holds (votes and acknowledgements) point to no
+ * data of the core's, so a copy of the struct is the whole message. */
 struct held {
-	baton_node_id to;
-	uint8_t *frame;
-	size_t len;
+	struct baton_msg msg;
 };
 
 struct write {
@@ -160,29 +161,20 @@ static int step(struct baton_node *n, struct baton_event *ev)
 
 /* ---- sending ------------------------------------------------------------- */
 
+/* Encoded by the transport in the connection's protocol version; dropped
+ * (and counted) when no connection to m->to is up: Raft resends. */
 static void send_msg(struct baton_node *n, const struct baton_msg *m)
 {
-	baton_buf_reset(&n->frame);
-	if (baton_peer_encode_raft(m, &n->frame) != 0) {
-		LOG_ERROR("cannot encode a message of type %u to %" PRIu64,
-			  m->type, m->to);
-		return;
-	}
-	baton_transport_send(n->transport, m->to, n->frame.data, n->frame.len);
+	baton_transport_send_raft(n->transport, m);
 }
 
 static struct held hold_msg(struct baton_node *n, const struct baton_msg *m)
 {
-	struct held h = {.to = m->to};
-	baton_buf_reset(&n->frame);
-	if (baton_peer_encode_raft(m, &n->frame) != 0)
-		return h;
-	h.frame = malloc(n->frame.len);
-	if (h.frame == NULL)
-		abort();
-	memcpy(h.frame, n->frame.data, n->frame.len);
-	h.len = n->frame.len;
-	return h;
+	(void)n;
+	assert(m->type == BATON_MSG_VOTE || m->type == BATON_MSG_VOTE_RESULT ||
+	       m->type == BATON_MSG_APPEND_RESULT ||
+	       m->type == BATON_MSG_SNAPSHOT_RESULT);
+	return (struct held){.msg = *m};
 }
 
 /* ---- persistence -----------------------------------------------------------
@@ -242,8 +234,6 @@ static void persist(struct baton_node *n, const struct baton_update *u)
 
 static void write_free(struct write *w)
 {
-	for (uint32_t i = 0; i < w->n_held; i++)
-		free(w->held[i].frame);
 	free(w->held);
 	free(w);
 }
@@ -262,9 +252,7 @@ static void on_persisted(void *data, uint64_t seq, int status)
 		return;
 	}
 	for (uint32_t i = 0; i < w->n_held; i++)
-		if (w->held[i].frame != NULL)
-			baton_transport_send(n->transport, w->held[i].to,
-					     w->held[i].frame, w->held[i].len);
+		send_msg(n, &w->held[i].msg);
 	if (w->report) {
 		struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
 		ev.u.persisted.index = w->index;
@@ -673,29 +661,21 @@ static void on_tick(uv_timer_t *t)
 	}
 }
 
-static void on_peer_frame(void *data, baton_node_id from, const uint8_t *body,
-			  size_t len)
+/* Decoded by the transport in the connection's protocol version, with a
+ * Raft message's `from` set to the identity of its handshake; only Raft
+ * messages and forwarded writes and their replies come here. */
+static void on_peer_frame(void *data, baton_node_id from,
+			  const struct baton_peer_frame *f)
 {
 	struct baton_node *n = data;
-	struct baton_peer_frame f;
-	int rv = baton_peer_decode(body, len, &f);
-	if (rv != 0) {
-		LOG_WARN("malformed frame from node %" PRIu64 ": %s", from,
-			 baton_strerror(rv));
-		return;
-	}
-	if (f.kind == BATON_PEER_RAFT) {
-		f.raft.from = from;
+	if (f->kind == BATON_PEER_RAFT) {
+		assert(f->raft.from == from);
 		struct baton_event ev = {.type = BATON_EVENT_RECEIVE};
-		ev.u.receive.msg = &f.raft;
+		ev.u.receive.msg = &f->raft;
 		step(n, &ev);
-	} else if (f.kind == BATON_PEER_FORWARD ||
-		   f.kind == BATON_PEER_FORWARD_REPLY) {
-		n->app.peer_frame(n->app.data, from, &f);
 	} else {
-		baton_transport_count_unknown(n->transport);
+		n->app.peer_frame(n->app.data, from, f);
 	}
-	baton_peer_frame_free(&f);
 }
 
 /* ---- the API ---------------------------------------------------------------
@@ -787,9 +767,9 @@ int baton_node_transfer(struct baton_node *n, baton_node_id id,
 }
 
 int baton_node_send_frame(struct baton_node *n, baton_node_id to,
-			  const uint8_t *frame, size_t len)
+			  const struct baton_peer_frame *f)
 {
-	return baton_transport_send(n->transport, to, frame, len);
+	return baton_transport_send_frame(n->transport, to, f);
 }
 
 void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,

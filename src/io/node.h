@@ -101,9 +101,11 @@ int baton_node_remove(struct baton_node *n, baton_node_id id,
 int baton_node_transfer(struct baton_node *n, baton_node_id id,
 			baton_node_done_cb cb, void *data);
 
-/* Send a non-Raft frame to a peer. */
+/* Send a forwarded write or its reply (kind BATON_PEER_FORWARD or
+ * BATON_PEER_FORWARD_REPLY) to a peer; the transport encodes it in the
+ * protocol version of the connection (baton_transport_send_frame()). */
 int baton_node_send_frame(struct baton_node *n, baton_node_id to,
-			  const uint8_t *frame, size_t len);
+			  const struct baton_peer_frame *f);
 /* Tell the transport where a member listens. */
 void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,
 			      const char *addr);

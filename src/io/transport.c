@@ -1,66 +1,22 @@
 /* The peer transport on libuv (see transport.h). */
-#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "baton/buf.h"
+#include "baton/assert.h"
 #include "log.h"
-#include "peer.h"
-#include "transport.h"
+#include "transport_internal.h"
 
-#define MAX_PEERS 64u
 /* A connection that has not completed its handshake by then is closed
  * (someone connected to the peer port and said nothing useful). */
 #define HANDSHAKE_TIMEOUT_MS 10000u
-
-struct conn;
-
-struct peer {
-	baton_node_id id; /* 0: free slot */
-	char addr[BATON_ADDR_MAX];
-	struct conn *out; /* dialled by us */
-	struct conn *in;  /* accepted, after its handshake */
-	uv_timer_t redial;
-	bool redial_init;
-	uint32_t backoff_ms;
-	bool dialling;
-	struct baton_transport *t;
-};
-
-struct conn {
-	uv_tcp_t tcp;
-	struct baton_transport *t;
-	struct peer *peer; /* NULL for an inbound one before its handshake */
-	bool outbound;
-	bool ready; /* handshake done */
-	bool closing;
-	uint32_t proto;
-	struct baton_buf in;
-	size_t queued;
-	uint64_t opened_ms;
-	struct conn *all_prev, *all_next; /* every open connection */
-};
 
 struct write_req {
 	uv_write_t req;
 	struct conn *c;
 	size_t len;
 	uint8_t data[];
-};
-
-struct baton_transport {
-	struct baton_transport_config c;
-	char cluster_id[128];
-	uv_tcp_t listener;
-	struct peer peers[MAX_PEERS];
-	struct baton_transport_stats stats;
-	uint64_t rng;
-	bool stopping;
-	uint32_t open_handles;
-	struct conn *all;
-	uv_timer_t sweep;
 };
 
 int baton_parse_addr(const char *addr, struct sockaddr_in *out)
@@ -86,7 +42,8 @@ static uint32_t jitter(struct baton_transport *t, uint32_t ms)
 	return ms / 2 + (uint32_t)(t->rng % (ms + 1));
 }
 
-static struct peer *peer_find(struct baton_transport *t, baton_node_id id)
+struct peer *baton__transport_peer_find(struct baton_transport *t,
+					baton_node_id id)
 {
 	for (uint32_t i = 0; i < MAX_PEERS; i++)
 		if (t->peers[i].id == id)
@@ -101,9 +58,11 @@ static void dial(struct peer *p);
 /* The transport goes once its last handle has closed. */
 static void handle_gone(struct baton_transport *t)
 {
-	assert(t->open_handles > 0);
-	if (--t->open_handles == 0 && t->stopping)
+	BATON_ASSERT(t->open_handles > 0);
+	if (--t->open_handles == 0 && t->stopping) {
+		baton_buf_free(&t->scratch);
 		free(t);
+	}
 }
 
 static void on_conn_closed(uv_handle_t *h)
@@ -146,7 +105,7 @@ static void schedule_redial(struct peer *p)
 	uv_timer_start(&p->redial, on_redial, jitter(t, p->backoff_ms), 0);
 }
 
-static void conn_close(struct conn *c, const char *why)
+void baton__transport_close(struct conn *c, const char *why)
 {
 	if (c->closing)
 		return;
@@ -178,11 +137,11 @@ static void on_written(uv_write_t *req, int status)
 	struct write_req *w = (struct write_req *)req;
 	w->c->queued -= w->len;
 	if (status != 0 && status != UV_ECANCELED)
-		conn_close(w->c, uv_strerror(status));
+		baton__transport_close(w->c, uv_strerror(status));
 	free(w);
 }
 
-static int conn_write(struct conn *c, const uint8_t *data, size_t len)
+int baton__transport_write(struct conn *c, const uint8_t *data, size_t len)
 {
 	if (c->closing)
 		return BATON_ENOTFOUND;
@@ -198,178 +157,67 @@ static int conn_write(struct conn *c, const uint8_t *data, size_t len)
 	int rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written);
 	if (rv != 0) {
 		free(w);
-		conn_close(c, uv_strerror(rv));
+		baton__transport_close(c, uv_strerror(rv));
 		return BATON_ENOTFOUND;
 	}
 	c->queued += len;
 	return 0;
 }
 
-/* ---- the handshake ------------------------------------------------------- */
+/* ---- reading ------------------------------------------------------------- */
 
-static void fill_handshake(struct baton_transport *t,
-			   struct baton_peer_handshake *h)
-{
-	memset(h, 0, sizeof *h);
-	h->cluster_id = t->cluster_id;
-	h->node_id = t->c.id;
-	h->profile = t->c.profile;
-	h->peer_addr = t->c.listen_addr;
-}
-
-static void send_handshake(struct conn *c)
-{
-	struct baton_peer_handshake h;
-	fill_handshake(c->t, &h);
-	struct baton_buf b;
-	baton_buf_init(&b);
-	if (baton_peer_encode_handshake(&h, &b) == 0)
-		conn_write(c, b.data, b.len);
-	baton_buf_free(&b);
-}
-
-static void reply_handshake(struct conn *c, bool accepted, uint32_t proto,
-			    const char *reason)
-{
-	struct baton_peer_handshake_reply r;
-	memset(&r, 0, sizeof r);
-	fill_handshake(c->t, &r.self);
-	r.accepted = accepted;
-	r.proto.value = proto;
-	r.reason = reason;
-	struct baton_buf b;
-	baton_buf_init(&b);
-	if (baton_peer_encode_handshake_reply(&r, &b) == 0)
-		conn_write(c, b.data, b.len);
-	baton_buf_free(&b);
-}
-
-static void became_ready(struct conn *c, uint32_t proto)
-{
-	struct peer *p = c->peer;
-	c->ready = true;
-	c->proto = proto;
-	p->backoff_ms = 0;
-	if (!(p->out != NULL && p->out != c && p->out->ready) &&
-	    !(p->in != NULL && p->in != c && p->in->ready))
-		c->t->stats.connected_peers++;
-	LOG_INFO("connected %s node %" PRIu64 " (protocol %u)",
-		 c->outbound ? "to" : "from", p->id, proto);
-}
-
-static void on_refused_shutdown(uv_shutdown_t *req, int status)
-{
-	struct conn *c = req->handle->data;
-	(void)status;
-	free(req);
-	conn_close(c, "refused");
-}
-
-/* An inbound connection introduces itself. */
-static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
+/* A frame on a connection whose handshake is done. */
+static void on_ready_frame(struct conn *c, const uint8_t *body, size_t len)
 {
 	struct baton_transport *t = c->t;
-	char reason[256];
-	struct baton_proto_version v;
-	if (strcmp(h->cluster_id, t->cluster_id) != 0) {
-		snprintf(reason, sizeof reason,
-			 "cluster id '%s' is not this cluster's ('%s')",
-			 h->cluster_id, t->cluster_id);
-	} else if (h->node_id == 0 || h->node_id == t->c.id) {
-		snprintf(reason, sizeof reason, "bad node id %" PRIu64,
-			 h->node_id);
-	} else if (baton_peer_choose_proto(t->c.profile, h->profile, &v) != 0) {
-		snprintf(reason, sizeof reason,
-			 "no common peer protocol: this node speaks %u..%u, "
-			 "node %" PRIu64 " speaks %u..%u",
-			 t->c.profile.proto_min.value,
-			 t->c.profile.proto_max.value, h->node_id,
-			 h->profile.proto_min.value,
-			 h->profile.proto_max.value);
-	} else {
-		struct peer *p = peer_find(t, h->node_id);
-		if (p == NULL)
-			p = peer_find(t, 0);
-		if (p == NULL) {
-			snprintf(reason, sizeof reason, "too many peers");
-		} else {
-			if (p->id == 0) {
-				p->id = h->node_id;
-				p->t = t;
-			}
-			if (p->in != NULL && p->in != c)
-				conn_close(p->in, "replaced by a newer one");
-			p->in = c;
-			c->peer = p;
-			reply_handshake(c, true, v.value, "");
-			became_ready(c, v.value);
-			return;
+	baton_node_id from = c->peer->id;
+	struct baton_peer_frame f;
+	int rv = baton_peer_decode(c->proto, body, len, &f);
+	if (rv != 0) {
+		/* The stream's framing is intact: skip just this frame. */
+		t->stats.bad_frames++;
+		LOG_WARN("dropped a frame from node %" PRIu64
+			 " that does not decode in protocol %u: %s (%s)",
+			 from, c->proto.value, f.why, baton_strerror(rv));
+		return;
+	}
+	switch (f.kind) {
+	case BATON_PEER_RAFT:
+	case BATON_PEER_FORWARD:
+	case BATON_PEER_FORWARD_REPLY:
+		/* Trust the handshake's identity, not the frame's. */
+		if (f.kind == BATON_PEER_RAFT)
+			f.raft.from = from;
+		t->stats.frames_in++;
+		t->c.on_frame(t->c.data, from, &f);
+		break;
+	case BATON_PEER_HANDSHAKE_REPLY:
+		if (!c->outbound && !f.handshake_reply.accepted) {
+			baton__transport_refused_by_dialler(c,
+							    &f.handshake_reply);
+			break;
 		}
+		/* fall through */
+	default:
+		t->stats.unknown++;
+		LOG_DEBUG("ignored a frame of kind %u (body %u, Raft type %u) "
+			  "from node %" PRIu64,
+			  f.kind,
+			  f.kind == BATON_PEER_UNKNOWN ? f.unknown.body : 0,
+			  f.kind == BATON_PEER_UNKNOWN ? f.unknown.raft_type
+						       : 0,
+			  from);
+		break;
 	}
-	t->stats.refused++;
-	LOG_WARN("refused a peer connection: %s", reason);
-	reply_handshake(c, false, 0, reason);
-	/* Let the reply go out before closing. */
-	uv_read_stop((uv_stream_t *)&c->tcp);
-	uv_shutdown_t *req = malloc(sizeof *req);
-	if (req == NULL || uv_shutdown(req, (uv_stream_t *)&c->tcp,
-				       on_refused_shutdown) != 0) {
-		free(req);
-		conn_close(c, reason);
-	}
+	baton_peer_frame_free(&f);
 }
-
-/* Our dialled connection hears back. */
-static void on_handshake_reply(struct conn *c,
-			       const struct baton_peer_handshake_reply *r)
-{
-	if (!r->accepted) {
-		c->t->stats.refused++;
-		LOG_WARN("node %" PRIu64 " refused our connection: %s",
-			 c->peer->id, r->reason);
-		conn_close(c, "refused");
-		return;
-	}
-	if (r->self.node_id != c->peer->id) {
-		LOG_WARN("%s is node %" PRIu64 ", not node %" PRIu64,
-			 c->peer->addr, r->self.node_id, c->peer->id);
-		conn_close(c, "wrong node");
-		return;
-	}
-	became_ready(c, r->proto.value);
-}
-
-/* ---- reading ------------------------------------------------------------- */
 
 static void on_frame(struct conn *c, const uint8_t *body, size_t len)
 {
-	struct baton_transport *t = c->t;
-	if (c->ready) {
-		t->stats.frames_in++;
-		t->c.on_frame(t->c.data, c->peer->id, body, len);
-		return;
-	}
-	struct baton_peer_frame f;
-	if (baton_peer_decode(body, len, &f) != 0) {
-		t->stats.malformed++;
-		LOG_WARN("closing a peer connection: its first frame is not a "
-			 "valid handshake (%s)",
-			 f.why != NULL ? f.why : "malformed");
-		conn_close(c, "malformed handshake");
-		return;
-	}
-	if (!c->outbound && f.kind == BATON_PEER_HANDSHAKE) {
-		on_handshake(c, &f.handshake);
-	} else if (c->outbound && f.kind == BATON_PEER_HANDSHAKE_REPLY) {
-		on_handshake_reply(c, &f.handshake_reply);
-	} else {
-		t->stats.malformed++;
-		LOG_WARN("closing a peer connection: expected a handshake, got "
-			 "a frame of kind %u",
-			 f.kind);
-		conn_close(c, "expected a handshake");
-	}
-	baton_peer_frame_free(&f);
+	if (c->ready)
+		on_ready_frame(c, body, len);
+	else
+		baton__transport_first_frame(c, body, len);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -390,29 +238,30 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	struct conn *c = s->data;
 	(void)buf;
 	if (nread < 0) {
-		conn_close(c, nread == UV_EOF ? "closed by the peer"
-					      : uv_strerror((int)nread));
+		baton__transport_close(c, nread == UV_EOF
+						  ? "closed by the peer"
+						  : uv_strerror((int)nread));
 		return;
 	}
 	c->in.len += (size_t)nread;
 	size_t off = 0;
-	while (!c->closing && c->in.len - off >= 4) {
-		const uint8_t *p = c->in.data + off;
-		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-			       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-		if (len > BATON_PEER_FRAME_MAX) {
+	while (!c->closing) {
+		size_t len = 0;
+		int rv = baton_peer_split(c->in.data + off, c->in.len - off,
+					  &len);
+		if (rv == BATON_ETOOBIG) {
 			c->t->stats.malformed++;
-			LOG_WARN("frame of %u bytes from %s exceeds the limit "
-				 "of %u; closing",
-				 len, c->peer ? c->peer->addr : "a peer",
+			LOG_WARN("a frame from %s exceeds the limit of %u "
+				 "bytes; closing",
+				 c->peer ? c->peer->addr : "a peer",
 				 (unsigned)BATON_PEER_FRAME_MAX);
-			conn_close(c, "oversized frame");
+			baton__transport_close(c, "oversized frame");
 			break;
 		}
-		if (c->in.len - off - 4 < len)
+		if (rv == 0)
 			break;
-		on_frame(c, p + 4, len);
-		off += 4 + (size_t)len;
+		on_frame(c, c->in.data + off + BATON_PEER_PREFIX_LEN, len);
+		off += BATON_PEER_PREFIX_LEN + len;
 	}
 	if (off > 0 && !c->closing) {
 		memmove(c->in.data, c->in.data + off, c->in.len - off);
@@ -451,7 +300,7 @@ static void on_sweep(uv_timer_t *timer)
 		t->stats.malformed++;
 		LOG_WARN("closing a peer connection: no handshake within %u ms",
 			 HANDSHAKE_TIMEOUT_MS);
-		conn_close(c, "handshake timeout");
+		baton__transport_close(c, "handshake timeout");
 	}
 }
 
@@ -465,13 +314,13 @@ static void on_connected(uv_connect_t *req, int status)
 		LOG_DEBUG("dial node %" PRIu64 " at %s: %s",
 			  c->peer ? c->peer->id : 0,
 			  c->peer ? c->peer->addr : "?", uv_strerror(status));
-		conn_close(c, uv_strerror(status));
+		baton__transport_close(c, uv_strerror(status));
 		return;
 	}
 	if (c->closing)
 		return;
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-	send_handshake(c);
+	baton__transport_hello(c);
 }
 
 static void dial(struct peer *p)
@@ -489,7 +338,7 @@ static void dial(struct peer *p)
 	if (c == NULL || req == NULL) {
 		free(req);
 		if (c != NULL)
-			conn_close(c, "out of memory");
+			baton__transport_close(c, "out of memory");
 		return;
 	}
 	c->peer = p;
@@ -500,7 +349,7 @@ static void dial(struct peer *p)
 				on_connected);
 	if (rv != 0) {
 		free(req);
-		conn_close(c, uv_strerror(rv));
+		baton__transport_close(c, uv_strerror(rv));
 	}
 }
 
@@ -518,7 +367,7 @@ static void on_connection(uv_stream_t *server, int status)
 	if (c == NULL)
 		return;
 	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
-		conn_close(c, "accept failed");
+		baton__transport_close(c, "accept failed");
 		return;
 	}
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -545,6 +394,7 @@ int baton_transport_start(const struct baton_transport_config *c,
 	if (t == NULL)
 		return BATON_ENOMEM;
 	t->c = *c;
+	baton_buf_init(&t->scratch);
 	snprintf(t->cluster_id, sizeof t->cluster_id, "%s", c->cluster_id);
 	t->c.cluster_id = t->cluster_id;
 	t->rng = uv_hrtime() | 1;
@@ -575,9 +425,9 @@ int baton_transport_set_peer(struct baton_transport *t, baton_node_id id,
 {
 	if (strlen(addr) >= BATON_ADDR_MAX)
 		return BATON_EINVAL;
-	struct peer *p = peer_find(t, id);
+	struct peer *p = baton__transport_peer_find(t, id);
 	if (p == NULL)
-		p = peer_find(t, 0);
+		p = baton__transport_peer_find(t, 0);
 	if (p == NULL)
 		return BATON_ETOOBIG;
 	if (p->id == id && strcmp(p->addr, addr) == 0)
@@ -592,35 +442,50 @@ int baton_transport_set_peer(struct baton_transport *t, baton_node_id id,
 		t->open_handles++;
 	}
 	if (p->out != NULL)
-		conn_close(p->out, "address changed");
+		baton__transport_close(p->out, "address changed");
 	dial(p);
 	return 0;
 }
 
 void baton_transport_forget_peer(struct baton_transport *t, baton_node_id id)
 {
-	struct peer *p = peer_find(t, id);
+	struct peer *p = baton__transport_peer_find(t, id);
 	if (p == NULL)
 		return;
 	p->addr[0] = '\0';
 	if (p->redial_init)
 		uv_timer_stop(&p->redial);
 	if (p->out != NULL)
-		conn_close(p->out, "member removed");
+		baton__transport_close(p->out, "member removed");
 	if (p->in != NULL)
-		conn_close(p->in, "member removed");
+		baton__transport_close(p->in, "member removed");
 }
 
-int baton_transport_send(struct baton_transport *t, baton_node_id id,
-			 const uint8_t *frame, size_t len)
+/* The connection messages to `to` go out on: the one we dialled if its
+ * handshake is done, else the one it dialled; NULL if neither. */
+static struct conn *ready_conn(struct baton_transport *t, baton_node_id to)
 {
-	struct peer *p = peer_find(t, id);
-	struct conn *c = NULL;
-	if (p != NULL && p->out != NULL && p->out->ready)
-		c = p->out;
-	else if (p != NULL && p->in != NULL && p->in->ready)
-		c = p->in;
-	int rv = c != NULL ? conn_write(c, frame, len) : BATON_ENOTFOUND;
+	struct peer *p = baton__transport_peer_find(t, to);
+	if (p != NULL && p->out != NULL && p->out->ready && !p->out->closing)
+		return p->out;
+	if (p != NULL && p->in != NULL && p->in->ready && !p->in->closing)
+		return p->in;
+	return NULL;
+}
+
+/* After encoding (rv) into t->scratch for connection c (NULL: none is
+ * up): queue it, count it, and say why if it cannot go. */
+static int send_encoded(struct baton_transport *t, struct conn *c,
+			baton_node_id to, uint32_t kind, int rv)
+{
+	if (c == NULL)
+		rv = BATON_ENOTFOUND;
+	else if (rv == 0)
+		rv = baton__transport_write(c, t->scratch.data, t->scratch.len);
+	else
+		LOG_ERROR("cannot encode a frame of kind %u for node %" PRIu64
+			  " in protocol %u: %s",
+			  kind, to, c->proto.value, baton_strerror(rv));
 	if (rv == 0)
 		t->stats.frames_out++;
 	else
@@ -628,13 +493,60 @@ int baton_transport_send(struct baton_transport *t, baton_node_id id,
 	return rv;
 }
 
-uint32_t baton_transport_peer_proto(struct baton_transport *t, baton_node_id id)
+int baton_transport_send_raft(struct baton_transport *t,
+			      const struct baton_msg *m)
 {
-	struct peer *p = peer_find(t, id);
-	if (p != NULL && p->out != NULL && p->out->ready)
-		return p->out->proto;
-	if (p != NULL && p->in != NULL && p->in->ready)
-		return p->in->proto;
+	BATON_ASSERT(t != NULL && m != NULL);
+	struct conn *c = ready_conn(t, m->to);
+	int rv = 0;
+	if (c != NULL) {
+		/* In the version of the connection it goes out on. */
+		BATON_ASSERT(c->proto.value != 0);
+		baton_buf_reset(&t->scratch);
+		rv = baton_peer_encode_raft(c->proto, m, &t->scratch);
+	}
+	return send_encoded(t, c, m->to, BATON_PEER_RAFT, rv);
+}
+
+int baton_transport_send_frame(struct baton_transport *t, baton_node_id to,
+			       const struct baton_peer_frame *f)
+{
+	BATON_ASSERT(t != NULL && f != NULL);
+	struct conn *c = ready_conn(t, to);
+	int rv = 0;
+	if (c != NULL) {
+		BATON_ASSERT(c->proto.value != 0);
+		baton_buf_reset(&t->scratch);
+		rv = baton_peer_encode_frame(c->proto, f, &t->scratch);
+	}
+	return send_encoded(t, c, to, f->kind, rv);
+}
+
+struct baton_proto_version baton_transport_peer_proto(struct baton_transport *t,
+						      baton_node_id id)
+{
+	struct conn *c = ready_conn(t, id);
+	return c != NULL ? c->proto : (struct baton_proto_version){0};
+}
+
+static void peer_view(struct baton_transport *t, const struct peer *p,
+		      struct baton_transport_peer *out)
+{
+	memset(out, 0, sizeof *out);
+	out->id = p->id;
+	out->known = p->known;
+	out->profile = p->profile;
+	out->proto = baton_transport_peer_proto(t, p->id);
+	out->connected = out->proto.value != 0;
+}
+
+int baton_transport_peer(struct baton_transport *t, baton_node_id id,
+			 struct baton_transport_peer *out)
+{
+	struct peer *p = id != 0 ? baton__transport_peer_find(t, id) : NULL;
+	if (p == NULL)
+		return BATON_ENOTFOUND;
+	peer_view(t, p, out);
 	return 0;
 }
 
@@ -642,11 +554,11 @@ void baton_transport_stats(struct baton_transport *t,
 			   struct baton_transport_stats *out)
 {
 	*out = t->stats;
-}
-
-void baton_transport_count_unknown(struct baton_transport *t)
-{
-	t->stats.unknown++;
+	out->n_peers = 0;
+	for (uint32_t i = 0; i < MAX_PEERS; i++)
+		if (t->peers[i].id != 0)
+			peer_view(t, &t->peers[i], &out->peers[out->n_peers++]);
+	BATON_ASSERT(out->n_peers <= BATON_TRANSPORT_PEERS_MAX);
 }
 
 void baton_transport_stop(struct baton_transport *t)
@@ -659,13 +571,13 @@ void baton_transport_stop(struct baton_transport *t)
 			uv_close((uv_handle_t *)&p->redial, on_timer_closed);
 		}
 		if (p->out != NULL)
-			conn_close(p->out, "shutting down");
+			baton__transport_close(p->out, "shutting down");
 		if (p->in != NULL)
-			conn_close(p->in, "shutting down");
+			baton__transport_close(p->in, "shutting down");
 	}
 	/* Connections still in their handshake are in no peer's slot. */
 	for (struct conn *c = t->all; c != NULL; c = c->all_next)
-		conn_close(c, "shutting down");
+		baton__transport_close(c, "shutting down");
 	uv_timer_stop(&t->sweep);
 	uv_close((uv_handle_t *)&t->sweep, on_sweep_closed);
 	uv_close((uv_handle_t *)&t->listener, on_listener_closed);

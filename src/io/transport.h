@@ -4,11 +4,20 @@
  * Every node dials each peer whose address it knows and accepts the peers'
  * connections too; a connection opens with a handshake (cluster id, node
  * id, release, protocol range, machine_max) that picks the highest common
- * protocol version or refuses with a reason, logged on both sides. After it,
- * frames flow both ways on either connection; a message to a peer goes out
- * on whichever of the two is up. Lost connections are redialled with
+ * protocol version or refuses with a reason, logged on both sides. The
+ * dialling node checks the version chosen for it is within its own range,
+ * and refuses the connection (again logged on both sides) if not. After
+ * it, frames flow both ways on either connection; a message to a peer goes
+ * out on whichever of the two is up. Lost connections are redialled with
  * jittered exponential back-off. Send queues are bounded: beyond the limit
  * a frame is dropped and counted (Raft retransmits what matters).
+ *
+ * The transport does the peer codec itself (src/wire/peer.h): it encodes
+ * what it is given in the protocol version negotiated on the connection the
+ * frame goes out on, and decodes what arrives in the version of the
+ * connection it came in on, so a caller cannot speak the wrong version. It
+ * keeps what each peer said of itself in its last handshake (release,
+ * protocol range, machine_max) for status.
  */
 #ifndef BATON_IO_TRANSPORT_H
 #define BATON_IO_TRANSPORT_H
@@ -16,6 +25,7 @@
 #include <uv.h>
 
 #include "baton/raft.h"
+#include "peer.h"
 
 /* Bytes queued on one connection before new frames are dropped. */
 #define BATON_TRANSPORT_QUEUE_MAX (64u << 20)
@@ -26,10 +36,14 @@
 
 struct baton_transport;
 
-/* A frame after the handshake: `body` is one serialized envelope (without
- * the length prefix), valid during the call. */
+/* A frame that arrived after the handshake, decoded in the connection's
+ * protocol version: kind BATON_PEER_RAFT (with raft.from set to `from`,
+ * the identity the handshake established), BATON_PEER_FORWARD or
+ * BATON_PEER_FORWARD_REPLY. Frames of other kinds never reach the callback
+ * (they are counted in stats.unknown). `f` and what it points to are valid
+ * during the call only. */
 typedef void (*baton_transport_frame_cb)(void *data, baton_node_id from,
-					 const uint8_t *body, size_t len);
+					 const struct baton_peer_frame *f);
 
 struct baton_transport_config {
 	uv_loop_t *loop;
@@ -41,13 +55,34 @@ struct baton_transport_config {
 	void *data;
 };
 
+/* Peers the transport keeps track of (known addresses and accepted ones). */
+#define BATON_TRANSPORT_PEERS_MAX 64u
+
+/* What the transport knows of one peer. */
+struct baton_transport_peer {
+	baton_node_id id;
+	/* A handshake with it completed at least once: `profile` holds what
+	 * it said of itself in the latest one (zeros before). */
+	bool known;
+	struct baton_profile profile;
+	/* A connection is up; `proto` is the version negotiated on the one
+	 * messages go out on (0 when none is up). */
+	bool connected;
+	struct baton_proto_version proto;
+};
+
 struct baton_transport_stats {
 	uint64_t frames_in, frames_out;
-	uint64_t dropped;   /* queue full or no connection */
-	uint64_t refused;   /* handshakes refused, either side */
-	uint64_t unknown;   /* frames of a kind this release ignores */
-	uint64_t malformed; /* connections closed on a bad frame */
+	uint64_t dropped;    /* queue full, no connection, or not encodable */
+	uint64_t refused;    /* handshakes refused, either side */
+	uint64_t unknown;    /* frames of a kind this release ignores */
+	uint64_t malformed;  /* connections closed on a bad frame */
+	uint64_t bad_frames; /* frames after the handshake that did not
+				decode: logged and skipped */
 	uint32_t connected_peers;
+	/* Every peer with a slot, by slot order. */
+	uint32_t n_peers;
+	struct baton_transport_peer peers[BATON_TRANSPORT_PEERS_MAX];
 };
 
 /* Listen and get ready. BATON_EINVAL for a bad address; errors of bind go
@@ -63,21 +98,37 @@ int baton_transport_set_peer(struct baton_transport *t, baton_node_id id,
 /* Forget a removed member: close its connections, stop dialling. */
 void baton_transport_forget_peer(struct baton_transport *t, baton_node_id id);
 
-/* Queue a frame (length prefix included) for peer `id`; copied. Returns
- * 0, or BATON_ENOTFOUND when no connection to it is up and BATON_EOVERLOADED
- * when its queue is full (the frame is dropped in both cases). */
-int baton_transport_send(struct baton_transport *t, baton_node_id id,
-			 const uint8_t *frame, size_t len);
+/* Send one Raft message to m->to, encoded in the protocol version of the
+ * connection it goes out on. Returns 0 once queued (copied), or:
+ *   BATON_ENOTFOUND    no connection to m->to has completed its handshake;
+ *   BATON_EOVERLOADED  its send queue is full;
+ *   BATON_EINVAL, BATON_ETOOBIG  the codec refused the message (logged);
+ *   BATON_ENOMEM.
+ * In every error case the message is dropped and counted (stats.dropped):
+ * nothing is deferred until a handshake completes, because Raft tolerates
+ * loss and the core sends again what still matters (heartbeats, appends
+ * and votes on its timers), while a deferred message would arrive stale. */
+int baton_transport_send_raft(struct baton_transport *t,
+			      const struct baton_msg *m);
 
-/* The negotiated protocol version with a connected peer (0 if none). */
-uint32_t baton_transport_peer_proto(struct baton_transport *t,
-				    baton_node_id id);
+/* Send a frame of kind BATON_PEER_RAFT, BATON_PEER_FORWARD or
+ * BATON_PEER_FORWARD_REPLY to peer `to`, the same way (other kinds:
+ * BATON_EINVAL). */
+int baton_transport_send_frame(struct baton_transport *t, baton_node_id to,
+			       const struct baton_peer_frame *f);
 
+/* The protocol version negotiated with a connected peer (0 if none). */
+struct baton_proto_version baton_transport_peer_proto(struct baton_transport *t,
+						      baton_node_id id);
+
+/* What the transport knows of peer id into *out: 0, or BATON_ENOTFOUND if
+ * it has no slot for it. */
+int baton_transport_peer(struct baton_transport *t, baton_node_id id,
+			 struct baton_transport_peer *out);
+
+/* Counters and every peer's profile (see struct baton_transport_stats). */
 void baton_transport_stats(struct baton_transport *t,
 			   struct baton_transport_stats *out);
-
-/* Count a frame the node could not use (unknown kind). */
-void baton_transport_count_unknown(struct baton_transport *t);
 
 /* Split "host:port"; BATON_EINVAL if malformed. */
 int baton_parse_addr(const char *addr, struct sockaddr_in *out);

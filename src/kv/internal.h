@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "checksum.h"
 #include "kv.h"
 
 /* A command's arguments: argv[0] is the name. Not owned. */
@@ -26,13 +27,8 @@ struct kv__args {
 uint64_t kv__hash(const uint8_t *key, size_t len);
 /* v with its 64 bits in reverse order. */
 uint64_t kv__rev64(uint64_t v);
-/* XXH3-64 of a buffer, and of a stream of pieces. */
-uint64_t kv__checksum(const void *buf, size_t len);
-struct kv__sum;
-struct kv__sum *kv__sum_new(void); /* NULL when out of memory */
-void kv__sum_update(struct kv__sum *s, const void *buf, size_t len);
-uint64_t kv__sum_digest(const struct kv__sum *s);
-void kv__sum_free(struct kv__sum *s);
+/* Checksums of snapshots: baton__checksum and baton__hasher_* (the one
+ * XXH3 wrapper, src/util/checksum.h). */
 
 /* ---- table.c: a chained hash table of 2^n buckets ---- */
 

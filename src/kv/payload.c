@@ -13,23 +13,10 @@
 #include <string.h>
 
 #include "internal.h"
+#include "le.h"
 
 #define PAYLOAD_HEADER_BYTES 5u /* format and argc */
 #define PAYLOAD_LEN_BYTES 4u
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 	      struct baton_buf *out)
@@ -50,10 +37,10 @@ int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 		return rv;
 	uint8_t *p = out->data + out->len;
 	p[0] = KV_PAYLOAD_FORMAT;
-	put_u32(p + 1, (uint32_t)argc);
+	baton_le_put_u32(p + 1, (uint32_t)argc);
 	p += PAYLOAD_HEADER_BYTES;
 	for (int i = 0; i < argc; i++) {
-		put_u32(p, (uint32_t)lens[i]);
+		baton_le_put_u32(p, (uint32_t)lens[i]);
 		p += PAYLOAD_LEN_BYTES;
 		if (lens[i] > 0)
 			memcpy(p, argv[i], lens[i]);
@@ -68,21 +55,20 @@ int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 static int walk(const uint8_t *buf, size_t len, uint32_t argc,
 		const uint8_t **argv, size_t *lens)
 {
-	size_t off = PAYLOAD_HEADER_BYTES;
+	struct baton_le_reader r = baton_le_reader(
+		buf + PAYLOAD_HEADER_BYTES, len - PAYLOAD_HEADER_BYTES);
 	for (uint32_t i = 0; i < argc; i++) {
-		if (len - off < PAYLOAD_LEN_BYTES)
-			return BATON_ECORRUPT;
-		uint32_t n = get_u32(buf + off);
-		off += PAYLOAD_LEN_BYTES;
-		if (n > len - off)
+		uint32_t n;
+		const uint8_t *arg;
+		if (!baton_le_read_u32(&r, &n) ||
+		    !baton_le_read_bytes(&r, n, &arg))
 			return BATON_ECORRUPT;
 		if (argv != NULL) {
-			argv[i] = buf + off;
+			argv[i] = arg;
 			lens[i] = n;
 		}
-		off += n;
 	}
-	return off == len ? 0 : BATON_ECORRUPT;
+	return baton_le_left(&r) == 0 ? 0 : BATON_ECORRUPT;
 }
 
 int kv__payload_decode(const uint8_t *buf, size_t len, struct kv__payload *p)
@@ -94,7 +80,7 @@ int kv__payload_decode(const uint8_t *buf, size_t len, struct kv__payload *p)
 		return BATON_EVERSION;
 	if (len < PAYLOAD_HEADER_BYTES)
 		return BATON_ECORRUPT;
-	uint32_t argc = get_u32(buf + 1);
+	uint32_t argc = baton_le_get_u32(buf + 1);
 	if (argc == 0 || argc > KV_ARGS_MAX ||
 	    argc > (len - PAYLOAD_HEADER_BYTES) / PAYLOAD_LEN_BYTES)
 		return BATON_ECORRUPT;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "le.h"
 
 #define SNAP_HEADER_BYTES 16u
 #define SNAP_TRAILER_BYTES 8u
@@ -22,38 +23,10 @@
 /* Small pieces are gathered into chunks of this size for the sink. */
 #define SNAP_CHUNK_BYTES ((size_t)64 << 10)
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 struct writer {
 	int (*sink)(void *arg, const void *buf, size_t len);
 	void *arg;
-	struct kv__sum *sum;
+	struct baton__hasher *sum;
 	uint8_t *chunk;
 	size_t used;
 };
@@ -62,7 +35,7 @@ static int flush(struct writer *w)
 {
 	if (w->used == 0)
 		return 0;
-	kv__sum_update(w->sum, w->chunk, w->used);
+	baton__hasher_update(w->sum, w->chunk, w->used);
 	int rv = w->sink(w->arg, w->chunk, w->used);
 	w->used = 0;
 	return rv;
@@ -82,7 +55,7 @@ static int put(struct writer *w, const void *buf, size_t len)
 		return rv;
 	if (len <= SNAP_CHUNK_BYTES / 2)
 		return put(w, buf, len);
-	kv__sum_update(w->sum, buf, len);
+	baton__hasher_update(w->sum, buf, len);
 	return w->sink(w->arg, buf, len);
 }
 
@@ -91,11 +64,11 @@ static int put_entry(struct writer *w, const struct kv__entry *e)
 	uint8_t n[4];
 	assert(e->key_len <= KV_KEY_BYTES_MAX &&
 	       e->val_len <= KV_VALUE_BYTES_MAX);
-	put_u32(n, (uint32_t)e->key_len);
+	baton_le_put_u32(n, (uint32_t)e->key_len);
 	int rv = put(w, n, 4);
 	if (rv == 0)
 		rv = put(w, e->key, e->key_len);
-	put_u32(n, (uint32_t)e->val_len);
+	baton_le_put_u32(n, (uint32_t)e->val_len);
 	if (rv == 0)
 		rv = put(w, n, 4);
 	if (rv == 0)
@@ -107,8 +80,8 @@ static int write_all(struct writer *w, const struct kv__table *t)
 {
 	uint8_t head[SNAP_HEADER_BYTES];
 	memcpy(head, KV_SNAPSHOT_MAGIC, 4);
-	put_u32(head + 4, KV_SNAPSHOT_FORMAT);
-	put_u64(head + 8, t->count);
+	baton_le_put_u32(head + 4, KV_SNAPSHOT_FORMAT);
+	baton_le_put_u64(head + 8, t->count);
 	int rv = put(w, head, sizeof head);
 	uint64_t written = 0, cursor = 0;
 	do {
@@ -123,20 +96,20 @@ static int write_all(struct writer *w, const struct kv__table *t)
 		return rv;
 	assert(written == t->count);
 	uint8_t trailer[SNAP_TRAILER_BYTES];
-	put_u64(trailer, kv__sum_digest(w->sum));
+	baton_le_put_u64(trailer, baton__hasher_digest(w->sum));
 	return w->sink(w->arg, trailer, sizeof trailer);
 }
 
 int kv_snapshot(const struct baton_kv *kv,
 		int (*sink)(void *arg, const void *buf, size_t len), void *arg)
 {
-	struct writer w = {sink, arg, kv__sum_new(), malloc(SNAP_CHUNK_BYTES),
+	struct writer w = {sink, arg, baton__hasher_new(), malloc(SNAP_CHUNK_BYTES),
 			   0};
 	int rv = BATON_ENOMEM;
 	if (w.sum != NULL && w.chunk != NULL)
 		rv = write_all(&w, &kv->table);
 	if (w.sum != NULL)
-		kv__sum_free(w.sum);
+		baton__hasher_free(w.sum);
 	free(w.chunk);
 	return rv;
 }
@@ -145,37 +118,31 @@ int kv_snapshot(const struct baton_kv *kv,
 static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
 			size_t end, uint64_t count)
 {
+	struct baton_le_reader r = baton_le_reader(buf + off, end - off);
 	for (uint64_t i = 0; i < count; i++) {
-		if (end - off < 4)
-			return BATON_ECORRUPT;
-		size_t klen = get_u32(buf + off);
-		off += 4;
-		if (klen > KV_KEY_BYTES_MAX || klen > end - off)
-			return BATON_ECORRUPT;
-		const uint8_t *key = buf + off;
-		off += klen;
-		if (end - off < 4)
-			return BATON_ECORRUPT;
-		size_t vlen = get_u32(buf + off);
-		off += 4;
-		if (vlen > KV_VALUE_BYTES_MAX || vlen > end - off)
+		uint32_t klen, vlen;
+		const uint8_t *key, *val;
+		if (!baton_le_read_u32(&r, &klen) || klen > KV_KEY_BYTES_MAX ||
+		    !baton_le_read_bytes(&r, klen, &key) ||
+		    !baton_le_read_u32(&r, &vlen) ||
+		    vlen > KV_VALUE_BYTES_MAX ||
+		    !baton_le_read_bytes(&r, vlen, &val))
 			return BATON_ECORRUPT;
 		if (kv__table_find(t, key, klen) != NULL)
 			return BATON_ECORRUPT;
-		struct kv__entry *e = kv__entry_new(key, klen, buf + off, vlen);
+		struct kv__entry *e = kv__entry_new(key, klen, val, vlen);
 		if (e == NULL)
 			return BATON_ENOMEM;
 		kv__table_insert(t, e);
-		off += vlen;
 	}
-	return off == end ? 0 : BATON_ECORRUPT;
+	return baton_le_left(&r) == 0 ? 0 : BATON_ECORRUPT;
 }
 
 int kv_restore(struct baton_kv *kv, const uint8_t *buf, size_t len)
 {
 	if (len < 8 || memcmp(buf, KV_SNAPSHOT_MAGIC, 4) != 0)
 		return BATON_ECORRUPT;
-	uint32_t format = get_u32(buf + 4);
+	uint32_t format = baton_le_get_u32(buf + 4);
 	if (format == 0)
 		return BATON_ECORRUPT;
 	if (format > KV_SNAPSHOT_FORMAT)
@@ -183,9 +150,9 @@ int kv_restore(struct baton_kv *kv, const uint8_t *buf, size_t len)
 	if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES)
 		return BATON_ECORRUPT;
 	size_t end = len - SNAP_TRAILER_BYTES;
-	if (kv__checksum(buf, end) != get_u64(buf + end))
+	if (baton__checksum(buf, end) != baton_le_get_u64(buf + end))
 		return BATON_ECORRUPT;
-	uint64_t count = get_u64(buf + 8);
+	uint64_t count = baton_le_get_u64(buf + 8);
 	if (count > (end - SNAP_HEADER_BYTES) / SNAP_ENTRY_MIN_BYTES)
 		return BATON_ECORRUPT;
 	struct kv__table t;

@@ -204,6 +204,9 @@ static int cmd_info(struct ctx *x)
 	struct server *s = x->s;
 	struct baton_node_status st;
 	baton_node_status(s->node, &st);
+	const struct baton_profile *cur = baton_release_current();
+	char release[BATON_RELEASE_STR_MAX];
+	baton_release_format(cur->release, release);
 	char text[4096];
 	int n = snprintf(
 		text, sizeof text,
@@ -215,7 +218,7 @@ static int cmd_info(struct ctx *x)
 		"\r\ncommit_index:%" PRIu64 "\r\napplied_index:%" PRIu64
 		"\r\nlast_index:%" PRIu64 "\r\nsnapshot_index:%" PRIu64
 		"\r\nmembers:%u\r\n\r\n# Versions\r\nrelease:%s\r\n"
-		"peer_protocol:%u-%u\r\nmachine_max:%u\r\nmachine_version:1"
+		"peer_protocol:%u-%u\r\nmachine_max:%u\r\nmachine_version:%u"
 		"\r\n\r\n# Stats\r\ntotal_connections_received:%" PRIu64
 		"\r\ntotal_commands_processed:%" PRIu64
 		"\r\nrejected_connections:%" PRIu64
@@ -223,14 +226,14 @@ static int cmd_info(struct ctx *x)
 		"\r\npeer_frames_dropped:%" PRIu64
 		"\r\npeer_frames_unknown:%" PRIu64
 		"\r\npeer_handshakes_refused:%" PRIu64 "\r\nstorage_ok:%s\r\n",
-		BATON_RELEASE_STRING, (int)getpid(),
-		strrchr(s->cfg.listen, ':') + 1,
+		release, (int)getpid(), strrchr(s->cfg.listen, ':') + 1,
 		(uv_now(s->loop) - s->started_ms) / 1000, s->n_clients,
 		role_name(st.raft.role), st.raft.id, st.raft.leader_id,
 		st.raft.term, st.raft.commit_index, st.raft.applied_index,
 		st.raft.last_index, st.raft.snapshot_index, st.raft.config.n,
-		BATON_RELEASE_STRING, BATON_PROTO_MIN, BATON_PROTO_MAX,
-		BATON_MACHINE_MAX, s->stats.connections, s->stats.commands,
+		release, cur->proto_min.value, cur->proto_max.value,
+		cur->machine_max.value, st.raft.versions.machine.value,
+		s->stats.connections, s->stats.commands,
 		s->stats.rejected_clients, s->stats.protocol_errors,
 		st.transport.dropped, st.transport.unknown,
 		st.transport.refused, st.storage_failed ? "no" : "yes");
@@ -352,10 +355,13 @@ static int cmd_node(struct ctx *x)
 	map_field(b, "applied", "%" PRIu64, st.raft.applied_index);
 	map_field(b, "last_index", "%" PRIu64, st.raft.last_index);
 	map_field(b, "snapshot_index", "%" PRIu64, st.raft.snapshot_index);
-	map_field(b, "release", "%s", BATON_RELEASE_STRING);
-	map_field(b, "proto_min", "%u", BATON_PROTO_MIN);
-	map_field(b, "proto_max", "%u", BATON_PROTO_MAX);
-	map_field(b, "machine_max", "%u", BATON_MACHINE_MAX);
+	const struct baton_profile *cur = baton_release_current();
+	char release[BATON_RELEASE_STR_MAX];
+	map_field(b, "release", "%s",
+		  baton_release_format(cur->release, release));
+	map_field(b, "proto_min", "%u", cur->proto_min.value);
+	map_field(b, "proto_max", "%u", cur->proto_max.value);
+	map_field(b, "machine_max", "%u", cur->machine_max.value);
 	map_field(b, "peer_addr", "%s", s->cfg.peer_listen);
 	map_field(b, "client_addr", "%s", me ? me->client : s->cfg.listen);
 	map_field(b, "storage", "%s", st.storage_failed ? "failed" : "ok");

@@ -222,10 +222,14 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 			return 1;
 		}
 		if (strcmp(a, "--version") == 0) {
+			const struct baton_profile *cur =
+				baton_release_current();
+			char release[BATON_RELEASE_STR_MAX];
 			printf("batond %s (peer protocol %u-%u, machine "
 			       "version %u)\n",
-			       BATON_RELEASE_STRING, BATON_PROTO_MIN,
-			       BATON_PROTO_MAX, BATON_MACHINE_MAX);
+			       baton_release_format(cur->release, release),
+			       cur->proto_min.value, cur->proto_max.value,
+			       cur->machine_max.value);
 			return 1;
 		}
 		if (strcmp(a, "--join") == 0) {

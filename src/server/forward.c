@@ -28,15 +28,14 @@ struct proposal_ctx {
 	bool acked; /* BATON_PLANTED_BUG_EARLY_ACK answered already */
 };
 
+/* The transport encodes it in the protocol version of its connection. */
 static void send_forward_reply(struct server *s, baton_node_id to, uint64_t id,
 			       const uint8_t *reply, size_t len)
 {
-	struct baton_peer_forward_reply r = {id, reply, len, NULL};
-	struct baton_buf b;
-	baton_buf_init(&b);
-	if (baton_peer_encode_forward_reply(&r, &b) == 0)
-		baton_node_send_frame(s->node, to, b.data, b.len);
-	baton_buf_free(&b);
+	struct baton_peer_frame f = {.kind = BATON_PEER_FORWARD_REPLY};
+	f.forward_reply =
+		(struct baton_peer_forward_reply){id, reply, len, NULL};
+	baton_node_send_frame(s->node, to, &f);
 }
 
 /* The reply goes to the local client or back to the follower. */
@@ -140,12 +139,9 @@ void forward_write(struct server *s, struct slot *sl, int argc,
 	f->id = ++s->next_forward_id;
 	f->deadline_ms = uv_now(s->loop) + SERVER_FORWARD_TIMEOUT_MS;
 	f->sl = sl;
-	struct baton_buf b;
-	baton_buf_init(&b);
-	int rv = baton_peer_encode_forward(f->id, argc, argv, lens, &b);
-	if (rv == 0)
-		rv = baton_node_send_frame(s->node, s->leader, b.data, b.len);
-	baton_buf_free(&b);
+	struct baton_peer_frame fr = {.kind = BATON_PEER_FORWARD};
+	fr.forward = (struct baton_peer_forward){f->id, argc, argv, lens};
+	int rv = baton_node_send_frame(s->node, s->leader, &fr);
 	if (rv != 0) {
 		free(f);
 		slot_error(sl, rv == BATON_ENOTFOUND ? BATON_ENOLEADER : rv);

@@ -76,12 +76,7 @@ static int run(struct server *s)
 	struct baton_node_config nc = {
 		.id = s->cfg.id,
 		.cluster_id = s->cfg.cluster_id,
-		.profile = {.release = {BATON_RELEASE_MAJOR,
-					BATON_RELEASE_MINOR,
-					BATON_RELEASE_PATCH},
-			    .proto_min = {BATON_PROTO_MIN},
-			    .proto_max = {BATON_PROTO_MAX},
-			    .machine_max = {BATON_MACHINE_MAX}},
+		.profile = *baton_release_current(),
 		.data_dir = s->cfg.data_dir,
 		.peer_addr = s->cfg.peer_listen,
 		.election_timeout_ms = s->cfg.election_timeout_ms,
@@ -121,8 +116,11 @@ static int run(struct server *s)
 	uv_timer_init(s->loop, &s->housekeeping);
 	s->housekeeping.data = s;
 	uv_timer_start(&s->housekeeping, on_housekeeping, 500, 500);
-	LOG_INFO("batond %s ready (id %" PRIu64 ", data %s)",
-		 BATON_RELEASE_STRING, s->cfg.id, s->cfg.data_dir);
+	char release[BATON_RELEASE_STR_MAX];
+	LOG_INFO(
+		"batond %s ready (id %" PRIu64 ", data %s)",
+		baton_release_format(baton_release_current()->release, release),
+		s->cfg.id, s->cfg.data_dir);
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);
 	kv_destroy(s->kv);

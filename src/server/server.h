@@ -19,14 +19,6 @@
 #include "node.h"
 #include "resp.h"
 
-#define BATON_RELEASE_MAJOR 0
-#define BATON_RELEASE_MINOR 1
-#define BATON_RELEASE_PATCH 0
-#define BATON_RELEASE_STRING "0.1.0"
-#define BATON_PROTO_MIN 1u
-#define BATON_PROTO_MAX 1u
-#define BATON_MACHINE_MAX 1u
-
 /*
  * Planted bugs, compiled only into the test binaries batond-bug-* (see
  * CMakeLists.txt): the fault harness must catch each of them

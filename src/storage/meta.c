@@ -1,13 +1,19 @@
 /* Term and vote: one small file, replaced atomically (temp file, sync,
  * rename, sync of the directory), so a crash leaves the old or the new pair,
  * never a mix. */
+#include <baton/assert.h>
 #include <errno.h>
 
+#include "file_header.h"
 #include "format.h"
 #include "internal.h"
 
 #define META_NAME "meta"
 #define META_TMP_NAME "meta.tmp"
+
+/* Every format of the file is META_LEN bytes, all of it header. */
+static const struct baton__file_kind meta_kind = {
+	META_MAGIC, "term/vote file", META_FORMAT, META_LEN};
 
 int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
 		     baton_node_id *vote, char *err, size_t errlen)
@@ -30,23 +36,14 @@ int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
 	v->ops->close(v, fd);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "read", path);
-	if (n < 16 || memcmp(b, META_MAGIC, 8) != 0)
-		return baton__errf(err, errlen, BATON_ECORRUPT,
-				   "%s: not a baton term/vote file", path);
-	uint32_t format = get_u32(b + 8);
-	if (format > META_FORMAT)
-		return baton__errf(err, errlen, BATON_EVERSION,
-				   "%s: format version %u is newer than this "
-				   "release reads (%u)",
-				   path, format, META_FORMAT);
-	if (n < META_LEN || get_u32(b + 12) != META_LEN ||
-	    get_u64(b + 40) != baton__checksum(b, 40))
-		return baton__errf(err, errlen, BATON_ECORRUPT,
-				   "%s: checksum mismatch (term/vote file "
-				   "damaged)",
-				   path);
-	*term = get_u64(b + 16);
-	*vote = get_u64(b + 24);
+	struct baton__file_head head;
+	rv = baton__file_header_check(&meta_kind, b, n, path, &head, err,
+				      errlen);
+	if (rv != 0)
+		return rv;
+	BATON_ASSERT(head.header_len == META_LEN);
+	*term = baton_le_get_u64(b + 16);
+	*vote = baton_le_get_u64(b + 24);
 	return 0;
 }
 
@@ -59,12 +56,10 @@ int baton__meta_write(struct baton_vfs *v, const char *dir, baton_term term,
 		return baton__errf(err, errlen, BATON_EINVAL,
 				   "data directory path too long");
 	uint8_t b[META_LEN] = {0};
-	memcpy(b, META_MAGIC, 8);
-	put_u32(b + 8, META_FORMAT);
-	put_u32(b + 12, META_LEN);
-	put_u64(b + 16, term);
-	put_u64(b + 24, vote);
-	put_u64(b + 40, baton__checksum(b, 40));
+	baton__file_header_start(b, &meta_kind, META_LEN);
+	baton_le_put_u64(b + 16, term);
+	baton_le_put_u64(b + 24, vote);
+	baton__file_header_seal(b, META_LEN);
 	int fd;
 	int rv = v->ops->open(v, tmp, BATON_VFS_CREATE | BATON_VFS_TRUNC, &fd);
 	if (rv != 0)

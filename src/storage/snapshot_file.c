@@ -2,7 +2,7 @@
  * (the data's length and checksum are known only then), is synced, and is
  * renamed over the current snapshot; then the directory is synced. A crash
  * at any point leaves the old snapshot or the new one. */
-#include <assert.h>
+#include <baton/assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -23,40 +23,51 @@ struct baton__snap_writer {
 	struct baton__hasher *hasher;
 };
 
-static size_t header_len_of(const struct baton_snapshot_header *h)
+/* The header's length in `format`: the fixed part, the configuration, the
+ * version table, format 2's versions_index, the checksum. */
+static size_t header_len_of(uint32_t format, size_t config_len,
+			    uint32_t n_versions)
 {
-	return SNAP_FIXED_LEN +
-	       pad8(baton_config_encoded_len(&h->meta.config)) +
-	       (size_t)h->n_versions * SNAP_VERSION_ENTRY_LEN + 8u;
+	return SNAP_FIXED_LEN + pad8(config_len) +
+	       (size_t)n_versions * SNAP_VERSION_ENTRY_LEN +
+	       (format >= 2 ? 8u : 0u) + 8u;
+}
+
+static size_t header_len(const struct baton_snapshot_header *h)
+{
+	return header_len_of(SNAP_FORMAT,
+			     baton_config_encoded_len(&h->meta.config),
+			     h->meta.versions.n);
 }
 
 /* Encode the header into b (header_len_of(h) bytes, zeroed by caller). */
 static void encode_header(const struct baton_snapshot_header *h,
 			  uint64_t data_len, uint64_t data_checksum, uint8_t *b)
 {
-	size_t len = header_len_of(h);
+	const struct baton_version_state *v = &h->meta.versions;
+	size_t len = header_len(h);
 	memcpy(b, SNAP_MAGIC, 8);
 	put_u32(b + 8, SNAP_FORMAT);
 	put_u32(b + 12, (uint32_t)len);
 	put_u64(b + 16, h->meta.index);
 	put_u64(b + 24, h->meta.term);
 	put_u64(b + 32, h->meta.config_index);
-	put_u32(b + 40, h->machine_version.value);
-	put_u16(b + 44, h->release_floor.major);
-	put_u16(b + 46, h->release_floor.minor);
-	put_u16(b + 48, h->release_floor.patch);
-	put_u32(b + 52, h->n_versions);
+	put_u32(b + 40, v->machine.value);
+	put_u16(b + 44, v->floor.major);
+	put_u16(b + 46, v->floor.minor);
+	put_u16(b + 48, v->floor.patch);
+	put_u32(b + 52, v->n);
 	put_u64(b + 56, data_len);
 	put_u64(b + 64, data_checksum);
 	size_t config_len = 0;
 	int rv = baton_config_encode(&h->meta.config, b + SNAP_FIXED_LEN,
 				     SNAP_HEADER_MAX - SNAP_FIXED_LEN,
 				     &config_len);
-	assert(rv == 0);
+	BATON_ASSERT(rv == 0);
 	put_u32(b + 72, (uint32_t)config_len);
 	uint8_t *p = b + SNAP_FIXED_LEN + pad8(config_len);
-	for (uint32_t i = 0; i < h->n_versions; i++) {
-		const struct baton_version_entry *e = &h->versions[i];
+	for (uint32_t i = 0; i < v->n; i++) {
+		const struct baton_member_versions *e = &v->members[i];
 		put_u64(p, e->id);
 		put_u16(p + 8, e->profile.release.major);
 		put_u16(p + 10, e->profile.release.minor);
@@ -66,6 +77,9 @@ static void encode_header(const struct baton_snapshot_header *h,
 		put_u32(p + 24, e->profile.machine_max.value);
 		p += SNAP_VERSION_ENTRY_LEN;
 	}
+	put_u64(p, h->meta.versions_index);
+	p += 8;
+	BATON_ASSERT((size_t)(p - b) == len - 8);
 	put_u64(b + len - 8, baton__checksum(b, len - 8));
 }
 
@@ -75,13 +89,20 @@ int baton__snap_writer_open(struct baton_vfs *v, const char *dir,
 			    struct baton__snap_writer **out, char *err,
 			    size_t errlen)
 {
-	if (h->n_versions > BATON_MAX_MEMBERS ||
-	    h->meta.config.n > BATON_MAX_MEMBERS ||
-	    header_len_of(h) > SNAP_HEADER_MAX)
+	const struct baton_snapshot_meta *m = &h->meta;
+	if (m->config.n > BATON_MAX_MEMBERS ||
+	    !baton_version_state_valid(&m->versions) ||
+	    m->config_index > m->index || m->versions_index > m->index ||
+	    header_len(h) > SNAP_HEADER_MAX)
 		return baton__errf(err, errlen, BATON_EINVAL,
-				   "snapshot header out of range (%u "
-				   "members, %u versions)",
-				   h->meta.config.n, h->n_versions);
+				   "snapshot metadata out of range (index "
+				   "%llu: %u members, config at %llu, %u "
+				   "version rows, machine version %u, versions "
+				   "at %llu)",
+				   (unsigned long long)m->index, m->config.n,
+				   (unsigned long long)m->config_index,
+				   m->versions.n, m->versions.machine.value,
+				   (unsigned long long)m->versions_index);
 	struct baton__snap_writer *w = calloc(1, sizeof *w);
 	if (w == NULL)
 		return baton__errf(err, errlen, BATON_ENOMEM, "out of memory");
@@ -89,7 +110,7 @@ int baton__snap_writer_open(struct baton_vfs *v, const char *dir,
 	w->dir = dir;
 	w->fd = -1;
 	w->h = *h;
-	w->header_len = (uint32_t)header_len_of(h);
+	w->header_len = (uint32_t)header_len(h);
 	w->hasher = baton__hasher_new();
 	int rv = baton__path(w->tmp, dir, tmp_name);
 	if (w->hasher == NULL || rv != 0) {
@@ -161,35 +182,12 @@ void baton__snap_writer_free(struct baton__snap_writer *w)
 	free(w);
 }
 
-static int decode_header(const uint8_t *b, size_t len, const char *path,
-			 struct baton_snapshot_header *h, char *err,
-			 size_t errlen)
+static void decode_versions(const uint8_t *p, uint32_t n,
+			    struct baton_version_state *v)
 {
-	memset(h, 0, sizeof *h);
-	h->meta.index = get_u64(b + 16);
-	h->meta.term = get_u64(b + 24);
-	h->meta.config_index = get_u64(b + 32);
-	h->machine_version.value = get_u32(b + 40);
-	h->release_floor.major = get_u16(b + 44);
-	h->release_floor.minor = get_u16(b + 46);
-	h->release_floor.patch = get_u16(b + 48);
-	h->n_versions = get_u32(b + 52);
-	uint32_t config_len = get_u32(b + 72);
-	size_t need = SNAP_FIXED_LEN + pad8(config_len) +
-		      (size_t)h->n_versions * SNAP_VERSION_ENTRY_LEN + 8u;
-	if (h->n_versions > BATON_MAX_MEMBERS || config_len > len || need > len)
-		return baton__errf(err, errlen, BATON_ECORRUPT,
-				   "%s: snapshot header lengths out of range",
-				   path);
-	int rv = baton_config_decode(b + SNAP_FIXED_LEN, config_len,
-				     &h->meta.config);
-	if (rv != 0)
-		return baton__errf(err, errlen, rv,
-				   "%s: snapshot configuration: %s", path,
-				   baton_strerror(rv));
-	const uint8_t *p = b + SNAP_FIXED_LEN + pad8(config_len);
-	for (uint32_t i = 0; i < h->n_versions; i++) {
-		struct baton_version_entry *e = &h->versions[i];
+	v->n = n;
+	for (uint32_t i = 0; i < n; i++, p += SNAP_VERSION_ENTRY_LEN) {
+		struct baton_member_versions *e = &v->members[i];
 		e->id = get_u64(p);
 		e->profile.release.major = get_u16(p + 8);
 		e->profile.release.minor = get_u16(p + 10);
@@ -197,8 +195,55 @@ static int decode_header(const uint8_t *b, size_t len, const char *path,
 		e->profile.proto_min.value = get_u32(p + 16);
 		e->profile.proto_max.value = get_u32(p + 20);
 		e->profile.machine_max.value = get_u32(p + 24);
-		p += SNAP_VERSION_ENTRY_LEN;
 	}
+}
+
+/* b holds the whole header (len bytes, checksum verified). */
+static int decode_header(const uint8_t *b, size_t len, uint32_t format,
+			 const char *path, struct baton_snapshot_header *h,
+			 char *err, size_t errlen)
+{
+	memset(h, 0, sizeof *h);
+	struct baton_snapshot_meta *m = &h->meta;
+	struct baton_version_state *v = &m->versions;
+	m->index = get_u64(b + 16);
+	m->term = get_u64(b + 24);
+	m->config_index = get_u64(b + 32);
+	v->machine.value = get_u32(b + 40);
+	if (format == 1 && v->machine.value == 0)
+		v->machine.value = 1; /* see format.h */
+	v->floor.major = get_u16(b + 44);
+	v->floor.minor = get_u16(b + 46);
+	v->floor.patch = get_u16(b + 48);
+	uint32_t n_versions = get_u32(b + 52);
+	uint32_t config_len = get_u32(b + 72);
+	if (n_versions > BATON_MAX_MEMBERS || config_len > len ||
+	    header_len_of(format, config_len, n_versions) > len)
+		return baton__errf(err, errlen, BATON_ECORRUPT,
+				   "%s: snapshot header lengths out of range",
+				   path);
+	int rv =
+		baton_config_decode(b + SNAP_FIXED_LEN, config_len, &m->config);
+	if (rv != 0)
+		return baton__errf(err, errlen, rv,
+				   "%s: snapshot configuration: %s", path,
+				   baton_strerror(rv));
+	const uint8_t *p = b + SNAP_FIXED_LEN + pad8(config_len);
+	decode_versions(p, n_versions, v);
+	p += (size_t)n_versions * SNAP_VERSION_ENTRY_LEN;
+	if (format >= 2)
+		m->versions_index = get_u64(p);
+	if (!baton_version_state_valid(v) || m->versions_index > m->index ||
+	    m->config_index > m->index)
+		return baton__errf(err, errlen, BATON_ECORRUPT,
+				   "%s: snapshot metadata out of range "
+				   "(machine version %u, %u version rows, "
+				   "versions at %llu, config at %llu, index "
+				   "%llu)",
+				   path, v->machine.value, v->n,
+				   (unsigned long long)m->versions_index,
+				   (unsigned long long)m->config_index,
+				   (unsigned long long)m->index);
 	return 0;
 }
 
@@ -216,6 +261,9 @@ int baton__snap_read_header(struct baton_vfs *v, int fd, const char *path,
 		return baton__errf(err, errlen, BATON_ECORRUPT,
 				   "%s: not a baton snapshot file", path);
 	uint32_t format = get_u32(b + 8);
+	if (format == 0)
+		return baton__errf(err, errlen, BATON_ECORRUPT,
+				   "%s: snapshot format version 0", path);
 	if (format > SNAP_FORMAT)
 		return baton__errf(err, errlen, BATON_EVERSION,
 				   "%s: snapshot format version %u is newer "
@@ -227,7 +275,7 @@ int baton__snap_read_header(struct baton_vfs *v, int fd, const char *path,
 		return baton__errf(err, errlen, BATON_ECORRUPT,
 				   "%s: snapshot header checksum mismatch",
 				   path);
-	rv = decode_header(b, hlen, path, h, err, errlen);
+	rv = decode_header(b, hlen, format, path, h, err, errlen);
 	if (rv != 0)
 		return rv;
 	*data_offset = hlen;

@@ -12,16 +12,21 @@
  * start and changes nothing, because the damaged entries may have been
  * acknowledged to the leader.
  */
-#include <assert.h>
+#include <baton/assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "file_header.h"
 #include "format.h"
 #include "internal.h"
 
 #define SEG_NAME_LEN 64u
+
+/* Every format's segment header is WAL_SEGMENT_HEADER_LEN bytes or more. */
+static const struct baton__file_kind wal_kind = {
+	WAL_MAGIC, "log segment", WAL_FORMAT, WAL_SEGMENT_HEADER_LEN};
 
 static void seg_name(char *out, uint64_t seq)
 {
@@ -50,14 +55,14 @@ static void encode_record(uint8_t *p, uint32_t kind, uint32_t type,
 			  const uint8_t *payload, uint32_t len)
 {
 	memset(p, 0, baton__wal_record_len(len));
-	put_u32(p, len);
+	baton_le_put_u32(p, len);
 	p[4] = (uint8_t)kind;
-	put_u32(p + 8, type);
-	put_u64(p + 16, term);
-	put_u64(p + 24, index);
+	baton_le_put_u32(p + 8, type);
+	baton_le_put_u64(p + 16, term);
+	baton_le_put_u64(p + 24, index);
 	if (len > 0)
 		memcpy(p + WAL_RECORD_HEADER_LEN, payload, len);
-	put_u64(p + 32,
+	baton_le_put_u64(p + 32,
 		baton__checksum2(p, 32, p + WAL_RECORD_HEADER_LEN, len));
 }
 
@@ -110,12 +115,10 @@ static int create_segment(struct baton__wal *w, uint64_t seq,
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "create", path);
 	uint8_t h[WAL_SEGMENT_HEADER_LEN] = {0};
-	memcpy(h, WAL_MAGIC, 8);
-	put_u32(h + 8, WAL_FORMAT);
-	put_u32(h + 12, WAL_SEGMENT_HEADER_LEN);
-	put_u64(h + 16, seq);
-	put_u64(h + 24, first_index);
-	put_u64(h + 56, baton__checksum(h, 56));
+	baton__file_header_start(h, &wal_kind, WAL_SEGMENT_HEADER_LEN);
+	baton_le_put_u64(h + 16, seq);
+	baton_le_put_u64(h + 24, first_index);
+	baton__file_header_seal(h, WAL_SEGMENT_HEADER_LEN);
 	const char *what = "write";
 	rv = v->ops->pwrite(v, fd, h, sizeof h, 0);
 	if (rv == 0) {
@@ -165,8 +168,8 @@ static void replay_drop_from(struct replay *r, baton_index from)
 static int replay_entry(struct replay *r, const uint8_t *rec, const char *path,
 			char *err, size_t errlen)
 {
-	baton_index index = get_u64(rec + 24);
-	uint32_t len = get_u32(rec);
+	baton_index index = baton_le_get_u64(rec + 24);
+	uint32_t len = baton_le_get_u32(rec);
 	if (index == 0)
 		return baton__errf(err, errlen, BATON_ECORRUPT,
 				   "%s: entry with index 0", path);
@@ -194,8 +197,8 @@ static int replay_entry(struct replay *r, const uint8_t *rec, const char *path,
 	}
 	struct baton_entry *e = &r->e[r->n];
 	e->index = index;
-	e->term = get_u64(rec + 16);
-	e->type = get_u32(rec + 8);
+	e->term = baton_le_get_u64(rec + 16);
+	e->type = baton_le_get_u32(rec + 8);
 	e->len = len;
 	e->buf = malloc(len > 0 ? len : 1);
 	if (e->buf == NULL)
@@ -208,9 +211,9 @@ static int replay_entry(struct replay *r, const uint8_t *rec, const char *path,
 
 static bool batch_header_valid(const uint8_t *h)
 {
-	return get_u32(h) == WAL_BATCH_MAGIC &&
-	       get_u64(h + 24) == baton__checksum(h, 24) &&
-	       get_u64(h + 8) <= WAL_BATCH_BODY_MAX;
+	return baton_le_get_u32(h) == WAL_BATCH_MAGIC &&
+	       baton_le_get_u64(h + 24) == baton__checksum(h, 24) &&
+	       baton_le_get_u64(h + 8) <= WAL_BATCH_BODY_MAX;
 }
 
 /* A valid batch header anywhere at or after `from`: data that was written
@@ -219,7 +222,7 @@ static bool later_batch_exists(const uint8_t *buf, uint64_t size, uint64_t from)
 {
 	for (uint64_t off = pad8((size_t)from);
 	     off + WAL_BATCH_HEADER_LEN <= size; off += 8)
-		if (get_u32(buf + off) == WAL_BATCH_MAGIC &&
+		if (baton_le_get_u32(buf + off) == WAL_BATCH_MAGIC &&
 		    batch_header_valid(buf + off))
 			return true;
 	return false;
@@ -235,8 +238,8 @@ static bool trailer_cut_short(const uint8_t *b, uint64_t t)
 	if (all_zero(disk, WAL_TRAILER_LEN))
 		return true;
 	uint8_t want[WAL_TRAILER_LEN] = {0};
-	put_u32(want, WAL_TRAILER_MAGIC);
-	put_u64(want + 8, baton__checksum(b, (size_t)t));
+	baton_le_put_u32(want, WAL_TRAILER_MAGIC);
+	baton_le_put_u64(want + 8, baton__checksum(b, (size_t)t));
 	size_t cut = 0;
 	while (cut < WAL_TRAILER_LEN && disk[cut] == want[cut])
 		cut++;
@@ -255,20 +258,20 @@ static int replay_batch(struct replay *r, struct baton__segment *s,
 		if (p + WAL_RECORD_HEADER_LEN > body_len)
 			goto bad;
 		const uint8_t *rec = body + p;
-		uint32_t len = get_u32(rec);
+		uint32_t len = baton_le_get_u32(rec);
 		uint64_t total = baton__wal_record_len(len);
 		if (total > body_len - p ||
-		    get_u64(rec + 32) !=
+		    baton_le_get_u64(rec + 32) !=
 			    baton__checksum2(rec, 32, rec + 40, len))
 			goto bad;
 		int rv = 0;
 		if (rec[4] == WAL_RECORD_ENTRY) {
 			rv = replay_entry(r, rec, path, err, errlen);
-			baton_index index = get_u64(rec + 24);
+			baton_index index = baton_le_get_u64(rec + 24);
 			if (index > s->max_index)
 				s->max_index = index;
 		} else if (rec[4] == WAL_RECORD_TRUNCATE) {
-			replay_drop_from(r, get_u64(rec + 24));
+			replay_drop_from(r, baton_le_get_u64(rec + 24));
 		} else {
 			rv = baton__errf(err, errlen, BATON_EVERSION,
 					 "%s: record kind %u at offset %" PRIu64
@@ -314,14 +317,13 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 			size_t errlen)
 {
 	memset(out, 0, sizeof *out);
-	if (size >= 12 && memcmp(buf, WAL_MAGIC, 8) == 0 &&
-	    get_u32(buf + 8) > WAL_FORMAT)
-		return baton__errf(err, errlen, BATON_EVERSION,
-				   "%s: log format version %u is newer than "
-				   "this release reads (%u)",
-				   path, get_u32(buf + 8), WAL_FORMAT);
-	if (size < WAL_SEGMENT_HEADER_LEN || memcmp(buf, WAL_MAGIC, 8) != 0 ||
-	    get_u64(buf + 56) != baton__checksum(buf, 56)) {
+	struct baton__file_head head;
+	int hrv = baton__file_header_check(&wal_kind, buf, (size_t)size, path,
+					   &head, err, errlen);
+	if (hrv == BATON_EVERSION)
+		return hrv;
+	/* Format 1 is the only one read here; its header has one length. */
+	if (hrv != 0 || head.header_len != WAL_SEGMENT_HEADER_LEN) {
 		/* Interrupted creation: nothing but a partial header. */
 		uint64_t after = size > WAL_SEGMENT_HEADER_LEN
 					 ? size - WAL_SEGMENT_HEADER_LEN
@@ -334,7 +336,7 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 		return corrupt(err, errlen, path, 0, "segment header damaged",
 			       r);
 	}
-	s->first_index = get_u64(buf + 24);
+	s->first_index = baton_le_get_u64(buf + 24);
 	uint64_t off = WAL_SEGMENT_HEADER_LEN;
 	for (;;) {
 		const char *why = NULL;
@@ -356,18 +358,18 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 				buf + off + WAL_BATCH_HEADER_LEN,
 				(size_t)(size - off - WAL_BATCH_HEADER_LEN));
 		} else {
-			uint64_t body_len = get_u64(buf + off + 8);
+			uint64_t body_len = baton_le_get_u64(buf + off + 8);
 			uint64_t t = off + WAL_BATCH_HEADER_LEN + body_len;
 			if (t + WAL_TRAILER_LEN > size) {
 				why = "batch runs past the end of the file";
-			} else if (get_u32(buf + t) == WAL_TRAILER_MAGIC &&
-				   get_u32(buf + t + 4) == 0 &&
-				   get_u64(buf + t + 8) ==
+			} else if (baton_le_get_u32(buf + t) == WAL_TRAILER_MAGIC &&
+				   baton_le_get_u32(buf + t + 4) == 0 &&
+				   baton_le_get_u64(buf + t + 8) ==
 					   baton__checksum(buf + off,
 							   (size_t)(t - off))) {
 				int rv = replay_batch(
 					r, s, buf + off + WAL_BATCH_HEADER_LEN,
-					body_len, get_u32(buf + off + 4), path,
+					body_len, baton_le_get_u32(buf + off + 4), path,
 					off, err, errlen);
 				if (rv != 0)
 					return rv;
@@ -597,7 +599,7 @@ int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
 		      uint32_t n_records, baton_index first_index,
 		      baton_index max_index, char *err, size_t errlen)
 {
-	assert(w->n_segs > 0);
+	BATON_ASSERT(w->n_segs > 0);
 	size_t total = WAL_BATCH_HEADER_LEN + body_len + WAL_TRAILER_LEN;
 	struct baton__segment *s = &w->segs[w->n_segs - 1];
 	if (s->end + total > w->segment_bytes &&
@@ -613,15 +615,15 @@ int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
 	}
 	uint8_t *h = buf;
 	memset(h, 0, WAL_BATCH_HEADER_LEN);
-	put_u32(h, WAL_BATCH_MAGIC);
-	put_u32(h + 4, n_records);
-	put_u64(h + 8, body_len);
-	put_u64(h + 16, first_index);
-	put_u64(h + 24, baton__checksum(h, 24));
+	baton_le_put_u32(h, WAL_BATCH_MAGIC);
+	baton_le_put_u32(h + 4, n_records);
+	baton_le_put_u64(h + 8, body_len);
+	baton_le_put_u64(h + 16, first_index);
+	baton_le_put_u64(h + 24, baton__checksum(h, 24));
 	uint8_t *t = buf + WAL_BATCH_HEADER_LEN + body_len;
 	memset(t, 0, WAL_TRAILER_LEN);
-	put_u32(t, WAL_TRAILER_MAGIC);
-	put_u64(t + 8, baton__checksum(buf, WAL_BATCH_HEADER_LEN + body_len));
+	baton_le_put_u32(t, WAL_TRAILER_MAGIC);
+	baton_le_put_u64(t + 8, baton__checksum(buf, WAL_BATCH_HEADER_LEN + body_len));
 	char path[STORAGE_PATH_MAX];
 	seg_path(w, s->seq, path);
 	int rv = w->vfs->ops->pwrite(w->vfs, s->fd, buf, total, s->end);

@@ -8,16 +8,25 @@
  * or the leader's reply to it. A body this release does not know (from a
  * newer peer) decodes as BATON_PEER_UNKNOWN: the caller counts and skips it.
  *
+ * Versions. The handshake and its reply are frozen (fields only appended):
+ * they are encoded and decoded without a version, since they are how two
+ * nodes find the peer protocol version they will speak. Every other frame
+ * is encoded and decoded in the version negotiated on its connection: each
+ * of those encoders and decoders takes it, and returns BATON_EVERSION for a
+ * version this codec does not implement (see baton_peer_proto_supported()).
+ * Protocol 1 is the only version today, so no frame differs by version yet;
+ * the parameter is where a later version's frames branch off.
+ *
  * Encoders append one whole frame (length prefix included) to a growable
- * struct baton_buf (buf.h); on error the buffer is left as it was. The
- * decoder takes the envelope bytes of one frame (what follows the prefix)
- * and fills a struct baton_peer_frame whose pointers point into memory owned
+ * struct baton_buf (baton/buf.h); on error the buffer is left as it was.
+ * Decoders take the envelope bytes of one frame (what follows the prefix)
+ * and fill a struct baton_peer_frame whose pointers point into memory owned
  * by that frame until baton_peer_frame_free().
  *
  * Errors: BATON_EINVAL (an encoder was given something the protocol cannot
  * carry), BATON_ETOOBIG (a named limit below is exceeded), BATON_ECORRUPT
- * (malformed input), BATON_EVERSION (no common protocol version),
- * BATON_ENOMEM.
+ * (malformed input), BATON_EVERSION (a protocol version this codec does not
+ * implement, or no common version), BATON_ENOMEM.
  */
 #ifndef BATON_WIRE_PEER_H
 #define BATON_WIRE_PEER_H
@@ -28,7 +37,7 @@
 
 #include "baton/raft.h"
 
-struct baton_buf; /* buf.h */
+struct baton_buf; /* baton/buf.h */
 
 /* ---- limits ---------------------------------------------------------------
  * Every one is enforced on encode and on decode. */
@@ -57,22 +66,50 @@ struct baton_buf; /* buf.h */
  * tiny elements can make a node allocate. A frame within the limits above
  * needs well under half of it. */
 #define BATON_PEER_DECODE_SLACK (32u << 20)
+/* Room for any refusal text below (a reason must also fit
+ * BATON_PEER_REASON_MAX to travel; the texts here always do). */
+#define BATON_PEER_REFUSAL_MAX 512u
 
-/* ---- version negotiation ------------------------------------------------ */
+/* ---- protocol versions --------------------------------------------------- */
+
+/* Whether this codec implements peer protocol version v: every version a
+ * release of the table (baton_releases(), include/baton/version.h) speaks,
+ * so the table stays the only place a version is written down. A release
+ * that adds a version adds its row there and its frames here. */
+bool baton_peer_proto_supported(struct baton_proto_version v);
 
 /* The highest peer protocol version both profiles speak, in *out. Returns
  * 0, or BATON_EVERSION when the ranges [proto_min, proto_max] do not
- * overlap (or one is empty); *out is then zero. Pure. */
+ * overlap (or one is empty); *out is then zero. Pure and symmetric. */
 int baton_peer_choose_proto(struct baton_profile mine,
 			    struct baton_profile theirs,
 			    struct baton_proto_version *out);
 
-/* Write into buf (cap bytes, NUL-terminated, truncated if need be) the
- * reason to give and log when baton_peer_choose_proto() fails, naming both
- * ranges. Returns buf. */
-const char *baton_peer_proto_mismatch(struct baton_profile mine,
-				      struct baton_profile theirs, char *buf,
-				      size_t cap);
+/* The check of the node that dialled, on the version the other end chose:
+ * 0 if `chosen` is within mine's range and this codec implements it, else
+ * BATON_EVERSION (refuse the connection). Pure. */
+int baton_peer_check_choice(struct baton_profile mine,
+			    struct baton_proto_version chosen);
+
+/* The refusal texts, written into buf (cap bytes, NUL-terminated, truncated
+ * if need be) and returned. Each names both nodes with their releases and
+ * protocol ranges, so that the two logs that carry it (the refusing node's
+ * and, through the refusal frame, the other's) tell the whole story:
+ *   mismatch:    "no common peer protocol version: node 1 (release 0.1.0)
+ *                speaks 1..1, node 9 (release 9.0.0) speaks 1000..1001"
+ *   bad choice:  "node 2 chose peer protocol version 7, outside the range of
+ *                node 1: node 1 (release 0.1.0) speaks 1..1, node 2 (release
+ *                9.0.0) speaks 7..7"
+ * `mine` is the node writing the text. */
+const char *
+baton_peer_proto_mismatch(const struct baton_member_versions *mine,
+			  const struct baton_member_versions *theirs, char *buf,
+			  size_t cap);
+const char *
+baton_peer_proto_bad_choice(const struct baton_member_versions *mine,
+			    const struct baton_member_versions *theirs,
+			    struct baton_proto_version chosen, char *buf,
+			    size_t cap);
 
 /* ---- message bodies ------------------------------------------------------ */
 
@@ -85,18 +122,21 @@ struct baton_peer_handshake {
 	const char *peer_addr; /* where it listens: at most ..._ADDR_MAX */
 };
 
-/* The answer of the node that accepted the connection. */
+/* The answer of the node that accepted the connection; also what a
+ * dialling node sends back when it refuses the version chosen for it. */
 struct baton_peer_handshake_reply {
 	bool accepted;
 	struct baton_proto_version proto; /* chosen; zero when refused */
 	const char *reason;		  /* why refused ("" when accepted) */
-	struct baton_peer_handshake self; /* the replier's own identity */
+	struct baton_peer_handshake self; /* the sender's own identity */
 };
 
 /* A client write a follower sends to the leader. */
 struct baton_peer_forward {
 	uint64_t request_id; /* chosen by the follower, echoed in the reply */
 	int argc;	     /* 1 ..BATON_PEER_FORWARD_ARGS_MAX */
+	/* argv[i] has lens[i] bytes (argv[i] may be NULL when lens[i] is 0
+	 * on encode; never NULL once decoded). */
 	const uint8_t *const *argv;
 	const size_t *lens;
 };
@@ -110,40 +150,6 @@ struct baton_peer_forward_reply {
 	const char *error; /* at most BATON_PEER_ERROR_MAX bytes, or NULL */
 };
 
-/* ---- encoding ---------------------------------------------------------------
- * Each appends one whole frame to `out` and returns 0, or an error with
- * `out` unchanged. The input is only read; nothing of it is kept. */
-
-/* One Raft message of any type. `from` is carried too, but a receiver
- * should trust the connection's identity over it. BATON_EINVAL for an
- * unknown type or a message that breaks the rules the decoder checks (see
- * baton_peer_decode()), BATON_ETOOBIG above a limit. */
-int baton_peer_encode_raft(const struct baton_msg *m, struct baton_buf *out);
-
-/* BATON_ETOOBIG for a string above its limit. */
-int baton_peer_encode_handshake(const struct baton_peer_handshake *h,
-				struct baton_buf *out);
-int baton_peer_encode_handshake_reply(
-	const struct baton_peer_handshake_reply *r, struct baton_buf *out);
-
-/* argv[i] has lens[i] bytes (argv[i] may be NULL when lens[i] is 0).
- * BATON_EINVAL for argc < 1, BATON_ETOOBIG above a limit. */
-int baton_peer_encode_forward(uint64_t request_id, int argc,
-			      const uint8_t *const *argv, const size_t *lens,
-			      struct baton_buf *out);
-int baton_peer_encode_forward_reply(const struct baton_peer_forward_reply *r,
-				    struct baton_buf *out);
-
-/* ---- decoding ------------------------------------------------------------ */
-
-/* Find a frame in the bytes received so far on a connection (data, len).
- * Returns 1 when a whole frame is there: its envelope is the *body_len
- * bytes at data + BATON_PEER_PREFIX_LEN, and the next frame starts at
- * data + BATON_PEER_PREFIX_LEN + *body_len. Returns 0 when more bytes are
- * needed, and BATON_ETOOBIG when the prefix announces more than
- * BATON_PEER_FRAME_MAX: the stream cannot be trusted, close it. */
-int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
-
 enum baton_peer_kind {
 	BATON_PEER_UNKNOWN = 0, /* from a newer peer: count it and skip it */
 	BATON_PEER_HANDSHAKE = 1,
@@ -153,8 +159,9 @@ enum baton_peer_kind {
 	BATON_PEER_FORWARD_REPLY = 5,
 };
 
-/* A decoded frame. All pointers in it (strings, entries and their data,
- * the snapshot chunk, argv) point into memory the frame owns. */
+/* A decoded frame, or one to encode. All pointers in a decoded one
+ * (strings, entries and their data, the snapshot chunk, argv) point into
+ * memory the frame owns. */
 struct baton_peer_frame {
 	uint32_t kind; /* enum baton_peer_kind: says which member is set */
 	union {
@@ -178,10 +185,58 @@ struct baton_peer_frame {
 	void *owned_arrays;
 };
 
-/* Decode one envelope (body, len): the bytes after a frame's prefix. Fills
+/* ---- encoding ---------------------------------------------------------------
+ * Each appends one whole frame to `out` and returns 0, or an error with
+ * `out` unchanged. The input is only read; nothing of it is kept. */
+
+/* The frozen handshake frames: no version. BATON_ETOOBIG for a string
+ * above its limit; BATON_EINVAL for an accepted reply without a version. */
+int baton_peer_encode_handshake(const struct baton_peer_handshake *h,
+				struct baton_buf *out);
+int baton_peer_encode_handshake_reply(
+	const struct baton_peer_handshake_reply *r, struct baton_buf *out);
+
+/* One Raft message of any type, in protocol version v. `from` is carried
+ * too, but a receiver should trust the connection's identity over it.
+ * BATON_EVERSION for a version this codec does not implement, BATON_EINVAL
+ * for an unknown type or a message that breaks the rules the decoder
+ * checks (see baton_peer_decode()), BATON_ETOOBIG above a limit. */
+int baton_peer_encode_raft(struct baton_proto_version v,
+			   const struct baton_msg *m, struct baton_buf *out);
+
+/* A forwarded write and its reply, in protocol version v. BATON_EVERSION
+ * as above; BATON_EINVAL for argc < 1 or a missing argument, BATON_ETOOBIG
+ * above a limit. */
+int baton_peer_encode_forward(struct baton_proto_version v,
+			      const struct baton_peer_forward *f,
+			      struct baton_buf *out);
+int baton_peer_encode_forward_reply(struct baton_proto_version v,
+				    const struct baton_peer_forward_reply *r,
+				    struct baton_buf *out);
+
+/* Any frame that travels after the handshake (kind RAFT, FORWARD or
+ * FORWARD_REPLY), in version v: one of the three above. BATON_EINVAL for
+ * any other kind. */
+int baton_peer_encode_frame(struct baton_proto_version v,
+			    const struct baton_peer_frame *f,
+			    struct baton_buf *out);
+
+/* ---- decoding ------------------------------------------------------------ */
+
+/* Find a frame in the bytes received so far on a connection (data, len).
+ * Returns 1 when a whole frame is there: its envelope is the *body_len
+ * bytes at data + BATON_PEER_PREFIX_LEN, and the next frame starts at
+ * data + BATON_PEER_PREFIX_LEN + *body_len. Returns 0 when more bytes are
+ * needed, and BATON_ETOOBIG when the prefix announces more than
+ * BATON_PEER_FRAME_MAX: the stream cannot be trusted, close it. */
+int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
+
+/* Decode one envelope (body, len), the bytes after a frame's prefix, that
+ * travelled on a connection which negotiated protocol version v. Fills
  * *out and returns 0; the frame must then be released with
  * baton_peer_frame_free(), whatever its kind. On error nothing is held (no
  * free needed, though it is harmless) and out->why says what was wrong:
+ *   BATON_EVERSION  v is a version this codec does not implement;
  *   BATON_ETOOBIG   len > BATON_PEER_FRAME_MAX, an element above a limit,
  *                   or more memory needed than BATON_PEER_DECODE_SLACK;
  *   BATON_ECORRUPT  not a valid envelope, or a field breaks a rule the core
@@ -189,14 +244,25 @@ struct baton_peer_frame {
  *                   entries not consecutive after prev_index, more than
  *                   BATON_MAX_MEMBERS members, a member id of 0 or
  *                   repeated, an unknown role, a chunk outside total_len,
- *                   a release part above 65535, a positive read status, a
- *                   forward without arguments or a reply without a result,
- *                   an accepted handshake reply without a version;
+ *                   a snapshot's version state that is not valid
+ *                   (baton_version_state_valid()), a release part above
+ *                   65535, a positive read status, a forward without
+ *                   arguments or a reply without a result, an accepted
+ *                   handshake reply without a version;
  *   BATON_ENOMEM.
  * Unknown fields are skipped; an unknown body or Raft type gives kind
- * BATON_PEER_UNKNOWN and 0. */
-int baton_peer_decode(const uint8_t *body, size_t len,
-		      struct baton_peer_frame *out);
+ * BATON_PEER_UNKNOWN and 0. A snapshot whose metadata has no version state
+ * (from a release before it) reads as baton_version_state_initial() with
+ * versions_index 0. The frozen handshake frames decode the same at every
+ * version. */
+int baton_peer_decode(struct baton_proto_version v, const uint8_t *body,
+		      size_t len, struct baton_peer_frame *out);
+
+/* Decode the first frame of a connection, before any version exists: a
+ * Handshake or a HandshakeReply (frozen, so any release reads them). As
+ * baton_peer_decode(), except that any other body is BATON_ECORRUPT. */
+int baton_peer_decode_handshake(const uint8_t *body, size_t len,
+				struct baton_peer_frame *out);
 
 /* Release what a decoded frame holds and zero it. NULL or a zeroed frame is
  * a no-op. */

@@ -1,12 +1,45 @@
 """Just enough of the peer protocol (proto/peer.proto) to talk to a node's
 peer port from a test: frames are a 4-byte little-endian length and one
 protobuf Envelope. Hand-rolled protobuf (varints and length-delimited
-fields only), since python3-protobuf is not among the project's packages."""
+fields only), since python3-protobuf is not among the project's packages.
+
+Every field number used here comes from FIELDS, which
+test_bad_input.py::test_peerwire_matches_the_proto checks against
+proto/peer.proto, so this encoder cannot drift from the schema."""
 
 import socket
 import struct
 
 VARINT, LEN = 0, 2
+
+# message -> field name -> (number, wire type), as in proto/peer.proto.
+FIELDS = {
+    "Release": {"major": (1, VARINT), "minor": (2, VARINT),
+                "patch": (3, VARINT)},
+    "Profile": {"release": (1, LEN), "proto_min": (2, VARINT),
+                "proto_max": (3, VARINT), "machine_max": (4, VARINT)},
+    "Handshake": {"cluster_id": (1, LEN), "node_id": (2, VARINT),
+                  "profile": (3, LEN), "peer_addr": (4, LEN)},
+    "HandshakeReply": {"accepted": (1, VARINT), "proto": (2, VARINT),
+                       "reason": (3, LEN), "self": (4, LEN)},
+    "Member": {"id": (1, VARINT), "role": (2, VARINT)},
+    "MemberVersions": {"id": (1, VARINT), "profile": (2, LEN)},
+    "VersionState": {"machine": (1, VARINT), "floor": (2, LEN),
+                     "members": (3, LEN)},
+    "SnapshotMeta": {"index": (1, VARINT), "term": (2, VARINT),
+                     "members": (3, LEN), "config_index": (4, VARINT),
+                     "versions": (5, LEN), "versions_index": (6, VARINT)},
+    "Snapshot": {"meta": (1, LEN), "total_len": (2, VARINT),
+                 "offset": (3, VARINT), "chunk": (4, LEN),
+                 "last_chunk": (5, VARINT)},
+    "Raft": {"type": (1, VARINT), "term": (2, VARINT), "from": (3, VARINT),
+             "to": (4, VARINT), "snapshot": (9, LEN)},
+    "Envelope": {"handshake": (1, LEN), "handshake_reply": (2, LEN),
+                 "raft": (3, LEN)},
+}
+
+RAFT_SNAPSHOT = 5  # enum baton_msg_type
+VOTER = 1
 
 
 def varint(n):
@@ -32,18 +65,83 @@ def field_bytes(number, value):
     return varint(number << 3 | LEN) + varint(len(value)) + value
 
 
+def message(name, **values):
+    """Encode message `name` from field values (ints, bools, str or bytes
+    for scalars; bytes of an encoded submessage; a list for a repeated
+    field). Fields are written in the order given; None is left out."""
+    out = b""
+    for key, value in values.items():
+        number, wire = FIELDS[name][key.rstrip("_")]
+        for v in value if isinstance(value, list) else [value]:
+            if v is None:
+                continue
+            if wire == VARINT:
+                out += field_varint(number, int(v))
+            else:
+                out += field_bytes(number, v)
+    return out
+
+
+def frame(env):
+    return struct.pack("<I", len(env)) + env
+
+
+def profile(release=(0, 1, 0), proto_min=1, proto_max=1, machine_max=1):
+    rel = message("Release", major=release[0], minor=release[1],
+                  patch=release[2])
+    return message("Profile", release=rel, proto_min=proto_min,
+                   proto_max=proto_max, machine_max=machine_max)
+
+
+def handshake(cluster_id, node_id, proto_min, proto_max, release=(0, 1, 0),
+              machine_max=1, peer_addr="127.0.0.1:1"):
+    return message("Handshake", cluster_id=cluster_id, node_id=node_id,
+                   profile=profile(release, proto_min, proto_max,
+                                   machine_max),
+                   peer_addr=peer_addr)
+
+
 def handshake_frame(cluster_id, node_id, proto_min, proto_max,
                     release=(0, 1, 0), machine_max=1,
                     peer_addr="127.0.0.1:1"):
     """A framed Envelope{handshake: Handshake{...}}."""
-    rel = (field_varint(1, release[0]) + field_varint(2, release[1]) +
-           field_varint(3, release[2]))
-    profile = (field_bytes(1, rel) + field_varint(2, proto_min) +
-               field_varint(3, proto_max) + field_varint(4, machine_max))
-    hs = (field_bytes(1, cluster_id) + field_varint(2, node_id) +
-          field_bytes(3, profile) + field_bytes(4, peer_addr))
-    env = field_bytes(1, hs)
-    return struct.pack("<I", len(env)) + env
+    return frame(message("Envelope", handshake=handshake(
+        cluster_id, node_id, proto_min, proto_max, release, machine_max,
+        peer_addr)))
+
+
+def handshake_reply_frame(accepted, proto, reason, self_handshake):
+    """A framed Envelope{handshake_reply: HandshakeReply{...}};
+    `self_handshake` is an encoded Handshake (see handshake())."""
+    return frame(message("Envelope", handshake_reply=message(
+        "HandshakeReply", accepted=accepted, proto=proto, reason=reason,
+        self=self_handshake)))
+
+
+def version_state(machine, floor=None, rows=()):
+    """VersionState; rows are (id, encoded Profile)."""
+    fl = None if floor is None else message(
+        "Release", major=floor[0], minor=floor[1], patch=floor[2])
+    return message("VersionState", machine=machine, floor=fl,
+                   members=[message("MemberVersions", id=i, profile=p)
+                            for i, p in rows])
+
+
+def snapshot_frame(term, from_id, to_id, index, members, versions=None,
+                   versions_index=None, chunk=b"", last_chunk=True):
+    """A framed Raft Snapshot message: one chunk of a snapshot of
+    total_len len(chunk) at `index`, configuration `members` (voter ids),
+    with the given encoded VersionState (None: leave the field out)."""
+    meta = message("SnapshotMeta", index=index, term=term,
+                   members=[message("Member", id=m, role=VOTER)
+                            for m in members],
+                   config_index=1, versions=versions,
+                   versions_index=versions_index)
+    snap = message("Snapshot", meta=meta, total_len=len(chunk),
+                   chunk=chunk, last_chunk=last_chunk)
+    raft = message("Raft", type=RAFT_SNAPSHOT, term=term, from_=from_id,
+                   to=to_id, snapshot=snap)
+    return frame(message("Envelope", raft=raft))
 
 
 def read_varint(buf, pos):
@@ -81,6 +179,13 @@ def decode_fields(buf):
     return out
 
 
+def fields(name, buf):
+    """A message's fields by name (see FIELDS), absent ones left out."""
+    raw = decode_fields(buf)
+    return {key: raw[number] for key, (number, _) in FIELDS[name].items()
+            if number in raw}
+
+
 def recv_exact(sock, n):
     data = b""
     while len(data) < n:
@@ -91,22 +196,54 @@ def recv_exact(sock, n):
     return data
 
 
-def read_handshake_reply(sock):
-    """The HandshakeReply a node answers with, as a dict (accepted, proto,
-    reason), or None if it closed the connection without one."""
+def read_envelope(sock):
+    """The next frame's Envelope fields by name, or None if the
+    connection closed first."""
     head = recv_exact(sock, 4)
     if head is None:
         return None
     (n,) = struct.unpack("<I", head)
-    assert n < 1 << 20, f"reply frame of {n} bytes"
+    assert n < 1 << 20, f"frame of {n} bytes"
     body = recv_exact(sock, n)
     if body is None:
         return None
-    env = decode_fields(body)
-    assert 2 in env, f"not a handshake reply: {env}"
-    r = decode_fields(env[2])
-    return {"accepted": bool(r.get(1, 0)), "proto": r.get(2, 0),
-            "reason": r.get(3, b"").decode(errors="replace")}
+    return fields("Envelope", body)
+
+
+def parse_handshake(buf):
+    h = fields("Handshake", buf)
+    p = fields("Profile", h.get("profile", b""))
+    r = fields("Release", p.get("release", b""))
+    return {"cluster_id": h.get("cluster_id", b"").decode(),
+            "node_id": h.get("node_id", 0),
+            "release": (r.get("major", 0), r.get("minor", 0),
+                        r.get("patch", 0)),
+            "proto_min": p.get("proto_min", 0),
+            "proto_max": p.get("proto_max", 0),
+            "machine_max": p.get("machine_max", 0)}
+
+
+def read_handshake(sock):
+    """The Handshake a dialling node opens with, as a dict, or None."""
+    env = read_envelope(sock)
+    if env is None:
+        return None
+    assert "handshake" in env, f"not a handshake: {env}"
+    return parse_handshake(env["handshake"])
+
+
+def read_handshake_reply(sock):
+    """The HandshakeReply a node answers with, as a dict (accepted, proto,
+    reason, self), or None if it closed the connection without one."""
+    env = read_envelope(sock)
+    if env is None:
+        return None
+    assert "handshake_reply" in env, f"not a handshake reply: {env}"
+    r = fields("HandshakeReply", env["handshake_reply"])
+    return {"accepted": bool(r.get("accepted", 0)),
+            "proto": r.get("proto", 0),
+            "reason": r.get("reason", b"").decode(errors="replace"),
+            "self": parse_handshake(r.get("self", b""))}
 
 
 def connect(port, timeout=5.0):

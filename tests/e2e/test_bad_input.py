@@ -1,11 +1,13 @@
 """Bad input on the client and peer ports: an error or a closed connection,
 never a crash, and the node keeps serving everyone else."""
 
+import re
 import socket
 import time
 
 import peerwire
-from conftest import HOST, Deadline, POLL_S, retry
+from conftest import (HOST, READY_TIMEOUT_S, REPO, Deadline, Node, POLL_S,
+                      free_ports, retry)
 
 REPLY_TIMEOUT_S = 5.0
 
@@ -187,9 +189,14 @@ def test_peer_with_no_common_protocol_is_refused(shared_cluster):
         reply = peerwire.read_handshake_reply(s)
     assert reply is not None, "closed without a HandshakeReply"
     assert not reply["accepted"], reply
-    assert "no common peer protocol" in reply["reason"], reply
-    assert "1000..1001" in reply["reason"], reply
-    wait_log(node, "no common peer protocol", since)
+    # Both ranges and both releases, in the reply and in the node's log.
+    reason = reply["reason"]
+    assert "no common peer protocol" in reason, reply
+    assert "node 999 (release 9.0.0) speaks 1000..1001" in reason, reply
+    assert re.search(rf"node {node.id} \(release \d+\.\d+\.\d+\) "
+                     r"speaks \d+\.\.\d+", reason), reply
+    wait_log(node, f"refused a peer connection from node 999: {reason}",
+             since)
     assert_serving(shared_cluster)
 
 
@@ -203,4 +210,118 @@ def test_peer_of_another_cluster_is_refused(shared_cluster):
     assert not reply["accepted"], reply
     assert "not-baton" in reply["reason"], reply
     wait_log(node, "refused a peer connection", since)
+    assert_serving(shared_cluster)
+
+
+def test_peerwire_matches_the_proto():
+    """Every field peerwire encodes has that number and wire type in
+    proto/peer.proto."""
+    text = (REPO / "proto" / "peer.proto").read_text()
+    text = re.sub(r"//[^\n]*", "", text)
+    schema = {}
+    for name, body in re.findall(r"message\s+(\w+)\s*\{(.*?)\n\}", text,
+                                 re.S):
+        schema[name] = {
+            field: (int(number), rep, typ)
+            for rep, typ, field, number in re.findall(
+                r"(repeated\s+)?(\w+)\s+(\w+)\s*=\s*(\d+)\s*;", body)}
+    scalar = {"uint32", "uint64", "sint32", "bool"}
+    for message, fields in peerwire.FIELDS.items():
+        assert message in schema, f"{message} is not in peer.proto"
+        for field, (number, wire) in fields.items():
+            assert field in schema[message], f"{message}.{field}"
+            want, _, typ = schema[message][field]
+            assert number == want, f"{message}.{field}: {number} != {want}"
+            assert (wire == peerwire.VARINT) == (typ in scalar), (
+                f"{message}.{field} is a {typ}")
+
+
+def test_bad_frame_after_the_handshake_is_skipped_and_logged(shared_cluster):
+    node = shared_cluster.nodes[2]
+    since = len(node.log_text())
+    with peerwire.connect(node.peer_port) as s:
+        s.sendall(peerwire.handshake_frame("baton", 998, 1, 1))
+        reply = peerwire.read_handshake_reply(s)
+        assert reply is not None and reply["accepted"], reply
+        assert reply["proto"] == 1, reply
+        assert reply["self"]["node_id"] == node.id, reply
+        assert reply["self"]["proto_min"] <= 1 <= reply["self"]["proto_max"]
+        # A snapshot whose version state is not valid (machine version
+        # 0): dropped with a reason, the connection and node carry on.
+        s.sendall(peerwire.snapshot_frame(
+            1, 998, node.id, 10, [1, 2, 3],
+            versions=peerwire.version_state(0)))
+        wait_log(node, "dropped a frame from node 998 that does not decode "
+                 "in protocol 1: snapshot version state not valid", since)
+        s.settimeout(0.5)
+        try:
+            assert s.recv(4096) != b"", "the node closed the connection"
+        except socket.timeout:
+            pass  # still open, nothing to say: as it should be
+    assert_serving(shared_cluster)
+
+
+def test_dialler_refuses_a_version_outside_its_range(cluster):
+    """A node that dials a peer answering with a protocol version outside
+    the node's range refuses the connection: it says why to the peer and
+    in its log, naming both ranges and both releases."""
+    cport, pport = free_ports(2)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as fake:
+        fake.bind((HOST, 0))
+        fake.listen(4)
+        fake.settimeout(READY_TIMEOUT_S)
+        fake_addr = f"{HOST}:{fake.getsockname()[1]}"
+        node = Node(cluster, 1, cport, pport)
+        cluster.nodes[1] = node
+        node.start(["--bootstrap", f"1={node.peer_addr}/{node.client_addr},"
+                    f"2={fake_addr}/{HOST}:1"], wait=False)
+        conn, _ = fake.accept()
+        with conn:
+            conn.settimeout(READY_TIMEOUT_S)
+            hello = peerwire.read_handshake(conn)
+            assert hello is not None and hello["node_id"] == 1, hello
+            assert hello["proto_max"] < 7, hello
+            ours = peerwire.handshake("baton", 2, 7, 7, release=(9, 0, 0),
+                                      peer_addr=fake_addr)
+            conn.sendall(peerwire.handshake_reply_frame(True, 7, "", ours))
+            reply = peerwire.read_handshake_reply(conn)
+    assert reply is not None, "closed without saying why"
+    assert not reply["accepted"], reply
+    reason = reply["reason"]
+    rel = ".".join(str(p) for p in hello["release"])
+    assert reason == (
+        f"node 2 chose peer protocol version 7, outside the range of node "
+        f"1: node 1 (release {rel}) speaks {hello['proto_min']}.."
+        f"{hello['proto_max']}, node 2 (release 9.0.0) speaks 7..7"), reason
+    wait_log(node, f"refused the connection to node 2: {reason}", 0)
+
+
+def test_acceptor_logs_the_dialler_refusal(shared_cluster):
+    """The other side of the check above: when the dialler refuses the
+    version chosen for it, the node that accepted logs its reason and
+    closes the connection."""
+    node = shared_cluster.nodes[3]
+    since = len(node.log_text())
+    reason = ("node 3 chose peer protocol version 1, outside the range of "
+              "node 997: node 997 (release 9.0.0) speaks 2..2, node 3 "
+              "(release 0.1.0) speaks 1..1")
+    with peerwire.connect(node.peer_port) as s:
+        s.sendall(peerwire.handshake_frame("baton", 997, 1, 1))
+        reply = peerwire.read_handshake_reply(s)
+        assert reply is not None and reply["accepted"], reply
+        ours = peerwire.handshake("baton", 997, 2, 2, release=(9, 0, 0))
+        s.sendall(peerwire.handshake_reply_frame(False, 0, reason, ours))
+        wait_log(node, f"node 997 refused the connection: {reason}", since)
+        # The node closes; it may first send frames of its own (Raft).
+        d = Deadline(5, "the node to close the connection")
+        while not d.expired():
+            try:
+                if s.recv(65536) == b"":
+                    break
+            except ConnectionResetError:
+                break
+            except socket.timeout:
+                pass
+        else:
+            d.fail()
     assert_serving(shared_cluster)

@@ -494,7 +494,7 @@ static void expect_refused(const uint8_t *buf, size_t len, int want)
 /* Put a correct checksum on a hand-made snapshot. */
 static void seal(struct baton_buf *b)
 {
-	uint64_t sum = kv__checksum(b->data, b->len);
+	uint64_t sum = baton__checksum(b->data, b->len);
 	uint8_t t[8];
 	for (int i = 0; i < 8; i++)
 		t[i] = (uint8_t)(sum >> (8 * i));

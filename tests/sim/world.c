@@ -1151,7 +1151,7 @@ static void take_snapshot(struct sim_world *w, struct sim_node *n)
 	uint8_t buf[SM_SNAP_HEAD + 512];
 	size_t len = sm_snapshot(&n->sm, buf, (size_t)(n->sm.applied % 512));
 	/* Durable first, then the core may compact. */
-	struct baton_snapshot_header h = {.meta = meta, .machine_version = {1}};
+	struct baton_snapshot_header h = {.meta = meta};
 	if (!save_snapshot(w, n, &h, buf, len))
 		return;
 	struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};

@@ -158,7 +158,7 @@ int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
 	h.meta.config.members[0].id = 1;
 	h.meta.config.members[0].role = BATON_VOTER;
 	h.meta.config_index = 1;
-	h.machine_version.value = 1;
+	baton_version_state_initial(&h.meta.versions);
 	struct baton_snapshot_sink *k;
 	int rv = s->ops->snapshot_begin(s, &h, &k);
 	if (rv != 0)

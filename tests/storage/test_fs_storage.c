@@ -221,16 +221,18 @@ Test(fs_storage, snapshot_header_round_trip_and_chunked_read)
 	h.meta.config.n = 2;
 	h.meta.config.members[0] = (struct baton_member){1, BATON_VOTER};
 	h.meta.config.members[1] = (struct baton_member){9, BATON_LEARNER};
-	h.machine_version.value = 3;
-	h.release_floor = (struct baton_release){1, 2, 3};
-	h.n_versions = 2;
-	h.versions[0].id = 1;
-	h.versions[0].profile.release = (struct baton_release){1, 4, 0};
-	h.versions[0].profile.proto_min.value = 1;
-	h.versions[0].profile.proto_max.value = 4;
-	h.versions[0].profile.machine_max.value = 3;
-	h.versions[1].id = 9;
-	h.versions[1].profile.release = (struct baton_release){1, 5, 2};
+	struct baton_version_state *v = &h.meta.versions;
+	v->machine.value = 3;
+	v->floor = (struct baton_release){1, 2, 3};
+	v->n = 2;
+	v->members[0].id = 1;
+	v->members[0].profile.release = (struct baton_release){1, 4, 0};
+	v->members[0].profile.proto_min.value = 1;
+	v->members[0].profile.proto_max.value = 4;
+	v->members[0].profile.machine_max.value = 3;
+	v->members[1].id = 9;
+	v->members[1].profile.release = (struct baton_release){1, 5, 2};
+	h.meta.versions_index = 33;
 	uint8_t data[10000];
 	payload_fill(data, sizeof data, 42, 5);
 	struct baton_snapshot_sink *k;
@@ -269,11 +271,15 @@ Test(fs_storage, snapshot_header_round_trip_and_chunked_read)
 	cr_assert_eq(d.snapshot.meta.config.n, 2);
 	cr_assert_eq(d.snapshot.meta.config.members[1].id, 9);
 	cr_assert_eq(d.snapshot.meta.config.members[1].role, BATON_LEARNER);
-	cr_assert_eq(d.snapshot.machine_version.value, 3);
-	cr_assert_eq(d.snapshot.release_floor.patch, 3);
-	cr_assert_eq(d.snapshot.n_versions, 2);
-	cr_assert_eq(d.snapshot.versions[0].profile.proto_max.value, 4);
-	cr_assert_eq(d.snapshot.versions[1].profile.release.minor, 5);
+	cr_assert_eq(d.snapshot.meta.versions.machine.value, 3);
+	cr_assert_eq(d.snapshot.meta.versions.floor.patch, 3);
+	cr_assert_eq(d.snapshot.meta.versions.n, 2);
+	cr_assert_eq(
+		d.snapshot.meta.versions.members[0].profile.proto_max.value, 4);
+	cr_assert_eq(d.snapshot.meta.versions.members[1].profile.release.minor,
+		     5);
+	cr_assert_eq(d.snapshot.meta.versions_index, 33);
+	cr_assert_eq(d.snapshot.meta.versions.members[1].id, 9);
 	cr_assert_eq(d.snapshot_len, sizeof data);
 	cr_assert_arr_eq(d.snapshot_data, data, sizeof data);
 	baton_durable_state_free(&d);
@@ -288,6 +294,7 @@ Test(fs_storage, installed_snapshot_replaces_a_log_that_does_not_join)
 	struct baton_snapshot_meta meta = {.index = 5000, .term = 4};
 	meta.config.n = 1;
 	meta.config.members[0] = (struct baton_member){1, BATON_VOTER};
+	baton_version_state_initial(&meta.versions);
 	uint8_t data[300];
 	payload_fill(data, sizeof data, 5000, 4);
 	struct baton_update u = {0};
@@ -325,8 +332,8 @@ Test(fs_storage, torn_tail_is_cut_off)
 	uint64_t len;
 	uint8_t *seg = slurp(path_of("wal-0000000000000001.log"), &len);
 	uint64_t end = WAL_SEGMENT_HEADER_LEN;
-	while (get_u32(seg + end) == WAL_BATCH_MAGIC)
-		end += WAL_BATCH_HEADER_LEN + get_u64(seg + end + 8) +
+	while (baton_le_get_u32(seg + end) == WAL_BATCH_MAGIC)
+		end += WAL_BATCH_HEADER_LEN + baton_le_get_u64(seg + end + 8) +
 		       WAL_TRAILER_LEN;
 	uint8_t torn[WAL_BATCH_HEADER_LEN + 100];
 	memcpy(torn, seg + WAL_SEGMENT_HEADER_LEN, sizeof torn);
@@ -393,16 +400,16 @@ Test(fs_storage, newer_formats_are_refused_by_name)
 	cr_assert_eq(store_hard_state(s, 2, 1), 0);
 	s->ops->close(s);
 	uint8_t v[4];
-	put_u32(v, 9);
+	baton_le_put_u32(v, 9);
 	poke(path_of("meta"), 8, v, 4);
 	char err[512];
 	cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
 		     BATON_EVERSION);
 	cr_assert(strstr(err, "version 9") && strstr(err, "(1)"), "%s", err);
 
-	put_u32(v, 1);
+	baton_le_put_u32(v, 1);
 	poke(path_of("meta"), 8, v, 4);
-	put_u32(v, 2);
+	baton_le_put_u32(v, 2);
 	poke(path_of("wal-0000000000000001.log"), 8, v, 4);
 	cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
 		     BATON_EVERSION);
@@ -427,5 +434,29 @@ Test(fs_storage, limits_and_exclusive_directory)
 	cr_assert_eq(baton_fs_storage_open(&o, &t, err, sizeof err),
 		     BATON_ESTATE);
 	cr_assert(strstr(err, "in use") != NULL, "%s", err);
+	s->ops->close(s);
+}
+
+Test(fs_storage, snapshot_metadata_the_core_cannot_make_is_refused)
+{
+	struct baton_storage *s = store_open(dir, 0, NULL);
+	struct baton_snapshot_header h;
+	memset(&h, 0, sizeof h);
+	h.meta.index = 10;
+	h.meta.term = 2;
+	h.meta.config.n = 1;
+	h.meta.config.members[0] = (struct baton_member){1, BATON_VOTER};
+	h.meta.config_index = 1;
+	struct baton_snapshot_sink *k;
+	/* Machine version 0: no valid version state. */
+	cr_assert_eq(s->ops->snapshot_begin(s, &h, &k), BATON_EINVAL);
+	baton_version_state_initial(&h.meta.versions);
+	h.meta.versions_index = 11; /* above the snapshot's index */
+	cr_assert_eq(s->ops->snapshot_begin(s, &h, &k), BATON_EINVAL);
+	cr_assert(strstr(s->ops->errmsg(s), "versions at 11") != NULL, "%s",
+		  s->ops->errmsg(s));
+	h.meta.versions_index = 10;
+	cr_assert_eq(s->ops->snapshot_begin(s, &h, &k), 0);
+	cr_assert_eq(s->ops->snapshot_commit(k), 0);
 	s->ops->close(s);
 }

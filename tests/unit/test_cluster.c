@@ -61,6 +61,7 @@ Test(snapshot, out_of_order_chunk_gets_the_expected_offset)
 	m.to = 1;
 	m.u.snapshot.meta.index = 100;
 	m.u.snapshot.meta.term = 4;
+	baton_version_state_initial(&m.u.snapshot.meta.versions);
 	m.u.snapshot.total_len = 10;
 	m.u.snapshot.offset = 4; /* nothing received yet */
 	m.u.snapshot.chunk_len = 3;

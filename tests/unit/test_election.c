@@ -161,6 +161,7 @@ Test(election, restore_rebuilds_state)
 	snap.config.n = 1;
 	snap.config.members[0] = (struct baton_member){1, BATON_VOTER};
 	snap.config_index = 1;
+	baton_version_state_initial(&snap.versions);
 	uint8_t cfg[64];
 	size_t len;
 	struct baton_config c2 = snap.config;

@@ -57,6 +57,7 @@ static struct baton_snapshot_meta snap_meta(void)
 	m.term = 3;
 	m.config = voters(3);
 	m.config_index = 5;
+	baton_version_state_initial(&m.versions);
 	return m;
 }
 

@@ -69,6 +69,22 @@ static void full_config(struct baton_config *c)
 	}
 }
 
+void fix_versions(uint32_t n, struct baton_version_state *out)
+{
+	assert(n <= BATON_MAX_MEMBERS);
+	memset(out, 0, sizeof *out);
+	out->machine.value = 3;
+	out->floor = (struct baton_release){1, 4, 2};
+	out->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		out->members[i].id = 1000 + i * 3;
+		out->members[i].profile =
+			fix_profile(1, (uint16_t)(3 + i % 3), (uint16_t)i,
+				    1 + i % 2, 2 + i % 4, 2 + i % 5);
+	}
+	assert(baton_version_state_valid(out));
+}
+
 void fix_raft(uint32_t i, struct baton_msg *m)
 {
 	assert(i < FIX_N_RAFT);
@@ -151,6 +167,8 @@ void fix_raft(uint32_t i, struct baton_msg *m)
 		m->u.snapshot.meta.term = 6;
 		m->u.snapshot.meta.config_index = 4000;
 		full_config(&m->u.snapshot.meta.config);
+		fix_versions(BATON_MAX_MEMBERS, &m->u.snapshot.meta.versions);
+		m->u.snapshot.meta.versions_index = 4500;
 		m->u.snapshot.total_len = 3000;
 		m->u.snapshot.offset = 1000;
 		m->u.snapshot.chunk_len = sizeof chunk;
@@ -164,6 +182,7 @@ void fix_raft(uint32_t i, struct baton_msg *m)
 		m->u.snapshot.meta.config.members[0] =
 			(struct baton_member){.id = 1, .role = BATON_VOTER};
 		m->u.snapshot.meta.config_index = 1;
+		baton_version_state_initial(&m->u.snapshot.meta.versions);
 		m->u.snapshot.chunk = chunk; /* ignored: chunk_len is 0 */
 		m->u.snapshot.last_chunk = true;
 		break;
@@ -189,6 +208,33 @@ void fix_raft(uint32_t i, struct baton_msg *m)
 		m->u.read_index_result = (struct baton_msg_read_index_result){
 			.request_id = 43, .status = BATON_ELEADERCHANGED};
 		break;
+	case 15: { /* version state at its extremes */
+		m->type = BATON_MSG_SNAPSHOT;
+		struct baton_snapshot_meta *meta = &m->u.snapshot.meta;
+		meta->index = UINT64_MAX;
+		meta->term = UINT64_MAX;
+		meta->config.n = 1;
+		meta->config.members[0] =
+			(struct baton_member){.id = 1, .role = BATON_VOTER};
+		meta->config_index = UINT64_MAX;
+		meta->versions.machine.value = UINT32_MAX;
+		meta->versions.floor = (struct baton_release){
+			UINT16_MAX, UINT16_MAX, UINT16_MAX};
+		meta->versions.n = 2;
+		meta->versions.members[0] = (struct baton_member_versions){
+			.id = 1}; /* a row of zeros: nothing known yet */
+		meta->versions.members[1] = (struct baton_member_versions){
+			.id = UINT64_MAX,
+			.profile = fix_profile(UINT16_MAX, UINT16_MAX,
+					       UINT16_MAX, UINT32_MAX,
+					       UINT32_MAX, UINT32_MAX)};
+		meta->versions_index = UINT64_MAX;
+		m->u.snapshot.total_len = UINT64_MAX;
+		m->u.snapshot.offset = UINT64_MAX - 1;
+		m->u.snapshot.chunk_len = 1;
+		m->u.snapshot.chunk = hello;
+		break;
+	}
 	}
 }
 
@@ -199,7 +245,7 @@ void fix_encode_sample(uint32_t i, struct baton_buf *out)
 	if (i < FIX_N_RAFT) {
 		struct baton_msg m;
 		fix_raft(i, &m);
-		rv = baton_peer_encode_raft(&m, out);
+		rv = baton_peer_encode_raft(FIX_P1, &m, out);
 		assert(rv == 0);
 		return;
 	}
@@ -233,19 +279,19 @@ void fix_encode_sample(uint32_t i, struct baton_buf *out)
 		rv = baton_peer_encode_handshake_reply(&r, out);
 		break;
 	case 4:
-		rv = baton_peer_encode_forward(UINT64_MAX, 4, argv, lens, out);
+		rv = fix_encode_forward(UINT64_MAX, 4, argv, lens, out);
 		break;
 	case 5:
-		rv = baton_peer_encode_forward(1, 1, argv, lens, out);
+		rv = fix_encode_forward(1, 1, argv, lens, out);
 		break;
 	case 6:
 		fr.resp_reply = (const uint8_t *)"+OK\r\n";
 		fr.resp_len = 5;
-		rv = baton_peer_encode_forward_reply(&fr, out);
+		rv = baton_peer_encode_forward_reply(FIX_P1, &fr, out);
 		break;
 	case 7:
 		fr.error = "NOTLEADER the leader is node 2";
-		rv = baton_peer_encode_forward_reply(&fr, out);
+		rv = baton_peer_encode_forward_reply(FIX_P1, &fr, out);
 		break;
 	}
 	assert(rv == 0);
@@ -318,6 +364,18 @@ static bool snapshot_eq(const struct baton_msg_snapshot *a,
 	for (uint32_t i = 0; i < a->meta.config.n; i++) {
 		SAME(meta.config.members[i].id);
 		SAME(meta.config.members[i].role);
+	}
+	SAME(meta.versions_index);
+	SAME(meta.versions.machine.value);
+	SAME(meta.versions.floor.major);
+	SAME(meta.versions.floor.minor);
+	SAME(meta.versions.floor.patch);
+	SAME(meta.versions.n);
+	for (uint32_t i = 0; i < a->meta.versions.n; i++) {
+		SAME(meta.versions.members[i].id);
+		if (!profile_eq(&a->meta.versions.members[i].profile,
+				&b->meta.versions.members[i].profile, diff))
+			return false;
 	}
 	SAME(total_len);
 	SAME(offset);
@@ -474,17 +532,20 @@ int fix_encode_frame(const struct baton_peer_frame *f, struct baton_buf *out)
 	case BATON_PEER_HANDSHAKE_REPLY:
 		return baton_peer_encode_handshake_reply(&f->handshake_reply,
 							 out);
-	case BATON_PEER_RAFT:
-		return baton_peer_encode_raft(&f->raft, out);
-	case BATON_PEER_FORWARD:
-		return baton_peer_encode_forward(
-			f->forward.request_id, f->forward.argc, f->forward.argv,
-			f->forward.lens, out);
-	case BATON_PEER_FORWARD_REPLY:
-		return baton_peer_encode_forward_reply(&f->forward_reply, out);
 	default:
-		return BATON_EINVAL;
+		return baton_peer_encode_frame(FIX_P1, f, out);
 	}
+}
+
+int fix_encode_forward(uint64_t request_id, int argc,
+		       const uint8_t *const *argv, const size_t *lens,
+		       struct baton_buf *out)
+{
+	struct baton_peer_forward f = {.request_id = request_id,
+				       .argc = argc,
+				       .argv = argv,
+				       .lens = lens};
+	return baton_peer_encode_forward(FIX_P1, &f, out);
 }
 
 int fix_decode_one(const uint8_t *data, size_t len, struct baton_peer_frame *f)
@@ -493,7 +554,8 @@ int fix_decode_one(const uint8_t *data, size_t len, struct baton_peer_frame *f)
 	int rv = baton_peer_split(data, len, &body_len);
 	if (rv != 1 || body_len + BATON_PEER_PREFIX_LEN != len)
 		return -1;
-	return baton_peer_decode(data + BATON_PEER_PREFIX_LEN, body_len, f);
+	return baton_peer_decode(FIX_P1, data + BATON_PEER_PREFIX_LEN, body_len,
+				 f);
 }
 
 /* ---- a minimal protobuf writer ---------------------------------------------

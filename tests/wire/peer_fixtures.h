@@ -13,12 +13,19 @@
 #include "baton/buf.h"
 #include "peer.h"
 
+/* Peer protocol version 1: the version the samples and golden vectors are
+ * encoded in (the only one so far). */
+#define FIX_P1 ((struct baton_proto_version){1})
+
 struct baton_profile fix_profile(uint16_t major, uint16_t minor, uint16_t patch,
 				 uint32_t proto_min, uint32_t proto_max,
 				 uint32_t machine_max);
 
+/* A version state with n rows (n <= BATON_MAX_MEMBERS), all fields set. */
+void fix_versions(uint32_t n, struct baton_version_state *out);
+
 /* Raft messages of every type and shape; the data they point to is static. */
-#define FIX_N_RAFT 15u
+#define FIX_N_RAFT 16u
 void fix_raft(uint32_t i, struct baton_msg *m);
 
 /* Every sample frame (Raft ones included), encoded: appends sample i to
@@ -32,12 +39,17 @@ bool fix_msg_eq(const struct baton_msg *a, const struct baton_msg *b,
 bool fix_frame_eq(const struct baton_peer_frame *a,
 		  const struct baton_peer_frame *b, const char **diff);
 
-/* Encode a decoded frame again (any known kind). */
+/* Encode a decoded frame again (any known kind), in FIX_P1. */
 int fix_encode_frame(const struct baton_peer_frame *f, struct baton_buf *out);
 
-/* Split and decode the single whole frame in (data, len): it must be
- * exactly one frame. Returns what baton_peer_decode returns, or -1 if the
- * bytes are not exactly one frame. */
+/* baton_peer_encode_forward() in FIX_P1, from separate arguments. */
+int fix_encode_forward(uint64_t request_id, int argc,
+		       const uint8_t *const *argv, const size_t *lens,
+		       struct baton_buf *out);
+
+/* Split and decode (in FIX_P1) the single whole frame in (data, len): it
+ * must be exactly one frame. Returns what baton_peer_decode returns, or -1
+ * if the bytes are not exactly one frame. */
 int fix_decode_one(const uint8_t *data, size_t len, struct baton_peer_frame *f);
 
 /* A minimal protobuf writer, to craft envelopes the encoder would refuse

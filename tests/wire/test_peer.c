@@ -17,7 +17,8 @@ static void raft_round_trip(const struct baton_msg *m)
 {
 	struct baton_buf b;
 	baton_buf_init(&b);
-	cr_assert_eq(baton_peer_encode_raft(m, &b), 0, "type %u", m->type);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, m, &b), 0, "type %u",
+		     m->type);
 	uint32_t n = (uint32_t)b.data[0] | (uint32_t)b.data[1] << 8 |
 		     (uint32_t)b.data[2] << 16 | (uint32_t)b.data[3] << 24;
 	cr_assert_eq((size_t)n + BATON_PEER_PREFIX_LEN, b.len);
@@ -40,7 +41,8 @@ static void raft_round_trip(const struct baton_msg *m)
 /* Decode an envelope built by hand (no prefix). */
 static int decode_env(const struct baton_buf *env, struct baton_peer_frame *f)
 {
-	return baton_peer_decode(env->len > 0 ? env->data : (const uint8_t *)"",
+	return baton_peer_decode(FIX_P1,
+				 env->len > 0 ? env->data : (const uint8_t *)"",
 				 env->len, f);
 }
 
@@ -91,7 +93,7 @@ Test(peer_raft, entries_keep_empty_binary_and_unknown_types)
 	fix_raft(4, &m);
 	struct baton_buf b;
 	baton_buf_init(&b);
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), 0);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), 0);
 	struct baton_peer_frame f;
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0);
 	const struct baton_msg_append *a = &f.raft.u.append;
@@ -132,7 +134,7 @@ Test(peer_raft, max_entries_round_trip)
 	struct baton_buf b;
 	baton_buf_init(&b);
 	m.u.append.n_entries = n + 1;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_ETOOBIG);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_ETOOBIG);
 	cr_assert_eq(b.len, 0);
 	baton_buf_free(&b);
 	free(es);
@@ -146,9 +148,9 @@ Test(peer_raft, encode_appends_to_the_buffer)
 	struct baton_msg m1, m2;
 	fix_raft(0, &m1);
 	fix_raft(8, &m2);
-	cr_assert_eq(baton_peer_encode_raft(&m1, &b), 0);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m1, &b), 0);
 	size_t first = b.len;
-	cr_assert_eq(baton_peer_encode_raft(&m2, &b), 0);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m2, &b), 0);
 	cr_assert_eq(memcmp(b.data, "xyz", 3), 0);
 
 	struct baton_peer_frame f;
@@ -171,37 +173,37 @@ Test(peer_raft, encoder_refuses_what_the_decoder_would)
 
 	fix_raft(0, &m);
 	m.type = 0;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 	m.type = BATON_MSG_READ_INDEX_RESULT + 1;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 
 	fix_raft(4, &m);
 	m.u.append.entries = NULL;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 	fix_raft(4, &m);
 	m.u.append.prev_index = 99; /* entries start at 101 */
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 
 	fix_raft(8, &m);
 	m.u.snapshot.meta.config.n = BATON_MAX_MEMBERS + 1;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 	fix_raft(8, &m);
 	m.u.snapshot.meta.config.members[3].role = 7;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 	fix_raft(8, &m);
 	m.u.snapshot.meta.config.members[3].id =
 		m.u.snapshot.meta.config.members[5].id;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 	fix_raft(8, &m);
 	m.u.snapshot.total_len = 1999; /* offset 1000 + 1000 bytes */
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 	fix_raft(8, &m);
 	m.u.snapshot.chunk = NULL;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 
 	fix_raft(13, &m);
 	m.u.read_index_result.status = 1;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 
 	cr_assert_eq(b.len, 2, "a failed encode must leave the buffer as is");
 	baton_buf_free(&b);
@@ -325,7 +327,7 @@ Test(peer_conn, forward)
 	const size_t lens[] = {3, sizeof bin, 0, 0};
 	struct baton_buf b;
 	baton_buf_init(&b);
-	cr_assert_eq(baton_peer_encode_forward(99, 4, argv, lens, &b), 0);
+	cr_assert_eq(fix_encode_forward(99, 4, argv, lens, &b), 0);
 	struct baton_peer_frame f;
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0);
 	cr_assert_eq(f.kind, BATON_PEER_FORWARD);
@@ -342,14 +344,11 @@ Test(peer_conn, forward)
 	baton_peer_frame_free(&f);
 
 	baton_buf_reset(&b);
-	cr_assert_eq(baton_peer_encode_forward(1, 0, argv, lens, &b),
-		     BATON_EINVAL);
-	cr_assert_eq(baton_peer_encode_forward(1, -1, argv, lens, &b),
-		     BATON_EINVAL);
+	cr_assert_eq(fix_encode_forward(1, 0, argv, lens, &b), BATON_EINVAL);
+	cr_assert_eq(fix_encode_forward(1, -1, argv, lens, &b), BATON_EINVAL);
 	const uint8_t *bad[] = {NULL};
 	const size_t bad_len[] = {2};
-	cr_assert_eq(baton_peer_encode_forward(1, 1, bad, bad_len, &b),
-		     BATON_EINVAL);
+	cr_assert_eq(fix_encode_forward(1, 1, bad, bad_len, &b), BATON_EINVAL);
 	cr_assert_eq(b.len, 0);
 	baton_buf_free(&b);
 }
@@ -362,7 +361,7 @@ Test(peer_conn, forward_reply)
 					     .resp_len = 5};
 	struct baton_buf b;
 	baton_buf_init(&b);
-	cr_assert_eq(baton_peer_encode_forward_reply(&r, &b), 0);
+	cr_assert_eq(baton_peer_encode_forward_reply(FIX_P1, &r, &b), 0);
 	struct baton_peer_frame f;
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0);
 	cr_assert_eq(f.kind, BATON_PEER_FORWARD_REPLY);
@@ -376,7 +375,7 @@ Test(peer_conn, forward_reply)
 	baton_buf_reset(&b);
 	r.resp_len = 0;
 	r.resp_reply = NULL;
-	cr_assert_eq(baton_peer_encode_forward_reply(&r, &b), 0);
+	cr_assert_eq(baton_peer_encode_forward_reply(FIX_P1, &r, &b), 0);
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0);
 	cr_assert_null(f.forward_reply.error);
 	cr_assert_eq(f.forward_reply.resp_len, 0);
@@ -384,7 +383,7 @@ Test(peer_conn, forward_reply)
 
 	baton_buf_reset(&b);
 	r.error = "not the leader any more";
-	cr_assert_eq(baton_peer_encode_forward_reply(&r, &b), 0);
+	cr_assert_eq(baton_peer_encode_forward_reply(FIX_P1, &r, &b), 0);
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0);
 	cr_assert_str_eq(f.forward_reply.error, "not the leader any more");
 	cr_assert_eq(f.forward_reply.resp_len, 0);
@@ -393,7 +392,8 @@ Test(peer_conn, forward_reply)
 	baton_buf_reset(&b);
 	r.error = NULL;
 	r.resp_len = 3;
-	cr_assert_eq(baton_peer_encode_forward_reply(&r, &b), BATON_EINVAL);
+	cr_assert_eq(baton_peer_encode_forward_reply(FIX_P1, &r, &b),
+		     BATON_EINVAL);
 	baton_buf_free(&b);
 }
 
@@ -408,7 +408,7 @@ Test(peer_conn, frame_free_is_idempotent)
 	baton_peer_frame_free(&f);
 	baton_peer_frame_free(NULL);
 	/* After a failed decode nothing is held, and free is harmless. */
-	cr_assert_neq(baton_peer_decode(b.data, 3, &f), 0);
+	cr_assert_neq(baton_peer_decode(FIX_P1, b.data, 3, &f), 0);
 	baton_peer_frame_free(&f);
 	baton_buf_free(&b);
 }
@@ -467,18 +467,26 @@ Test(peer_negotiate, disjoint_ranges_are_refused)
 
 Test(peer_negotiate, refusal_text_names_both_ranges)
 {
-	char text[256];
-	struct baton_profile a = fix_profile(1, 2, 3, 1, 2, 1);
-	struct baton_profile b = fix_profile(3, 0, 0, 3, 4, 1);
-	const char *s = baton_peer_proto_mismatch(a, b, text, sizeof text);
+	char text[BATON_PEER_REFUSAL_MAX];
+	struct baton_member_versions a = {1, fix_profile(1, 2, 3, 1, 2, 1)};
+	struct baton_member_versions b = {9, fix_profile(3, 0, 0, 3, 4, 1)};
+	const char *s = baton_peer_proto_mismatch(&a, &b, text, sizeof text);
 	cr_assert_eq(s, text);
-	cr_assert_not_null(strstr(text, "1..2"), "%s", text);
-	cr_assert_not_null(strstr(text, "3..4"), "%s", text);
-	cr_assert_not_null(strstr(text, "1.2.3"), "%s", text);
-	cr_assert_not_null(strstr(text, "3.0.0"), "%s", text);
+	cr_assert_str_eq(text, "no common peer protocol version: node 1 "
+			       "(release 1.2.3) speaks 1..2, node 9 (release "
+			       "3.0.0) speaks 3..4");
 	char tiny[8];
-	baton_peer_proto_mismatch(a, b, tiny, sizeof tiny);
+	baton_peer_proto_mismatch(&a, &b, tiny, sizeof tiny);
 	cr_assert_eq(strlen(tiny), sizeof tiny - 1);
+	/* The largest values fit, and within what a reason may carry. */
+	struct baton_member_versions big = {
+		UINT64_MAX, fix_profile(UINT16_MAX, UINT16_MAX, UINT16_MAX,
+					UINT32_MAX, UINT32_MAX, UINT32_MAX)};
+	baton_peer_proto_mismatch(&big, &big, text, sizeof text);
+	cr_assert_lt(strlen(text), sizeof text - 1);
+	cr_assert_leq(strlen(text), BATON_PEER_REASON_MAX);
+	cr_assert_not_null(strstr(text, "4294967295..4294967295, node"), "%s",
+			   text);
 }
 
 /* ---- splitting a stream -----------------------------------------------------
@@ -529,7 +537,8 @@ static uint32_t drain(struct baton_buf *in, uint32_t next,
 			break;
 		struct baton_peer_frame f;
 		cr_assert_lt(next, FIX_N_FRAMES);
-		cr_assert_eq(baton_peer_decode(in->data + off +
+		cr_assert_eq(baton_peer_decode(FIX_P1,
+					       in->data + off +
 						       BATON_PEER_PREFIX_LEN,
 					       body, &f),
 			     0);
@@ -616,7 +625,7 @@ Test(peer_split, oversized_frames_are_rejected_from_the_prefix)
 	cr_assert_eq(baton_peer_split(p, 4, &body), 1);
 	cr_assert_eq(body, 0);
 	struct baton_peer_frame f;
-	cr_assert_eq(baton_peer_decode(p + 4, 0, &f), BATON_ECORRUPT);
+	cr_assert_eq(baton_peer_decode(FIX_P1, p + 4, 0, &f), BATON_ECORRUPT);
 }
 
 /* ---- limits -----------------------------------------------------------------
@@ -628,7 +637,7 @@ Test(peer_limits, decode_refuses_a_frame_above_the_maximum)
 	uint8_t *big = calloc(1, len);
 	cr_assert_not_null(big);
 	struct baton_peer_frame f;
-	cr_assert_eq(baton_peer_decode(big, len, &f), BATON_ETOOBIG);
+	cr_assert_eq(baton_peer_decode(FIX_P1, big, len, &f), BATON_ETOOBIG);
 	cr_assert_not_null(f.why);
 	free(big);
 }
@@ -655,16 +664,16 @@ Test(peer_limits, encode_refuses_a_frame_above_the_maximum)
 	m.u.append.entries = es;
 	struct baton_buf b;
 	baton_buf_init(&b);
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_ETOOBIG);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_ETOOBIG);
 	cr_assert_eq(b.len, 0);
 
 	const uint8_t *argv[2] = {data, data};
 	size_t lens[2] = {len, len};
-	cr_assert_eq(baton_peer_encode_forward(1, 2, argv, lens, &b),
-		     BATON_ETOOBIG);
+	cr_assert_eq(fix_encode_forward(1, 2, argv, lens, &b), BATON_ETOOBIG);
 	struct baton_peer_forward_reply r = {.resp_reply = data,
 					     .resp_len = 2 * len};
-	cr_assert_eq(baton_peer_encode_forward_reply(&r, &b), BATON_ETOOBIG);
+	cr_assert_eq(baton_peer_encode_forward_reply(FIX_P1, &r, &b),
+		     BATON_ETOOBIG);
 	cr_assert_eq(b.len, 0);
 	baton_buf_free(&b);
 	free(data);
@@ -690,12 +699,13 @@ Test(peer_limits, entry_and_chunk_sizes)
 	struct baton_msg m = {.type = BATON_MSG_APPEND, .term = 1};
 	m.u.append.n_entries = 1;
 	m.u.append.entries = es;
-	cr_assert_eq(baton_peer_encode_raft(&m, &b), BATON_ETOOBIG);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_ETOOBIG);
 	struct baton_msg s = {.type = BATON_MSG_SNAPSHOT, .term = 1};
+	baton_version_state_initial(&s.u.snapshot.meta.versions);
 	s.u.snapshot.total_len = len;
 	s.u.snapshot.chunk_len = BATON_PEER_CHUNK_MAX + 1;
 	s.u.snapshot.chunk = data;
-	cr_assert_eq(baton_peer_encode_raft(&s, &b), BATON_ETOOBIG);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &s, &b), BATON_ETOOBIG);
 
 	/* Decode: the same, crafted by hand. */
 	pw_uint(&e, 1, 1);
@@ -749,10 +759,10 @@ Test(peer_limits, forward_arguments)
 	}
 	struct baton_buf b;
 	baton_buf_init(&b);
-	cr_assert_eq(baton_peer_encode_forward(3, (int)n + 1, argv, lens, &b),
+	cr_assert_eq(fix_encode_forward(3, (int)n + 1, argv, lens, &b),
 		     BATON_ETOOBIG);
 	/* The most arguments allowed decode fine. */
-	cr_assert_eq(baton_peer_encode_forward(3, (int)n, argv, lens, &b), 0);
+	cr_assert_eq(fix_encode_forward(3, (int)n, argv, lens, &b), 0);
 	struct baton_peer_frame f;
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0, "%s", f.why);
 	cr_assert_eq(f.forward.argc, (int)n);
@@ -809,10 +819,11 @@ Test(peer_limits, strings)
 	cr_assert_eq(baton_peer_encode_handshake_reply(&r, &b), BATON_ETOOBIG);
 	struct baton_peer_forward_reply fr = {
 		.error = letters(s, BATON_PEER_ERROR_MAX + 1)};
-	cr_assert_eq(baton_peer_encode_forward_reply(&fr, &b), BATON_ETOOBIG);
+	cr_assert_eq(baton_peer_encode_forward_reply(FIX_P1, &fr, &b),
+		     BATON_ETOOBIG);
 	cr_assert_eq(b.len, 0);
 	fr.error = letters(s, BATON_PEER_ERROR_MAX);
-	cr_assert_eq(baton_peer_encode_forward_reply(&fr, &b), 0);
+	cr_assert_eq(baton_peer_encode_forward_reply(FIX_P1, &fr, &b), 0);
 
 	/* And on decode. */
 	struct {
@@ -1193,7 +1204,7 @@ Test(peer_corrupt, every_truncation_of_every_sample)
 			if (n > 0)
 				memcpy(copy, body, n);
 			struct baton_peer_frame f;
-			int rv = baton_peer_decode(copy, n, &f);
+			int rv = baton_peer_decode(FIX_P1, copy, n, &f);
 			if (rv != 0)
 				cr_assert_not_null(f.why);
 			baton_peer_frame_free(&f);

@@ -1,0 +1,253 @@
+/*
+ * Versions: comparing, parsing and formatting releases; the one table of
+ * releases this binary contains; the encoding of the version state carried
+ * by BATON_ENTRY_VERSION entries (docs/core.md, "The version entry").
+ *
+ * Format 1 (little endian):
+ *   u8  format (1)
+ *   u32 effective machine version (>= 1)
+ *   u16 floor major, u16 floor minor, u16 floor patch
+ *   u8  n, the rows of the version table (<= BATON_MAX_MEMBERS)
+ *   n times: u64 id (> 0, strictly increasing), u16 major, u16 minor,
+ *            u16 patch, u32 proto_min, u32 proto_max (>= proto_min),
+ *            u32 machine_max
+ * A later format only appends, so a decoder of format 1 ignores bytes after
+ * the fields it knows; a higher format byte is a format it does not know.
+ */
+#include "core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define VERSION_FORMAT 1u
+#define VERSION_HEADER_LEN 12u
+#define VERSION_ROW_LEN 26u
+_Static_assert(VERSION_HEADER_LEN + VERSION_ROW_LEN * BATON_MAX_MEMBERS ==
+		       BATON_VERSION_STATE_BYTES_MAX,
+	       "version.h states the largest encoding");
+
+/* ---- releases ----------------------------------------------------------- */
+
+int baton_release_compare(struct baton_release a, struct baton_release b)
+{
+	if (a.major != b.major)
+		return a.major < b.major ? -1 : 1;
+	if (a.minor != b.minor)
+		return a.minor < b.minor ? -1 : 1;
+	if (a.patch != b.patch)
+		return a.patch < b.patch ? -1 : 1;
+	return 0;
+}
+
+/* One decimal part of a release, up to `end` (the dot or the NUL). */
+static int parse_part(const char **s, char end, uint16_t *out)
+{
+	const char *p = *s;
+	uint32_t v = 0;
+	unsigned digits = 0;
+	while (*p >= '0' && *p <= '9') {
+		v = v * 10u + (uint32_t)(*p - '0');
+		if (v > UINT16_MAX || ++digits > 5)
+			return BATON_EINVAL;
+		p++;
+	}
+	if (digits == 0 || *p != end)
+		return BATON_EINVAL;
+	BATON_ASSERT(digits <= 5 && v <= UINT16_MAX);
+	*out = (uint16_t)v;
+	*s = end == '\0' ? p : p + 1;
+	return 0;
+}
+
+int baton_release_parse(const char *s, struct baton_release *out)
+{
+	struct baton_release r;
+	if (s == NULL || parse_part(&s, '.', &r.major) != 0 ||
+	    parse_part(&s, '.', &r.minor) != 0 ||
+	    parse_part(&s, '\0', &r.patch) != 0)
+		return BATON_EINVAL;
+	BATON_ASSERT(*s == '\0'); /* all of it was read */
+	*out = r;
+	return 0;
+}
+
+char *baton_release_format(struct baton_release r,
+			   char buf[BATON_RELEASE_STR_MAX])
+{
+	int n = snprintf(buf, BATON_RELEASE_STR_MAX, "%u.%u.%u",
+			 (unsigned)r.major, (unsigned)r.minor,
+			 (unsigned)r.patch);
+	BATON_ASSERT(n > 0 && (size_t)n < BATON_RELEASE_STR_MAX);
+	return buf;
+}
+
+/* ---- the table of releases ----------------------------------------------
+ * The only place in the code where a version number is written down. Add a
+ * row per release, oldest first; never change or remove an old row: a
+ * newer binary emulates an older release (--as-release) from it. */
+
+static const struct baton_profile releases[] = {
+	{
+		.release = {0, 1, 0},
+		.proto_min = {1},
+		.proto_max = {1},
+		.machine_max = {1},
+	},
+};
+
+#define N_RELEASES ((uint32_t)(sizeof releases / sizeof releases[0]))
+
+const struct baton_profile *baton_releases(uint32_t *n_out)
+{
+	BATON_ASSERT(N_RELEASES >= 1);
+	*n_out = N_RELEASES;
+	return releases;
+}
+
+const struct baton_profile *baton_release_find(struct baton_release r)
+{
+	for (uint32_t i = 0; i < N_RELEASES; i++) {
+		if (baton_release_compare(releases[i].release, r) == 0) {
+			/* Oldest first: the table never lists one twice. */
+			BATON_ASSERT(i == 0 ||
+				     baton_release_compare(
+					     releases[i - 1].release, r) < 0);
+			return &releases[i];
+		}
+	}
+	return NULL;
+}
+
+const struct baton_profile *baton_release_current(void)
+{
+	const struct baton_profile *p = &releases[N_RELEASES - 1];
+	BATON_ASSERT(p->proto_min.value <= p->proto_max.value);
+	BATON_ASSERT(p->machine_max.value >= 1);
+	/* The binary's own release is the newest it contains. */
+	const struct baton_profile *prev = N_RELEASES > 1 ? p - 1 : NULL;
+	BATON_ASSERT(prev == NULL ||
+		     baton_release_compare(prev->release, p->release) < 0);
+	return p;
+}
+
+/* ---- the version state -------------------------------------------------- */
+
+void baton_version_state_initial(struct baton_version_state *out)
+{
+	memset(out, 0, sizeof *out);
+	out->machine.value = 1;
+	BATON_ASSERT(baton_version_state_valid(out));
+}
+
+const struct baton_member_versions *
+baton_version_state_find(const struct baton_version_state *s, baton_node_id id)
+{
+	BATON_ASSERT(s->n <= BATON_MAX_MEMBERS);
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->members[i].id == id)
+			return &s->members[i];
+	return NULL;
+}
+
+size_t baton_version_state_encoded_len(const struct baton_version_state *s)
+{
+	BATON_ASSERT(s->n <= BATON_MAX_MEMBERS);
+	return VERSION_HEADER_LEN + (size_t)s->n * VERSION_ROW_LEN;
+}
+
+/* Encode and decode both insist on it, so whatever is encoded decodes. */
+bool baton_version_state_valid(const struct baton_version_state *s)
+{
+	if (s->n > BATON_MAX_MEMBERS || s->machine.value == 0)
+		return false;
+	for (uint32_t i = 0; i < s->n; i++) {
+		const struct baton_member_versions *m = &s->members[i];
+		if (m->id == 0 || (i > 0 && m->id <= s->members[i - 1].id) ||
+		    m->profile.proto_min.value > m->profile.proto_max.value)
+			return false;
+	}
+	return true;
+}
+
+static uint8_t *put_release(uint8_t *p, struct baton_release r)
+{
+	baton_le_put_u16(p, r.major);
+	baton_le_put_u16(p + 2, r.minor);
+	baton_le_put_u16(p + 4, r.patch);
+	return p + 6;
+}
+
+int baton_version_state_encode(const struct baton_version_state *s,
+			       uint8_t *buf, size_t cap, size_t *len_out)
+{
+	if (!baton_version_state_valid(s))
+		return BATON_EINVAL;
+	size_t len = baton_version_state_encoded_len(s);
+	if (len > cap)
+		return BATON_ETOOBIG;
+	uint8_t *p = buf;
+	*p++ = VERSION_FORMAT;
+	baton_le_put_u32(p, s->machine.value);
+	p = put_release(p + 4, s->floor);
+	*p++ = (uint8_t)s->n;
+	BATON_ASSERT(p == buf + VERSION_HEADER_LEN);
+	for (uint32_t i = 0; i < s->n; i++) {
+		const struct baton_member_versions *m = &s->members[i];
+		baton_le_put_u64(p, m->id);
+		p = put_release(p + 8, m->profile.release);
+		baton_le_put_u32(p, m->profile.proto_min.value);
+		baton_le_put_u32(p + 4, m->profile.proto_max.value);
+		baton_le_put_u32(p + 8, m->profile.machine_max.value);
+		p += 12;
+	}
+	BATON_ASSERT((size_t)(p - buf) == len);
+	BATON_ASSERT(len <= BATON_VERSION_STATE_BYTES_MAX);
+	*len_out = len;
+	return 0;
+}
+
+static bool read_release(struct baton_le_reader *rd, struct baton_release *r)
+{
+	return baton_le_read_u16(rd, &r->major) &&
+	       baton_le_read_u16(rd, &r->minor) &&
+	       baton_le_read_u16(rd, &r->patch);
+}
+
+static bool read_row(struct baton_le_reader *rd,
+		     struct baton_member_versions *m)
+{
+	return baton_le_read_u64(rd, &m->id) &&
+	       read_release(rd, &m->profile.release) &&
+	       baton_le_read_u32(rd, &m->profile.proto_min.value) &&
+	       baton_le_read_u32(rd, &m->profile.proto_max.value) &&
+	       baton_le_read_u32(rd, &m->profile.machine_max.value);
+}
+
+int baton_version_state_decode(const uint8_t *buf, size_t len,
+			       struct baton_version_state *out)
+{
+	if (len < 1 || buf == NULL)
+		return BATON_ECORRUPT;
+	if (buf[0] != VERSION_FORMAT)
+		return buf[0] > VERSION_FORMAT ? BATON_EVERSION
+					       : BATON_ECORRUPT;
+	struct baton_le_reader rd = baton_le_reader(buf + 1, len - 1);
+	struct baton_version_state s;
+	memset(&s, 0, sizeof s);
+	const uint8_t *n;
+	if (!baton_le_read_u32(&rd, &s.machine.value) ||
+	    !read_release(&rd, &s.floor) || !baton_le_read_bytes(&rd, 1, &n) ||
+	    *n > BATON_MAX_MEMBERS)
+		return BATON_ECORRUPT;
+	s.n = *n;
+	for (uint32_t i = 0; i < s.n; i++)
+		if (!read_row(&rd, &s.members[i]))
+			return BATON_ECORRUPT;
+	/* Whatever follows was appended by a later release in format 1. */
+	BATON_ASSERT((size_t)(rd.p - buf) ==
+		     baton_version_state_encoded_len(&s));
+	if (!baton_version_state_valid(&s))
+		return BATON_ECORRUPT;
+	*out = s;
+	return 0;
+}

@@ -1,0 +1,150 @@
+/*
+ * The version state as a fact of the log, kept exactly as the configuration
+ * is (membership.c): the latest BATON_ENTRY_VERSION entry in the log,
+ * committed or not, else the one the snapshot recorded, else the initial
+ * state. And the stall: a configuration or version entry this node cannot
+ * decode, or an entry or snapshot its driver cannot interpret
+ * (BATON_EVENT_APPLY_STOPPED), stops the node applying at that index and
+ * keeps it from leading, instead of skipping what it does not understand
+ * and disagreeing with the others (docs/core.md, "Stalling").
+ */
+#include "core.h"
+
+#include <string.h>
+
+static bool entry_known(const struct baton_entry *e)
+{
+	struct baton_config c;
+	struct baton_version_state v;
+	if (e->type == BATON_ENTRY_CONFIG)
+		return baton_config_decode(e->buf, e->len, &c) == 0;
+	if (e->type == BATON_ENTRY_VERSION)
+		return baton_version_state_decode(e->buf, e->len, &v) == 0;
+	/* Commands and entries of types the core does not know are the
+	 * driver's to interpret; it says so with APPLY_STOPPED. */
+	return true;
+}
+
+void baton__versions_appended(struct baton_raft *r, const struct baton_entry *e)
+{
+	struct baton_version_state v;
+	BATON_ASSERT(e->type == BATON_ENTRY_VERSION);
+	BATON_ASSERT(e->index == baton__last_index(r));
+	if (baton_version_state_decode(e->buf, e->len, &v) != 0) {
+		/* A newer format or damage: keep the state we know, stop
+		 * applying here, and let the operator upgrade this node. */
+		baton__stall(r, e->index);
+		return;
+	}
+	BATON_ASSERT(e->index > r->versions_index);
+	r->versions = v;
+	r->versions_index = e->index;
+	BATON_ASSERT(baton_version_state_valid(&r->versions));
+}
+
+void baton__versions_at(const struct baton_raft *r, baton_index index,
+			struct baton_version_state *out, baton_index *index_out)
+{
+	BATON_ASSERT(index <= baton__last_index(r));
+	for (baton_index i = index; i > r->log.base; i--) {
+		const struct baton_entry *e = baton__log_get(&r->log, i);
+		BATON_ASSERT(e != NULL && e->index == i);
+		if (e->type == BATON_ENTRY_VERSION &&
+		    baton_version_state_decode(e->buf, e->len, out) == 0) {
+			*index_out = i;
+			return;
+		}
+	}
+	BATON_ASSERT(r->snap.versions.machine.value >= 1);
+	*out = r->snap.versions;
+	*index_out = r->snap.versions_index;
+}
+
+void baton__versions_refresh(struct baton_raft *r)
+{
+	baton__versions_at(r, baton__last_index(r), &r->versions,
+			   &r->versions_index);
+	BATON_ASSERT(r->versions_index <= baton__last_index(r));
+	BATON_ASSERT(r->versions.machine.value >= 1);
+}
+
+void baton__stall_recheck(struct baton_raft *r)
+{
+	r->stalled_index = 0;
+	for (baton_index i = r->log.base + 1; i <= baton__last_index(r); i++) {
+		if (!entry_known(baton__log_get(&r->log, i))) {
+			r->stalled_index = i;
+			break;
+		}
+	}
+	/* Entries are checked as they are appended and nothing is applied
+	 * past a stall, so what is left to find lies beyond the applied. */
+	BATON_ASSERT(r->stalled_index == 0 ||
+		     r->stalled_index > r->applied_index);
+}
+
+void baton__stall(struct baton_raft *r, baton_index index)
+{
+	BATON_ASSERT(index > 0);
+	if (r->stalled_index == 0 || index < r->stalled_index)
+		r->stalled_index = index;
+	/* Entries handed to the driver but not interpreted were not
+	 * applied: the applied index tells the truth again. */
+	if (r->applied_index >= r->stalled_index)
+		r->applied_index = r->stalled_index - 1;
+	BATON_ASSERT(r->applied_index < r->stalled_index);
+	switch (r->role) {
+	case BATON_LEADER:
+		/* Its own state machine will not reach their index; the
+		 * followers' reads can still be served by them. */
+		baton__reads_fail_local(r, BATON_ESTALLED);
+		baton__stall_handover(r);
+		break;
+	case BATON_PRE_CANDIDATE:
+	case BATON_CANDIDATE:
+		baton__become_follower(r, r->term, 0);
+		break;
+	default:
+		break;
+	}
+	BATON_ASSERT(r->role == BATON_FOLLOWER || r->role == BATON_LEADER);
+}
+
+void baton__stall_handover(struct baton_raft *r)
+{
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->stalled_index != 0);
+	if (r->transfer_target != 0)
+		return; /* a transfer is under way: let it finish or expire */
+	if (!r->handover_tried) {
+		r->handover_tried = true;
+		if (baton__transfer(r, 0) == 0)
+			return;
+	}
+	/* No voter to hand over to, or the transfer failed: step down, and
+	 * let the others elect a leader that can apply. */
+	baton__become_follower(r, r->term, 0);
+}
+
+int baton__append_versions(struct baton_raft *r,
+			   const struct baton_version_state *s)
+{
+	if (r->role != BATON_LEADER)
+		return BATON_ENOTLEADER;
+	if (s == NULL || !baton_version_state_valid(s))
+		return BATON_EINVAL;
+	/* Like a proposal: a transfer needs the target to catch up with a
+	 * log that stops growing. */
+	if (r->transfer_target != 0)
+		return BATON_EBUSY;
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len;
+	int rv = baton_version_state_encode(s, buf, sizeof buf, &len);
+	BATON_ASSERT(rv == 0 && len == baton_version_state_encoded_len(s));
+	rv = baton__leader_append(r, BATON_ENTRY_VERSION, buf, (uint32_t)len);
+	if (rv != 0)
+		return rv;
+	BATON_ASSERT(r->versions_index == baton__last_index(r));
+	baton__broadcast_append(r);
+	return 0;
+}

@@ -1,0 +1,86 @@
+/*
+ * Shared by the files of the peer transport: transport.c (connections,
+ * framing, sending and receiving) and transport_handshake.c (the first
+ * frames of a connection: identities, the protocol version, refusals).
+ * Not part of its interface, which is transport.h.
+ */
+#ifndef BATON_IO_TRANSPORT_INTERNAL_H
+#define BATON_IO_TRANSPORT_INTERNAL_H
+
+#include "baton/buf.h"
+#include "peer.h"
+#include "transport.h"
+
+#define MAX_PEERS BATON_TRANSPORT_PEERS_MAX
+
+struct conn;
+
+struct peer {
+	baton_node_id id; /* 0: free slot */
+	char addr[BATON_ADDR_MAX];
+	struct conn *out; /* dialled by us */
+	struct conn *in;  /* accepted, after its handshake */
+	uv_timer_t redial;
+	bool redial_init;
+	uint32_t backoff_ms;
+	bool dialling;
+	/* What it said of itself in its latest completed handshake. */
+	bool known;
+	struct baton_profile profile;
+	struct baton_transport *t;
+};
+
+struct conn {
+	uv_tcp_t tcp;
+	struct baton_transport *t;
+	struct peer *peer; /* NULL for an inbound one before its handshake */
+	bool outbound;
+	bool ready; /* handshake done */
+	bool closing;
+	/* Negotiated in the handshake: every frame after it is encoded and
+	 * decoded in this version. Zero until ready. */
+	struct baton_proto_version proto;
+	/* What the other end said of itself in the handshake. */
+	struct baton_profile profile;
+	struct baton_buf in;
+	size_t queued;
+	uint64_t opened_ms;
+	struct conn *all_prev, *all_next; /* every open connection */
+};
+
+struct baton_transport {
+	struct baton_transport_config c;
+	char cluster_id[128];
+	uv_tcp_t listener;
+	struct peer peers[MAX_PEERS];
+	struct baton_transport_stats stats;
+	struct baton_buf scratch; /* frames being encoded for sending */
+	uint64_t rng;
+	bool stopping;
+	uint32_t open_handles;
+	struct conn *all;
+	uv_timer_t sweep;
+};
+
+/* The peer slot of node id (id 0: a free slot), or NULL. */
+struct peer *baton__transport_peer_find(struct baton_transport *t,
+					baton_node_id id);
+/* Close a connection (once; logged if its handshake was done). */
+void baton__transport_close(struct conn *c, const char *why);
+/* Queue bytes on a connection: 0, BATON_ENOTFOUND (closing or closed),
+ * BATON_EOVERLOADED (queue full), BATON_ENOMEM. */
+int baton__transport_write(struct conn *c, const uint8_t *data, size_t len);
+
+/* transport_handshake.c: a dialled connection is up, introduce ourselves. */
+void baton__transport_hello(struct conn *c);
+/* A frame on a connection whose handshake is not done: the Handshake (we
+ * accepted the connection) or the HandshakeReply (we dialled). Makes the
+ * connection ready, or refuses it (logged on both sides), or closes it. */
+void baton__transport_first_frame(struct conn *c, const uint8_t *body,
+				  size_t len);
+/* On a ready inbound connection, the dialler refused the version we chose
+ * (a HandshakeReply with accepted false): log its reason and close. */
+void baton__transport_refused_by_dialler(
+	struct conn *c, const struct baton_peer_handshake_reply *r);
+
+#endif /* BATON_IO_TRANSPORT_INTERNAL_H */

@@ -1,0 +1,559 @@
+/*
+ * The peer codec's decoders (peer.h): the protobuf Envelope of
+ * proto/peer.proto into struct baton_msg and the connection messages.
+ *
+ * Decoding unpacks with an allocator whose budget is the frame's size plus
+ * BATON_PEER_DECODE_SLACK, so no frame can make a node allocate without
+ * bound, then checks what the core relies on (baton__peer_check_msg, the
+ * same rules the encoder applies) and exposes the result as core structs
+ * pointing into the unpacked envelope.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton/assert.h"
+#include "peer.pb-c.h"
+#include "peer_internal.h"
+
+/* What a zero-length byte field points to, so that no pointer the decoder
+ * hands out is NULL (memcpy(dst, NULL, 0) is undefined behaviour). */
+static uint8_t empty_bytes[1];
+
+/* The allocator protobuf-c unpacks with: a budget for the whole decode. */
+struct budget {
+	size_t left;
+	bool exceeded; /* the budget ran out */
+	bool failed;   /* malloc itself failed */
+};
+
+/* Each allocation also costs the allocator's own bookkeeping. */
+#define ALLOC_OVERHEAD 16u
+
+static void *budget_alloc(void *data, size_t size)
+{
+	struct budget *b = data;
+	if (size > b->left || b->left - size < ALLOC_OVERHEAD) {
+		b->exceeded = true;
+		return NULL;
+	}
+	b->left -= size + ALLOC_OVERHEAD;
+	void *p = malloc(size > 0 ? size : 1);
+	if (p == NULL)
+		b->failed = true;
+	return p;
+}
+
+static void plain_free(void *data, void *p)
+{
+	(void)data;
+	free(p);
+}
+
+static ProtobufCAllocator free_only = {NULL, plain_free, NULL};
+
+/* A missing release reads as 0.0.0; false when a part does not fit. */
+static bool release_out(const Batonpeer__Release *r, struct baton_release *out)
+{
+	memset(out, 0, sizeof *out);
+	if (r == NULL)
+		return true;
+	if (r->major > UINT16_MAX || r->minor > UINT16_MAX ||
+	    r->patch > UINT16_MAX)
+		return false;
+	out->major = (uint16_t)r->major;
+	out->minor = (uint16_t)r->minor;
+	out->patch = (uint16_t)r->patch;
+	return true;
+}
+
+/* A missing profile reads as zeros (proto3: absent means default). */
+static int profile_out(const Batonpeer__Profile *p, struct baton_profile *out,
+		       const char **why)
+{
+	memset(out, 0, sizeof *out);
+	if (p == NULL)
+		return 0;
+	if (!release_out(p->release, &out->release)) {
+		*why = "release part above 65535";
+		return BATON_ECORRUPT;
+	}
+	out->proto_min.value = p->proto_min;
+	out->proto_max.value = p->proto_max;
+	out->machine_max.value = p->machine_max;
+	return 0;
+}
+
+static int string_out(const char *s, size_t max, const char **out,
+		      const char *what, const char **why)
+{
+	if (s == NULL)
+		s = "";
+	if (strlen(s) > max) {
+		*why = what;
+		return BATON_ETOOBIG;
+	}
+	*out = s;
+	return 0;
+}
+
+static const uint8_t *bytes_out(ProtobufCBinaryData b)
+{
+	return b.len > 0 ? b.data : empty_bytes;
+}
+
+static int handshake_out(const Batonpeer__Handshake *h,
+			 struct baton_peer_handshake *out, const char **why)
+{
+	Batonpeer__Handshake none;
+	if (h == NULL) {
+		batonpeer__handshake__init(&none);
+		h = &none;
+	}
+	out->node_id = h->node_id;
+	int rv =
+		string_out(h->cluster_id, BATON_PEER_CLUSTER_ID_MAX,
+			   &out->cluster_id, "cluster id above the limit", why);
+	if (rv == 0)
+		rv = string_out(h->peer_addr, BATON_PEER_ADDR_MAX,
+				&out->peer_addr, "address above the limit",
+				why);
+	if (rv == 0)
+		rv = profile_out(h->profile, &out->profile, why);
+	return rv;
+}
+
+static int handshake_reply_out(const Batonpeer__HandshakeReply *r,
+			       struct baton_peer_handshake_reply *out,
+			       const char **why)
+{
+	out->accepted = r->accepted;
+	out->proto.value = r->proto;
+	if (r->accepted && r->proto == 0) {
+		*why = "handshake accepted without a protocol version";
+		return BATON_ECORRUPT;
+	}
+	int rv = string_out(r->reason, BATON_PEER_REASON_MAX, &out->reason,
+			    "refusal reason above the limit", why);
+	if (rv == 0)
+		rv = handshake_out(r->self, &out->self, why);
+	return rv;
+}
+
+static int entries_out(const Batonpeer__Append *a, struct baton_msg_append *out,
+		       struct baton_peer_frame *f, const char **why)
+{
+	out->n_entries = 0;
+	out->entries = NULL;
+	if (a->n_entries == 0)
+		return 0;
+	if (a->n_entries > BATON_PEER_ENTRIES_MAX) {
+		*why = "too many entries in one append";
+		return BATON_ETOOBIG;
+	}
+	struct baton_entry *es = calloc(a->n_entries, sizeof *es);
+	if (es == NULL) {
+		*why = "out of memory";
+		return BATON_ENOMEM;
+	}
+	f->owned_arrays = es;
+	for (size_t i = 0; i < a->n_entries; i++) {
+		const Batonpeer__Entry *e = a->entries[i];
+		if (e == NULL) {
+			*why = "entry missing";
+			return BATON_ECORRUPT;
+		}
+		if (e->data.len > BATON_PEER_ENTRY_BYTES_MAX) {
+			*why = "entry data above the limit";
+			return BATON_ETOOBIG;
+		}
+		es[i].term = e->term;
+		es[i].index = e->index;
+		es[i].type = e->type;
+		es[i].len = (uint32_t)e->data.len;
+		es[i].buf = (uint8_t *)bytes_out(e->data);
+	}
+	out->n_entries = (uint32_t)a->n_entries;
+	out->entries = es;
+	return 0;
+}
+
+/* An absent version state (from a release before it) reads as the state
+ * of a log without version entries; baton__peer_check_msg() then checks
+ * that what arrived is a valid state. */
+static int versions_out(const Batonpeer__VersionState *v,
+			struct baton_version_state *out, const char **why)
+{
+	baton_version_state_initial(out);
+	if (v == NULL)
+		return 0;
+	if (v->n_members > BATON_MAX_MEMBERS) {
+		*why = "more version table rows than BATON_MAX_MEMBERS";
+		return BATON_ECORRUPT;
+	}
+	out->machine.value = v->machine;
+	if (!release_out(v->floor, &out->floor)) {
+		*why = "release part above 65535";
+		return BATON_ECORRUPT;
+	}
+	out->n = (uint32_t)v->n_members;
+	for (size_t i = 0; i < v->n_members; i++) {
+		const Batonpeer__MemberVersions *row = v->members[i];
+		if (row == NULL) {
+			*why = "version table row missing";
+			return BATON_ECORRUPT;
+		}
+		out->members[i].id = row->id;
+		int rv = profile_out(row->profile, &out->members[i].profile,
+				     why);
+		if (rv != 0)
+			return rv;
+	}
+	return 0;
+}
+
+static int snapshot_out(const Batonpeer__Snapshot *s,
+			struct baton_msg_snapshot *out, const char **why)
+{
+	const Batonpeer__SnapshotMeta *meta = s->meta;
+	baton_version_state_initial(&out->meta.versions);
+	if (meta != NULL) {
+		if (meta->n_members > BATON_MAX_MEMBERS) {
+			*why = "more members than BATON_MAX_MEMBERS";
+			return BATON_ECORRUPT;
+		}
+		out->meta.index = meta->index;
+		out->meta.term = meta->term;
+		out->meta.config_index = meta->config_index;
+		out->meta.config.n = (uint32_t)meta->n_members;
+		for (size_t i = 0; i < meta->n_members; i++) {
+			const Batonpeer__Member *m = meta->members[i];
+			if (m == NULL) {
+				*why = "member missing";
+				return BATON_ECORRUPT;
+			}
+			out->meta.config.members[i].id = m->id;
+			out->meta.config.members[i].role = m->role;
+		}
+		out->meta.versions_index = meta->versions_index;
+		int rv = versions_out(meta->versions, &out->meta.versions, why);
+		if (rv != 0)
+			return rv;
+	}
+	if (s->chunk.len > BATON_PEER_CHUNK_MAX) {
+		*why = "snapshot chunk above the limit";
+		return BATON_ETOOBIG;
+	}
+	out->total_len = s->total_len;
+	out->offset = s->offset;
+	out->chunk_len = (uint32_t)s->chunk.len;
+	out->chunk = bytes_out(s->chunk);
+	out->last_chunk = s->last_chunk;
+	return 0;
+}
+
+/* The body a Raft message of a known type must carry. */
+static Batonpeer__Raft__BodyCase body_for_type(uint32_t type)
+{
+	switch (type) {
+	case BATON_MSG_VOTE:
+		return BATONPEER__RAFT__BODY_VOTE;
+	case BATON_MSG_VOTE_RESULT:
+		return BATONPEER__RAFT__BODY_VOTE_RESULT;
+	case BATON_MSG_APPEND:
+		return BATONPEER__RAFT__BODY_APPEND;
+	case BATON_MSG_APPEND_RESULT:
+		return BATONPEER__RAFT__BODY_APPEND_RESULT;
+	case BATON_MSG_SNAPSHOT:
+		return BATONPEER__RAFT__BODY_SNAPSHOT;
+	case BATON_MSG_SNAPSHOT_RESULT:
+		return BATONPEER__RAFT__BODY_SNAPSHOT_RESULT;
+	case BATON_MSG_TIMEOUT_NOW:
+		return BATONPEER__RAFT__BODY_TIMEOUT_NOW;
+	case BATON_MSG_READ_INDEX:
+		return BATONPEER__RAFT__BODY_READ_INDEX;
+	case BATON_MSG_READ_INDEX_RESULT:
+		return BATONPEER__RAFT__BODY_READ_INDEX_RESULT;
+	default:
+		return BATONPEER__RAFT__BODY__NOT_SET;
+	}
+}
+
+static int raft_body_out(const Batonpeer__Raft *r, struct baton_msg *m,
+			 struct baton_peer_frame *f, const char **why)
+{
+	switch (r->type) {
+	case BATON_MSG_VOTE: {
+		const Batonpeer__Vote *v = r->vote;
+		m->u.vote.last_log_index = v->last_log_index;
+		m->u.vote.last_log_term = v->last_log_term;
+		m->u.vote.pre_vote = v->pre_vote;
+		m->u.vote.leadership_transfer = v->leadership_transfer;
+		return profile_out(v->candidate, &m->u.vote.candidate, why);
+	}
+	case BATON_MSG_VOTE_RESULT:
+		m->u.vote_result.pre_vote = r->vote_result->pre_vote;
+		m->u.vote_result.granted = r->vote_result->granted;
+		return 0;
+	case BATON_MSG_APPEND: {
+		const Batonpeer__Append *a = r->append;
+		m->u.append.prev_index = a->prev_index;
+		m->u.append.prev_term = a->prev_term;
+		m->u.append.leader_commit = a->leader_commit;
+		m->u.append.heartbeat_seq = a->heartbeat_seq;
+		int rv = profile_out(a->leader, &m->u.append.leader, why);
+		return rv != 0 ? rv : entries_out(a, &m->u.append, f, why);
+	}
+	case BATON_MSG_APPEND_RESULT: {
+		const Batonpeer__AppendResult *a = r->append_result;
+		m->u.append_result.success = a->success;
+		m->u.append_result.index = a->index;
+		m->u.append_result.hint_index = a->hint_index;
+		m->u.append_result.hint_term = a->hint_term;
+		m->u.append_result.heartbeat_seq = a->heartbeat_seq;
+		return 0;
+	}
+	case BATON_MSG_SNAPSHOT:
+		return snapshot_out(r->snapshot, &m->u.snapshot, why);
+	case BATON_MSG_SNAPSHOT_RESULT:
+		m->u.snapshot_result.index = r->snapshot_result->index;
+		m->u.snapshot_result.next_offset =
+			r->snapshot_result->next_offset;
+		m->u.snapshot_result.done = r->snapshot_result->done;
+		return 0;
+	case BATON_MSG_TIMEOUT_NOW:
+		return 0;
+	case BATON_MSG_READ_INDEX:
+		m->u.read_index.request_id = r->read_index->request_id;
+		return 0;
+	case BATON_MSG_READ_INDEX_RESULT:
+		m->u.read_index_result.request_id =
+			r->read_index_result->request_id;
+		m->u.read_index_result.read_index =
+			r->read_index_result->read_index;
+		m->u.read_index_result.status = r->read_index_result->status;
+		return 0;
+	default:
+		BATON_ASSERT(false); /* raft_out() checked the type */
+		return BATON_ECORRUPT;
+	}
+}
+
+static int raft_out(const Batonpeer__Raft *r, struct baton_peer_frame *f,
+		    const char **why)
+{
+	if (r->type == 0) {
+		*why = "Raft message without a type";
+		return BATON_ECORRUPT;
+	}
+	Batonpeer__Raft__BodyCase want = body_for_type(r->type);
+	if (want == BATONPEER__RAFT__BODY__NOT_SET) {
+		/* A message type of a newer release. */
+		f->kind = BATON_PEER_UNKNOWN;
+		f->unknown.body = BATONPEER__ENVELOPE__BODY_RAFT;
+		f->unknown.raft_type = r->type;
+		return 0;
+	}
+	/* Every body member is a pointer in one union: check any one. */
+	if (r->body_case != want || r->vote == NULL) {
+		*why = "Raft message body does not match its type";
+		return BATON_ECORRUPT;
+	}
+	f->kind = BATON_PEER_RAFT;
+	struct baton_msg *m = &f->raft;
+	memset(m, 0, sizeof *m);
+	m->type = r->type;
+	m->term = r->term;
+	m->from = r->from;
+	m->to = r->to;
+	int rv = raft_body_out(r, m, f, why);
+	if (rv == 0)
+		rv = baton__peer_check_msg(m, why);
+	return rv;
+}
+
+static int forward_out(const Batonpeer__Forward *fw, struct baton_peer_frame *f,
+		       const char **why)
+{
+	if (fw->n_argv == 0) {
+		*why = "forwarded command without arguments";
+		return BATON_ECORRUPT;
+	}
+	if (fw->n_argv > BATON_PEER_FORWARD_ARGS_MAX) {
+		*why = "forwarded command with too many arguments";
+		return BATON_ETOOBIG;
+	}
+	size_t n = fw->n_argv;
+	_Static_assert(_Alignof(const uint8_t *) <= _Alignof(size_t),
+		       "argv follows lens in one allocation");
+	size_t *lens = malloc(n * (sizeof(size_t) + sizeof(const uint8_t *)));
+	if (lens == NULL) {
+		*why = "out of memory";
+		return BATON_ENOMEM;
+	}
+	f->owned_arrays = lens;
+	const uint8_t **argv = (const uint8_t **)(void *)(lens + n);
+	for (size_t i = 0; i < n; i++) {
+		lens[i] = fw->argv[i].len;
+		argv[i] = bytes_out(fw->argv[i]);
+	}
+	f->kind = BATON_PEER_FORWARD;
+	f->forward.request_id = fw->request_id;
+	f->forward.argc = (int)n;
+	f->forward.argv = argv;
+	f->forward.lens = lens;
+	return 0;
+}
+
+static int forward_reply_out(const Batonpeer__ForwardReply *r,
+			     struct baton_peer_forward_reply *out,
+			     const char **why)
+{
+	out->request_id = r->request_id;
+	switch (r->result_case) {
+	case BATONPEER__FORWARD_REPLY__RESULT_RESP_REPLY:
+		out->resp_reply = bytes_out(r->resp_reply);
+		out->resp_len = r->resp_reply.len;
+		out->error = NULL;
+		return 0;
+	case BATONPEER__FORWARD_REPLY__RESULT_ERROR:
+		out->resp_reply = NULL;
+		out->resp_len = 0;
+		return string_out(r->error, BATON_PEER_ERROR_MAX, &out->error,
+				  "forward error text above the limit", why);
+	default:
+		*why = "forward reply without a result";
+		return BATON_ECORRUPT;
+	}
+}
+
+static int envelope_out(const Batonpeer__Envelope *env,
+			struct baton_peer_frame *f, const char **why)
+{
+	/* Every body member is a pointer in one union. */
+	if (env->body_case != BATONPEER__ENVELOPE__BODY__NOT_SET &&
+	    env->raft == NULL) {
+		*why = "envelope body missing";
+		return BATON_ECORRUPT;
+	}
+	switch (env->body_case) {
+	case BATONPEER__ENVELOPE__BODY_HANDSHAKE:
+		f->kind = BATON_PEER_HANDSHAKE;
+		return handshake_out(env->handshake, &f->handshake, why);
+	case BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY:
+		f->kind = BATON_PEER_HANDSHAKE_REPLY;
+		return handshake_reply_out(env->handshake_reply,
+					   &f->handshake_reply, why);
+	case BATONPEER__ENVELOPE__BODY_RAFT:
+		return raft_out(env->raft, f, why);
+	case BATONPEER__ENVELOPE__BODY_FORWARD:
+		return forward_out(env->forward, f, why);
+	case BATONPEER__ENVELOPE__BODY_FORWARD_REPLY:
+		f->kind = BATON_PEER_FORWARD_REPLY;
+		return forward_reply_out(env->forward_reply, &f->forward_reply,
+					 why);
+	default:
+		break;
+	}
+	/* No body this release knows. A body from a newer release shows up
+	 * as an unknown field; an envelope with nothing at all is garbage. */
+	if (env->base.n_unknown_fields == 0) {
+		*why = "envelope without a body";
+		return BATON_ECORRUPT;
+	}
+	f->kind = BATON_PEER_UNKNOWN;
+	f->unknown.body = env->base.unknown_fields[0].tag;
+	f->unknown.raft_type = 0;
+	return 0;
+}
+
+/* Unpack (body, len) within the memory budget; the envelope or NULL with
+ * *rv and out->why set. */
+static Batonpeer__Envelope *unpack(const uint8_t *body, size_t len,
+				   struct baton_peer_frame *out, int *rv)
+{
+	if (len > BATON_PEER_FRAME_MAX) {
+		out->why = "frame above BATON_PEER_FRAME_MAX";
+		*rv = BATON_ETOOBIG;
+		return NULL;
+	}
+	BATON_ASSERT(body != NULL || len == 0);
+	struct budget b = {len + BATON_PEER_DECODE_SLACK, false, false};
+	ProtobufCAllocator alloc = {budget_alloc, plain_free, &b};
+	Batonpeer__Envelope *env =
+		batonpeer__envelope__unpack(&alloc, len, body);
+	if (env != NULL)
+		return env;
+	if (b.failed) {
+		out->why = "out of memory";
+		*rv = BATON_ENOMEM;
+	} else if (b.exceeded) {
+		out->why = "frame needs more memory than allowed";
+		*rv = BATON_ETOOBIG;
+	} else {
+		out->why = "not a valid envelope";
+		*rv = BATON_ECORRUPT;
+	}
+	return NULL;
+}
+
+/* Fill *out from env, which it then owns; on error free it all. */
+static int finish(Batonpeer__Envelope *env, struct baton_peer_frame *out)
+{
+	out->owned_envelope = env;
+	const char *why = NULL;
+	int rv = envelope_out(env, out, &why);
+	if (rv != 0) {
+		baton_peer_frame_free(out);
+		BATON_ASSERT(why != NULL);
+		out->why = why;
+		return rv;
+	}
+	BATON_ASSERT(out->kind <= BATON_PEER_FORWARD_REPLY);
+	return 0;
+}
+
+int baton_peer_decode(struct baton_proto_version v, const uint8_t *body,
+		      size_t len, struct baton_peer_frame *out)
+{
+	BATON_ASSERT(out != NULL);
+	memset(out, 0, sizeof *out);
+	/* Protocol 1 is the only version so far: every version this codec
+	 * implements reads frames the same way. */
+	if (!baton_peer_proto_supported(v)) {
+		out->why = "a peer protocol version this release does not "
+			   "implement";
+		return BATON_EVERSION;
+	}
+	int rv = 0;
+	Batonpeer__Envelope *env = unpack(body, len, out, &rv);
+	return env != NULL ? finish(env, out) : rv;
+}
+
+int baton_peer_decode_handshake(const uint8_t *body, size_t len,
+				struct baton_peer_frame *out)
+{
+	BATON_ASSERT(out != NULL);
+	memset(out, 0, sizeof *out);
+	int rv = 0;
+	Batonpeer__Envelope *env = unpack(body, len, out, &rv);
+	if (env == NULL)
+		return rv;
+	if (env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE &&
+	    env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY) {
+		batonpeer__envelope__free_unpacked(env, &free_only);
+		out->why = "expected a handshake";
+		return BATON_ECORRUPT;
+	}
+	return finish(env, out);
+}
+
+void baton_peer_frame_free(struct baton_peer_frame *f)
+{
+	if (f == NULL)
+		return;
+	if (f->owned_envelope != NULL)
+		batonpeer__envelope__free_unpacked(f->owned_envelope,
+						   &free_only);
+	free(f->owned_arrays);
+	memset(f, 0, sizeof *f);
+}

@@ -1,0 +1,289 @@
+/*
+ * Versions (include/baton/version.h, src/core/version.c): releases compared,
+ * parsed and formatted; the table of releases; the encoding of the version
+ * state a BATON_ENTRY_VERSION entry carries, checked against golden bytes.
+ */
+#include <baton/raft.h>
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct baton_release rel(uint16_t a, uint16_t b, uint16_t c)
+{
+	return (struct baton_release){a, b, c};
+}
+
+Test(release, compare_orders_major_then_minor_then_patch)
+{
+	cr_assert_eq(baton_release_compare(rel(1, 2, 3), rel(1, 2, 3)), 0);
+	cr_assert_lt(baton_release_compare(rel(1, 2, 3), rel(1, 2, 4)), 0);
+	cr_assert_gt(baton_release_compare(rel(1, 3, 0), rel(1, 2, 9)), 0);
+	cr_assert_lt(baton_release_compare(rel(0, 9, 9), rel(1, 0, 0)), 0);
+	cr_assert_gt(baton_release_compare(rel(2, 0, 0), rel(1, 65535, 0)), 0);
+}
+
+Test(release, parse_accepts_exactly_three_parts)
+{
+	struct baton_release r = rel(9, 9, 9);
+	cr_assert_eq(baton_release_parse("1.2.3", &r), 0);
+	cr_assert_eq(baton_release_compare(r, rel(1, 2, 3)), 0);
+	cr_assert_eq(baton_release_parse("65535.0.65535", &r), 0);
+	cr_assert_eq(baton_release_compare(r, rel(65535, 0, 65535)), 0);
+	const char *bad[] = {"",	  "1",	    "1.2",    "1.2.3.4",
+			     "1..3",	  ".1.2",   "1.2.",   " 1.2.3",
+			     "1.2.3 ",	  "a.b.c",  "1.2.-3", "65536.0.0",
+			     "0.0.99999", "1.2.3x", "+1.2.3"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		r = rel(7, 7, 7);
+		cr_assert_eq(baton_release_parse(bad[i], &r), BATON_EINVAL,
+			     "\"%s\"", bad[i]);
+		cr_assert_eq(baton_release_compare(r, rel(7, 7, 7)), 0,
+			     "\"%s\" left *out alone", bad[i]);
+	}
+	cr_assert_eq(baton_release_parse(NULL, &r), BATON_EINVAL);
+}
+
+Test(release, format_round_trips_through_parse)
+{
+	char buf[BATON_RELEASE_STR_MAX];
+	cr_assert_str_eq(baton_release_format(rel(0, 1, 0), buf), "0.1.0");
+	cr_assert_str_eq(baton_release_format(rel(65535, 65535, 65535), buf),
+			 "65535.65535.65535");
+	cr_assert_eq(strlen(buf) + 1, BATON_RELEASE_STR_MAX);
+	struct baton_release r;
+	cr_assert_eq(baton_release_parse(buf, &r), 0);
+	cr_assert_eq(baton_release_compare(r, rel(65535, 65535, 65535)), 0);
+}
+
+Test(release, the_table_is_ordered_and_ends_with_this_binary)
+{
+	uint32_t n = 0;
+	const struct baton_profile *t = baton_releases(&n);
+	cr_assert_geq(n, 1);
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_leq(t[i].proto_min.value, t[i].proto_max.value);
+		cr_assert_geq(t[i].machine_max.value, 1);
+		if (i > 0) {
+			cr_assert_lt(baton_release_compare(t[i - 1].release,
+							   t[i].release),
+				     0, "oldest first");
+			cr_assert_leq(t[i - 1].machine_max.value,
+				      t[i].machine_max.value);
+		}
+		cr_assert_eq(baton_release_find(t[i].release), &t[i]);
+	}
+	cr_assert_eq(baton_release_current(), &t[n - 1]);
+	cr_assert_null(baton_release_find(rel(0, 0, 0)));
+	/* Today's one release: 0.1.0, peer protocol 1..1, machine 1. */
+	const struct baton_profile *p = baton_release_find(rel(0, 1, 0));
+	cr_assert_not_null(p);
+	cr_assert_eq(p->proto_min.value, 1);
+	cr_assert_eq(p->proto_max.value, 1);
+	cr_assert_eq(p->machine_max.value, 1);
+	/* The core's default profile comes from the table. */
+	struct baton_raft_options o;
+	baton_raft_options_default(&o);
+	cr_assert_eq(baton_release_compare(o.profile.release,
+					   baton_release_current()->release),
+		     0);
+	cr_assert_eq(o.profile.proto_max.value,
+		     baton_release_current()->proto_max.value);
+	cr_assert_eq(o.profile.machine_max.value,
+		     baton_release_current()->machine_max.value);
+}
+
+/* ---- the version state ---------------------------------------------------*/
+
+static struct baton_version_state sample(void)
+{
+	struct baton_version_state s;
+	baton_version_state_initial(&s);
+	s.machine.value = 2;
+	s.floor = rel(1, 2, 3);
+	s.n = 1;
+	s.members[0].id = 0x0102030405060708ull;
+	s.members[0].profile.release = rel(4, 5, 6);
+	s.members[0].profile.proto_min.value = 1;
+	s.members[0].profile.proto_max.value = 3;
+	s.members[0].profile.machine_max.value = 2;
+	return s;
+}
+
+/* Golden bytes of sample(): format 1, little endian throughout. */
+static const uint8_t SAMPLE_BYTES[] = {
+	0x01,						/* format */
+	0x02, 0x00, 0x00, 0x00,				/* machine version 2 */
+	0x01, 0x00, 0x02, 0x00, 0x03, 0x00,		/* floor 1.2.3 */
+	0x01,						/* one row */
+	0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
+	0x04, 0x00, 0x05, 0x00, 0x06, 0x00,		/* release 4.5.6 */
+	0x01, 0x00, 0x00, 0x00,				/* proto_min 1 */
+	0x03, 0x00, 0x00, 0x00,				/* proto_max 3 */
+	0x02, 0x00, 0x00, 0x00,				/* machine_max 2 */
+};
+
+static void assert_state_eq(const struct baton_version_state *a,
+			    const struct baton_version_state *b)
+{
+	cr_assert_eq(a->machine.value, b->machine.value);
+	cr_assert_eq(baton_release_compare(a->floor, b->floor), 0);
+	cr_assert_eq(a->n, b->n);
+	for (uint32_t i = 0; i < a->n; i++) {
+		const struct baton_profile *p = &a->members[i].profile;
+		const struct baton_profile *q = &b->members[i].profile;
+		cr_assert_eq(a->members[i].id, b->members[i].id);
+		cr_assert_eq(baton_release_compare(p->release, q->release), 0);
+		cr_assert_eq(p->proto_min.value, q->proto_min.value);
+		cr_assert_eq(p->proto_max.value, q->proto_max.value);
+		cr_assert_eq(p->machine_max.value, q->machine_max.value);
+	}
+}
+
+Test(version_state, initial_is_machine_one_without_floor_or_table)
+{
+	struct baton_version_state s;
+	memset(&s, 0xee, sizeof s);
+	baton_version_state_initial(&s);
+	cr_assert_eq(s.machine.value, 1);
+	cr_assert_eq(baton_release_compare(s.floor, rel(0, 0, 0)), 0);
+	cr_assert_eq(s.n, 0);
+	cr_assert(baton_version_state_valid(&s));
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len = 0;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	const uint8_t want[] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+	cr_assert_eq(len, sizeof want);
+	cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(version_state, encodes_to_the_golden_bytes_and_back)
+{
+	struct baton_version_state s = sample(), d;
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len = 0;
+	cr_assert_eq(baton_version_state_encoded_len(&s), sizeof SAMPLE_BYTES);
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	cr_assert_eq(len, sizeof SAMPLE_BYTES);
+	cr_assert_arr_eq(buf, SAMPLE_BYTES, len);
+	memset(&d, 0xab, sizeof d);
+	cr_assert_eq(baton_version_state_decode(SAMPLE_BYTES,
+						sizeof SAMPLE_BYTES, &d),
+		     0);
+	assert_state_eq(&d, &s);
+	const struct baton_member_versions *m =
+		baton_version_state_find(&d, 0x0102030405060708ull);
+	cr_assert_not_null(m);
+	cr_assert_eq(m->profile.machine_max.value, 2);
+	cr_assert_null(baton_version_state_find(&d, 5));
+}
+
+Test(version_state, a_full_table_round_trips)
+{
+	struct baton_version_state s, d;
+	baton_version_state_initial(&s);
+	s.machine.value = 7;
+	s.floor = rel(3, 0, 1);
+	for (uint32_t i = 0; i < BATON_MAX_MEMBERS; i++) {
+		struct baton_member_versions *m = &s.members[s.n++];
+		m->id = 10 + 3 * (uint64_t)i;
+		m->profile.release = rel(3, (uint16_t)i, 1);
+		m->profile.proto_min.value = i;
+		m->profile.proto_max.value = i + 1;
+		m->profile.machine_max.value = 0xfffffff0u + i;
+	}
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len = 0;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	cr_assert_eq(len, BATON_VERSION_STATE_BYTES_MAX);
+	cr_assert_eq(baton_version_state_encode(&s, buf, len - 1, &len),
+		     BATON_ETOOBIG);
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d), 0);
+	assert_state_eq(&d, &s);
+}
+
+Test(version_state, later_formats_append_and_higher_formats_are_refused)
+{
+	struct baton_version_state d;
+	uint8_t buf[sizeof SAMPLE_BYTES + 5];
+	memcpy(buf, SAMPLE_BYTES, sizeof SAMPLE_BYTES);
+	memset(buf + sizeof SAMPLE_BYTES, 0x5a, 5);
+	/* Bytes a later format appended within format 1 are ignored. */
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d), 0);
+	struct baton_version_state s = sample();
+	assert_state_eq(&d, &s);
+	buf[0] = 2;
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d),
+		     BATON_EVERSION);
+	buf[0] = 0xff;
+	cr_assert_eq(baton_version_state_decode(buf, 1, &d), BATON_EVERSION);
+	buf[0] = 0;
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d),
+		     BATON_ECORRUPT);
+}
+
+Test(version_state, short_input_is_corrupt_and_never_overread)
+{
+	struct baton_version_state d;
+	cr_assert_eq(baton_version_state_decode(NULL, 0, &d), BATON_ECORRUPT);
+	/* Each prefix in a buffer of exactly its length. */
+	for (size_t n = 1; n < sizeof SAMPLE_BYTES; n++) {
+		uint8_t *p = malloc(n);
+		memcpy(p, SAMPLE_BYTES, n);
+		d.machine.value = 99;
+		cr_assert_eq(baton_version_state_decode(p, n, &d),
+			     BATON_ECORRUPT, "%zu bytes", n);
+		cr_assert_eq(d.machine.value, 99, "*out untouched on error");
+		free(p);
+	}
+}
+
+/* Patch one field of the golden bytes and expect the decoder to refuse. */
+static void expect_corrupt(size_t off, const uint8_t *v, size_t n,
+			   const char *what)
+{
+	uint8_t buf[sizeof SAMPLE_BYTES];
+	memcpy(buf, SAMPLE_BYTES, sizeof buf);
+	memcpy(buf + off, v, n);
+	struct baton_version_state d;
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d),
+		     BATON_ECORRUPT, "%s", what);
+}
+
+Test(version_state, states_the_log_cannot_hold_are_refused_both_ways)
+{
+	const uint8_t zero4[4] = {0}, zero8[8] = {0}, n17[1] = {17},
+		      n2[1] = {2}, proto[4] = {4, 0, 0, 0};
+	expect_corrupt(1, zero4, 4, "machine version 0");
+	expect_corrupt(12, zero8, 8, "member id 0");
+	expect_corrupt(11, n17, 1, "more rows than members");
+	expect_corrupt(11, n2, 1, "a row missing");
+	expect_corrupt(26, proto, 4, "proto_min above proto_max");
+
+	struct baton_version_state s = sample();
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len;
+	s.machine.value = 0;
+	cr_assert_not(baton_version_state_valid(&s));
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	s = sample();
+	s.n = BATON_MAX_MEMBERS + 1;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	/* Rows by strictly increasing id: no duplicates, no disorder. */
+	s = sample();
+	s.members[1] = s.members[0];
+	s.n = 2;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	s.members[1].id = s.members[0].id - 1;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	s.members[1].id = s.members[0].id + 1;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	/* The same disorder on the wire is corrupt. */
+	buf[12 + 26] = 0x07; /* row 2's id now below row 1's */
+	struct baton_version_state d;
+	cr_assert_eq(baton_version_state_decode(buf, len, &d), BATON_ECORRUPT);
+}
