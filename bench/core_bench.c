@@ -1,33 +1,38 @@
 /*
- * Core-only throughput: N core instances in one process, a network with no
- * latency and no faults, a disk that persists instantly. Measures entries
- * committed (applied by the leader) per CPU second, for 3 and 5 nodes at
- * batch sizes 1, 16 and 256 (commands per proposal).
+ * Core throughput through the node pipeline that ships (src/node): N nodes
+ * in one process, a network with no latency and no faults, a disk that is
+ * durable at once (the simulator's, tests/sim/sim_disk.c) and a state
+ * machine that counts (tests/unit/fixture.c). Measures proposals committed
+ * and applied on the leader per CPU second, for 3 and 5 nodes at batch
+ * sizes 1, 16 and 256 (proposals queued between two flushes, which the
+ * pipeline hands the core as one PROPOSE event).
  *
  *   build/bench-core [--entries N] [--payload BYTES]
  */
-#include <baton/raft.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define MAX_NODES 5
+#include "fixture.h"
+#include "pipeline.h"
 
-struct queued {
-	struct baton_msg msg;
-	struct baton_entry *entries; /* deep copies, owned here */
-	uint8_t *chunk;
+#define MAX_NODES 5
+#define TICK_MS 10u
+
+struct bnode {
+	struct baton_pipeline *p;
+	struct fx_disk disk;
+	struct fx_machine machine;
 };
 
 struct bench {
 	uint32_t n_nodes;
-	struct baton_raft *nodes[MAX_NODES + 1];
-	struct queued *q;
+	struct bnode nodes[MAX_NODES + 1];
+	struct fx_msg *q; /* a ring of messages in flight */
 	size_t q_head, q_len, q_cap;
 	uint64_t now_ms;
-	baton_index leader_applied;
+	uint64_t done, failed; /* proposals completed */
 };
 
 static void die(const char *what, int rv)
@@ -36,11 +41,17 @@ static void die(const char *what, int rv)
 	exit(2);
 }
 
-static void enqueue(struct bench *b, const struct baton_msg *m)
+static uint64_t env_now(void *data)
 {
+	return ((struct bench *)data)->now_ms;
+}
+
+static void env_send(void *data, const struct baton_msg *m)
+{
+	struct bench *b = data;
 	if (b->q_len == b->q_cap) {
 		size_t cap = b->q_cap ? b->q_cap * 2 : 1024;
-		struct queued *q = malloc(cap * sizeof *q);
+		struct fx_msg *q = malloc(cap * sizeof *q);
 		if (q == NULL)
 			die("queue", BATON_ENOMEM);
 		for (size_t i = 0; i < b->q_len; i++)
@@ -50,85 +61,42 @@ static void enqueue(struct bench *b, const struct baton_msg *m)
 		b->q_head = 0;
 		b->q_cap = cap;
 	}
-	struct queued *x = &b->q[(b->q_head + b->q_len++) % b->q_cap];
-	memset(x, 0, sizeof *x);
-	x->msg = *m;
-	if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
-		uint32_t n = m->u.append.n_entries;
-		x->entries = malloc(n * sizeof *x->entries);
-		for (uint32_t i = 0; i < n; i++) {
-			x->entries[i] = m->u.append.entries[i];
-			x->entries[i].buf = malloc(x->entries[i].len + 1u);
-			memcpy(x->entries[i].buf, m->u.append.entries[i].buf,
-			       x->entries[i].len);
-		}
-		x->msg.u.append.entries = x->entries;
-	}
-	if (m->type == BATON_MSG_SNAPSHOT && m->u.snapshot.chunk_len > 0) {
-		x->chunk = malloc(m->u.snapshot.chunk_len);
-		memcpy(x->chunk, m->u.snapshot.chunk, m->u.snapshot.chunk_len);
-		x->msg.u.snapshot.chunk = x->chunk;
-	}
+	fx_msg_copy(&b->q[(b->q_head + b->q_len++) % b->q_cap], m);
 }
 
-static void release(struct queued *x)
+/* End of a turn for one node: the pipeline's flush, and the instant disk's
+ * completions handed back until none are left. */
+static void settle(struct bench *b, baton_node_id id)
 {
-	if (x->entries != NULL) {
-		for (uint32_t i = 0; i < x->msg.u.append.n_entries; i++)
-			free(x->entries[i].buf);
-		free(x->entries);
+	struct bnode *n = &b->nodes[id];
+	baton_pipeline_flush(n->p);
+	while (fx_disk_unreported(&n->disk)) {
+		baton_pipeline_storage_ready(n->p);
+		baton_pipeline_flush(n->p);
 	}
-	free(x->chunk);
-}
-
-static int step(struct bench *b, baton_node_id id, struct baton_event *ev);
-
-/* The ideal driver: the disk is instant, so persistence completes before
- * anything else happens and the held-back messages go out right away. */
-static void handle(struct bench *b, baton_node_id id,
-		   const struct baton_update *u)
-{
-	for (uint32_t i = 0; i < u->n_msgs; i++)
-		enqueue(b, &u->msgs[i]);
-	for (uint32_t i = 0; i < u->n_msgs_after_persist; i++)
-		enqueue(b, &u->msgs_after_persist[i]);
-	if (u->role == BATON_LEADER && u->n_apply > 0)
-		b->leader_applied = u->apply[u->n_apply - 1].index;
-	if (u->persist_needed) {
-		struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
-		ev.u.persisted.index = u->persist_index;
-		ev.u.persisted.term = u->persist_term;
-		step(b, id, &ev);
-	}
-}
-
-static int step(struct bench *b, baton_node_id id, struct baton_event *ev)
-{
-	struct baton_update u;
-	int rv = baton_raft_step(b->nodes[id], b->now_ms, ev, &u);
-	handle(b, id, &u);
-	return rv;
 }
 
 static void deliver_all(struct bench *b)
 {
 	while (b->q_len > 0) {
-		struct queued x = b->q[b->q_head];
+		struct fx_msg x = b->q[b->q_head];
 		b->q_head = (b->q_head + 1) % b->q_cap;
 		b->q_len--;
-		struct baton_event ev = {.type = BATON_EVENT_RECEIVE};
-		ev.u.receive.msg = &x.msg;
-		step(b, (baton_node_id)x.msg.to, &ev);
-		release(&x);
+		baton_node_id to = x.m.to;
+		if (to >= 1 && to <= b->n_nodes) {
+			baton_pipeline_receive(b->nodes[to].p, &x.m);
+			settle(b, to);
+		}
+		fx_msg_release(&x);
 	}
 }
 
 static baton_node_id leader_of(struct bench *b)
 {
 	for (baton_node_id id = 1; id <= b->n_nodes; id++) {
-		struct baton_raft_status s;
-		baton_raft_status(b->nodes[id], &s);
-		if (s.role == BATON_LEADER)
+		struct baton_pipeline_status s;
+		baton_pipeline_status(b->nodes[id].p, &s);
+		if (s.raft.role == BATON_LEADER)
 			return id;
 	}
 	return 0;
@@ -138,29 +106,36 @@ static void setup(struct bench *b, uint32_t n_nodes)
 {
 	memset(b, 0, sizeof *b);
 	b->n_nodes = n_nodes;
-	struct baton_config c = {0};
+	struct baton_pipeline_env env = {
+		.data = b, .now_ms = env_now, .send = env_send};
 	for (uint32_t i = 1; i <= n_nodes; i++) {
-		c.members[c.n].id = i;
-		c.members[c.n].role = BATON_VOTER;
-		c.n++;
-	}
-	for (uint32_t i = 1; i <= n_nodes; i++) {
-		struct baton_raft_options o;
-		baton_raft_options_default(&o);
-		o.id = i;
-		o.random_seed = 7;
-		o.max_inflight_appends = 8;
-		int rv = baton_raft_create(&o, &b->nodes[i]);
-		if (rv == 0)
-			rv = baton_raft_bootstrap(b->nodes[i], &c);
-		if (rv != 0)
-			die("create", rv);
+		struct bnode *n = &b->nodes[i];
+		struct baton_pipeline_config c;
+		memset(&c, 0, sizeof c);
+		baton_raft_options_default(&c.raft);
+		c.raft.id = i;
+		c.raft.random_seed = 7;
+		c.raft.max_inflight_appends = 8;
+		c.storage = fx_disk_open(&n->disk, i);
+		fx_machine_init(&n->machine);
+		c.machine = &n->machine.base;
+		c.n_founders = n_nodes;
+		for (uint32_t k = 0; k < n_nodes; k++)
+			c.founders[k] = k + 1;
+		char err[256];
+		int rv =
+			baton_pipeline_create(&c, &env, &n->p, err, sizeof err);
+		if (rv != 0) {
+			fprintf(stderr, "bench-core: create: %s\n", err);
+			exit(2);
+		}
+		settle(b, i);
 	}
 	while (leader_of(b) == 0) {
-		b->now_ms += 10;
+		b->now_ms += TICK_MS;
 		for (baton_node_id id = 1; id <= n_nodes; id++) {
-			struct baton_event ev = {.type = BATON_EVENT_TICK};
-			step(b, id, &ev);
+			baton_pipeline_tick(b->nodes[id].p);
+			settle(b, id);
 		}
 		deliver_all(b);
 	}
@@ -169,48 +144,59 @@ static void setup(struct bench *b, uint32_t n_nodes)
 static void teardown(struct bench *b)
 {
 	while (b->q_len > 0) {
-		release(&b->q[b->q_head]);
+		fx_msg_release(&b->q[b->q_head]);
 		b->q_head = (b->q_head + 1) % b->q_cap;
 		b->q_len--;
 	}
 	free(b->q);
-	for (uint32_t i = 1; i <= b->n_nodes; i++)
-		baton_raft_destroy(b->nodes[i]);
+	for (uint32_t i = 1; i <= b->n_nodes; i++) {
+		baton_pipeline_destroy(b->nodes[i].p);
+		fx_disk_free(&b->nodes[i].disk);
+	}
 }
 
-/* Propose `total` commands in batches of `batch`, keeping a window of
- * proposals in flight, and return entries committed per CPU second. */
+static void on_proposed(void *data, int status, const uint8_t *reply,
+			size_t len)
+{
+	struct bench *b = data;
+	(void)reply;
+	(void)len;
+	if (status == 0)
+		b->done++;
+	else
+		b->failed++;
+}
+
+/* Propose `total` commands, `batch` per flush, keeping a window of
+ * proposals in flight, and return proposals committed per CPU second. */
 static double run(uint32_t n_nodes, uint32_t batch, uint64_t total,
 		  size_t payload)
 {
-	struct bench b;
+	static struct bench b;
 	setup(&b, n_nodes);
 	baton_node_id leader = leader_of(&b);
+	struct baton_pipeline *p = b.nodes[leader].p;
 	uint8_t *data = calloc(1, payload);
-	struct baton_buffer *bufs = malloc(batch * sizeof *bufs);
-	for (uint32_t i = 0; i < batch; i++)
-		bufs[i] = (struct baton_buffer){data, payload};
-	baton_index start = b.leader_applied;
-	baton_index proposed_upto = 0;
-	uint64_t window = (uint64_t)batch * 4;
+	uint64_t window = (uint64_t)batch * 4, proposed = 0;
 	clock_t t0 = clock();
-	while (b.leader_applied < start + total) {
-		while (proposed_upto < b.leader_applied + window &&
-		       proposed_upto < start + total + batch) {
-			struct baton_event ev = {.type = BATON_EVENT_PROPOSE};
-			ev.u.propose.n = batch;
-			ev.u.propose.bufs = bufs;
-			int rv = step(&b, leader, &ev);
-			if (rv != 0)
-				die("propose", rv);
-			proposed_upto =
-				ev.u.propose.first_index_out + batch - 1;
+	while (b.done < total) {
+		while (proposed - b.done - b.failed < window &&
+		       proposed < total) {
+			for (uint32_t k = 0; k < batch && proposed < total;
+			     k++, proposed++) {
+				int rv = baton_pipeline_propose(
+					p, data, payload, on_proposed, &b);
+				if (rv != 0)
+					die("propose", rv);
+			}
+			settle(&b, leader);
 		}
 		deliver_all(&b);
+		if (b.failed > 0)
+			die("a proposal failed", BATON_ESTATE);
 	}
 	double cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
-	baton_index committed = b.leader_applied - start;
-	free(bufs);
+	uint64_t committed = b.done;
 	free(data);
 	teardown(&b);
 	return cpu > 0 ? (double)committed / cpu : 0;
@@ -231,7 +217,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	printf("core-only throughput: no latency, no faults, instant disk\n");
+	printf("core throughput through the node pipeline: no latency, no "
+	       "faults, instant disk\n");
 	printf("%llu entries of %zu bytes per run\n\n",
 	       (unsigned long long)total, payload);
 	printf("%-6s %-6s %18s\n", "nodes", "batch", "entries/cpu-sec");

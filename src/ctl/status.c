@@ -30,6 +30,10 @@ struct row {
 	char release[CTL_VALUE_MAX];
 	struct opt_u64 term, commit, applied, last_index, match;
 	struct opt_u64 proto_min, proto_max, machine_max, lag;
+	/* The member stopped applying at this index (0: it did not), and
+	 * why, as it says. */
+	struct opt_u64 stalled_index;
+	char stalled[CTL_ERR_MAX];
 };
 
 struct cluster {
@@ -120,6 +124,13 @@ static void read_node(struct row *row, const redisReply *r)
 	opt_read(r, "proto_min", &row->proto_min);
 	opt_read(r, "proto_max", &row->proto_max);
 	opt_read(r, "machine_max", &row->machine_max);
+	opt_read(r, "stalled_index", &row->stalled_index);
+	ctl_map_str(r, "stalled", row->stalled, sizeof row->stalled);
+}
+
+static bool is_stalled(const struct row *r)
+{
+	return r->up && r->stalled_index.known && r->stalled_index.v != 0;
 }
 
 /* One command on a fresh connection to `addr`. Returns the reply (an error
@@ -177,6 +188,8 @@ static const char *shown_role(const struct row *r)
 {
 	if (!r->up)
 		return "down";
+	if (is_stalled(r))
+		return "stalled";
 	if (strcmp(r->role, "pre-candidate") == 0)
 		return "candidate";
 	if (strcmp(r->role, "follower") == 0 && !r->voter)
@@ -271,20 +284,31 @@ static void print_table(const struct cluster *cl)
 
 static void print_summary(struct cluster *cl)
 {
-	size_t down = 0;
-	for (size_t i = 0; i < cl->n; i++)
+	size_t down = 0, stalled = 0;
+	for (size_t i = 0; i < cl->n; i++) {
 		down += !cl->rows[i].up;
+		stalled += is_stalled(&cl->rows[i]);
+	}
 	const struct row *leader = find_leader(cl);
 	if (leader != NULL)
 		printf("\nleader: node %" PRIu64 " at %s, term %" PRIu64,
 		       leader->id, leader->client_addr, leader->term.v);
 	else
 		printf("\nleader: none known");
-	printf("; %zu members, %zu down\n", cl->n, down);
-	for (size_t i = 0; i < cl->n; i++)
-		if (!cl->rows[i].up)
-			printf("node %" PRIu64 " (%s): %s\n", cl->rows[i].id,
-			       cl->rows[i].client_addr, cl->rows[i].err);
+	printf("; %zu members, %zu down", cl->n, down);
+	if (stalled > 0)
+		printf(", %zu stalled", stalled);
+	printf("\n");
+	for (size_t i = 0; i < cl->n; i++) {
+		const struct row *r = &cl->rows[i];
+		if (!r->up)
+			printf("node %" PRIu64 " (%s): %s\n", r->id,
+			       r->client_addr, r->err);
+		else if (is_stalled(r))
+			printf("node %" PRIu64 " (%s) stalled: %s\n", r->id,
+			       r->client_addr,
+			       r->stalled[0] ? r->stalled : "no reason given");
+	}
 }
 
 static void json_u64(const char *key, struct opt_u64 v, bool last)
@@ -325,6 +349,8 @@ static void print_json(const struct cluster *cl)
 		json_u64("proto_max", r->proto_max, false);
 		json_u64("machine_max", r->machine_max, false);
 		json_u64("lag", r->lag, false);
+		json_u64("stalled_index", r->stalled_index, false);
+		json_str("stalled", is_stalled(r) ? r->stalled : "");
 		printf("\"error\": ");
 		if (r->up)
 			fputs("null", stdout);

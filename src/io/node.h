@@ -1,11 +1,14 @@
 /*
- * A node: the Raft core driven with real I/O on a libuv loop — ticks from a
- * timer, messages over the peer transport, persistence through the file
- * storage (group commit on its writer thread, completions back through
- * uv_async), committed entries handed to the application in order.
+ * A node: the node pipeline (src/node/pipeline.h) driven with real I/O on
+ * a libuv loop — ticks from a timer, messages over the peer transport,
+ * persistence through the file storage (group commit on its writer thread,
+ * completions back through uv_async), the pipeline's flush at the end of
+ * each loop iteration. Everything between the core and the world (persist
+ * chain, proposals, reads, apply, snapshots, the stall) is the pipeline's;
+ * this layer is glue only.
  *
- * The application (src/server) supplies the state machine through
- * callbacks and asks for writes (propose), linearizable read barriers
+ * The application (src/server) supplies the state machine (struct
+ * baton_machine) and asks for writes (propose), linearizable read barriers
  * (read) and membership changes; each completes through a callback on the
  * loop thread, exactly once.
  */
@@ -14,28 +17,25 @@
 
 #include <uv.h>
 
+#include "baton/buf.h"
+#include "baton/machine.h"
 #include "baton/raft.h"
 #include "baton/storage.h"
-#include "baton/buf.h"
 #include "peer.h"
+#include "pipeline.h"
 #include "transport.h"
 
 /* Limits on what waits inside a node. */
-#define BATON_NODE_PENDING_MAX 100000u /* proposals and reads in flight */
+#define BATON_NODE_PENDING_MAX BATON_PIPELINE_PENDING_MAX
 #define BATON_NODE_TICK_MS 10u
 
 struct baton_node;
 
 struct baton_node_app {
 	void *data;
-	/* Apply a committed COMMAND entry; append the client reply to
-	 * `reply` (NULL when nobody waits). Deterministic. */
-	void (*apply)(void *data, const struct baton_entry *e,
-		      struct baton_buf *reply);
-	/* Serialize the whole state machine into `out`. */
-	int (*snapshot)(void *data, struct baton_buf *out);
-	/* Replace the state machine with a snapshot's contents. */
-	int (*restore)(void *data, const uint8_t *buf, size_t len);
+	/* The state machine (baton/machine.h), owned by the application and
+	 * kept alive until baton_node_close returns. */
+	struct baton_machine *machine;
 	/* A frame from a peer that is not a Raft message (forwarded client
 	 * writes and their replies). */
 	void (*peer_frame)(void *data, baton_node_id from,
@@ -45,6 +45,10 @@ struct baton_node_app {
 	void (*storage_failed)(void *data);
 	/* Role or leader changed (for logs and waiting clients). */
 	void (*leader_changed)(void *data, baton_node_id leader);
+	/* The node stopped applying at `index` (it logged `why` at ERROR
+	 * already); reads and proposals now fail with BATON_ESTALLED until
+	 * the stall lifts. May be NULL. */
+	void (*stalled)(void *data, baton_index index, const char *why);
 };
 
 struct baton_node_config {
@@ -80,14 +84,17 @@ void baton_node_close(struct baton_node *n);
 
 /* Completion of a proposal: status 0 with the apply reply, or a BATON_E*
  * code (ENOTLEADER before proposing; LEADERCHANGED when the entry was
- * overwritten or its fate is unknown; EOVERLOADED; EIO). */
+ * overwritten or its fate is unknown; EOVERLOADED; EIO; ESTALLED when this
+ * node stopped applying). The call itself returns those of them it knows
+ * at once (cb is then not called). */
 typedef void (*baton_node_propose_cb)(void *data, int status,
 				      const uint8_t *reply, size_t len);
 int baton_node_propose(struct baton_node *n, const uint8_t *payload, size_t len,
 		       baton_node_propose_cb cb, void *data);
 
 /* A linearizable read barrier: cb(status) once the state machine holds
- * everything committed before the call. */
+ * everything committed before the call; BATON_ESTALLED at once on a node
+ * that stopped applying. */
 typedef void (*baton_node_done_cb)(void *data, int status);
 int baton_node_read(struct baton_node *n, baton_node_done_cb cb, void *data);
 
@@ -113,9 +120,20 @@ void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,
 struct baton_node_status {
 	struct baton_raft_status raft;
 	baton_index match[BATON_MAX_MEMBERS]; /* leader only, by config */
+	baton_index applied;		      /* by the state machine */
+	/* The version facts in force at `applied`. */
+	struct baton_version_state applied_versions;
 	bool storage_failed;
+	/* A stall: the first index not applied and why (0 and "": none). */
+	baton_index stalled_index;
+	char stalled_why[BATON_STALL_TEXT_MAX];
 	struct baton_transport_stats transport;
 };
 void baton_node_status(struct baton_node *n, struct baton_node_status *out);
+
+/* The stall, cheaply (for every client command): the first index this
+ * node did not apply, 0 if none, and why in *why (valid until the loop
+ * runs on). */
+baton_index baton_node_stalled(struct baton_node *n, const char **why);
 
 #endif /* BATON_IO_NODE_H */

@@ -36,10 +36,18 @@
 
 /* Limits on what waits inside a node. */
 #define BATON_PIPELINE_PENDING_MAX 100000u /* proposals and reads waiting */
-#define BATON_PIPELINE_BATCH_MAX 1024u /* proposals in one PROPOSE event */
+#define BATON_PIPELINE_BATCH_MAX 1024u	   /* proposals in one PROPOSE event */
 #define BATON_STALL_TEXT_MAX 512u
 
 struct baton_pipeline;
+
+/* Levels of env.log's lines. */
+enum {
+	BATON_PIPELINE_LOG_DEBUG = 0,
+	BATON_PIPELINE_LOG_INFO = 1,
+	BATON_PIPELINE_LOG_WARN = 2,
+	BATON_PIPELINE_LOG_ERROR = 3,
+};
 
 /* What the driver supplies. Only `now_ms` and `send` are required. */
 struct baton_pipeline_env {
@@ -58,6 +66,10 @@ struct baton_pipeline_env {
 	/* The node stopped applying (once per stall, with the text that
 	 * status reports): for the log. */
 	void (*stalled)(void *data, baton_index index, const char *why);
+	/* A line for the log, without newline: what the pipeline did
+	 * (snapshots taken and installed, a bootstrap) or met (a storage
+	 * error). level: BATON_PIPELINE_LOG_*. May be NULL. */
+	void (*log)(void *data, int level, const char *text);
 	/* Observer of every step (the simulator's invariants); NULL in
 	 * production. Called after the pipeline handled the update. */
 	void (*observe)(void *data, const struct baton_event *ev, int rv,
@@ -130,8 +142,7 @@ int baton_pipeline_propose(struct baton_pipeline *p, const uint8_t *payload,
  * committed before the call; or NOLEADER (timeout), NOTLEADER, STALLED,
  * STATE. */
 typedef void (*baton_done_cb)(void *data, int status);
-int baton_pipeline_read(struct baton_pipeline *p, baton_done_cb cb,
-			void *data);
+int baton_pipeline_read(struct baton_pipeline *p, baton_done_cb cb, void *data);
 
 /* Membership and leadership, on the leader; cb once committed (or the
  * transfer done) or failed (timeout, CATCHUP for a promotion). */

@@ -181,6 +181,10 @@ void reply_error_for(struct baton_buf *b, int code)
 		resp_error(b, "ERR storage failed on this node; it no longer "
 			      "accepts writes");
 		break;
+	case BATON_ESTALLED:
+		resp_error(b, "STALLED this node met data it cannot interpret "
+			      "and stopped applying; see INFO or BATON.NODE");
+		break;
 	default:
 		resp_error(b, "ERR %s", baton_strerror(code));
 	}

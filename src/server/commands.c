@@ -207,7 +207,7 @@ static int cmd_info(struct ctx *x)
 	const struct baton_profile *cur = baton_release_current();
 	char release[BATON_RELEASE_STR_MAX];
 	baton_release_format(cur->release, release);
-	char text[4096];
+	char text[4096 + BATON_STALL_TEXT_MAX];
 	int n = snprintf(
 		text, sizeof text,
 		"# Server\r\nbaton_version:%s\r\nredis_version:7.0.0\r\n"
@@ -217,7 +217,8 @@ static int cmd_info(struct ctx *x)
 		"\r\nleader_id:%" PRIu64 "\r\nterm:%" PRIu64
 		"\r\ncommit_index:%" PRIu64 "\r\napplied_index:%" PRIu64
 		"\r\nlast_index:%" PRIu64 "\r\nsnapshot_index:%" PRIu64
-		"\r\nmembers:%u\r\n\r\n# Versions\r\nrelease:%s\r\n"
+		"\r\nmembers:%u\r\nstalled_index:%" PRIu64
+		"\r\nstalled_reason:%s\r\n\r\n# Versions\r\nrelease:%s\r\n"
 		"peer_protocol:%u-%u\r\nmachine_max:%u\r\nmachine_version:%u"
 		"\r\n\r\n# Stats\r\ntotal_connections_received:%" PRIu64
 		"\r\ntotal_commands_processed:%" PRIu64
@@ -229,14 +230,15 @@ static int cmd_info(struct ctx *x)
 		release, (int)getpid(), strrchr(s->cfg.listen, ':') + 1,
 		(uv_now(s->loop) - s->started_ms) / 1000, s->n_clients,
 		role_name(st.raft.role), st.raft.id, st.raft.leader_id,
-		st.raft.term, st.raft.commit_index, st.raft.applied_index,
+		st.raft.term, st.raft.commit_index, st.applied,
 		st.raft.last_index, st.raft.snapshot_index, st.raft.config.n,
-		release, cur->proto_min.value, cur->proto_max.value,
-		cur->machine_max.value, st.raft.versions.machine.value,
-		s->stats.connections, s->stats.commands,
-		s->stats.rejected_clients, s->stats.protocol_errors,
-		st.transport.dropped, st.transport.unknown,
-		st.transport.refused, st.storage_failed ? "no" : "yes");
+		st.stalled_index, st.stalled_why, release, cur->proto_min.value,
+		cur->proto_max.value, cur->machine_max.value,
+		st.raft.versions.machine.value, s->stats.connections,
+		s->stats.commands, s->stats.rejected_clients,
+		s->stats.protocol_errors, st.transport.dropped,
+		st.transport.unknown, st.transport.refused,
+		st.storage_failed ? "no" : "yes");
 	resp_bulk(out(x), text, n > 0 ? (size_t)n : 0);
 	return done(x);
 }
@@ -265,10 +267,12 @@ static void on_read_ready(void *data, int status)
 {
 	struct read_ctx *r = data;
 	if (status != 0) {
-		slot_error(r->sl, status);
+		server_reply_error(r->s, slot_buf(r->sl), status);
+		slot_done(r->sl);
 	} else {
-		kv_read(r->s->kv, r->argc, (const uint8_t *const *)r->argv,
-			r->lens, slot_buf(r->sl));
+		kv_read(r->s->machine.kv, r->argc,
+			(const uint8_t *const *)r->argv, r->lens,
+			slot_buf(r->sl));
 		slot_done(r->sl);
 	}
 	read_ctx_free(r);
@@ -279,6 +283,12 @@ static int kv_command(struct ctx *x, const struct kv_command *c)
 	struct baton_buf *b = out(x);
 	if (kv_check(c, x->argc, x->argv, x->lens, b) != 0)
 		return done(x);
+	bool stale = x->cs->stale_reads || BATON_PLANTED_BUG_STALE_READS;
+	/* A node that stopped applying says so at once rather than let the
+	 * client time out; stale reads serve what it applied. */
+	if ((!stale || (c->flags & KV_WRITE)) &&
+	    server_reply_if_stalled(x->s, b))
+		return done(x);
 	if (c->flags & KV_WRITE) {
 		if (x->s->leader == x->s->cfg.id)
 			propose_write(x->s, x->sl, x->argc, x->argv, x->lens);
@@ -286,8 +296,8 @@ static int kv_command(struct ctx *x, const struct kv_command *c)
 			forward_write(x->s, x->sl, x->argc, x->argv, x->lens);
 		return 0;
 	}
-	if (x->cs->stale_reads || BATON_PLANTED_BUG_STALE_READS) {
-		kv_read(x->s->kv, x->argc, x->argv, x->lens, b);
+	if (stale) {
+		kv_read(x->s->machine.kv, x->argc, x->argv, x->lens, b);
 		return done(x);
 	}
 	/* The arguments must outlive this call: copy them. */
@@ -312,7 +322,8 @@ static int kv_command(struct ctx *x, const struct kv_command *c)
 		    : BATON_ENOMEM;
 	if (rv != 0) {
 		read_ctx_free(r);
-		slot_error(x->sl, rv);
+		server_reply_error(x->s, b, rv);
+		return done(x);
 	}
 	return 0;
 }
@@ -339,9 +350,9 @@ static int cmd_node(struct ctx *x)
 	struct server *s = x->s;
 	struct baton_node_status st;
 	baton_node_status(s->node, &st);
-	const struct book_entry *me = machine_address(s, s->cfg.id);
+	const struct book_entry *me = server_address(s, s->cfg.id);
 	struct baton_buf *b = out(x);
-	resp_array(b, 2 * 15);
+	resp_array(b, 2 * 17);
 	map_field(b, "id", "%" PRIu64, st.raft.id);
 	const struct baton_member *self =
 		baton_config_find(&st.raft.config, st.raft.id);
@@ -352,7 +363,7 @@ static int cmd_node(struct ctx *x)
 	map_field(b, "term", "%" PRIu64, st.raft.term);
 	map_field(b, "leader", "%" PRIu64, st.raft.leader_id);
 	map_field(b, "commit", "%" PRIu64, st.raft.commit_index);
-	map_field(b, "applied", "%" PRIu64, st.raft.applied_index);
+	map_field(b, "applied", "%" PRIu64, st.applied);
 	map_field(b, "last_index", "%" PRIu64, st.raft.last_index);
 	map_field(b, "snapshot_index", "%" PRIu64, st.raft.snapshot_index);
 	const struct baton_profile *cur = baton_release_current();
@@ -365,6 +376,8 @@ static int cmd_node(struct ctx *x)
 	map_field(b, "peer_addr", "%s", s->cfg.peer_listen);
 	map_field(b, "client_addr", "%s", me ? me->client : s->cfg.listen);
 	map_field(b, "storage", "%s", st.storage_failed ? "failed" : "ok");
+	map_field(b, "stalled_index", "%" PRIu64, st.stalled_index);
+	map_field(b, "stalled", "%s", st.stalled_why);
 	return done(x);
 }
 
@@ -377,7 +390,7 @@ static int cmd_members(struct ctx *x)
 	resp_array(b, st.raft.config.n);
 	for (uint32_t i = 0; i < st.raft.config.n; i++) {
 		const struct baton_member *m = &st.raft.config.members[i];
-		const struct book_entry *e = machine_address(s, m->id);
+		const struct book_entry *e = server_address(s, m->id);
 		resp_array(b, 2 * 5);
 		map_field(b, "id", "%" PRIu64, m->id);
 		map_field(b, "role", "%s",
@@ -398,7 +411,7 @@ static bool require_leader(struct ctx *x)
 	struct server *s = x->s;
 	if (s->leader == s->cfg.id)
 		return true;
-	const struct book_entry *e = machine_address(s, s->leader);
+	const struct book_entry *e = server_address(s, s->leader);
 	if (s->leader == 0)
 		resp_error(out(x), "TRYAGAIN no leader elected yet; retry");
 	else
@@ -463,7 +476,8 @@ static int cmd_add(struct ctx *x)
 	struct add_ctx *a = calloc(1, sizeof *a);
 	struct baton_buf b;
 	baton_buf_init(&b);
-	int rv = a == NULL ? BATON_ENOMEM : machine_encode_address(&e, &b);
+	int rv = a == NULL ? BATON_ENOMEM
+			   : server_machine_encode_address(&e, &b);
 	if (rv == 0) {
 		*a = (struct add_ctx){x->s, x->sl, id};
 		rv = baton_node_propose(x->s->node, b.data, b.len,
@@ -506,6 +520,41 @@ static int cmd_stale(struct ctx *x)
 	return done(x);
 }
 
+#if BATON_TEST_HOOKS
+/* Test builds only (server.h): BATON.TEST.PROPOSE <payload> proposes the
+ * raw bytes as a command entry, whatever they hold, so a test can give the
+ * nodes an entry of a "future release". */
+static void on_raw_applied(void *data, int status, const uint8_t *reply,
+			   size_t len)
+{
+	struct slot *sl = data;
+	if (status != 0) {
+		slot_error(sl, status);
+		return;
+	}
+	int rv = len > 0 ? baton_buf_append(slot_buf(sl), reply, len)
+			 : resp_simple(slot_buf(sl), "OK");
+	if (rv != 0) {
+		slot_error(sl, rv);
+		return;
+	}
+	slot_done(sl);
+}
+
+static int cmd_test_propose(struct ctx *x)
+{
+	if (x->argc != 2)
+		return wrong_args(x);
+	if (!require_leader(x))
+		return 0;
+	int rv = baton_node_propose(x->s->node, x->argv[1], x->lens[1],
+				    on_raw_applied, x->sl);
+	if (rv != 0)
+		return fail(x, rv);
+	return 0;
+}
+#endif
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 struct local_command {
@@ -546,6 +595,9 @@ static const struct local_command local_commands[] = {
 	{"BATON.REMOVE", cmd_remove, false},
 	{"BATON.TRANSFER", cmd_transfer, false},
 	{"BATON.STALE", cmd_stale, false},
+#if BATON_TEST_HOOKS
+	{"BATON.TEST.PROPOSE", cmd_test_propose, false},
+#endif
 };
 
 void command_dispatch(struct server *s, struct client_state *cs,

@@ -42,8 +42,10 @@ static void send_forward_reply(struct server *s, baton_node_id to, uint64_t id,
 static void deliver(struct proposal_ctx *p, const uint8_t *reply, size_t len)
 {
 	if (p->sl != NULL) {
-		baton_buf_append(slot_buf(p->sl), reply, len);
-		slot_done(p->sl);
+		if (baton_buf_append(slot_buf(p->sl), reply, len) != 0)
+			slot_error(p->sl, BATON_ENOMEM);
+		else
+			slot_done(p->sl);
 	} else {
 		send_forward_reply(p->s, p->from, p->forward_id, reply, len);
 	}
@@ -60,7 +62,7 @@ static void on_proposed(void *data, int status, const uint8_t *reply,
 	struct baton_buf err;
 	baton_buf_init(&err);
 	if (status != 0) {
-		reply_error_for(&err, status);
+		server_reply_error(p->s, &err, status);
 		reply = err.data;
 		len = err.len;
 	}
@@ -84,14 +86,15 @@ static int propose(struct server *s, struct proposal_ctx *p, int argc,
 	struct baton_buf payload;
 	baton_buf_init(&payload);
 	uint8_t kind = PAYLOAD_KV;
-	baton_buf_append(&payload, &kind, 1);
-	int rv = kv_encode(argc, argv, lens, &payload);
+	int rv = baton_buf_append(&payload, &kind, 1);
+	if (rv == 0)
+		rv = kv_encode(argc, argv, lens, &payload);
 	if (rv == 0)
 		rv = baton_node_propose(s->node, payload.data, payload.len,
 					on_proposed, p);
 	baton_buf_free(&payload);
 	if (rv != 0) {
-		reply_error_for(err, rv);
+		server_reply_error(s, err, rv);
 		return -1;
 	}
 	if (BATON_PLANTED_BUG_EARLY_ACK && strcmp(c->name, "set") == 0) {
@@ -172,14 +175,16 @@ void forward_on_frame(struct server *s, baton_node_id from,
 			take(s, f->forward_reply.request_id);
 		if (pf == NULL)
 			return; /* expired already */
-		if (f->forward_reply.error != NULL)
-			resp_error(slot_buf(pf->sl), "ERR %s",
-				   f->forward_reply.error);
+		int rv = f->forward_reply.error != NULL
+				 ? resp_error(slot_buf(pf->sl), "ERR %s",
+					      f->forward_reply.error)
+				 : baton_buf_append(slot_buf(pf->sl),
+						    f->forward_reply.resp_reply,
+						    f->forward_reply.resp_len);
+		if (rv != 0)
+			slot_error(pf->sl, rv);
 		else
-			baton_buf_append(slot_buf(pf->sl),
-					 f->forward_reply.resp_reply,
-					 f->forward_reply.resp_len);
-		slot_done(pf->sl);
+			slot_done(pf->sl);
 		free(pf);
 		return;
 	}

@@ -1,288 +1,334 @@
 /*
- * The replicated state machine of batond: the key-value map (src/kv) and
- * the address book (where each member listens for peers and clients). Both
- * change only by applying committed entries, so every node agrees, and both
- * go into snapshots, so a node restored from one knows every address.
- *
- * Payloads: 'K' + a kv payload (kv_encode), or 'P' + an address entry:
- * u64 id, u16 length + peer address, u16 length + client address.
- * Snapshots: "BSRV", u8 format 1, u32 entries, the entries as above, then
- * the kv snapshot.
+ * batond's state machine behind struct baton_machine (see machine.h): the
+ * payload kinds, the address book and the snapshot wrapper around the kv
+ * snapshot.
  */
+#include "machine.h"
+
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "server.h"
+#include "baton/assert.h"
+#include "le.h"
+#include "resp.h"
 
-#define SNAP_MAGIC "BSRV"
-#define SNAP_FORMAT 1u
+/* The snapshot header: magic, format, entry count. */
+#define SNAP_HEAD_BYTES 9u
 
-static void put_u16(struct baton_buf *b, uint16_t v)
+/* Record why a call failed (errmsg) and return code. */
+__attribute__((format(printf, 3, 4))) static int
+refuse(struct server_machine *m, int code, const char *fmt, ...)
 {
-	uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-	baton_buf_append(b, x, 2);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->err, sizeof m->err, fmt, ap);
+	va_end(ap);
+	BATON_ASSERT(code < 0);
+	return code;
 }
 
-static void put_u64(struct baton_buf *b, uint64_t v)
+static int version_check(struct server_machine *m,
+			 struct baton_machine_version v)
 {
-	uint8_t x[8];
-	for (int i = 0; i < 8; i++)
-		x[i] = (uint8_t)(v >> (8 * i));
-	baton_buf_append(b, x, 8);
+	if (v.value >= KV_MACHINE_VERSION_MIN &&
+	    v.value <= KV_MACHINE_VERSION_MAX)
+		return 0;
+	return refuse(m, BATON_EVERSION,
+		      "machine version %u is not one this release implements "
+		      "(%u..%u)",
+		      v.value, KV_MACHINE_VERSION_MIN, KV_MACHINE_VERSION_MAX);
 }
 
-static bool get_bytes(const uint8_t **p, const uint8_t *end, void *out,
-		      size_t n)
-{
-	if ((size_t)(end - *p) < n)
-		return false;
-	memcpy(out, *p, n);
-	*p += n;
-	return true;
-}
+/* ---- the address entry --------------------------------------------------- */
 
-static bool get_u16(const uint8_t **p, const uint8_t *end, uint16_t *v)
+static int put_u16(struct baton_buf *b, uint16_t v)
 {
 	uint8_t x[2];
-	if (!get_bytes(p, end, x, 2))
-		return false;
-	*v = (uint16_t)(x[0] | x[1] << 8);
-	return true;
+	baton_le_put_u16(x, v);
+	return baton_buf_append(b, x, sizeof x);
 }
 
-static bool get_u64(const uint8_t **p, const uint8_t *end, uint64_t *v)
+static int put_address(struct baton_buf *b, const char *a)
 {
-	uint8_t x[8];
-	if (!get_bytes(p, end, x, 8))
-		return false;
-	*v = 0;
-	for (int i = 7; i >= 0; i--)
-		*v = *v << 8 | x[i];
-	return true;
+	size_t len = strlen(a);
+	BATON_ASSERT(len < SERVER_ADDR_MAX);
+	int rv = put_u16(b, (uint16_t)len);
+	return rv != 0 ? rv : baton_buf_append(b, a, len);
 }
 
-static bool get_addr(const uint8_t **p, const uint8_t *end, char *out)
+/* The body of an address entry (no kind byte); out unchanged on error. */
+static int encode_entry(const struct book_entry *e, struct baton_buf *out)
+{
+	size_t mark = out->len;
+	uint8_t id[8];
+	baton_le_put_u64(id, e->id);
+	int rv = baton_buf_append(out, id, sizeof id);
+	if (rv == 0)
+		rv = put_address(out, e->peer);
+	if (rv == 0)
+		rv = put_address(out, e->client);
+	if (rv != 0)
+		out->len = mark;
+	return rv;
+}
+
+static bool get_address(struct baton_le_reader *r, char *out)
 {
 	uint16_t len;
-	if (!get_u16(p, end, &len) || len >= BATON_ADDR_MAX)
+	const uint8_t *p;
+	if (!baton_le_read_u16(r, &len) || len >= SERVER_ADDR_MAX ||
+	    !baton_le_read_bytes(r, len, &p))
 		return false;
-	if (!get_bytes(p, end, out, len))
-		return false;
+	memcpy(out, p, len);
 	out[len] = '\0';
 	return true;
 }
 
-static void encode_entry(const struct book_entry *e, struct baton_buf *out)
+static bool decode_entry(struct baton_le_reader *r, struct book_entry *e)
 {
-	put_u64(out, e->id);
-	put_u16(out, (uint16_t)strlen(e->peer));
-	baton_buf_append(out, e->peer, strlen(e->peer));
-	put_u16(out, (uint16_t)strlen(e->client));
-	baton_buf_append(out, e->client, strlen(e->client));
+	memset(e, 0, sizeof *e);
+	return baton_le_read_u64(r, &e->id) && get_address(r, e->peer) &&
+	       get_address(r, e->client);
 }
 
-static bool decode_entry(const uint8_t **p, const uint8_t *end,
-			 struct book_entry *e)
+int server_machine_encode_address(const struct book_entry *e,
+				  struct baton_buf *out)
 {
-	return get_u64(p, end, &e->id) && get_addr(p, end, e->peer) &&
-	       get_addr(p, end, e->client);
-}
-
-int machine_encode_address(const struct book_entry *e, struct baton_buf *out)
-{
-	if (strlen(e->peer) >= BATON_ADDR_MAX ||
-	    strlen(e->client) >= BATON_ADDR_MAX)
+	if (strnlen(e->peer, SERVER_ADDR_MAX) >= SERVER_ADDR_MAX ||
+	    strnlen(e->client, SERVER_ADDR_MAX) >= SERVER_ADDR_MAX)
 		return BATON_EINVAL;
+	size_t mark = out->len;
 	uint8_t kind = PAYLOAD_ADDRESS;
-	baton_buf_append(out, &kind, 1);
-	encode_entry(e, out);
+	int rv = baton_buf_append(out, &kind, 1);
+	if (rv == 0)
+		rv = encode_entry(e, out);
+	if (rv != 0)
+		out->len = mark;
+	return rv;
+}
+
+const struct book_entry *
+server_machine_book_find(const struct server_machine *m, baton_node_id id)
+{
+	for (uint32_t i = 0; i < m->book_n; i++)
+		if (m->book[i].id == id)
+			return &m->book[i];
+	return NULL;
+}
+
+/* Set e in the book; false (book unchanged) when it is full. */
+static bool book_set(struct server_machine *m, const struct book_entry *e)
+{
+	struct book_entry *slot =
+		(struct book_entry *)server_machine_book_find(m, e->id);
+	if (slot == NULL) {
+		if (m->book_n == SERVER_BOOK_MAX)
+			return false;
+		slot = &m->book[m->book_n++];
+	}
+	*slot = *e;
+	if (m->address_changed != NULL)
+		m->address_changed(m->data, slot);
+	return true;
+}
+
+/* ---- apply --------------------------------------------------------------- */
+
+static int apply_kv(struct server_machine *m, struct baton_machine_version v,
+		    const struct baton_entry *e, struct baton_buf *reply)
+{
+	size_t mark = reply != NULL ? reply->len : 0;
+	int rv = kv_apply(m->kv, v, e->buf + 1, e->len - 1, reply);
+	if (rv == 0)
+		return 0;
+	if (reply != NULL)
+		reply->len = mark;
+	switch (rv) {
+	case BATON_ENOMEM:
+		return refuse(m, rv, "out of memory applying entry %" PRIu64,
+			      e->index);
+	case BATON_EVERSION:
+		return refuse(m, rv,
+			      "entry %" PRIu64 " holds a kv payload of format "
+			      "%u that machine version %u cannot apply (this "
+			      "release reads kv payload format %u)",
+			      e->index, e->len > 1 ? e->buf[1] : 0u, v.value,
+			      KV_PAYLOAD_FORMAT);
+	default:
+		return refuse(m, BATON_ECORRUPT,
+			      "entry %" PRIu64 " holds a malformed kv payload "
+			      "(%s)",
+			      e->index, baton_strerror(rv));
+	}
+}
+
+static int apply_address(struct server_machine *m, const struct baton_entry *e,
+			 struct baton_buf *reply)
+{
+	struct baton_le_reader r = baton_le_reader(e->buf + 1, e->len - 1);
+	struct book_entry b;
+	if (!decode_entry(&r, &b))
+		return refuse(m, BATON_ECORRUPT,
+			      "entry %" PRIu64 " holds a malformed address "
+			      "entry",
+			      e->index);
+	/* The reply first, so a failure leaves the book unchanged. */
+	size_t mark = reply != NULL ? reply->len : 0;
+	bool room = server_machine_book_find(m, b.id) != NULL ||
+		    m->book_n < SERVER_BOOK_MAX;
+	int rv = 0;
+	if (reply != NULL)
+		rv = room ? resp_simple(reply, "OK")
+			  : resp_error(reply,
+				       "ERR the address book is full (%u "
+				       "members)",
+				       SERVER_BOOK_MAX);
+	if (rv != 0) {
+		reply->len = mark;
+		return refuse(m, BATON_ENOMEM,
+			      "out of memory applying entry %" PRIu64,
+			      e->index);
+	}
+	/* A full book refuses the same entry on every node alike. */
+	bool set = room && book_set(m, &b);
+	BATON_ASSERT(set == room);
 	return 0;
 }
 
-const struct book_entry *machine_book_find(const struct server *s,
-					   baton_node_id id)
+static int machine_apply(struct baton_machine *bm,
+			 struct baton_machine_version v,
+			 const struct baton_entry *e, struct baton_buf *reply)
 {
-	for (uint32_t i = 0; i < s->book_n; i++)
-		if (s->book[i].id == id)
-			return &s->book[i];
-	return NULL;
-}
-
-const struct book_entry *machine_address(struct server *s, baton_node_id id)
-{
-	const struct book_entry *e = machine_book_find(s, id);
-	if (e != NULL)
-		return e;
-	/* Not replicated yet: a founder's addresses are known from the
-	 * --bootstrap list. */
-	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
-		if (s->cfg.founders[i] != id)
-			continue;
-		static struct book_entry founder;
-		founder.id = id;
-		snprintf(founder.peer, sizeof founder.peer, "%s",
-			 s->cfg.founder_peer[i]);
-		snprintf(founder.client, sizeof founder.client, "%s",
-			 s->cfg.founder_client[i]);
-		return &founder;
-	}
-	return NULL;
-}
-
-static void book_set(struct server *s, const struct book_entry *e)
-{
-	struct book_entry *slot =
-		(struct book_entry *)machine_book_find(s, e->id);
-	if (slot == NULL) {
-		if (s->book_n == sizeof s->book / sizeof s->book[0]) {
-			LOG_WARN("address book full; dropping node %" PRIu64,
-				 e->id);
-			return;
-		}
-		slot = &s->book[s->book_n++];
-	}
-	*slot = *e;
-	/* This node's own --bootstrap list says how it reaches a founder,
-	 * and wins over the book (the e2e fault harness routes each peer
-	 * link through its own proxy this way). */
-	for (uint32_t i = 0; i < s->cfg.n_founders; i++)
-		if (s->cfg.founders[i] == e->id)
-			return;
-	if (s->node != NULL)
-		baton_node_set_peer_addr(s->node, e->id, e->peer);
-}
-
-static void apply(void *data, const struct baton_entry *e,
-		  struct baton_buf *reply)
-{
-	struct server *s = data;
+	struct server_machine *m = (struct server_machine *)bm;
+	BATON_ASSERT(e->type == BATON_ENTRY_COMMAND);
+	int rv = version_check(m, v);
+	if (rv != 0)
+		return rv;
 	if (e->len == 0)
-		return;
-	const uint8_t *p = e->buf + 1, *end = e->buf + e->len;
-	if (e->buf[0] == PAYLOAD_KV) {
-		struct baton_machine_version v = {1};
-		int rv = kv_apply(s->kv, v, p, (size_t)(end - p), reply);
-		if (rv == BATON_ENOMEM) {
-			/* Skipping the entry would make this node diverge. */
-			LOG_ERROR("out of memory applying entry %" PRIu64,
-				  e->index);
-			abort();
-		}
-		if (rv != 0 && reply != NULL && reply->len == 0)
-			reply_error_for(reply, rv);
-		return;
+		return refuse(m, BATON_ECORRUPT,
+			      "entry %" PRIu64 " has an empty payload",
+			      e->index);
+	switch (e->buf[0]) {
+	case PAYLOAD_KV:
+		return apply_kv(m, v, e, reply);
+	case PAYLOAD_ADDRESS:
+		return apply_address(m, e, reply);
+	default:
+		return refuse(m, BATON_EVERSION,
+			      "entry %" PRIu64
+			      " holds a payload of kind 0x%02x, "
+			      "which this release does not know (it knows "
+			      "'%c' and '%c')",
+			      e->index, e->buf[0], PAYLOAD_KV, PAYLOAD_ADDRESS);
 	}
-	struct book_entry b;
-	if (e->buf[0] == PAYLOAD_ADDRESS && decode_entry(&p, end, &b)) {
-		book_set(s, &b);
-		if (reply != NULL)
-			resp_simple(reply, "OK");
-		return;
-	}
-	/* Written by a newer release or damaged: every node skips it alike. */
-	LOG_WARN("entry %" PRIu64 ": payload kind 0x%02x not understood",
-		 e->index, e->buf[0]);
-	if (reply != NULL)
-		resp_error(reply, "ERR entry not understood by this release");
 }
+
+/* ---- snapshots ----------------------------------------------------------- */
 
 static int sink(void *arg, const void *buf, size_t len)
 {
 	return baton_buf_append(arg, buf, len);
 }
 
-static int snapshot(void *data, struct baton_buf *out)
+static int machine_snapshot(struct baton_machine *bm,
+			    struct baton_machine_version v,
+			    struct baton_buf *out)
 {
-	struct server *s = data;
-	baton_buf_append(out, SNAP_MAGIC, 4);
-	uint8_t format = SNAP_FORMAT;
-	baton_buf_append(out, &format, 1);
-	uint8_t n[4] = {(uint8_t)s->book_n, (uint8_t)(s->book_n >> 8), 0, 0};
-	baton_buf_append(out, n, 4);
-	for (uint32_t i = 0; i < s->book_n; i++)
-		encode_entry(&s->book[i], out);
-	return kv_snapshot(s->kv, sink, out);
-}
-
-static int restore(void *data, const uint8_t *buf, size_t len)
-{
-	struct server *s = data;
-	const uint8_t *p = buf, *end = buf + len;
-	uint8_t head[9];
-	if (!get_bytes(&p, end, head, 9) || memcmp(head, SNAP_MAGIC, 4) != 0)
-		return BATON_ECORRUPT;
-	if (head[4] > SNAP_FORMAT)
-		return BATON_EVERSION;
-	uint32_t n = (uint32_t)head[5] | (uint32_t)head[6] << 8 |
-		     (uint32_t)head[7] << 16 | (uint32_t)head[8] << 24;
-	if (n > sizeof s->book / sizeof s->book[0])
-		return BATON_ECORRUPT;
-	struct book_entry book[sizeof s->book / sizeof s->book[0]];
-	for (uint32_t i = 0; i < n; i++)
-		if (!decode_entry(&p, end, &book[i]))
-			return BATON_ECORRUPT;
-	int rv = kv_restore(s->kv, p, (size_t)(end - p));
+	struct server_machine *m = (struct server_machine *)bm;
+	int rv = version_check(m, v);
 	if (rv != 0)
 		return rv;
-	s->book_n = 0;
-	for (uint32_t i = 0; i < n; i++)
-		book_set(s, &book[i]);
+	size_t mark = out->len;
+	uint8_t head[SNAP_HEAD_BYTES];
+	memcpy(head, SERVER_SNAPSHOT_MAGIC, 4);
+	head[4] = SERVER_SNAPSHOT_FORMAT;
+	baton_le_put_u32(head + 5, m->book_n);
+	rv = baton_buf_append(out, head, sizeof head);
+	for (uint32_t i = 0; rv == 0 && i < m->book_n; i++)
+		rv = encode_entry(&m->book[i], out);
+	if (rv == 0)
+		rv = kv_snapshot(m->kv, sink, out);
+	if (rv != 0) {
+		out->len = mark;
+		return refuse(m, rv, "snapshot: %s", baton_strerror(rv));
+	}
 	return 0;
 }
 
-static void peer_frame(void *data, baton_node_id from,
-		       const struct baton_peer_frame *f)
+static int machine_restore(struct baton_machine *bm,
+			   struct baton_machine_version v, const uint8_t *buf,
+			   size_t len)
 {
-	forward_on_frame(data, from, f);
-}
-
-static void leader_changed(void *data, baton_node_id leader)
-{
-	struct server *s = data;
-	if (leader != s->leader)
-		forward_fail_all(s, "leadership changed");
-	s->leader = leader;
-	if (leader == s->cfg.id)
-		machine_publish_founders(s);
-}
-
-void machine_app(struct server *s, struct baton_node_app *app)
-{
-	memset(app, 0, sizeof *app);
-	app->data = s;
-	app->apply = apply;
-	app->snapshot = snapshot;
-	app->restore = restore;
-	app->peer_frame = peer_frame;
-	app->leader_changed = leader_changed;
-}
-
-static void published(void *data, int status, const uint8_t *reply, size_t len)
-{
-	(void)data;
-	(void)reply;
-	(void)len;
-	if (status != 0)
-		LOG_DEBUG("publishing an address: %s", baton_strerror(status));
-}
-
-void machine_publish_founders(struct server *s)
-{
-	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
-		if (machine_book_find(s, s->cfg.founders[i]) != NULL)
-			continue;
-		struct book_entry e = {.id = s->cfg.founders[i]};
-		snprintf(e.peer, sizeof e.peer, "%s", s->cfg.founder_peer[i]);
-		snprintf(e.client, sizeof e.client, "%s",
-			 s->cfg.founder_client[i]);
-		struct baton_buf b;
-		baton_buf_init(&b);
-		if (machine_encode_address(&e, &b) == 0)
-			baton_node_propose(s->node, b.data, b.len, published,
-					   NULL);
-		baton_buf_free(&b);
+	struct server_machine *m = (struct server_machine *)bm;
+	int rv = version_check(m, v);
+	if (rv != 0)
+		return rv;
+	struct baton_le_reader r = baton_le_reader(buf, len);
+	const uint8_t *head;
+	if (!baton_le_read_bytes(&r, SNAP_HEAD_BYTES, &head) ||
+	    memcmp(head, SERVER_SNAPSHOT_MAGIC, 4) != 0)
+		return refuse(m, BATON_ECORRUPT,
+			      "not a batond snapshot (no " SERVER_SNAPSHOT_MAGIC
+			      " header)");
+	if (head[4] != SERVER_SNAPSHOT_FORMAT)
+		return refuse(m,
+			      head[4] > SERVER_SNAPSHOT_FORMAT ? BATON_EVERSION
+							       : BATON_ECORRUPT,
+			      "a batond snapshot of format %u (this release "
+			      "reads format %u)",
+			      head[4], SERVER_SNAPSHOT_FORMAT);
+	uint32_t n = baton_le_get_u32(head + 5);
+	if (n > SERVER_BOOK_MAX)
+		return refuse(m, BATON_ECORRUPT,
+			      "a snapshot with %u addresses (at most %u)", n,
+			      SERVER_BOOK_MAX);
+	struct book_entry book[SERVER_BOOK_MAX];
+	for (uint32_t i = 0; i < n; i++)
+		if (!decode_entry(&r, &book[i]))
+			return refuse(m, BATON_ECORRUPT,
+				      "the snapshot's address %u is malformed",
+				      i);
+	rv = kv_restore(m->kv, r.p, baton_le_left(&r));
+	if (rv != 0)
+		return refuse(m, rv, "the snapshot's key-value map: %s",
+			      rv == BATON_EVERSION
+				      ? "a format this release does not read"
+				      : baton_strerror(rv));
+	m->book_n = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		bool set = book_set(m, &book[i]);
+		BATON_ASSERT(set); /* n <= SERVER_BOOK_MAX */
 	}
+	return 0;
+}
+
+static const char *machine_errmsg(const struct baton_machine *bm)
+{
+	const struct server_machine *m = (const struct server_machine *)bm;
+	return m->err;
+}
+
+static const struct baton_machine_ops ops = {
+	.apply = machine_apply,
+	.version_changed = NULL, /* one machine version so far */
+	.snapshot = machine_snapshot,
+	.restore = machine_restore,
+	.errmsg = machine_errmsg,
+};
+
+int server_machine_init(struct server_machine *m)
+{
+	memset(m, 0, sizeof *m);
+	m->base.ops = &ops;
+	return kv_create(&m->kv);
+}
+
+void server_machine_free(struct server_machine *m)
+{
+	kv_destroy(m->kv);
+	m->kv = NULL;
+	m->book_n = 0;
 }

@@ -68,7 +68,7 @@ static int run(struct server *s)
 {
 	s->loop = uv_default_loop();
 	s->started_ms = uv_now(s->loop);
-	int rv = kv_create(&s->kv);
+	int rv = server_machine_init(&s->machine);
 	if (rv != 0) {
 		LOG_ERROR("out of memory");
 		return 1;
@@ -96,7 +96,7 @@ static int run(struct server *s)
 		 "(as on power loss)");
 #endif
 	struct baton_node_app app;
-	machine_app(s, &app);
+	server_node_app(s, &app);
 	app.storage_failed = on_storage_failed;
 	char err[1024] = "";
 	rv = baton_node_start(s->loop, &nc, &app, &s->node, err, sizeof err);
@@ -104,6 +104,7 @@ static int run(struct server *s)
 		LOG_ERROR("cannot start: %s (%s)", err, baton_err_name(rv));
 		return 1;
 	}
+	server_addresses_to_transport(s);
 	if (clients_listen(s) != 0) {
 		baton_node_close(s->node);
 		return 1;
@@ -123,7 +124,7 @@ static int run(struct server *s)
 		s->cfg.id, s->cfg.data_dir);
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);
-	kv_destroy(s->kv);
+	server_machine_free(&s->machine);
 	return s->exit_code;
 }
 

@@ -6,6 +6,9 @@
  *   client.c     client connections: RESP in, replies out in request order
  *   commands.c   the command table: connection, key-value, admin commands
  *   machine.c    the replicated state machine: key-value map + address book
+ *                (machine.h; free of the server, unit-tested alone)
+ *   addresses.c  the server's side of the node: the address book in use
+ *                (founders, the transport), leadership, the stall
  *   forward.c    writes forwarded from followers to the leader
  */
 #ifndef BATON_SERVER_H
@@ -16,6 +19,7 @@
 #include "baton/raft.h"
 #include "baton/buf.h"
 #include "kv.h"
+#include "machine.h"
 #include "node.h"
 #include "resp.h"
 
@@ -44,6 +48,19 @@
 #ifndef BATON_TEST_LOSE_UNSYNCED
 #define BATON_TEST_LOSE_UNSYNCED 0
 #endif
+
+/*
+ * Test hooks, compiled only into batond-test-hooks: admin commands that
+ * put into the log what no release of batond writes (BATON.TEST.PROPOSE
+ * proposes raw payload bytes), so tests can give nodes data from a
+ * "future release". Never set in a release build.
+ */
+#ifndef BATON_TEST_HOOKS
+#define BATON_TEST_HOOKS 0
+#endif
+
+_Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
+	       "the book's addresses are the transport's");
 
 /* Limits (docs/batond.md). */
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
@@ -77,13 +94,6 @@ struct server_config {
  * printed (exit 0), or -1 after printing an error (exit 2). */
 int server_config_parse(struct server_config *c, int argc, char **argv);
 
-/* One member's addresses, replicated through the log. */
-struct book_entry {
-	baton_node_id id;
-	char peer[BATON_ADDR_MAX];
-	char client[BATON_ADDR_MAX];
-};
-
 struct client;
 struct pending_forward;
 
@@ -91,16 +101,14 @@ struct server {
 	uv_loop_t *loop;
 	struct server_config cfg;
 	struct baton_node *node;
-	struct baton_kv *kv;
+	/* The replicated state: s->machine.kv and s->machine.book. */
+	struct server_machine machine;
 	uv_tcp_t listener;
 	uv_signal_t sigterm, sigint;
 	uv_timer_t housekeeping;
 	uint64_t started_ms;
 	bool shutting_down;
 	int exit_code;
-
-	struct book_entry book[BATON_MAX_MEMBERS * 4];
-	uint32_t book_n;
 
 	struct client *clients; /* a list */
 	uint32_t n_clients;
@@ -117,20 +125,23 @@ struct server {
 	} stats;
 };
 
-/* ---- machine.c ---- */
-/* Entry payloads: a kind byte, then the body. */
-#define PAYLOAD_KV 'K'
-#define PAYLOAD_ADDRESS 'P'
-void machine_app(struct server *s, struct baton_node_app *app);
-const struct book_entry *machine_book_find(const struct server *s,
-					   baton_node_id id);
+/* ---- addresses.c ---- */
+/* The node's callbacks (the machine, peer frames, leadership, the stall)
+ * and the machine's (addresses into the transport). */
+void server_node_app(struct server *s, struct baton_node_app *app);
+/* Tell the transport every address the book holds (after the node
+ * started: a snapshot restored at start fills the book before). */
+void server_addresses_to_transport(struct server *s);
 /* The book's entry, or a founder's from --bootstrap; NULL if unknown. The
  * pointer is valid until the next call. */
-const struct book_entry *machine_address(struct server *s, baton_node_id id);
-/* Encode an address entry for proposing. */
-int machine_encode_address(const struct book_entry *e, struct baton_buf *out);
+const struct book_entry *server_address(struct server *s, baton_node_id id);
 /* On becoming leader: put founders' addresses into the replicated book. */
-void machine_publish_founders(struct server *s);
+void server_publish_founders(struct server *s);
+/* If this node stopped applying, append the -STALLED error naming the
+ * index and why to b and return true. */
+bool server_reply_if_stalled(struct server *s, struct baton_buf *b);
+/* The RESP error for a BATON_E* code, the stall's text for ESTALLED. */
+void server_reply_error(struct server *s, struct baton_buf *b, int code);
 
 /* ---- client.c ---- */
 /* A reply slot: each command gets one, filled now or later; replies leave

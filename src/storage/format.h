@@ -84,15 +84,6 @@
 #define SNAP_FIXED_LEN 80u
 #define SNAP_VERSION_ENTRY_LEN 32u
 
-/* Transitional names for the one codec (le.h), kept only until
- * snapshot_file.c moves to baton_le_*; nothing new may use them. */
-#define put_u16 baton_le_put_u16
-#define put_u32 baton_le_put_u32
-#define put_u64 baton_le_put_u64
-#define get_u16 baton_le_get_u16
-#define get_u32 baton_le_get_u32
-#define get_u64 baton_le_get_u64
-
 static inline size_t pad8(size_t n)
 {
 	return (n + 7u) & ~(size_t)7u;

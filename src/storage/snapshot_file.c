@@ -7,10 +7,15 @@
 #include <stdlib.h>
 
 #include "checksum.h"
+#include "file_header.h"
 #include "format.h"
 #include "internal.h"
 
 #define SNAP_HEADER_MAX 4096u
+
+/* Format 1's header is the shortest: the fixed part and the checksum. */
+static const struct baton__file_kind snap_kind = {
+	SNAP_MAGIC, "snapshot", SNAP_FORMAT, SNAP_FIXED_LEN + 8u};
 
 struct baton__snap_writer {
 	struct baton_vfs *vfs;
@@ -46,41 +51,39 @@ static void encode_header(const struct baton_snapshot_header *h,
 {
 	const struct baton_version_state *v = &h->meta.versions;
 	size_t len = header_len(h);
-	memcpy(b, SNAP_MAGIC, 8);
-	put_u32(b + 8, SNAP_FORMAT);
-	put_u32(b + 12, (uint32_t)len);
-	put_u64(b + 16, h->meta.index);
-	put_u64(b + 24, h->meta.term);
-	put_u64(b + 32, h->meta.config_index);
-	put_u32(b + 40, v->machine.value);
-	put_u16(b + 44, v->floor.major);
-	put_u16(b + 46, v->floor.minor);
-	put_u16(b + 48, v->floor.patch);
-	put_u32(b + 52, v->n);
-	put_u64(b + 56, data_len);
-	put_u64(b + 64, data_checksum);
+	baton__file_header_start(b, &snap_kind, (uint32_t)len);
+	baton_le_put_u64(b + 16, h->meta.index);
+	baton_le_put_u64(b + 24, h->meta.term);
+	baton_le_put_u64(b + 32, h->meta.config_index);
+	baton_le_put_u32(b + 40, v->machine.value);
+	baton_le_put_u16(b + 44, v->floor.major);
+	baton_le_put_u16(b + 46, v->floor.minor);
+	baton_le_put_u16(b + 48, v->floor.patch);
+	baton_le_put_u32(b + 52, v->n);
+	baton_le_put_u64(b + 56, data_len);
+	baton_le_put_u64(b + 64, data_checksum);
 	size_t config_len = 0;
 	int rv = baton_config_encode(&h->meta.config, b + SNAP_FIXED_LEN,
 				     SNAP_HEADER_MAX - SNAP_FIXED_LEN,
 				     &config_len);
 	BATON_ASSERT(rv == 0);
-	put_u32(b + 72, (uint32_t)config_len);
+	baton_le_put_u32(b + 72, (uint32_t)config_len);
 	uint8_t *p = b + SNAP_FIXED_LEN + pad8(config_len);
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct baton_member_versions *e = &v->members[i];
-		put_u64(p, e->id);
-		put_u16(p + 8, e->profile.release.major);
-		put_u16(p + 10, e->profile.release.minor);
-		put_u16(p + 12, e->profile.release.patch);
-		put_u32(p + 16, e->profile.proto_min.value);
-		put_u32(p + 20, e->profile.proto_max.value);
-		put_u32(p + 24, e->profile.machine_max.value);
+		baton_le_put_u64(p, e->id);
+		baton_le_put_u16(p + 8, e->profile.release.major);
+		baton_le_put_u16(p + 10, e->profile.release.minor);
+		baton_le_put_u16(p + 12, e->profile.release.patch);
+		baton_le_put_u32(p + 16, e->profile.proto_min.value);
+		baton_le_put_u32(p + 20, e->profile.proto_max.value);
+		baton_le_put_u32(p + 24, e->profile.machine_max.value);
 		p += SNAP_VERSION_ENTRY_LEN;
 	}
-	put_u64(p, h->meta.versions_index);
+	baton_le_put_u64(p, h->meta.versions_index);
 	p += 8;
-	BATON_ASSERT((size_t)(p - b) == len - 8);
-	put_u64(b + len - 8, baton__checksum(b, len - 8));
+	BATON_ASSERT((size_t)(p - b) == len - FILE_HEADER_CHECKSUM_LEN);
+	baton__file_header_seal(b, (uint32_t)len);
 }
 
 int baton__snap_writer_open(struct baton_vfs *v, const char *dir,
@@ -188,13 +191,13 @@ static void decode_versions(const uint8_t *p, uint32_t n,
 	v->n = n;
 	for (uint32_t i = 0; i < n; i++, p += SNAP_VERSION_ENTRY_LEN) {
 		struct baton_member_versions *e = &v->members[i];
-		e->id = get_u64(p);
-		e->profile.release.major = get_u16(p + 8);
-		e->profile.release.minor = get_u16(p + 10);
-		e->profile.release.patch = get_u16(p + 12);
-		e->profile.proto_min.value = get_u32(p + 16);
-		e->profile.proto_max.value = get_u32(p + 20);
-		e->profile.machine_max.value = get_u32(p + 24);
+		e->id = baton_le_get_u64(p);
+		e->profile.release.major = baton_le_get_u16(p + 8);
+		e->profile.release.minor = baton_le_get_u16(p + 10);
+		e->profile.release.patch = baton_le_get_u16(p + 12);
+		e->profile.proto_min.value = baton_le_get_u32(p + 16);
+		e->profile.proto_max.value = baton_le_get_u32(p + 20);
+		e->profile.machine_max.value = baton_le_get_u32(p + 24);
 	}
 }
 
@@ -206,17 +209,17 @@ static int decode_header(const uint8_t *b, size_t len, uint32_t format,
 	memset(h, 0, sizeof *h);
 	struct baton_snapshot_meta *m = &h->meta;
 	struct baton_version_state *v = &m->versions;
-	m->index = get_u64(b + 16);
-	m->term = get_u64(b + 24);
-	m->config_index = get_u64(b + 32);
-	v->machine.value = get_u32(b + 40);
+	m->index = baton_le_get_u64(b + 16);
+	m->term = baton_le_get_u64(b + 24);
+	m->config_index = baton_le_get_u64(b + 32);
+	v->machine.value = baton_le_get_u32(b + 40);
 	if (format == 1 && v->machine.value == 0)
 		v->machine.value = 1; /* see format.h */
-	v->floor.major = get_u16(b + 44);
-	v->floor.minor = get_u16(b + 46);
-	v->floor.patch = get_u16(b + 48);
-	uint32_t n_versions = get_u32(b + 52);
-	uint32_t config_len = get_u32(b + 72);
+	v->floor.major = baton_le_get_u16(b + 44);
+	v->floor.minor = baton_le_get_u16(b + 46);
+	v->floor.patch = baton_le_get_u16(b + 48);
+	uint32_t n_versions = baton_le_get_u32(b + 52);
+	uint32_t config_len = baton_le_get_u32(b + 72);
 	if (n_versions > BATON_MAX_MEMBERS || config_len > len ||
 	    header_len_of(format, config_len, n_versions) > len)
 		return baton__errf(err, errlen, BATON_ECORRUPT,
@@ -232,7 +235,7 @@ static int decode_header(const uint8_t *b, size_t len, uint32_t format,
 	decode_versions(p, n_versions, v);
 	p += (size_t)n_versions * SNAP_VERSION_ENTRY_LEN;
 	if (format >= 2)
-		m->versions_index = get_u64(p);
+		m->versions_index = baton_le_get_u64(p);
 	if (!baton_version_state_valid(v) || m->versions_index > m->index ||
 	    m->config_index > m->index)
 		return baton__errf(err, errlen, BATON_ECORRUPT,
@@ -257,30 +260,18 @@ int baton__snap_read_header(struct baton_vfs *v, int fd, const char *path,
 	int rv = v->ops->pread(v, fd, b, sizeof b, 0, &n);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "read", path);
-	if (n < 16 || memcmp(b, SNAP_MAGIC, 8) != 0)
-		return baton__errf(err, errlen, BATON_ECORRUPT,
-				   "%s: not a baton snapshot file", path);
-	uint32_t format = get_u32(b + 8);
-	if (format == 0)
-		return baton__errf(err, errlen, BATON_ECORRUPT,
-				   "%s: snapshot format version 0", path);
-	if (format > SNAP_FORMAT)
-		return baton__errf(err, errlen, BATON_EVERSION,
-				   "%s: snapshot format version %u is newer "
-				   "than this release reads (%u)",
-				   path, format, SNAP_FORMAT);
-	uint32_t hlen = get_u32(b + 12);
-	if (hlen < SNAP_FIXED_LEN + 8 || hlen > n ||
-	    get_u64(b + hlen - 8) != baton__checksum(b, hlen - 8))
-		return baton__errf(err, errlen, BATON_ECORRUPT,
-				   "%s: snapshot header checksum mismatch",
-				   path);
+	struct baton__file_head head;
+	rv = baton__file_header_check(&snap_kind, b, n, path, &head, err,
+				      errlen);
+	if (rv != 0)
+		return rv;
+	uint32_t format = head.format, hlen = head.header_len;
 	rv = decode_header(b, hlen, format, path, h, err, errlen);
 	if (rv != 0)
 		return rv;
 	*data_offset = hlen;
-	*data_len = get_u64(b + 56);
-	*data_checksum = get_u64(b + 64);
+	*data_len = baton_le_get_u64(b + 56);
+	*data_checksum = baton_le_get_u64(b + 64);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "le.h"
 #include "kv_util.h"
 #include "resp.h"
 
@@ -494,17 +495,15 @@ static void expect_refused(const uint8_t *buf, size_t len, int want)
 /* Put a correct checksum on a hand-made snapshot. */
 static void seal(struct baton_buf *b)
 {
-	uint64_t sum = baton__checksum(b->data, b->len);
 	uint8_t t[8];
-	for (int i = 0; i < 8; i++)
-		t[i] = (uint8_t)(sum >> (8 * i));
+	baton_le_put_u64(t, baton__checksum(b->data, b->len));
 	baton_buf_append(b, t, 8);
 }
 
 static void put_u32(struct baton_buf *b, uint32_t v)
 {
-	uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
-			(uint8_t)(v >> 24)};
+	uint8_t x[4];
+	baton_le_put_u32(x, v);
 	baton_buf_append(b, x, 4);
 }
 

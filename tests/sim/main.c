@@ -1,8 +1,9 @@
 /*
  * baton-sim: runs the deterministic simulator for one seed or many.
  *
- *   baton-sim --seed S [--swarm] [--verbose] [--trace-hash]
+ *   baton-sim --seed S [--swarm] [--verbose] [--trace-hash] [--history F]
  *   baton-sim --seeds N [--first-seed F] [--swarm] [--stop-on-failure]
+ *             [--jobs J]
  *
  * A failing seed prints the broken invariant and the command that replays
  * it; the same seed always produces the same run.
@@ -13,8 +14,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define JOBS_MAX 64u
 
 struct cli {
 	uint64_t first_seed;
@@ -22,11 +26,13 @@ struct cli {
 	bool one_seed;
 	bool swarm;
 	bool verbose;
+	const char *history_path;
 	bool quiet;
 	bool trace_hash;
 	bool stop_on_failure;
 	uint32_t nodes;
 	uint64_t time_ms;
+	uint32_t jobs;
 };
 
 /* The seed being run, for the abort handler: a core assertion kills the
@@ -62,8 +68,12 @@ static void usage(void)
 		"  --time-ms T         simulated time of the safety phase "
 		"(default 60000)\n"
 		"  --stop-on-failure   stop at the first failing seed\n"
+		"  --jobs J            run the seeds in J processes (default "
+		"1)\n"
 		"  --verbose           trace every event (for one seed)\n"
 		"  --trace-hash        print a hash of the whole trace\n"
+		"  --history FILE      write the clients' history there (the\n"
+		"                      baton format of baton-lincheck)\n"
 		"  --quiet             only the summary\n");
 }
 
@@ -79,7 +89,7 @@ static bool parse_u64(const char *s, uint64_t *out)
 
 static int parse(int argc, char **argv, struct cli *c)
 {
-	*c = (struct cli){.first_seed = 1, .seeds = 100};
+	*c = (struct cli){.first_seed = 1, .seeds = 100, .jobs = 1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -88,6 +98,9 @@ static int parse(int argc, char **argv, struct cli *c)
 			c->swarm = true;
 		} else if (strcmp(a, "--verbose") == 0) {
 			c->verbose = true;
+		} else if (strcmp(a, "--history") == 0 && v != NULL) {
+			c->history_path = v;
+			i++;
 		} else if (strcmp(a, "--quiet") == 0) {
 			c->quiet = true;
 		} else if (strcmp(a, "--trace-hash") == 0) {
@@ -99,6 +112,7 @@ static int parse(int argc, char **argv, struct cli *c)
 			    strcmp(a, "--seeds") == 0 ||
 			    strcmp(a, "--first-seed") == 0 ||
 			    strcmp(a, "--nodes") == 0 ||
+			    strcmp(a, "--jobs") == 0 ||
 			    strcmp(a, "--time-ms") == 0)) {
 			i++;
 			if (strcmp(a, "--seed") == 0) {
@@ -113,6 +127,10 @@ static int parse(int argc, char **argv, struct cli *c)
 				if (x != 3 && x != 5 && x != 7)
 					return -1;
 				c->nodes = (uint32_t)x;
+			} else if (strcmp(a, "--jobs") == 0) {
+				if (x < 1 || x > JOBS_MAX)
+					return -1;
+				c->jobs = (uint32_t)x;
 			} else {
 				c->time_ms = x;
 			}
@@ -142,6 +160,9 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 	t->reads_failed += s->reads_failed;
 	t->msgs_sent += s->msgs_sent;
 	t->msgs_lost += s->msgs_lost;
+	t->ops_ok += s->ops_ok;
+	t->ops_failed += s->ops_failed;
+	t->ops_unknown += s->ops_unknown;
 }
 
 static void print_stats(const char *what, const struct sim_stats *s)
@@ -150,7 +171,8 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       "elections, %llu crashes, %llu partitions, %llu snapshots "
 	       "taken, "
 	       "%llu installed, %llu membership changes, %llu transfers, %llu "
-	       "reads ok (%llu failed), %llu messages (%llu lost)\n",
+	       "reads ok (%llu failed), %llu messages (%llu lost); client "
+	       "operations: %llu ok, %llu failed, %llu indeterminate\n",
 	       what, (unsigned long long)s->proposals,
 	       (unsigned long long)s->committed,
 	       (unsigned long long)s->elections, (unsigned long long)s->crashes,
@@ -162,11 +184,11 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->reads_ok,
 	       (unsigned long long)s->reads_failed,
 	       (unsigned long long)s->msgs_sent,
-	       (unsigned long long)s->msgs_lost);
+	       (unsigned long long)s->msgs_lost,
+	       (unsigned long long)s->ops_ok,
+	       (unsigned long long)s->ops_failed,
+	       (unsigned long long)s->ops_unknown);
 }
-
-/* Below this, a seed is a formality rather than a scenario. */
-#define MIN_PROPOSALS 1000u
 
 static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 {
@@ -175,6 +197,7 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		abort();
 	w->seed = seed;
 	w->verbose = c->verbose;
+	w->history_path = c->history_path;
 	struct sim_rng params_rng = {seed ^ 0x5eedull};
 	if (c->swarm)
 		sim_params_swarm(&w->p, &params_rng);
@@ -182,15 +205,24 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		sim_params_default(&w->p);
 	if (c->nodes != 0)
 		w->p.n_nodes = c->nodes;
-	if (c->time_ms != 0)
+	if (c->time_ms != 0) {
+		/* A short run is a quick look, not a scenario: no target. */
 		w->p.safety_ms = c->time_ms;
+		w->p.safety_max_ms = 3 * c->time_ms;
+		if (c->time_ms < 60000)
+			w->p.min_proposals = 0;
+	}
 	running_seed = seed;
 	int rv = sim_run(w);
-	if (rv == 0 && w->stats.proposals < MIN_PROPOSALS &&
-	    w->p.safety_ms >= 60000) {
+	/* Not a safety failure: the seed's faults left the clients too
+	 * little to do even in the extended safety phase. */
+	if (rv == 0 && w->stats.proposals < w->p.min_proposals) {
 		snprintf(w->failure, sizeof w->failure,
-			 "only %llu proposals accepted (need %u)",
-			 (unsigned long long)w->stats.proposals, MIN_PROPOSALS);
+			 "workload: only %llu proposals accepted in %llu ms "
+			 "of faults (need %llu)",
+			 (unsigned long long)w->stats.proposals,
+			 (unsigned long long)w->liveness_from_ms,
+			 (unsigned long long)w->p.min_proposals);
 		rv = 1;
 	}
 	if (rv != 0) {
@@ -211,6 +243,86 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 	return rv;
 }
 
+struct tally {
+	struct sim_stats tot;
+	uint64_t passed, failed;
+};
+
+/* Every jobs-th seed from the first + job. */
+static void run_seeds(const struct cli *c, uint32_t job, uint32_t jobs,
+		      struct tally *t)
+{
+	for (uint64_t s = c->first_seed + job; s < c->first_seed + c->seeds;
+	     s += jobs) {
+		if (run_seed(c, s, &t->tot) == 0) {
+			t->passed++;
+		} else {
+			t->failed++;
+			if (c->stop_on_failure)
+				break;
+		}
+		fflush(stdout); /* one seed's lines in one write */
+	}
+}
+
+/* --jobs: the seeds dealt round-robin to worker processes, each sending
+ * its tally back through a pipe. A worker that dies (an assertion in the
+ * code under test) counts as a failure; its abort handler named the
+ * seed. */
+static void run_parallel(const struct cli *c, struct tally *t)
+{
+	int fds[JOBS_MAX];
+	pid_t pids[JOBS_MAX];
+	fflush(stdout);
+	for (uint32_t k = 0; k < c->jobs; k++) {
+		int p[2];
+		if (pipe(p) != 0) {
+			perror("baton-sim: pipe");
+			exit(2);
+		}
+		pids[k] = fork();
+		if (pids[k] < 0) {
+			perror("baton-sim: fork");
+			exit(2);
+		}
+		if (pids[k] == 0) {
+			close(p[0]);
+			setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+			struct tally mine = {0};
+			run_seeds(c, k, c->jobs, &mine);
+			fflush(stdout);
+			ssize_t n = write(p[1], &mine, sizeof mine);
+			_exit(n == (ssize_t)sizeof mine ? 0 : 2);
+		}
+		close(p[1]);
+		fds[k] = p[0];
+	}
+	for (uint32_t k = 0; k < c->jobs; k++) {
+		struct tally mine;
+		size_t got = 0;
+		while (got < sizeof mine) {
+			ssize_t n = read(fds[k], (char *)&mine + got,
+					 sizeof mine - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		close(fds[k]);
+		int status = 0;
+		waitpid(pids[k], &status, 0);
+		if (got != sizeof mine) {
+			printf("baton-sim: worker %u died (its seed is named "
+			       "above)\n",
+			       k);
+			t->failed++;
+			continue;
+		}
+		totals_add(&t->tot, &mine.tot);
+		t->passed += mine.passed;
+		t->failed += mine.failed;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c;
@@ -222,29 +334,24 @@ int main(int argc, char **argv)
 	running_swarm = c.swarm;
 	signal(SIGABRT, on_abort);
 	signal(SIGSEGV, on_abort);
-	struct sim_stats tot = {0};
-	uint64_t passed = 0, failed = 0;
+	struct tally t = {0};
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (uint64_t s = c.first_seed; s < c.first_seed + c.seeds; s++) {
-		if (run_seed(&c, s, &tot) == 0) {
-			passed++;
-		} else {
-			failed++;
-			if (c.stop_on_failure)
-				break;
-		}
-	}
+	if (c.jobs > 1 && !c.one_seed)
+		run_parallel(&c, &t);
+	else
+		run_seeds(&c, 0, 1, &t);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double secs = (double)(t1.tv_sec - t0.tv_sec) +
 		      (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	if (!c.one_seed) {
 		if (!c.quiet)
-			print_stats("totals", &tot);
+			print_stats("totals", &t.tot);
 		printf("%.1f seeds/second (%.1f s)\n",
-		       secs > 0 ? (double)(passed + failed) / secs : 0.0, secs);
+		       secs > 0 ? (double)(t.passed + t.failed) / secs : 0.0,
+		       secs);
 	}
-	printf("%llu passed, %llu failed\n", (unsigned long long)passed,
-	       (unsigned long long)failed);
-	return failed == 0 ? 0 : 1;
+	printf("%llu passed, %llu failed\n", (unsigned long long)t.passed,
+	       (unsigned long long)t.failed);
+	return t.failed == 0 ? 0 : 1;
 }

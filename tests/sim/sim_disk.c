@@ -35,6 +35,8 @@ struct sim_storage {
 	uint64_t durable;   /* submissions up to this one are durable */
 	uint64_t reported;  /* ... and up to this one reported by poll */
 	const char *err;
+	void (*on_submit)(void *data);
+	void *on_submit_data;
 };
 
 /* One application snapshot being written. */
@@ -181,7 +183,17 @@ static int sim_submit(struct baton_storage *bs, const struct baton_update *u,
 		s->queue = wr;
 	s->queue_tail = wr;
 	*seq_out = wr->seq;
+	if (s->on_submit != NULL)
+		s->on_submit(s->on_submit_data);
 	return 0;
+}
+
+void sim_disk_on_submit(struct baton_storage *bs, void (*cb)(void *data),
+			void *data)
+{
+	struct sim_storage *s = to_sim(bs);
+	s->on_submit = cb;
+	s->on_submit_data = data;
 }
 
 void sim_disk_complete_next(struct baton_storage *bs)

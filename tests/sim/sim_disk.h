@@ -8,7 +8,9 @@
  * lives as long as one incarnation of the node (opened at boot, closed at
  * the crash). Submissions wait in the storage's queue until the world says
  * the next one reached the platter (sim_disk_complete_next), so the world
- * keeps deciding when writes complete, from the seed.
+ * keeps deciding when writes complete, from the seed: a hook tells it of
+ * each submission (sim_disk_on_submit), as the real storage's notify
+ * callback tells the event loop of completions.
  */
 #ifndef BATON_SIM_DISK_H
 #define BATON_SIM_DISK_H
@@ -31,6 +33,11 @@ struct sim_disk {
  * diagnostics. Never fails (aborts when out of memory). Release with
  * ops->close, which first makes every queued submission durable. */
 struct baton_storage *sim_disk_open(struct sim_disk *d, baton_node_id id);
+
+/* Call cb(data) after every submit, so the world can schedule when the
+ * submission reaches the platter (then call sim_disk_complete_next). */
+void sim_disk_on_submit(struct baton_storage *s, void (*cb)(void *data),
+			void *data);
 
 /* The oldest queued submission becomes durable; poll() reports it. Aborts
  * if nothing is queued, or if its entries would leave a gap in the log. */

@@ -3,8 +3,15 @@
  * simulated network and simulated disks, driven by one discrete-event queue.
  * Everything is drawn from one seed, so a run replays bit for bit.
  *
- * world.c    the world: event queue, nodes, network, nemesis, clients; it
- *            drives each node's disk only through struct baton_storage_ops
+ * world.c    the event queue, the run's parameters and phases, dispatch
+ * node.c     driving one node: its core, its storage (only through struct
+ *            baton_storage_ops), its machine; boot, crash, snapshots
+ * net.c      the simulated network
+ * nemesis.c  faults: crashes, pauses, partitions, and faults timed to
+ *            protocol moments ("buggify")
+ * workload.c clients, readers, membership changes, transfers, the liveness
+ *            probe
+ * machine.c  the simulated state machine
  * sim_disk.c the simulated disk: a struct baton_storage (sim_disk.h) whose
  *            durable state survives crashes
  * checks.c   the invariants, checked after every step
@@ -15,6 +22,7 @@
 
 #include "sim_disk.h"
 
+#include <baton/machine.h>
 #include <baton/raft.h>
 
 #include <stdbool.h>
@@ -24,6 +32,9 @@
 #define SIM_MAX_NODES 12	 /* founders (up to 7) plus fresh ids to add */
 #define SIM_MAX_EVENTS 4000000u	 /* per run: a bound on the whole run */
 #define SIM_MAX_IN_FLIGHT 20000u /* messages; beyond, sends are lost */
+/* Proposals a full-length run must see accepted: below, a seed is a
+ * formality rather than a scenario. */
+#define SIM_MIN_PROPOSALS 1000u
 
 /* ---- randomness: splitmix64, the only source of chance ----------------- */
 
@@ -80,8 +91,23 @@ struct sim_params {
 	uint32_t crash_on_first_commit_per_mille; /* a new leader's first */
 	uint32_t disk_slowest_factor; /* per-node disk speeds differ up to this
 				       */
+	/* Faults timed to protocol moments, each a per-seed probability
+	 * (nemesis.c): a node crashes or is cut off right after it appends
+	 * a configuration entry; a new leader crashes while its term and vote
+	 * are not yet durable; at a leadership transfer's TIMEOUT_NOW one
+	 * direction of a link is lost and reads keep arriving at the old
+	 * leader; a membership request right after an election. */
+	uint32_t fault_after_config_per_mille;
+	uint32_t crash_undurable_leader_per_mille;
+	uint32_t link_at_transfer_per_mille;
+	uint32_t member_after_election_per_mille;
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
+	/* The workload: the safety phase is extended (by a quarter at a
+	 * time, up to safety_max_ms in all) until this many proposals were
+	 * accepted; a run that still falls short fails with "workload:". */
+	uint64_t min_proposals;
+	uint64_t safety_max_ms;
 };
 
 /* A message in flight: a deep copy, since updates live only one step. */
@@ -91,21 +117,66 @@ struct sim_packet {
 	uint8_t *chunk;
 };
 
-/* The application: a hash chain over every applied command. */
+/* What the invariants see of a node's machine: the state after the last
+ * applied command, as of the check being made (node.c feeds it entry by
+ * entry, after the step's own checks). */
 struct sim_machine {
-	baton_index applied;
-	uint64_t hash;
+	baton_index applied; /* the last command applied */
+	uint64_t hash;	     /* chained over every applied command */
 	uint64_t commands;
 };
 
-struct sim_read {
-	uint64_t id;
-	uint32_t node;
-	uint64_t incarnation;
-	baton_index must_see; /* highest index applied anywhere at invocation */
+/* ---- the key-value machine (machine.c) ---------------------------------- */
+
+#define SIM_KV_SLOTS 16u      /* key k lives in slot k % SIM_KV_SLOTS */
+#define SIM_KV_VALUE_MAX 160u /* bytes of one value */
+#define SIM_KV_PAD_MAX 40u    /* padding bytes after a command */
+#define SIM_KV_COMMAND_MAX (6u + SIM_KV_VALUE_MAX + SIM_KV_PAD_MAX)
+
+enum sim_kv_op {
+	SIM_KV_SET = 'S',
+	SIM_KV_APPEND = 'A',
+	SIM_KV_INCR = 'I',
+	SIM_KV_DEL = 'D',
+	SIM_KV_MARKER = 'M', /* the liveness probe: changes nothing */
+	SIM_KV_NOISE = 'N',  /* load no client checks: changes nothing */
 };
 
-struct sim_pending; /* world.c: an update waiting for its submission */
+struct sim_kv_slot {
+	uint32_t key; /* 0: never used */
+	bool present;
+	uint32_t len;
+	char val[SIM_KV_VALUE_MAX + 1];
+};
+
+struct sim_node;
+
+/* A node's state machine, rebuilt at each boot from its snapshot and log. */
+struct sim_kv {
+	struct baton_machine base; /* first: the handle the pipeline holds */
+	struct sim_node *n;
+	baton_index applied; /* the last command applied */
+	uint64_t hash;
+	uint64_t commands;
+	struct sim_kv_slot slots[SIM_KV_SLOTS];
+	const char *err;
+};
+
+/* An empty machine for node n. */
+void sim_kv_init(struct sim_kv *kv, struct sim_node *n);
+/* Encode a command into buf (cap bytes); returns its length. */
+size_t sim_kv_encode(uint8_t *buf, size_t cap, uint8_t op, uint32_t key,
+		     const char *value, size_t pad);
+/* The value of key: false if its slot serves a newer key (retired). */
+bool sim_kv_get(const struct sim_kv *kv, uint32_t key, bool *present,
+		const char **val, uint32_t *len);
+
+/* One applied command or restored snapshot, waiting to be checked. */
+struct sim_settle {
+	bool restore;
+	struct baton_entry e;  /* a copy (apply) */
+	struct sim_machine sm; /* the machine's state after it */
+};
 
 struct sim_node {
 	baton_node_id id;
@@ -113,14 +184,20 @@ struct sim_node {
 	bool alive;
 	bool retired; /* removed from the cluster: never restarted */
 	uint64_t incarnation;
-	struct baton_raft *raft;
+	struct sim_world *w;
+	/* The shipping node pipeline (src/node/pipeline.h), while alive, and
+	 * its core, read-only, for the invariants. */
+	struct baton_pipeline *pipe;
+	const struct baton_raft *raft;
 	struct sim_disk disk;	       /* durable: survives crashes */
 	struct baton_storage *storage; /* over `disk`, while alive */
-	struct sim_pending *pending, *pending_tail; /* submitted, not done */
 	uint64_t last_write_done_ms;
 	uint32_t disk_factor;
-	struct sim_machine sm;
-	struct baton_raft_options opts;
+	struct sim_kv kv;	   /* the machine the pipeline drives */
+	struct sim_machine sm;	   /* what the invariants see of it */
+	struct sim_settle *settle; /* applied, not yet checked */
+	uint32_t n_settle, settle_cap;
+	bool booting;
 	/* For the invariants. */
 	uint32_t role;
 	baton_term term;
@@ -135,10 +212,12 @@ struct sim_node {
 struct sim_stats {
 	uint64_t steps, proposals, committed, elections, crashes, partitions,
 		snapshots_taken, snapshots_installed, member_changes, transfers,
-		reads_ok, reads_failed, msgs_sent, msgs_lost;
+		reads_ok, reads_failed, msgs_sent, msgs_lost, ops_ok,
+		ops_failed, ops_unknown;
 };
 
-struct sim_event; /* world.c */
+struct sim_event;   /* world.c */
+struct sim_history; /* workload.c */
 
 struct sim_world {
 	uint64_t seed;
@@ -157,13 +236,15 @@ struct sim_world {
 	uint64_t link_last_ms[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
 	bool liveness;
 	bool done;
+	uint32_t extensions;	   /* of the safety phase, for the workload */
+	uint64_t liveness_from_ms; /* when the liveness phase began */
+	baton_node_id last_leader; /* the latest node seen becoming leader */
 	/* Liveness probe: a marker command that every member must apply. */
-	baton_index marker_index;
-	baton_term marker_term;
-	uint64_t next_payload;
-	uint64_t next_read_id;
-	struct sim_read *reads;
-	uint32_t n_reads, reads_cap;
+	uint32_t marker_key;	  /* its key field: which probe */
+	bool marker_waiting;	  /* a probe proposal awaits its completion */
+	baton_index marker_index; /* where it was applied; 0: not yet */
+	/* Clients and their recorded history (workload.c). */
+	struct sim_history *history;
 	struct sim_stats stats;
 	/* Invariant state (checks.c). */
 	struct sim_checks *checks;
@@ -172,8 +253,116 @@ struct sim_world {
 	char failure[512];
 	/* Output. */
 	bool verbose;
+	const char *history_path; /* write the clients' history there */
 	uint64_t trace_hash;
 };
+
+/* ---- world.c: events ---------------------------------------------------- */
+
+enum sim_event_kind {
+	EV_TICK = 1,
+	EV_DELIVER,
+	EV_DISK,
+	EV_RESTART,
+	EV_NEMESIS,
+	EV_HEAL,
+	EV_CLIENT,
+	EV_READ,
+	EV_MEMBER,
+	EV_TRANSFER,
+	EV_READ_AT, /* a read on one node, after an election or transfer */
+	EV_PHASE,
+	EV_LIVENESS,
+	EV_CRASH,
+	EV_MEMBER_NOW, /* one membership request (nemesis.c, after elections) */
+};
+
+/* Queue an event `delay` ms from now. An event for a node (node != 0) is
+ * void once that node crashes; `packet` (EV_DELIVER) is owned by the queue. */
+void sim_schedule(struct sim_world *w, uint64_t delay, uint32_t kind,
+		  uint32_t node, struct sim_packet *packet);
+
+/* ---- net.c: the network ------------------------------------------------- */
+
+/* A deep copy of m, and its release (NULL is fine). */
+struct sim_packet *sim_packet_copy(const struct baton_msg *m);
+void sim_packet_free(struct sim_packet *p);
+/* Send p (owned by the network from now on): lost, delayed, duplicated or
+ * reordered as the seed says. */
+void sim_net_send(struct sim_world *w, struct sim_packet *p);
+
+/* ---- node.c: driving nodes through the shipping pipeline ----------------- */
+
+/* Boot from its disk, as after a power cycle (founders, ids 1..n_nodes,
+ * bootstrap an empty disk); crash, losing what was not durable and failing
+ * every request waiting on the node. */
+void sim_node_boot(struct sim_world *w, struct sim_node *n);
+void sim_node_crash(struct sim_world *w, struct sim_node *n);
+/* The end of one turn of the node's loop, after every event it was given
+ * (tick, message, disk completion, client request): the pipeline's flush,
+ * then the invariants of what it applied. */
+void sim_node_turn(struct sim_world *w, struct sim_node *n);
+/* One turn each: time passed (the node's timers); a message arrived; the
+ * world's clock says the node's oldest submission reached its disk. */
+void sim_node_tick(struct sim_world *w, struct sim_node *n);
+void sim_node_receive(struct sim_world *w, struct sim_node *n,
+		      const struct baton_msg *m);
+void sim_disk_done(struct sim_world *w, struct sim_node *n);
+/* From the node's machine (machine.c): it applied e, its hash now `hash`;
+ * it restored a snapshot. Checked after the step's own invariants. */
+void sim_node_applied(struct sim_node *n, const struct baton_entry *e,
+		      uint64_t hash);
+void sim_node_restored(struct sim_node *n, baton_index applied, uint64_t hash,
+		       uint64_t commands);
+/* Running and not frozen: a client can reach it. */
+bool sim_usable(const struct sim_world *w, const struct sim_node *n);
+/* The usable leader of the highest term, or NULL. */
+struct sim_node *sim_find_leader(struct sim_world *w);
+/* A random usable node, or NULL. */
+struct sim_node *sim_random_alive(struct sim_world *w);
+
+/* ---- nemesis.c: faults ----------------------------------------------------
+ */
+
+/* Faults at random moments (EV_NEMESIS), and the end of a partition. */
+void sim_nemesis(struct sim_world *w);
+void sim_heal(struct sim_world *w);
+/* Faults timed to protocol moments ("buggify"): called after node n
+ * stepped to update u (before the invariants), before a node sends m, and
+ * after node n accepted a proposal. */
+void sim_buggify_update(struct sim_world *w, struct sim_node *n,
+			const struct baton_update *u);
+void sim_buggify_send(struct sim_world *w, const struct baton_msg *m);
+void sim_buggify_propose(struct sim_world *w, struct sim_node *n);
+/* EV_CRASH: a power blip of node n, back before long. */
+void sim_power_blip(struct sim_world *w, struct sim_node *n);
+
+/* ---- workload.c: clients and operators ----------------------------------- */
+
+/* Clients: key-value operations proposed through the pipeline, reads
+ * through its read barrier, each recorded with the simulated time. */
+void sim_client(struct sim_world *w);
+void sim_reader(struct sim_world *w);
+/* EV_READ_AT: a read on node n (after an election or a transfer). */
+void sim_read_at(struct sim_world *w, struct sim_node *n);
+/* EV_MEMBER: a membership request, and the next one scheduled;
+ * EV_MEMBER_NOW: one request only. */
+void sim_membership(struct sim_world *w);
+void sim_membership_change(struct sim_world *w);
+void sim_transfer(struct sim_world *w);
+/* EV_LIVENESS: probe the healed cluster until a marker is applied by every
+ * member (done) or the liveness phase runs out (failure). */
+void sim_liveness_check(struct sim_world *w);
+/* Every step of node n, before the invariants see it (n->role is the
+ * role before the step): counts, and reads right after elections. */
+void sim_workload_observe(struct sim_world *w, struct sim_node *n,
+			  const struct baton_event *ev, int rv,
+			  const struct baton_update *u);
+/* A marker command was applied at `index` by some node. */
+void sim_workload_marker(struct sim_world *w, baton_index index);
+/* At the end of a run: the recorded history must be linearizable. */
+void sim_history_check(struct sim_world *w);
+void sim_history_free(struct sim_world *w);
 
 /* world.c */
 void sim_params_swarm(struct sim_params *p, struct sim_rng *g);
@@ -189,7 +378,9 @@ uint64_t sim_hash_bytes(uint64_t h, const void *p, size_t n);
 /* checks.c: invariants. */
 struct sim_checks *sim_checks_new(void);
 void sim_checks_free(struct sim_checks *c);
-/* After every step of node n that produced update u. */
+/* After every step of node n that produced update u (also checks, when a
+ * leader's commit index advances, that the entry is stored by a majority
+ * and that no node lacking it could win an election). */
 void sim_check_update(struct sim_world *w, struct sim_node *n,
 		      const struct baton_update *u);
 /* One applied entry, after the machine applied it. */
@@ -202,10 +393,6 @@ void sim_check_snapshot(struct sim_world *w, struct sim_node *n,
 void sim_check_snapshot_saved(struct sim_world *w, struct sim_node *n,
 			      baton_index index, const uint8_t *buf,
 			      size_t len);
-/* A leader just committed `index`: no voter lacking it may be able to win
- * an election against the durable logs of the others. */
-void sim_check_commit_safe(struct sim_world *w, struct sim_node *leader,
-			   baton_index index);
 /* Highest index applied by any node so far. */
 baton_index sim_max_applied(const struct sim_world *w);
 /* Did every node that applied index i apply the entry of this term? */

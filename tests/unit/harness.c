@@ -1,97 +1,155 @@
+/* The unit tests' cluster over the node pipeline (harness.h). */
 #include "harness.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void push(struct harness *h, const struct baton_msg *m)
+#define H_TICK_MS 10u
+
+static struct h_node *node_of(struct harness *h, baton_node_id id)
 {
+	cr_assert(id >= 1 && id <= H_MAX && h->node[id].p != NULL,
+		  "node %llu does not run", (unsigned long long)id);
+	return &h->node[id];
+}
+
+/* ---- what the pipeline asks of the world ----------------------------------
+ */
+
+static uint64_t env_now(void *data)
+{
+	const struct h_node *n = data;
+	return n->h->now_ms;
+}
+
+static void env_send(void *data, const struct baton_msg *m)
+{
+	struct harness *h = ((struct h_node *)data)->h;
 	if (h->q_n == h->q_cap) {
 		h->q_cap = h->q_cap ? h->q_cap * 2 : 64;
 		h->q = realloc(h->q, h->q_cap * sizeof *h->q);
 		cr_assert_not_null(h->q);
 	}
-	struct h_msg *x = &h->q[h->q_n++];
-	memset(x, 0, sizeof *x);
-	x->m = *m;
-	if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
-		uint32_t n = m->u.append.n_entries;
-		x->entries = calloc(n, sizeof *x->entries);
-		for (uint32_t i = 0; i < n; i++) {
-			x->entries[i] = m->u.append.entries[i];
-			x->entries[i].buf = malloc(x->entries[i].len + 1u);
-			memcpy(x->entries[i].buf, m->u.append.entries[i].buf,
-			       x->entries[i].len);
-		}
-		x->m.u.append.entries = x->entries;
-	}
-	if (m->type == BATON_MSG_SNAPSHOT) {
-		x->chunk = malloc(m->u.snapshot.chunk_len + 1u);
-		memcpy(x->chunk, m->u.snapshot.chunk, m->u.snapshot.chunk_len);
-		x->m.u.snapshot.chunk = x->chunk;
-	}
+	fx_msg_copy(&h->q[h->q_n++], m);
 }
 
-static void release(struct h_msg *x)
+/* A message without what it points to. */
+static struct baton_msg header_of(const struct baton_msg *m)
 {
-	if (x->entries != NULL) {
-		for (uint32_t i = 0; i < x->m.u.append.n_entries; i++)
-			free(x->entries[i].buf);
-		free(x->entries);
-	}
-	free(x->chunk);
+	struct baton_msg x = *m;
+	if (x.type == BATON_MSG_APPEND)
+		x.u.append.entries = NULL;
+	else if (x.type == BATON_MSG_SNAPSHOT)
+		x.u.snapshot.chunk = NULL;
+	return x;
 }
 
-int h_step(struct harness *h, baton_node_id id, struct baton_event *ev)
+/* Keep the scalars of the update and copies of its message headers. */
+static void keep_last(struct harness *h, baton_node_id id,
+		      const struct baton_update *u)
 {
-	struct baton_update u;
-	int rv = baton_raft_step(h->r[id], h->now_ms, ev, &u);
-	h->last[id] = u;
-	h->last_msgs[id] = u.n_msgs;
-	h->last_msgs_after[id] = u.n_msgs_after_persist;
-	h->last_hs_changed[id] = u.hard_state_changed;
-	for (uint32_t i = 0; i < u.n_msgs; i++)
-		push(h, &u.msgs[i]);
-	/* The disk is instant: held messages leave right after. */
-	for (uint32_t i = 0; i < u.n_msgs_after_persist; i++)
-		push(h, &u.msgs_after_persist[i]);
-	if (u.snapshot != NULL) {
-		h->snapshot_installed[id] = u.snapshot->index;
-		h->applied[id] = u.snapshot->index;
+	struct baton_update *l = &h->last[id];
+	*l = *u;
+	if (u->snapshot != NULL) {
+		h->last_snapshot[id] = *u->snapshot;
+		l->snapshot = &h->last_snapshot[id];
 	}
-	for (uint32_t i = 0; i < u.n_apply; i++) {
-		cr_assert_eq(u.apply[i].index, h->applied[id] + 1,
-			     "node %llu applies out of order",
-			     (unsigned long long)id);
-		h->applied[id] = u.apply[i].index;
-		if (u.apply[i].type == BATON_ENTRY_COMMAND)
-			h->applied_commands[id]++;
+	l->snapshot_data = NULL;
+	l->entries = NULL;
+	l->apply = NULL;
+	l->reads = NULL;
+	for (uint32_t i = 0; i < u->n_msgs && i < H_LAST_MSGS; i++)
+		h->last_msgs[id][i] = header_of(&u->msgs[i]);
+	for (uint32_t i = 0; i < u->n_msgs_after_persist && i < H_LAST_MSGS;
+	     i++)
+		h->last_msgs_after[id][i] =
+			header_of(&u->msgs_after_persist[i]);
+	l->msgs = h->last_msgs[id];
+	l->msgs_after_persist = h->last_msgs_after[id];
+}
+
+/* Every step of every core: what the tests look at afterwards. */
+static void env_observe(void *data, const struct baton_event *ev, int rv,
+			const struct baton_update *u)
+{
+	struct h_node *n = data;
+	struct harness *h = n->h;
+	if (ev->type != BATON_EVENT_PERSISTED &&
+	    ev->type != BATON_EVENT_APPLY_STOPPED)
+		keep_last(h, n->id, u);
+	if (u->snapshot != NULL)
+		h->snapshot_installed[n->id] = u->snapshot->index;
+	if (h->want_node == n->id && h->want_type == ev->type && !h->got) {
+		h->got = true;
+		h->got_rv = rv;
+		if (ev->type == BATON_EVENT_PROPOSE)
+			h->got_first_index = ev->u.propose.first_index_out;
+		if (ev->type == BATON_EVENT_READ && h->n_asked > 0 && rv == 0)
+			h->reads[h->n_asked - 1].group = ev->u.read.request_id;
 	}
-	for (uint32_t i = 0; i < u.n_reads && h->n_reads < 64; i++) {
-		h->reads_id[h->n_reads] = u.reads[i].request_id;
-		h->reads_index[h->n_reads] = u.reads[i].read_index;
-		h->reads_status[h->n_reads] = u.reads[i].status;
-		h->n_reads++;
+	for (uint32_t i = 0; i < u->n_reads; i++)
+		for (uint32_t k = 0; k < h->n_asked; k++)
+			if (h->reads[k].node == n->id &&
+			    h->reads[k].group == u->reads[i].request_id &&
+			    u->reads[i].status == 0)
+				h->reads[k].index = u->reads[i].read_index;
+}
+
+/* End of a turn for node id: flush, and hand the disk's completions back
+ * until there are none (a held disk has none until h_persist). */
+static void settle(struct harness *h, baton_node_id id)
+{
+	struct h_node *n = node_of(h, id);
+	baton_pipeline_flush(n->p);
+	while (fx_disk_unreported(&n->disk)) {
+		baton_pipeline_storage_ready(n->p);
+		baton_pipeline_flush(n->p);
 	}
-	if (u.persist_needed) {
-		struct baton_event p = {.type = BATON_EVENT_PERSISTED};
-		p.u.persisted.index = u.persist_index;
-		p.u.persisted.term = u.persist_term;
-		int prv = h_step(h, id, &p);
-		cr_assert_eq(prv, 0);
-		/* Keep what the caller's step produced visible (scalars
-		 * only: its pointers died with the next step). */
-		h->last[id] = u;
-		h->last_msgs[id] = u.n_msgs;
-		h->last_msgs_after[id] = u.n_msgs_after_persist;
-		h->last_hs_changed[id] = u.hard_state_changed;
-	}
-	return rv;
+	struct baton_pipeline_status s;
+	baton_pipeline_status(n->p, &s);
+	h->applied[id] = s.applied;
+	h->applied_commands[id] = n->machine.commands;
+}
+
+/* ---- life cycle -----------------------------------------------------------
+ */
+
+static void start(struct harness *h, baton_node_id id, uint32_t n_founders)
+{
+	struct h_node *n = &h->node[id];
+	struct baton_pipeline_config c;
+	memset(&c, 0, sizeof c);
+	c.raft = h->o[id];
+	c.storage = fx_disk_open(&n->disk, id);
+	c.machine = &n->machine.base;
+	c.snapshot_entries = h->snapshot_entries;
+	c.n_founders = n_founders;
+	for (uint32_t i = 0; i < n_founders; i++)
+		c.founders[i] = i + 1;
+	struct baton_pipeline_env env = {.data = n,
+					 .now_ms = env_now,
+					 .send = env_send,
+					 .observe = env_observe};
+	char err[256] = "";
+	cr_assert_eq(baton_pipeline_create(&c, &env, &n->p, err, sizeof err), 0,
+		     "node %llu: %s", (unsigned long long)id, err);
+	h->r[id] = baton_pipeline_raft(n->p);
+	/* A first tick, as a driver's loop starts: it persists what the
+	 * start made (a bootstrap's configuration entry and term). */
+	baton_pipeline_tick(n->p);
+	settle(h, id);
 }
 
 static void make(struct harness *h, baton_node_id id,
 		 void (*tweak)(struct baton_raft_options *o))
 {
+	struct h_node *n = &h->node[id];
+	n->h = h;
+	n->id = id;
+	fx_machine_init(&n->machine);
+	/* 8 bytes of count and 12 of padding: snapshots of 20 bytes. */
+	n->machine.snapshot_pad = 12;
 	baton_raft_options_default(&h->o[id]);
 	h->o[id].id = id;
 	h->o[id].random_seed = 1000 + id;
@@ -99,83 +157,269 @@ static void make(struct harness *h, baton_node_id id,
 	h->o[id].heartbeat_interval_ms = 20;
 	if (tweak != NULL)
 		tweak(&h->o[id]);
-	cr_assert_eq(baton_raft_create(&h->o[id], &h->r[id]), 0);
+}
+
+void h_init_snapshots(struct harness *h, uint32_t n,
+		      void (*tweak)(struct baton_raft_options *o),
+		      uint64_t every)
+{
+	cr_assert(n >= 1 && n <= H_MAX);
+	memset(h, 0, sizeof *h);
+	h->n = n;
+	h->snapshot_entries = every;
+	for (uint32_t i = 1; i <= n; i++) {
+		make(h, i, tweak);
+		start(h, i, n);
+	}
 }
 
 void h_init(struct harness *h, uint32_t n,
 	    void (*tweak)(struct baton_raft_options *o))
 {
-	memset(h, 0, sizeof *h);
-	h->n = n;
-	struct baton_config c = {0};
-	for (uint32_t i = 1; i <= n; i++) {
-		c.members[c.n].id = i;
-		c.members[c.n].role = BATON_VOTER;
-		c.n++;
-	}
-	for (uint32_t i = 1; i <= n; i++) {
-		make(h, i, tweak);
-		cr_assert_eq(baton_raft_bootstrap(h->r[i], &c), 0);
-		h_step(h, i, &(struct baton_event){.type = BATON_EVENT_TICK});
-	}
+	h_init_snapshots(h, n, tweak, 0);
 }
 
 void h_add_empty(struct harness *h, baton_node_id id)
 {
-	cr_assert(id <= H_MAX && h->r[id] == NULL);
+	cr_assert(id <= H_MAX && h->node[id].p == NULL);
 	make(h, id, NULL);
+	start(h, id, 0);
 	if (id > h->n)
 		h->n = (uint32_t)id;
+}
+
+static void stop(struct harness *h, baton_node_id id)
+{
+	struct h_node *n = node_of(h, id);
+	baton_pipeline_destroy(n->p);
+	n->p = NULL;
+	h->r[id] = NULL;
+}
+
+void h_restart(struct harness *h, baton_node_id id, bool power_loss)
+{
+	stop(h, id);
+	struct h_node *n = &h->node[id];
+	if (power_loss)
+		fx_disk_crash(&n->disk);
+	else
+		fx_disk_close(&n->disk);
+	/* The machine starts empty, as in a new process: what it holds
+	 * comes back from the snapshot and the log. The test's knobs stay. */
+	struct fx_machine knobs = n->machine;
+	fx_machine_init(&n->machine);
+	n->machine.snapshot_pad = knobs.snapshot_pad;
+	n->machine.refuse_from = knobs.refuse_from;
+	n->machine.refuse_restore = knobs.refuse_restore;
+	start(h, id, 0);
 }
 
 void h_free(struct harness *h)
 {
 	for (uint32_t i = 0; i < h->q_n; i++)
-		release(&h->q[i]);
+		fx_msg_release(&h->q[i]);
 	free(h->q);
-	for (uint32_t i = 1; i <= H_MAX; i++)
-		baton_raft_destroy(h->r[i]);
+	for (baton_node_id id = 1; id <= H_MAX; id++) {
+		if (h->node[id].p != NULL)
+			stop(h, id);
+		if (h->node[id].h != NULL)
+			fx_disk_free(&h->node[id].disk);
+	}
+}
+
+/* ---- the disk -------------------------------------------------------------
+ */
+
+void h_hold_disk(struct harness *h, baton_node_id id, bool held)
+{
+	fx_disk_hold(&node_of(h, id)->disk, held);
+	settle(h, id);
+}
+
+bool h_persist(struct harness *h, baton_node_id id)
+{
+	bool done = fx_disk_complete_next(&node_of(h, id)->disk);
+	settle(h, id);
+	return done;
+}
+
+/* ---- inputs ---------------------------------------------------------------
+ */
+
+/* A proposal's completion; the first failure while h_step settles is
+ * what a proposal the core never took answers. */
+static void on_proposed(void *data, int status, const uint8_t *reply,
+			size_t len)
+{
+	struct harness *h = data;
+	(void)reply;
+	(void)len;
+	if (status != 0 && h->want_type == BATON_EVENT_PROPOSE &&
+	    h->proposal_error == 0)
+		h->proposal_error = status;
+}
+
+static void on_read(void *data, int status)
+{
+	struct h_read *r = data;
+	r->status = status;
+	r->done = true;
+}
+
+/* What the core answered to the event h_step fed (or the refusal of the
+ * pipeline that kept it from the core). */
+static int answer(struct harness *h, int refused)
+{
+	int rv = h->got ? h->got_rv : refused;
+	h->want_node = 0;
+	h->want_type = 0;
+	return rv;
+}
+
+/* Reads completed since the last look join the answered list. */
+static void collect_reads(struct harness *h)
+{
+	for (uint32_t k = 0; k < h->n_asked; k++) {
+		struct h_read *r = &h->reads[k];
+		if (!r->done || r->group == UINT64_MAX)
+			continue;
+		cr_assert_lt(h->n_reads, H_READS_MAX);
+		h->reads_id[h->n_reads] = r->id;
+		h->reads_index[h->n_reads] = r->index;
+		h->reads_status[h->n_reads] = r->status;
+		h->n_reads++;
+		r->group = UINT64_MAX; /* counted */
+	}
+}
+
+static int step_read(struct harness *h, struct h_node *n, uint64_t id)
+{
+	cr_assert_lt(h->n_asked, H_READS_MAX);
+	struct h_read *r = &h->reads[h->n_asked++];
+	memset(r, 0, sizeof *r);
+	r->node = n->id;
+	r->id = id;
+	int rv = baton_pipeline_read(n->p, on_read, r);
+	if (rv != 0) {
+		h->n_asked--;
+		return rv;
+	}
+	settle(h, n->id);
+	rv = answer(h, r->done ? r->status : 0);
+	if (rv != 0) /* refused: the core never took it */
+		h->reads[--h->n_asked].done = false;
+	collect_reads(h);
+	return rv;
+}
+
+static void on_done(void *data, int status)
+{
+	(void)data;
+	(void)status;
+}
+
+int h_step(struct harness *h, baton_node_id id, struct baton_event *ev)
+{
+	struct h_node *n = node_of(h, id);
+	h->want_node = id;
+	h->want_type = ev->type;
+	h->got = false;
+	int refused = 0, rv = 0;
+	switch (ev->type) {
+	case BATON_EVENT_TICK:
+		baton_pipeline_tick(n->p);
+		break;
+	case BATON_EVENT_RECEIVE:
+		baton_pipeline_receive(n->p, ev->u.receive.msg);
+		break;
+	case BATON_EVENT_PROPOSE:
+		h->proposal_error = 0;
+		for (uint32_t i = 0; i < ev->u.propose.n && refused == 0; i++)
+			refused = baton_pipeline_propose(
+				n->p, ev->u.propose.bufs[i].base,
+				ev->u.propose.bufs[i].len, on_proposed, h);
+		break;
+	case BATON_EVENT_READ:
+		rv = step_read(h, n, ev->u.read.request_id);
+		collect_reads(h);
+		return rv;
+	case BATON_EVENT_TRANSFER:
+		refused = baton_pipeline_transfer(n->p, ev->u.transfer.target,
+						  on_done, NULL);
+		break;
+	case BATON_EVENT_ADD_LEARNER:
+		refused = baton_pipeline_add_learner(n->p, ev->u.member.id,
+						     on_done, NULL);
+		break;
+	case BATON_EVENT_PROMOTE:
+		refused = baton_pipeline_promote(n->p, ev->u.member.id, on_done,
+						 NULL);
+		break;
+	case BATON_EVENT_REMOVE:
+		refused = baton_pipeline_remove(n->p, ev->u.member.id, on_done,
+						NULL);
+		break;
+	case BATON_EVENT_VERSIONS:
+		refused = baton_pipeline_set_versions(
+			n->p, ev->u.versions.state, on_done, NULL);
+		break;
+	default:
+		cr_assert_fail("event %u is the pipeline's own, not a test's",
+			       ev->type);
+	}
+	settle(h, id);
+	if (refused == 0 && ev->type == BATON_EVENT_PROPOSE)
+		refused = h->proposal_error;
+	rv = answer(h, refused);
+	if (ev->type == BATON_EVENT_PROPOSE && rv == 0)
+		ev->u.propose.first_index_out = h->got_first_index;
+	collect_reads(h);
+	return rv;
 }
 
 void h_deliver_all(struct harness *h)
 {
 	for (int rounds = 0; h->q_n > 0; rounds++) {
 		cr_assert_lt(rounds, 100000, "message storm");
-		struct h_msg x = h->q[0];
+		struct fx_msg x = h->q[0];
 		memmove(h->q, h->q + 1, (h->q_n - 1) * sizeof *h->q);
 		h->q_n--;
 		baton_node_id to = x.m.to, from = x.m.from;
-		if (to <= H_MAX && h->r[to] != NULL && !h->down[to] &&
-		    !h->down[from]) {
-			struct baton_event ev = {.type = BATON_EVENT_RECEIVE};
-			ev.u.receive.msg = &x.m;
+		if (to >= 1 && to <= H_MAX && h->node[to].p != NULL &&
+		    !h->down[to] && !h->down[from]) {
 			if (x.m.type < 16)
 				h->delivered[x.m.type]++;
-			h_step(h, to, &ev);
+			baton_pipeline_receive(h->node[to].p, &x.m);
+			settle(h, to);
 		}
-		release(&x);
+		fx_msg_release(&x);
 	}
+	collect_reads(h);
 }
 
 void h_run(struct harness *h, uint64_t ms)
 {
-	for (uint64_t t = 0; t < ms; t += 10) {
-		h->now_ms += 10;
-		for (uint32_t i = 1; i <= h->n; i++)
-			if (h->r[i] != NULL && !h->down[i])
-				h_step(h, i,
-				       &(struct baton_event){
-					       .type = BATON_EVENT_TICK});
+	for (uint64_t t = 0; t < ms; t += H_TICK_MS) {
+		h->now_ms += H_TICK_MS;
+		for (baton_node_id i = 1; i <= h->n; i++) {
+			if (h->node[i].p == NULL || h->down[i])
+				continue;
+			baton_pipeline_tick(h->node[i].p);
+			settle(h, i);
+		}
 		h_deliver_all(h);
 	}
 }
+
+/* ---- looking --------------------------------------------------------------
+ */
 
 baton_node_id h_leader(struct harness *h)
 {
 	baton_node_id leader = 0;
 	baton_term best = 0;
-	for (uint32_t i = 1; i <= h->n; i++) {
-		if (h->r[i] == NULL || h->down[i])
+	for (baton_node_id i = 1; i <= h->n; i++) {
+		if (h->node[i].p == NULL || h->down[i])
 			continue;
 		struct baton_raft_status s = h_status(h, i);
 		if (s.role == BATON_LEADER && s.term >= best) {
@@ -192,7 +436,7 @@ baton_node_id h_elect(struct harness *h)
 		baton_node_id l = h_leader(h);
 		if (l != 0)
 			return l;
-		h_run(h, 10);
+		h_run(h, H_TICK_MS);
 	}
 	cr_assert_fail("no leader after 10 s");
 	return 0;
@@ -210,7 +454,7 @@ int h_propose(struct harness *h, baton_node_id id, const char *cmd)
 struct baton_raft_status h_status(struct harness *h, baton_node_id id)
 {
 	struct baton_raft_status s;
-	baton_raft_status(h->r[id], &s);
+	baton_raft_status(baton_pipeline_raft(node_of(h, id)->p), &s);
 	return s;
 }
 
@@ -223,4 +467,38 @@ uint32_t h_count(struct harness *h, uint32_t type, baton_node_id from,
 		     (from == 0 || h->q[i].m.from == from) &&
 		     (to == 0 || h->q[i].m.to == to);
 	return n;
+}
+
+struct baton_raft *h_lone_leader(void (*tweak)(struct baton_raft_options *o),
+				 uint64_t *now_ms)
+{
+	struct baton_raft_options o;
+	baton_raft_options_default(&o);
+	o.id = 1;
+	if (tweak != NULL)
+		tweak(&o);
+	struct baton_raft *r;
+	cr_assert_eq(baton_raft_create(&o, &r), 0);
+	struct baton_config c = {.n = 1};
+	c.members[0] = (struct baton_member){1, BATON_VOTER};
+	cr_assert_eq(baton_raft_bootstrap(r, &c), 0);
+	for (uint64_t t = 0; t < 100000; t += H_TICK_MS) {
+		struct baton_event ev = {.type = BATON_EVENT_TICK};
+		struct baton_update u;
+		cr_assert_eq(baton_raft_step(r, t, &ev, &u), 0);
+		if (u.persist_needed) {
+			ev.type = BATON_EVENT_PERSISTED;
+			ev.u.persisted.index = u.persist_index;
+			ev.u.persisted.term = u.persist_term;
+			cr_assert_eq(baton_raft_step(r, t, &ev, &u), 0);
+		}
+		struct baton_raft_status s;
+		baton_raft_status(r, &s);
+		if (s.role == BATON_LEADER && s.commit_index == s.last_index) {
+			*now_ms = t;
+			return r;
+		}
+	}
+	cr_assert_fail("a single voter never led");
+	return NULL;
 }

@@ -1,9 +1,6 @@
-/* The scenario driver: messages, persistence, the update, life cycle
- * (scenario.h says what it does). */
+/* The scenario cluster: messages, persistence, what the cores do, life
+ * cycle (scenario.h says what it does). */
 #include "scenario.h"
-
-static void c_process(struct cluster *c, baton_node_id id,
-		      const struct baton_update *u, struct c_sum *sum);
 
 void *c_alloc(size_t n)
 {
@@ -14,12 +11,12 @@ void *c_alloc(size_t n)
 
 struct c_node *c_node(struct cluster *c, baton_node_id id)
 {
-	cr_assert(id >= 1 && id <= C_MAX && c->n[id].r != NULL, "no node %llu",
+	cr_assert(id >= 1 && id <= C_MAX && c->n[id].p != NULL, "no node %llu",
 		  (unsigned long long)id);
 	return &c->n[id];
 }
 
-struct baton_raft *c_raft(struct cluster *c, baton_node_id id)
+const struct baton_raft *c_raft(struct cluster *c, baton_node_id id)
 {
 	return c_node(c, id)->r;
 }
@@ -53,81 +50,25 @@ baton_index c_last(struct cluster *c, baton_node_id id)
 
 /* ---- messages ----------------------------------------------------------- */
 
-static struct c_qmsg c_copy_msg(const struct baton_msg *m)
-{
-	struct c_qmsg x;
-	memset(&x, 0, sizeof x);
-	x.m = *m;
-	if (m->type == BATON_MSG_APPEND) {
-		uint32_t n = m->u.append.n_entries;
-		x.m.u.append.entries = NULL;
-		if (n > 0) {
-			cr_assert_not_null(m->u.append.entries);
-			x.entries = c_alloc(n * sizeof *x.entries);
-			for (uint32_t i = 0; i < n; i++) {
-				const struct baton_entry *e =
-					&m->u.append.entries[i];
-				x.entries[i] = *e;
-				x.entries[i].buf = c_alloc(e->len);
-				if (e->len > 0)
-					memcpy(x.entries[i].buf, e->buf,
-					       e->len);
-			}
-			x.m.u.append.entries = x.entries;
-		}
-	} else if (m->type == BATON_MSG_SNAPSHOT) {
-		uint32_t n = m->u.snapshot.chunk_len;
-		x.chunk = c_alloc(n);
-		if (n > 0)
-			memcpy(x.chunk, m->u.snapshot.chunk, n);
-		x.m.u.snapshot.chunk = x.chunk;
-	}
-	return x;
-}
-
-static void c_free_msg(struct c_qmsg *x)
-{
-	if (x->entries != NULL) {
-		for (uint32_t i = 0; i < x->m.u.append.n_entries; i++)
-			free(x->entries[i].buf);
-		free(x->entries);
-	}
-	free(x->chunk);
-	memset(x, 0, sizeof *x);
-}
-
 static bool c_link_up(struct cluster *c, const struct baton_msg *m)
 {
-	return m->to >= 1 && m->to <= C_MAX && c->n[m->to].r != NULL &&
+	return m->to >= 1 && m->to <= C_MAX && c->n[m->to].p != NULL &&
 	       !c->n[m->to].isolated && m->from >= 1 && m->from <= C_MAX &&
 	       !c->n[m->from].isolated;
 }
 
-/* Queue a driver-owned message (taking ownership), unless its link is cut. */
-static void c_enqueue(struct cluster *c, struct c_qmsg *x)
+/* The pipeline sends: queue a copy, unless the link is cut. */
+static void env_send(void *data, const struct baton_msg *m)
 {
-	if (!c_link_up(c, &x->m)) {
-		c_free_msg(x);
+	struct cluster *c = ((struct c_node *)data)->c;
+	if (!c_link_up(c, m))
 		return;
-	}
 	if (c->q_n == c->q_cap) {
 		c->q_cap = c->q_cap == 0 ? 64 : c->q_cap * 2;
 		c->q = realloc(c->q, c->q_cap * sizeof *c->q);
 		cr_assert_not_null(c->q);
 	}
-	c->q[c->q_n++] = *x;
-}
-
-static void c_send(struct cluster *c, baton_node_id from,
-		   const struct baton_msg *m)
-{
-	cr_assert_eq(m->from, from, "a core signs its messages");
-	if (m->type < 16)
-		c->sent[m->type]++;
-	if (m->to <= C_MAX)
-		c->sent_to[m->to]++;
-	struct c_qmsg x = c_copy_msg(m);
-	c_enqueue(c, &x);
+	fx_msg_copy(&c->q[c->q_n++], m);
 }
 
 bool c_match(const struct baton_msg *m, uint32_t type, baton_node_id from,
@@ -163,7 +104,7 @@ uint32_t c_drop(struct cluster *c, uint32_t type, baton_node_id from,
 	uint32_t kept = 0, dropped = 0;
 	for (uint32_t i = 0; i < c->q_n; i++) {
 		if (c_match(&c->q[i].m, type, from, to)) {
-			c_free_msg(&c->q[i]);
+			fx_msg_release(&c->q[i]);
 			dropped++;
 		} else {
 			c->q[kept++] = c->q[i];
@@ -179,7 +120,7 @@ bool c_drop_first(struct cluster *c, uint32_t type, baton_node_id from,
 {
 	for (uint32_t i = 0; i < c->q_n; i++) {
 		if (c_match(&c->q[i].m, type, from, to)) {
-			c_free_msg(&c->q[i]);
+			fx_msg_release(&c->q[i]);
 			memmove(c->q + i, c->q + i + 1,
 				(c->q_n - i - 1) * sizeof *c->q);
 			c->q_n--;
@@ -194,21 +135,309 @@ uint32_t c_drop_to(struct cluster *c, baton_node_id to)
 	return c_drop(c, 0, 0, to);
 }
 
+/* ---- what the cores do (the pipeline's observer) --------------------------
+ */
+
+/* The test's id of the read the pipeline sent as `group` (0: not ours). */
+static uint64_t read_id_of(const struct c_node *nd, uint64_t group)
+{
+	for (uint32_t i = 0; i < nd->n_read_map; i++)
+		if (nd->read_group[i] == group)
+			return nd->read_id[i];
+	return 0;
+}
+
+static struct baton_msg header_of(const struct baton_msg *m)
+{
+	struct baton_msg x = *m;
+	if (x.type == BATON_MSG_APPEND)
+		x.u.append.entries = NULL;
+	else if (x.type == BATON_MSG_SNAPSHOT)
+		x.u.snapshot.chunk = NULL;
+	return x;
+}
+
+static void c_summarize(const struct c_node *nd, int rv,
+			const struct baton_update *u, struct c_sum *s)
+{
+	memset(s, 0, sizeof *s);
+	s->rv = rv;
+	s->role = u->role;
+	s->term = u->term;
+	s->leader_id = u->leader_id;
+	s->commit_index = u->commit_index;
+	s->hard_state_changed = u->hard_state_changed;
+	s->hs_term = u->hs_term;
+	s->hs_vote = u->hs_vote;
+	s->has_snapshot = u->snapshot != NULL;
+	s->snapshot_index = u->snapshot != NULL ? u->snapshot->index : 0;
+	s->truncate_from = u->truncate_from;
+	s->n_entries = u->n_entries;
+	s->compact_upto = u->compact_upto;
+	s->persist_needed = u->persist_needed;
+	s->persist_index = u->persist_index;
+	s->persist_term = u->persist_term;
+	s->n_msgs = u->n_msgs;
+	s->n_msgs_after = u->n_msgs_after_persist;
+	for (uint32_t i = 0; i < u->n_msgs && i < C_SUM_MSGS; i++) {
+		s->msgs[i] = header_of(&u->msgs[i]);
+		/* A read sent to the leader carries the pipeline's id of it:
+		 * show the test's. */
+		if (s->msgs[i].type == BATON_MSG_READ_INDEX)
+			s->msgs[i].u.read_index.request_id = read_id_of(
+				nd, s->msgs[i].u.read_index.request_id);
+	}
+	for (uint32_t i = 0; i < u->n_msgs_after_persist && i < C_SUM_MSGS; i++)
+		s->msgs_after[i] = header_of(&u->msgs_after_persist[i]);
+	s->n_apply = u->n_apply;
+	s->n_reads = u->n_reads;
+	for (uint32_t i = 0; i < u->n_reads && i < C_SUM_MSGS; i++) {
+		s->reads[i] = u->reads[i];
+		s->reads[i].request_id = read_id_of(nd, u->reads[i].request_id);
+	}
+	s->promotion_failed = u->promotion_failed;
+}
+
+static void count_sent(struct cluster *c, baton_node_id id,
+		       const struct baton_msg *m)
+{
+	cr_assert_eq(m->from, id, "a core signs its messages");
+	if (m->type < 16)
+		c->sent[m->type]++;
+	if (m->to <= C_MAX)
+		c->sent_to[m->to]++;
+}
+
+static void record_applied(struct c_node *nd, const struct baton_update *u)
+{
+	if (u->snapshot != NULL)
+		nd->last_applied = u->snapshot->index;
+	for (uint32_t i = 0; i < u->n_apply; i++) {
+		const struct baton_entry *e = &u->apply[i];
+		cr_assert_eq(e->index, nd->last_applied + 1,
+			     "node %llu applies %llu after %llu",
+			     (unsigned long long)nd->id,
+			     (unsigned long long)e->index,
+			     (unsigned long long)nd->last_applied);
+		cr_assert_leq(e->index, u->commit_index,
+			      "node %llu applies %llu beyond commit %llu",
+			      (unsigned long long)nd->id,
+			      (unsigned long long)e->index,
+			      (unsigned long long)u->commit_index);
+		nd->last_applied = e->index;
+		if (nd->n_applied == nd->cap_applied) {
+			nd->cap_applied =
+				nd->cap_applied ? nd->cap_applied * 2 : 64;
+			nd->applied =
+				realloc(nd->applied,
+					nd->cap_applied * sizeof *nd->applied);
+			cr_assert_not_null(nd->applied);
+		}
+		struct c_applied *a = &nd->applied[nd->n_applied++];
+		a->index = e->index;
+		a->term = e->term;
+		a->type = e->type;
+		a->len = e->len;
+		a->buf = c_alloc(e->len);
+		if (e->len > 0)
+			memcpy(a->buf, e->buf, e->len);
+	}
+}
+
+static void record_reads(struct c_node *nd, const struct baton_update *u)
+{
+	for (uint32_t i = 0; i < u->n_reads; i++) {
+		uint64_t id = read_id_of(nd, u->reads[i].request_id);
+		if (id == 0)
+			continue;
+		if (nd->n_reads == nd->cap_reads) {
+			nd->cap_reads = nd->cap_reads ? nd->cap_reads * 2 : 16;
+			nd->reads = realloc(nd->reads,
+					    nd->cap_reads * sizeof *nd->reads);
+			cr_assert_not_null(nd->reads);
+		}
+		nd->reads[nd->n_reads] = u->reads[i];
+		nd->reads[nd->n_reads++].request_id = id;
+	}
+}
+
+/* Every step of every core. */
+static void env_observe(void *data, const struct baton_event *ev, int rv,
+			const struct baton_update *u)
+{
+	struct c_node *nd = data;
+	struct cluster *c = nd->c;
+	bool wanted =
+		c->want_node == nd->id && c->want_type == ev->type && !c->got;
+	if (wanted) {
+		c->got = true;
+		c->got_rv = rv;
+		if (ev->type == BATON_EVENT_PROPOSE)
+			c->got_first_index = ev->u.propose.first_index_out;
+		if (ev->type == BATON_EVENT_READ && rv == 0) {
+			cr_assert_gt(nd->n_read_map, 0);
+			nd->read_group[nd->n_read_map - 1] =
+				ev->u.read.request_id;
+		}
+		if (c->want_sum != NULL)
+			c_summarize(nd, rv, u, c->want_sum);
+	}
+	if (u->role == BATON_PRE_CANDIDATE || u->role == BATON_CANDIDATE)
+		nd->campaigned = true;
+	if (u->hard_state_changed) {
+		nd->hs_term = u->hs_term;
+		nd->hs_vote = u->hs_vote;
+	}
+	if (u->snapshot != NULL) {
+		nd->n_snapshots++;
+		nd->snap = *u->snapshot;
+		free(nd->snap_data);
+		nd->snap_data = c_alloc(u->snapshot_len);
+		if (u->snapshot_len > 0)
+			memcpy(nd->snap_data, u->snapshot_data,
+			       u->snapshot_len);
+		nd->snap_len = u->snapshot_len;
+	}
+	if (u->truncate_from != 0 && (nd->min_truncate_from == 0 ||
+				      u->truncate_from < nd->min_truncate_from))
+		nd->min_truncate_from = u->truncate_from;
+	for (uint32_t i = 1; i < u->n_entries; i++)
+		cr_assert_eq(u->entries[i].index, u->entries[i - 1].index + 1,
+			     "entries to persist are consecutive");
+	if (u->compact_upto != 0)
+		nd->last_compact_upto = u->compact_upto;
+	for (uint32_t i = 0; i < u->n_msgs; i++)
+		count_sent(c, nd->id, &u->msgs[i]);
+	for (uint32_t i = 0; i < u->n_msgs_after_persist; i++)
+		count_sent(c, nd->id, &u->msgs_after_persist[i]);
+	record_applied(nd, u);
+	record_reads(nd, u);
+	if (u->promotion_failed != 0)
+		nd->promotion_failed = u->promotion_failed;
+}
+
+static uint64_t env_now(void *data)
+{
+	return ((struct c_node *)data)->c->now;
+}
+
+/* End of a turn for node id: flush, and hand the disk's completions back
+ * until there are none (a manual disk has none until c_persist). */
+static void settle(struct cluster *c, baton_node_id id)
+{
+	struct c_node *nd = c_node(c, id);
+	baton_pipeline_flush(nd->p);
+	while (fx_disk_unreported(&nd->disk)) {
+		baton_pipeline_storage_ready(nd->p);
+		baton_pipeline_flush(nd->p);
+	}
+}
+
+/* ---- feeding events -------------------------------------------------------
+ */
+
+static void on_proposed(void *data, int status, const uint8_t *reply,
+			size_t len)
+{
+	struct cluster *c = data;
+	(void)reply;
+	(void)len;
+	if (status != 0 && c->want_type == BATON_EVENT_PROPOSE &&
+	    c->proposal_error == 0)
+		c->proposal_error = status;
+}
+
+static void on_done(void *data, int status)
+{
+	(void)data;
+	(void)status;
+}
+
+/* Give the pipeline what makes it step the core with ev. Returns a
+ * refusal of the pipeline's own (the core never saw the event), or 0. */
+static int feed(struct cluster *c, struct c_node *nd, struct baton_event *ev)
+{
+	switch (ev->type) {
+	case BATON_EVENT_TICK:
+		baton_pipeline_tick(nd->p);
+		return 0;
+	case BATON_EVENT_RECEIVE:
+		baton_pipeline_receive(nd->p, ev->u.receive.msg);
+		return 0;
+	case BATON_EVENT_PROPOSE: {
+		cr_assert_gt(ev->u.propose.n, 0,
+			     "the pipeline never sends "
+			     "an empty batch");
+		int rv = 0;
+		c->proposal_error = 0;
+		for (uint32_t i = 0; i < ev->u.propose.n && rv == 0; i++)
+			rv = baton_pipeline_propose(
+				nd->p, ev->u.propose.bufs[i].base,
+				ev->u.propose.bufs[i].len, on_proposed, c);
+		return rv;
+	}
+	case BATON_EVENT_READ:
+		cr_assert_lt(nd->n_read_map, C_READS_MAX);
+		nd->read_id[nd->n_read_map] = ev->u.read.request_id;
+		nd->read_group[nd->n_read_map++] = 0;
+		return baton_pipeline_read(nd->p, on_done, NULL);
+	case BATON_EVENT_TRANSFER:
+		return baton_pipeline_transfer(nd->p, ev->u.transfer.target,
+					       on_done, NULL);
+	case BATON_EVENT_ADD_LEARNER:
+		return baton_pipeline_add_learner(nd->p, ev->u.member.id,
+						  on_done, NULL);
+	case BATON_EVENT_PROMOTE:
+		return baton_pipeline_promote(nd->p, ev->u.member.id, on_done,
+					      NULL);
+	case BATON_EVENT_REMOVE:
+		return baton_pipeline_remove(nd->p, ev->u.member.id, on_done,
+					     NULL);
+	case BATON_EVENT_VERSIONS:
+		return baton_pipeline_set_versions(nd->p, ev->u.versions.state,
+						   on_done, NULL);
+	}
+	cr_assert_fail("event %u is the pipeline's own, not a test's",
+		       ev->type);
+	return 0;
+}
+
+/* Feed ev to node id through its pipeline, let it settle, and return what
+ * the core answered (sum: the update of that step), or the pipeline's
+ * refusal when the core never saw it (sum: zeros but rv). */
 int c_step(struct cluster *c, baton_node_id id, struct baton_event *ev,
 	   struct c_sum *sum)
 {
-	struct baton_update u;
-	int rv = baton_raft_step(c_raft(c, id), c->now, ev, &u);
-	if (sum != NULL)
+	struct c_node *nd = c_node(c, id);
+	cr_assert_eq(c->want_node, 0, "c_step is not re-entered");
+	c->want_node = id;
+	c->want_type = ev->type;
+	c->want_sum = sum;
+	c->got = false;
+	int refused = feed(c, nd, ev);
+	if (refused == 0)
+		settle(c, id);
+	if (refused == 0 && ev->type == BATON_EVENT_PROPOSE)
+		refused = c->proposal_error;
+	int rv = c->got ? c->got_rv : refused;
+	if (!c->got && sum != NULL) {
+		memset(sum, 0, sizeof *sum);
 		sum->rv = rv;
-	c_process(c, id, &u, sum);
+	}
+	if (ev->type == BATON_EVENT_PROPOSE && rv == 0)
+		ev->u.propose.first_index_out = c->got_first_index;
+	if (ev->type == BATON_EVENT_READ && rv != 0)
+		nd->n_read_map--; /* never taken by the core */
+	c->want_node = 0;
+	c->want_type = 0;
+	c->want_sum = NULL;
 	return rv;
 }
 
 /* Remove the i-th queued message and deliver it. */
 static void c_deliver_at(struct cluster *c, uint32_t i)
 {
-	struct c_qmsg x = c->q[i];
+	struct fx_msg x = c->q[i];
 	memmove(c->q + i, c->q + i + 1, (c->q_n - i - 1) * sizeof *c->q);
 	c->q_n--;
 	if (c_link_up(c, &x.m)) {
@@ -222,7 +451,7 @@ static void c_deliver_at(struct cluster *c, uint32_t i)
 		cr_assert_eq(rv, 0, "receive on %llu: %s",
 			     (unsigned long long)x.m.to, baton_err_name(rv));
 	}
-	c_free_msg(&x);
+	fx_msg_release(&x);
 }
 
 /* Deliver the first queued message matching (0: any); false if none. */
@@ -256,203 +485,26 @@ uint32_t c_deliver_all(struct cluster *c)
 
 /* ---- persistence ------------------------------------------------------- */
 
-/* Complete only the oldest pending persistence of node id. */
+/* Complete only the oldest pending write of node id. */
 void c_persist_one(struct cluster *c, baton_node_id id)
 {
-	struct c_node *nd = c_node(c, id);
-	cr_assert_gt(nd->n_pend, 0);
-	struct c_batch b = nd->pend[0];
-	memmove(nd->pend, nd->pend + 1, (nd->n_pend - 1) * sizeof *nd->pend);
-	nd->n_pend--;
-	for (uint32_t i = 0; i < b.n_msgs; i++)
-		c_enqueue(c, &b.msgs[i]);
-	free(b.msgs);
-	if (b.needed) {
-		struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
-		ev.u.persisted.index = b.index;
-		ev.u.persisted.term = b.term;
-		cr_assert_eq(c_step(c, id, &ev, NULL), 0);
-	}
+	cr_assert(fx_disk_complete_next(&c_node(c, id)->disk),
+		  "no write of node %llu is pending", (unsigned long long)id);
+	settle(c, id);
 }
 
-/* Complete every pending persistence of node id, in order. */
+/* Complete every pending write of node id, in order. */
 void c_persist(struct cluster *c, baton_node_id id)
 {
-	while (c_node(c, id)->n_pend > 0)
-		c_persist_one(c, id);
+	while (fx_disk_complete_next(&c_node(c, id)->disk))
+		settle(c, id);
+	settle(c, id);
 }
 
 void c_set_manual(struct cluster *c, baton_node_id id, bool manual)
 {
-	c_node(c, id)->manual = manual;
-	if (!manual)
-		c_persist(c, id);
-}
-
-/* ---- the update --------------------------------------------------------- */
-
-static void c_summarize(const struct baton_update *u, struct c_sum *s)
-{
-	int rv = s->rv;
-	memset(s, 0, sizeof *s);
-	s->rv = rv;
-	s->role = u->role;
-	s->term = u->term;
-	s->leader_id = u->leader_id;
-	s->commit_index = u->commit_index;
-	s->hard_state_changed = u->hard_state_changed;
-	s->hs_term = u->hs_term;
-	s->hs_vote = u->hs_vote;
-	s->has_snapshot = u->snapshot != NULL;
-	s->snapshot_index = u->snapshot != NULL ? u->snapshot->index : 0;
-	s->truncate_from = u->truncate_from;
-	s->n_entries = u->n_entries;
-	s->compact_upto = u->compact_upto;
-	s->persist_needed = u->persist_needed;
-	s->persist_index = u->persist_index;
-	s->persist_term = u->persist_term;
-	s->n_msgs = u->n_msgs;
-	s->n_msgs_after = u->n_msgs_after_persist;
-	for (uint32_t i = 0; i < u->n_msgs && i < C_SUM_MSGS; i++) {
-		s->msgs[i] = u->msgs[i];
-		if (s->msgs[i].type == BATON_MSG_APPEND)
-			s->msgs[i].u.append.entries = NULL;
-		if (s->msgs[i].type == BATON_MSG_SNAPSHOT)
-			s->msgs[i].u.snapshot.chunk = NULL;
-	}
-	for (uint32_t i = 0; i < u->n_msgs_after_persist && i < C_SUM_MSGS;
-	     i++) {
-		s->msgs_after[i] = u->msgs_after_persist[i];
-		if (s->msgs_after[i].type == BATON_MSG_APPEND)
-			s->msgs_after[i].u.append.entries = NULL;
-		if (s->msgs_after[i].type == BATON_MSG_SNAPSHOT)
-			s->msgs_after[i].u.snapshot.chunk = NULL;
-	}
-	s->n_apply = u->n_apply;
-	s->n_reads = u->n_reads;
-	for (uint32_t i = 0; i < u->n_reads && i < C_SUM_MSGS; i++)
-		s->reads[i] = u->reads[i];
-	s->promotion_failed = u->promotion_failed;
-}
-
-static void c_process(struct cluster *c, baton_node_id id,
-		      const struct baton_update *u, struct c_sum *sum)
-{
-	struct c_node *nd = c_node(c, id);
-	if (sum != NULL)
-		c_summarize(u, sum);
-	if (u->role == BATON_PRE_CANDIDATE || u->role == BATON_CANDIDATE)
-		nd->campaigned = true;
-
-	/* 1. persist: hard state, snapshot, truncation, entries, compaction */
-	if (u->hard_state_changed) {
-		nd->hs_term = u->hs_term;
-		nd->hs_vote = u->hs_vote;
-	}
-	if (u->snapshot != NULL) {
-		nd->n_snapshots++;
-		nd->snap = *u->snapshot;
-		free(nd->snap_data);
-		nd->snap_data = c_alloc(u->snapshot_len);
-		if (u->snapshot_len > 0)
-			memcpy(nd->snap_data, u->snapshot_data,
-			       u->snapshot_len);
-		nd->snap_len = u->snapshot_len;
-	}
-	if (u->truncate_from != 0 && (nd->min_truncate_from == 0 ||
-				      u->truncate_from < nd->min_truncate_from))
-		nd->min_truncate_from = u->truncate_from;
-	for (uint32_t i = 1; i < u->n_entries; i++)
-		cr_assert_eq(u->entries[i].index, u->entries[i - 1].index + 1,
-			     "entries to persist are consecutive");
-	if (u->compact_upto != 0)
-		nd->last_compact_upto = u->compact_upto;
-
-	/* 2. send msgs at once */
-	for (uint32_t i = 0; i < u->n_msgs; i++)
-		c_send(c, id, &u->msgs[i]);
-
-	/* 3. msgs_after_persist once this and every earlier persistence is
-	 * durable */
-	if (nd->manual && (u->persist_needed || nd->n_pend > 0)) {
-		if (nd->n_pend == nd->cap_pend) {
-			nd->cap_pend = nd->cap_pend ? nd->cap_pend * 2 : 16;
-			nd->pend = realloc(nd->pend,
-					   nd->cap_pend * sizeof *nd->pend);
-			cr_assert_not_null(nd->pend);
-		}
-		struct c_batch *b = &nd->pend[nd->n_pend++];
-		memset(b, 0, sizeof *b);
-		b->needed = u->persist_needed;
-		b->index = u->persist_index;
-		b->term = u->persist_term;
-		b->n_msgs = u->n_msgs_after_persist;
-		b->msgs = c_alloc(b->n_msgs * sizeof *b->msgs);
-		for (uint32_t i = 0; i < b->n_msgs; i++) {
-			cr_assert_eq(u->msgs_after_persist[i].from, id);
-			if (u->msgs_after_persist[i].type < 16)
-				c->sent[u->msgs_after_persist[i].type]++;
-			b->msgs[i] = c_copy_msg(&u->msgs_after_persist[i]);
-		}
-	} else {
-		for (uint32_t i = 0; i < u->n_msgs_after_persist; i++)
-			c_send(c, id, &u->msgs_after_persist[i]);
-	}
-
-	/* 4. restore from an installed snapshot, then apply in order */
-	if (u->snapshot != NULL)
-		nd->last_applied = u->snapshot->index;
-	for (uint32_t i = 0; i < u->n_apply; i++) {
-		const struct baton_entry *e = &u->apply[i];
-		cr_assert_eq(e->index, nd->last_applied + 1,
-			     "node %llu applies %llu after %llu",
-			     (unsigned long long)id,
-			     (unsigned long long)e->index,
-			     (unsigned long long)nd->last_applied);
-		cr_assert_leq(e->index, u->commit_index,
-			      "node %llu applies %llu beyond commit %llu",
-			      (unsigned long long)id,
-			      (unsigned long long)e->index,
-			      (unsigned long long)u->commit_index);
-		nd->last_applied = e->index;
-		if (nd->n_applied == nd->cap_applied) {
-			nd->cap_applied =
-				nd->cap_applied ? nd->cap_applied * 2 : 64;
-			nd->applied =
-				realloc(nd->applied,
-					nd->cap_applied * sizeof *nd->applied);
-			cr_assert_not_null(nd->applied);
-		}
-		struct c_applied *a = &nd->applied[nd->n_applied++];
-		a->index = e->index;
-		a->term = e->term;
-		a->type = e->type;
-		a->len = e->len;
-		a->buf = c_alloc(e->len);
-		if (e->len > 0)
-			memcpy(a->buf, e->buf, e->len);
-	}
-
-	/* 5. reads */
-	for (uint32_t i = 0; i < u->n_reads; i++) {
-		if (nd->n_reads == nd->cap_reads) {
-			nd->cap_reads = nd->cap_reads ? nd->cap_reads * 2 : 16;
-			nd->reads = realloc(nd->reads,
-					    nd->cap_reads * sizeof *nd->reads);
-			cr_assert_not_null(nd->reads);
-		}
-		nd->reads[nd->n_reads++] = u->reads[i];
-	}
-	if (u->promotion_failed != 0)
-		nd->promotion_failed = u->promotion_failed;
-
-	/* 6. report the persistence (the disk is instant unless manual) */
-	if (u->persist_needed && !nd->manual) {
-		struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
-		ev.u.persisted.index = u->persist_index;
-		ev.u.persisted.term = u->persist_term;
-		cr_assert_eq(c_step(c, id, &ev, NULL), 0);
-	}
+	fx_disk_hold(&c_node(c, id)->disk, manual);
+	settle(c, id);
 }
 
 /* ---- life cycle ---------------------------------------------------------- */
@@ -466,15 +518,42 @@ static void c_options(struct baton_raft_options *o, baton_node_id id)
 	o->heartbeat_interval_ms = C_HEARTBEAT_MS;
 }
 
+/* Start node id's pipeline; with founders 1..n_founders it bootstraps. */
+static void c_start(struct cluster *c, baton_node_id id, c_tweak_fn tweak,
+		    uint32_t n_founders)
+{
+	cr_assert(id >= 1 && id <= C_MAX && c->n[id].p == NULL);
+	struct c_node *nd = &c->n[id];
+	nd->c = c;
+	nd->id = id;
+	fx_machine_init(&nd->machine);
+	if (c->snapshot_bytes > 8)
+		nd->machine.snapshot_pad = c->snapshot_bytes - 8;
+	struct baton_pipeline_config pc;
+	memset(&pc, 0, sizeof pc);
+	c_options(&pc.raft, id);
+	if (tweak != NULL)
+		tweak(&pc.raft);
+	pc.storage = fx_disk_open(&nd->disk, id);
+	pc.machine = &nd->machine.base;
+	pc.snapshot_entries = c->snapshot_entries;
+	pc.n_founders = n_founders;
+	for (uint32_t i = 0; i < n_founders; i++)
+		pc.founders[i] = i + 1;
+	struct baton_pipeline_env env = {.data = nd,
+					 .now_ms = env_now,
+					 .send = env_send,
+					 .observe = env_observe};
+	char err[256] = "";
+	cr_assert_eq(baton_pipeline_create(&pc, &env, &nd->p, err, sizeof err),
+		     0, "node %llu: %s", (unsigned long long)id, err);
+	nd->r = baton_pipeline_raft(nd->p);
+}
+
 /* Create node id, empty (not bootstrapped). */
 void c_add_node(struct cluster *c, baton_node_id id, c_tweak_fn tweak)
 {
-	cr_assert(id >= 1 && id <= C_MAX && c->n[id].r == NULL);
-	struct baton_raft_options o;
-	c_options(&o, id);
-	if (tweak != NULL)
-		tweak(&o);
-	cr_assert_eq(baton_raft_create(&o, &c->n[id].r), 0);
+	c_start(c, id, tweak, 0);
 }
 
 void c_voters(struct baton_config *cfg, uint32_t n)
@@ -490,42 +569,42 @@ int c_tick_node(struct cluster *c, baton_node_id id, struct c_sum *sum)
 	return c_step(c, id, &ev, sum);
 }
 
-/* Nodes 1..n, voters, bootstrapped with the same configuration; the first
- * update of each (persisting the configuration entry) is processed. */
-struct cluster *c_new(uint32_t n, c_tweak_fn tweak)
+struct cluster *c_new_snapshots(uint32_t n, c_tweak_fn tweak, uint64_t every,
+				size_t bytes)
 {
 	struct cluster *c = c_alloc(sizeof *c);
-	struct baton_config cfg;
-	c_voters(&cfg, n);
+	c->snapshot_entries = every;
+	c->snapshot_bytes = bytes;
 	for (baton_node_id id = 1; id <= n; id++) {
-		c_add_node(c, id, tweak);
-		cr_assert_eq(baton_raft_bootstrap(c->n[id].r, &cfg), 0);
+		c_start(c, id, tweak, n);
 		cr_assert_eq(c_tick_node(c, id, NULL), 0);
 	}
 	return c;
 }
 
+/* Nodes 1..n, voters, bootstrapped with the same configuration; the first
+ * update of each (persisting the configuration entry) is processed. */
+struct cluster *c_new(uint32_t n, c_tweak_fn tweak)
+{
+	return c_new_snapshots(n, tweak, 0, 0);
+}
+
 void c_free(struct cluster *c)
 {
 	for (uint32_t i = 0; i < c->q_n; i++)
-		c_free_msg(&c->q[i]);
+		fx_msg_release(&c->q[i]);
 	free(c->q);
 	for (baton_node_id id = 1; id <= C_MAX; id++) {
 		struct c_node *nd = &c->n[id];
-		if (nd->r == NULL)
+		if (nd->p == NULL)
 			continue;
-		for (uint32_t i = 0; i < nd->n_pend; i++) {
-			for (uint32_t k = 0; k < nd->pend[i].n_msgs; k++)
-				c_free_msg(&nd->pend[i].msgs[k]);
-			free(nd->pend[i].msgs);
-		}
-		free(nd->pend);
+		baton_pipeline_destroy(nd->p);
+		fx_disk_free(&nd->disk);
 		for (uint32_t i = 0; i < nd->n_applied; i++)
 			free(nd->applied[i].buf);
 		free(nd->applied);
 		free(nd->reads);
 		free(nd->snap_data);
-		baton_raft_destroy(nd->r);
 	}
 	free(c);
 }

@@ -1,24 +1,29 @@
 /*
  * Cluster scenarios of the Raft core (tests/unit/test_scenarios_*.c): a
- * small in-process driver ("cluster", names prefixed c_): up to C_MAX
- * nodes with ids 1..C_MAX, one FIFO of messages that a test delivers one by
- * one, by filter, or all at once, and persistence that is instant (the
- * default) or held until c_persist() (manual). It does every duty the top
- * comment of include/baton/raft.h gives a driver, and deep-copies whatever
- * an update points to (messages with their entries and snapshot chunks,
- * applied entries, reads, installed snapshots) before the next step.
+ * cluster ("cluster", names prefixed c_) of up to C_MAX nodes with ids
+ * 1..C_MAX, each the node pipeline that ships (src/node/pipeline.h) over a
+ * simulated disk and a recording machine (fixture.h); one FIFO of messages
+ * that a test delivers one by one, by filter, or all at once; disks that
+ * are durable at once (the default) or hold writes until c_persist()
+ * (manual). The pipeline does the driver's work (the persist chain, held
+ * messages, apply); this file moves messages, advances time, feeds events
+ * and looks at what every core step produced (the pipeline's observer):
+ * summaries of updates, and deep copies of applied entries, reads and
+ * installed snapshots.
  *
  * It also checks, on every update, what must hold whatever the scenario:
- * entries are applied in order, without gaps, and never beyond the commit
- * index the same update reports.
+ * entries are handed over in order, without gaps, and never beyond the
+ * commit index the same update reports; a core signs its messages.
  *
- * scenario.c holds the driver (messages, persistence, the update, life
- * cycle); scenario_run.c time, requests and looking at results.
+ * scenario.c holds the cluster (messages, persistence, what the cores do,
+ * life cycle); scenario_run.c time, requests and looking at results.
  */
 #ifndef BATON_UNIT_SCENARIO_H
 #define BATON_UNIT_SCENARIO_H
 
 #include "core.h" /* struct baton__progress, to look at the leader */
+#include "fixture.h"
+#include "pipeline.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -37,23 +42,6 @@ struct c_applied {
 	uint32_t type;
 	uint32_t len;
 	uint8_t *buf;
-};
-
-/* A message owned by the driver, with deep copies of what it points to. */
-struct c_qmsg {
-	struct baton_msg m;
-	struct baton_entry *entries;
-	uint8_t *chunk;
-};
-
-/* A persistence held by a manual disk: once done, report PERSISTED (if
- * needed) and release the update's msgs_after_persist. */
-struct c_batch {
-	bool needed;
-	baton_index index;
-	baton_term term;
-	struct c_qmsg *msgs;
-	uint32_t n_msgs;
 };
 
 /* The scalars of one update and shallow copies of its messages. */
@@ -84,18 +72,24 @@ struct c_sum {
 	baton_node_id promotion_failed;
 };
 
-struct c_node {
-	struct baton_raft *r;
-	bool isolated; /* messages to and from it are lost */
-	bool manual;   /* persistence waits for c_persist() */
-	struct c_batch *pend;
-	uint32_t n_pend, cap_pend;
+#define C_READS_MAX 64u
 
-	/* What the driver did for this node. */
-	struct c_applied *applied;
+struct cluster;
+
+struct c_node {
+	struct cluster *c;
+	baton_node_id id;
+	struct baton_pipeline *p;
+	const struct baton_raft *r; /* p's core, to look at (NULL: none) */
+	struct fx_disk disk;
+	struct fx_machine machine;
+	bool isolated; /* messages to and from it are lost */
+
+	/* What this node's core did, as the pipeline stepped it. */
+	struct c_applied *applied; /* handed over to apply */
 	uint32_t n_applied, cap_applied;
-	baton_index last_applied; /* by the state machine */
-	struct baton_read_result *reads;
+	baton_index last_applied;
+	struct baton_read_result *reads; /* by the test's request ids */
 	uint32_t n_reads, cap_reads;
 	baton_index min_truncate_from; /* 0: none seen */
 	baton_index last_compact_upto;
@@ -107,12 +101,17 @@ struct c_node {
 	baton_node_id hs_vote;
 	baton_node_id promotion_failed;
 	bool campaigned; /* was ever (pre-)candidate */
+	/* The pipeline's request id of each read the test made. */
+	uint64_t read_group[C_READS_MAX], read_id[C_READS_MAX];
+	uint32_t n_read_map;
 };
 
 struct cluster {
 	uint64_t now;
 	struct c_node n[C_MAX + 1];
-	struct c_qmsg *q;
+	uint64_t snapshot_entries; /* every pipeline's (0: never) */
+	size_t snapshot_bytes;	   /* of every machine's snapshots */
+	struct fx_msg *q;
 	uint32_t q_n, q_cap;
 	uint64_t sent[16];	/* by type, as the cores emitted them */
 	uint64_t delivered[16]; /* by type */
@@ -120,6 +119,14 @@ struct cluster {
 	/* Called before each delivery. */
 	void (*hook)(void *ctx, const struct baton_msg *m);
 	void *hook_ctx;
+	/* While c_step waits for the core's answer to one event. */
+	baton_node_id want_node;
+	uint32_t want_type;
+	bool got;
+	int got_rv;
+	baton_index got_first_index;
+	struct c_sum *want_sum;
+	int proposal_error;
 };
 
 typedef void (*c_tweak_fn)(struct baton_raft_options *o);
@@ -137,7 +144,7 @@ struct c_append {
 
 void *c_alloc(size_t n);
 struct c_node *c_node(struct cluster *c, baton_node_id id);
-struct baton_raft *c_raft(struct cluster *c, baton_node_id id);
+const struct baton_raft *c_raft(struct cluster *c, baton_node_id id);
 struct baton_raft_status c_status(struct cluster *c, baton_node_id id);
 uint32_t c_role(struct cluster *c, baton_node_id id);
 baton_term c_term(struct cluster *c, baton_node_id id);
@@ -165,6 +172,10 @@ void c_persist_one(struct cluster *c, baton_node_id id);
 void c_persist(struct cluster *c, baton_node_id id);
 void c_set_manual(struct cluster *c, baton_node_id id, bool manual);
 void c_add_node(struct cluster *c, baton_node_id id, c_tweak_fn tweak);
+/* Nodes 1..n, voters; each takes a snapshot of `bytes` bytes every
+ * `every` applied entries. */
+struct cluster *c_new_snapshots(uint32_t n, c_tweak_fn tweak, uint64_t every,
+				size_t bytes);
 void c_voters(struct baton_config *cfg, uint32_t n);
 int c_tick_node(struct cluster *c, baton_node_id id, struct c_sum *sum);
 struct cluster *c_new(uint32_t n, c_tweak_fn tweak);
@@ -191,8 +202,6 @@ int c_member(struct cluster *c, baton_node_id id, uint32_t type,
 	     baton_node_id target);
 int c_transfer(struct cluster *c, baton_node_id id, baton_node_id target,
 	       struct c_sum *sum);
-int c_snapshot_taken(struct cluster *c, baton_node_id id, baton_index index,
-		     const void *data, size_t len, struct c_sum *sum);
 int c_receive(struct cluster *c, baton_node_id id, const struct baton_msg *m,
 	      struct c_sum *sum);
 struct baton_msg c_msg(uint32_t type, baton_term term, baton_node_id from,
@@ -213,5 +222,8 @@ const struct baton_msg *c_sum_find(const struct c_sum *s, bool after,
 				   uint32_t type, baton_node_id to);
 struct cluster *c_three(c_tweak_fn tweak, baton_node_id *leader);
 struct cluster *c_with_learner(c_tweak_fn tweak, baton_node_id *leader);
+
+const struct baton__progress *
+c_progress(struct cluster *c, baton_node_id leader, baton_node_id id);
 
 #endif /* BATON_UNIT_SCENARIO_H */

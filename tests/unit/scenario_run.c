@@ -153,16 +153,6 @@ int c_transfer(struct cluster *c, baton_node_id id, baton_node_id target,
 	return c_step(c, id, &ev, sum);
 }
 
-int c_snapshot_taken(struct cluster *c, baton_node_id id, baton_index index,
-		     const void *data, size_t len, struct c_sum *sum)
-{
-	struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};
-	ev.u.snapshot_taken.index = index;
-	ev.u.snapshot_taken.data = data;
-	ev.u.snapshot_taken.len = len;
-	return c_step(c, id, &ev, sum);
-}
-
 int c_receive(struct cluster *c, baton_node_id id, const struct baton_msg *m,
 	      struct c_sum *sum)
 {
@@ -299,4 +289,12 @@ struct cluster *c_with_learner(c_tweak_fn tweak, baton_node_id *leader)
 	cr_assert_eq(c_member(c, *leader, BATON_EVENT_ADD_LEARNER, 4), 0);
 	c_run(c, 500);
 	return c;
+}
+
+/* The leader's progress of follower id, to look at: the core's lookup
+ * changes nothing, so the pipeline's read-only core is cast for it. */
+const struct baton__progress *c_progress(struct cluster *c,
+					 baton_node_id leader, baton_node_id id)
+{
+	return baton__progress_find((struct baton_raft *)c_raft(c, leader), id);
 }

@@ -4,15 +4,6 @@
 
 #include "harness.h"
 
-static int take_snapshot(struct harness *h, baton_node_id id)
-{
-	struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};
-	ev.u.snapshot_taken.index = h_status(h, id).applied_index;
-	ev.u.snapshot_taken.data = (const uint8_t *)"0123456789abcdefghij";
-	ev.u.snapshot_taken.len = 20;
-	return h_step(h, id, &ev);
-}
-
 static void tiny_snapshots(struct baton_raft_options *o)
 {
 	o->snapshot_trailing_entries = 2;
@@ -22,30 +13,34 @@ static void tiny_snapshots(struct baton_raft_options *o)
 Test(snapshot, compaction_and_install_in_chunks)
 {
 	struct harness h;
-	h_init(&h, 3, tiny_snapshots);
+	/* A snapshot every 30 applied entries, of 20 bytes (the machine's). */
+	h_init_snapshots(&h, 3, tiny_snapshots, 30);
 	baton_node_id l = h_elect(&h);
 	baton_node_id f = l == 1 ? 2 : 1;
 	h.down[f] = true;
 	for (int i = 0; i < 30; i++)
 		h_propose(&h, l, "x");
 	h_run(&h, 100);
-	baton_index applied = h_status(&h, l).applied_index;
-	cr_assert_eq(take_snapshot(&h, l), 0);
-	cr_assert_eq(h.last[l].compact_upto, applied - 2);
 	struct baton_raft_status s = h_status(&h, l);
-	cr_assert_eq(s.first_index, applied - 1, "two trailing entries kept");
-	cr_assert_eq(s.snapshot_index, applied);
-	cr_assert_eq(take_snapshot(&h, l), BATON_EINVAL, "not newer");
+	baton_index snap = s.snapshot_index;
+	cr_assert_geq(snap, 30, "the leader took a snapshot");
+	cr_assert_eq(s.first_index, snap - 1, "two trailing entries kept");
+	/* The disk was told to compact up to there, too. */
+	const struct sim_disk *d = &h.node[l].disk.durable;
+	cr_assert(d->has_snap && d->snap.meta.index == snap);
+	cr_assert(d->log_n > 0 && d->log[0].index == snap - 1);
 
 	h.down[f] = false;
 	for (int i = 0; i < 100 && h.snapshot_installed[f] == 0; i++)
 		h_run(&h, 10);
-	cr_assert_eq(h.snapshot_installed[f], applied);
+	cr_assert_eq(h.snapshot_installed[f], snap);
 	cr_assert_geq(h.delivered[BATON_MSG_SNAPSHOT], 4,
 		      "20 bytes in chunks of 6");
+	cr_assert_eq(h.node[f].machine.restores, 1, "the machine restored it");
 	h_run(&h, 200);
 	cr_assert_eq(h_status(&h, f).commit_index,
 		     h_status(&h, l).commit_index);
+	cr_assert_eq(h.applied_commands[f], 30);
 	h_free(&h);
 }
 
@@ -68,14 +63,15 @@ Test(snapshot, out_of_order_chunk_gets_the_expected_offset)
 	m.u.snapshot.chunk = (const uint8_t *)"abc";
 	struct baton_event ev = {.type = BATON_EVENT_RECEIVE};
 	ev.u.receive.msg = &m;
-	struct baton_update u;
-	cr_assert_eq(baton_raft_step(h.r[1], 0, &ev, &u), 0);
-	cr_assert_eq(u.n_msgs_after_persist, 1);
-	const struct baton_msg *r = &u.msgs_after_persist[0];
+	cr_assert_eq(h_step(&h, 1, &ev), 0);
+	const struct baton_update *u = &h.last[1];
+	cr_assert_eq(u->n_msgs_after_persist, 1);
+	const struct baton_msg *r = &u->msgs_after_persist[0];
 	cr_assert_eq(r->type, BATON_MSG_SNAPSHOT_RESULT);
 	cr_assert_eq(r->u.snapshot_result.next_offset, 0);
 	cr_assert(!r->u.snapshot_result.done);
-	cr_assert_null(u.snapshot);
+	cr_assert_null(u->snapshot);
+	cr_assert_eq(h.snapshot_installed[1], 0);
 	h_free(&h);
 }
 

@@ -1,5 +1,6 @@
 /* Cluster scenarios of the Raft core: snapshots (the driver:
  * scenario.h). */
+#include "harness.h" /* h_lone_leader */
 #include "scenario.h"
 
 /* ======================================================================== */
@@ -10,48 +11,109 @@ static void trailing3(struct baton_raft_options *o)
 	o->snapshot_trailing_entries = 3;
 }
 
+/* Commands "s-0".."s-<n-1>" proposed to a lone core and committed, each
+ * persistence reported at once. */
+static void lone_propose(struct baton_raft *r, uint64_t now, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		char text[16];
+		int len = snprintf(text, sizeof text, "s-%u", k);
+		struct baton_buffer b = {text, (size_t)len};
+		struct baton_event ev = {.type = BATON_EVENT_PROPOSE};
+		ev.u.propose.n = 1;
+		ev.u.propose.bufs = &b;
+		struct baton_update u;
+		cr_assert_eq(baton_raft_step(r, now, &ev, &u), 0);
+		ev.type = BATON_EVENT_PERSISTED;
+		ev.u.persisted.index = u.persist_index;
+		ev.u.persisted.term = u.persist_term;
+		cr_assert_eq(baton_raft_step(r, now, &ev, &u), 0);
+	}
+}
+
+static int lone_snapshot_taken(struct baton_raft *r, uint64_t now,
+			       baton_index index, baton_index *compact_upto)
+{
+	const char data[] = "state";
+	struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};
+	ev.u.snapshot_taken.index = index;
+	ev.u.snapshot_taken.data = (const uint8_t *)data;
+	ev.u.snapshot_taken.len = sizeof data;
+	struct baton_update u;
+	int rv = baton_raft_step(r, now, &ev, &u);
+	if (compact_upto != NULL)
+		*compact_upto = u.compact_upto;
+	return rv;
+}
+
+/* The core's side of a snapshot the driver took (the pipeline takes them
+ * at the applied index; the core takes any index it may). */
 Test(snap, snapshot_taken_compacts_keeping_trailing_entries)
 {
-	baton_node_id l;
-	struct cluster *c = c_three(trailing3, &l);
-	cr_assert_eq(c_propose_n(c, l, "s", 10, NULL), 0);
-	c_run(c, 300);
-	cr_assert_eq(c_status(c, l).applied_index, 12);
+	uint64_t now = 0;
+	struct baton_raft *r = h_lone_leader(trailing3, &now);
+	lone_propose(r, now, 10);
+	struct baton_raft_status st;
+	baton_raft_status(r, &st);
+	cr_assert_eq(st.applied_index, 12);
 
 	struct baton_snapshot_meta meta;
-	cr_assert_eq(baton_raft_snapshot_meta(c_raft(c, l), 10, &meta), 0);
+	cr_assert_eq(baton_raft_snapshot_meta(r, 10, &meta), 0);
 	cr_assert_eq(meta.index, 10);
-	cr_assert_eq(meta.term, c_term(c, l));
-	cr_assert_eq(meta.config.n, 3);
+	cr_assert_eq(meta.term, st.term);
+	cr_assert_eq(meta.config.n, 1);
 	cr_assert_eq(meta.config_index, 1);
-	cr_assert_eq(baton_raft_snapshot_meta(c_raft(c, l), 13, &meta),
-		     BATON_EINVAL, "13 is not applied");
+	cr_assert_eq(baton_raft_snapshot_meta(r, 13, &meta), BATON_EINVAL,
+		     "13 is not applied");
 
-	struct c_sum s;
-	const char data[] = "state@10";
-	cr_assert_eq(c_snapshot_taken(c, l, 10, data, sizeof data, &s), 0);
-	cr_assert_eq(s.compact_upto, 7, "10 minus 3 trailing entries");
-	cr_assert_eq(c_node(c, l)->last_compact_upto, 7);
-	struct baton_raft_status st = c_status(c, l);
+	baton_index compact = 0;
+	cr_assert_eq(lone_snapshot_taken(r, now, 10, &compact), 0);
+	cr_assert_eq(compact, 7, "10 minus 3 trailing entries");
+	baton_raft_status(r, &st);
 	cr_assert_eq(st.first_index, 8);
 	cr_assert_eq(st.snapshot_index, 10);
 	cr_assert_eq(st.snapshot_term, meta.term);
 	cr_assert_eq(st.last_index, 12);
-	cr_assert_null(baton_raft_entry(c_raft(c, l), 7));
-	cr_assert_not_null(baton_raft_entry(c_raft(c, l), 8));
+	cr_assert_null(baton_raft_entry(r, 7));
+	cr_assert_not_null(baton_raft_entry(r, 8));
 	baton_term t;
-	cr_assert(baton_raft_term_at(c_raft(c, l), 10, &t));
-	cr_assert_not(baton_raft_term_at(c_raft(c, l), 6, &t));
+	cr_assert(baton_raft_term_at(r, 10, &t));
+	cr_assert_not(baton_raft_term_at(r, 6, &t));
 
-	cr_assert_eq(c_snapshot_taken(c, l, 10, data, sizeof data, NULL),
-		     BATON_EINVAL, "not newer than the current snapshot");
-	cr_assert_eq(c_snapshot_taken(c, l, 13, data, sizeof data, NULL),
-		     BATON_EINVAL, "beyond what is applied");
-	cr_assert_eq(c_snapshot_taken(c, l, 12, data, sizeof data, &s), 0);
-	cr_assert_eq(s.compact_upto, 9);
-	cr_assert_eq(c_status(c, l).first_index, 10);
+	cr_assert_eq(lone_snapshot_taken(r, now, 10, NULL), BATON_EINVAL,
+		     "not newer than the current snapshot");
+	cr_assert_eq(lone_snapshot_taken(r, now, 13, NULL), BATON_EINVAL,
+		     "beyond what is applied");
+	cr_assert_eq(lone_snapshot_taken(r, now, 12, &compact), 0);
+	cr_assert_eq(compact, 9);
+	baton_raft_status(r, &st);
+	cr_assert_eq(st.first_index, 10);
+	baton_raft_destroy(r);
+}
 
-	/* Replication goes on. */
+/* A cluster whose nodes take snapshots themselves goes on replicating. */
+Test(snap, nodes_snapshot_on_their_own_and_replication_goes_on)
+{
+	struct cluster *c = c_new_snapshots(3, trailing3, 10, 16);
+	baton_node_id l = c_tick_until_leader(c, 20000);
+	c_run(c, 3 * C_HEARTBEAT_MS);
+	cr_assert_eq(c_propose_n(c, l, "s", 10, NULL), 0);
+	c_run(c, 300);
+	for (baton_node_id id = 1; id <= 3; id++) {
+		struct baton_raft_status st = c_status(c, id);
+		cr_assert_eq(st.applied_index, 12);
+		cr_assert_geq(st.snapshot_index, 10, "node %llu",
+			      (unsigned long long)id);
+		cr_assert_eq(st.first_index, st.snapshot_index - 2,
+			     "three trailing entries kept");
+		cr_assert_eq(c_node(c, id)->last_compact_upto,
+			     st.snapshot_index - 3);
+		/* On the disk too. */
+		const struct sim_disk *d = &c_node(c, id)->disk.durable;
+		cr_assert(d->has_snap &&
+			  d->snap.meta.index == st.snapshot_index);
+		cr_assert_eq(d->snap_len, 16);
+	}
 	cr_assert_eq(c_propose(c, l, "after", NULL), 0);
 	c_run(c, 300);
 	for (baton_node_id id = 1; id <= 3; id++)
@@ -91,24 +153,42 @@ static void count_chunks(void *ctx, const struct baton_msg *m)
 	}
 }
 
+/* A cluster whose nodes snapshot every `every` applied entries, `bytes`
+ * each, with a leader whose no-op every node has committed. */
+static struct cluster *c_three_snapshots(uint64_t every, size_t bytes,
+					 baton_node_id *leader)
+{
+	struct cluster *c = c_new_snapshots(3, small_chunks, every, bytes);
+	*leader = c_tick_until_leader(c, 20000);
+	c_run(c, 3 * C_HEARTBEAT_MS);
+	return c;
+}
+
+/* The durable snapshot of node id (its bytes, as the machine made them). */
+static const struct sim_disk *c_disk(struct cluster *c, baton_node_id id)
+{
+	const struct sim_disk *d = &c_node(c, id)->disk.durable;
+	cr_assert(d->has_snap, "node %llu has a snapshot",
+		  (unsigned long long)id);
+	return d;
+}
+
 Test(snap, lagging_follower_receives_the_snapshot_in_chunks)
 {
 	baton_node_id l;
-	struct cluster *c = c_three(small_chunks, &l);
+	/* The leader's snapshot lands on entry 22: 100 bytes. */
+	struct cluster *c = c_three_snapshots(22, 100, &l);
 	baton_node_id f = c_follower(c, l, 0);
 	c_isolate(c, f, true);
 	cr_assert_eq(c_propose_n(c, l, "pre", 20, NULL), 0);
 	c_run(c, 300);
 	cr_assert_eq(c_commit(c, l), 22);
 	cr_assert_eq(c_last(c, f), 2);
-
-	uint8_t data[100];
-	for (size_t i = 0; i < sizeof data; i++)
-		data[i] = (uint8_t)(i * 7 + 1);
-	struct c_sum s;
-	cr_assert_eq(c_snapshot_taken(c, l, 22, data, sizeof data, &s), 0);
-	cr_assert_eq(s.compact_upto, 22);
+	cr_assert_eq(c_status(c, l).snapshot_index, 22);
+	cr_assert_eq(c_node(c, l)->last_compact_upto, 22);
 	cr_assert_eq(c_status(c, l).first_index, 23);
+	const struct sim_disk *ld = c_disk(c, l);
+	cr_assert_eq(ld->snap_len, 100);
 	cr_assert_eq(c_propose_n(c, l, "post", 2, NULL), 0);
 	c_run(c, 300);
 	cr_assert_eq(c_commit(c, l), 24);
@@ -124,8 +204,9 @@ Test(snap, lagging_follower_receives_the_snapshot_in_chunks)
 	cr_assert_eq(nd->snap.index, 22);
 	cr_assert_eq(nd->snap.term, c_term(c, l));
 	cr_assert_eq(nd->snap.config.n, 3);
-	cr_assert_eq(nd->snap_len, sizeof data);
-	cr_assert_arr_eq(nd->snap_data, data, sizeof data);
+	cr_assert_eq(nd->snap_len, ld->snap_len);
+	cr_assert_arr_eq(nd->snap_data, ld->snap_data, ld->snap_len);
+	cr_assert_eq(nd->machine.restores, 1, "its machine restored it");
 	cr_assert_geq(cs.chunks, 7, "100 bytes in chunks of 16");
 	cr_assert_leq(cs.max_len, 16);
 	cr_assert(cs.aligned);
@@ -150,16 +231,16 @@ Test(snap, lagging_follower_receives_the_snapshot_in_chunks)
 static void snapshot_transfer_with_a_loss(uint32_t lost)
 {
 	baton_node_id l;
-	struct cluster *c = c_three(small_chunks, &l);
+	/* The leader's snapshot lands on entry 12: 64 bytes. */
+	struct cluster *c = c_three_snapshots(12, 64, &l);
 	baton_node_id f = c_follower(c, l, 0);
 	baton_node_id lost_to = lost == BATON_MSG_SNAPSHOT ? f : l;
 	c_isolate(c, f, true);
 	cr_assert_eq(c_propose_n(c, l, "pre", 10, NULL), 0);
 	c_run(c, 300);
-	uint8_t data[64];
-	for (size_t i = 0; i < sizeof data; i++)
-		data[i] = (uint8_t)(255 - i);
-	cr_assert_eq(c_snapshot_taken(c, l, 12, data, sizeof data, NULL), 0);
+	cr_assert_eq(c_status(c, l).snapshot_index, 12);
+	const struct sim_disk *ld = c_disk(c, l);
+	cr_assert_eq(ld->snap_len, 64);
 	c_isolate(c, f, false);
 
 	uint32_t seen = 0;
@@ -182,17 +263,17 @@ static void snapshot_transfer_with_a_loss(uint32_t lost)
 	cr_assert(dropped);
 	cr_assert_eq(c_role(c, l), BATON_LEADER);
 	struct c_node *nd = c_node(c, f);
-	struct baton__progress *p = baton__progress_find(c_raft(c, l), f);
+	const struct baton__progress *p = c_progress(c, l, f);
 	cr_assert_eq(nd->n_snapshots, 1,
 		     "snapshot never installed after one lost %s: leader "
 		     "progress for %llu still state %u (3 = snapshot) at "
 		     "offset %llu of %zu; %llu chunks delivered in 30 s",
 		     lost == BATON_MSG_SNAPSHOT ? "chunk" : "chunk ack",
 		     (unsigned long long)f, p->state,
-		     (unsigned long long)p->snap_offset, sizeof data,
+		     (unsigned long long)p->snap_offset, ld->snap_len,
 		     (unsigned long long)c->delivered[BATON_MSG_SNAPSHOT]);
-	cr_assert_eq(nd->snap_len, sizeof data);
-	cr_assert_arr_eq(nd->snap_data, data, sizeof data);
+	cr_assert_eq(nd->snap_len, ld->snap_len);
+	cr_assert_arr_eq(nd->snap_data, ld->snap_data, ld->snap_len);
 	cr_assert_eq(c_commit(c, f), c_commit(c, l));
 	c_free(c);
 }

@@ -1,7 +1,8 @@
 /*
  * Stalling on data a node cannot interpret (src/core/versions.c): a
  * configuration or version entry of a future format, or an entry or
- * snapshot the driver refuses (BATON_EVENT_APPLY_STOPPED). A stalled node
+ * snapshot the state machine refuses (the pipeline then reports
+ * BATON_EVENT_APPLY_STOPPED to the core). A stalled node
  * applies nothing at or after the index, never stands for election, hands
  * over its leadership, and keeps voting, replicating and acknowledging.
  */
@@ -48,11 +49,16 @@ static baton_index send_as_leader(struct harness *h, baton_node_id to,
 	return s.last_index + 2;
 }
 
-static int apply_stopped(struct harness *h, baton_node_id id, baton_index index)
+/* Node id's machine refuses the next entry, a command the leader l
+ * proposes now: node id stalls there. Returns the entry's index. */
+static baton_index refuse_next(struct harness *h, baton_node_id l,
+			       baton_node_id id)
 {
-	struct baton_event ev = {.type = BATON_EVENT_APPLY_STOPPED};
-	ev.u.apply_stopped.index = index;
-	return h_step(h, id, &ev);
+	baton_index at = h_status(h, l).last_index + 1;
+	h->node[id].machine.refuse_from = at;
+	cr_assert_eq(h_propose(h, l, "refused"), 0);
+	cr_assert_eq(h_status(h, l).last_index, at);
+	return at;
 }
 
 /* Run with node 1 down and count the vote requests nodes 2 and 3 send. */
@@ -217,15 +223,40 @@ Test(stall, restore_finds_a_future_entry_in_the_log)
 	baton_raft_destroy(r);
 }
 
-/* ---- BATON_EVENT_APPLY_STOPPED --------------------------------------- */
+/* ---- what the machine refuses (BATON_EVENT_APPLY_STOPPED) ---------------- */
 
+/* The core's side alone: a driver's report needs an index, and the lowest
+ * index reported wins. */
 Test(stall, apply_stopped_needs_an_index)
 {
-	struct harness h;
-	h_init(&h, 3, NULL);
-	cr_assert_eq(apply_stopped(&h, 2, 0), BATON_EINVAL);
-	cr_assert_eq(h_status(&h, 2).stalled_index, 0);
-	h_free(&h);
+	struct baton_raft_options o;
+	baton_raft_options_default(&o);
+	o.id = 1;
+	struct baton_raft *r;
+	cr_assert_eq(baton_raft_create(&o, &r), 0);
+	struct baton_entry e[3] = {
+		{1, 1, BATON_ENTRY_NOOP, 0, NULL},
+		{1, 2, BATON_ENTRY_NOOP, 0, NULL},
+		{1, 3, BATON_ENTRY_NOOP, 0, NULL},
+	};
+	cr_assert_eq(baton_raft_restore(r, 1, 0, NULL, NULL, 0, e, 3), 0);
+	struct baton_event ev = {.type = BATON_EVENT_APPLY_STOPPED};
+	struct baton_update u;
+	cr_assert_eq(baton_raft_step(r, 0, &ev, &u), BATON_EINVAL);
+	struct baton_raft_status s;
+	baton_raft_status(r, &s);
+	cr_assert_eq(s.stalled_index, 0);
+	ev.u.apply_stopped.index = 2;
+	cr_assert_eq(baton_raft_step(r, 0, &ev, &u), 0);
+	ev.u.apply_stopped.index = 3;
+	cr_assert_eq(baton_raft_step(r, 0, &ev, &u), 0);
+	baton_raft_status(r, &s);
+	cr_assert_eq(s.stalled_index, 2, "a higher index changes nothing");
+	ev.u.apply_stopped.index = 1;
+	cr_assert_eq(baton_raft_step(r, 0, &ev, &u), 0);
+	baton_raft_status(r, &s);
+	cr_assert_eq(s.stalled_index, 1, "the lowest wins");
+	baton_raft_destroy(r);
 }
 
 Test(stall, a_stalled_follower_replicates_votes_and_refuses_reads)
@@ -236,15 +267,17 @@ Test(stall, a_stalled_follower_replicates_votes_and_refuses_reads)
 	h_run(&h, 50);
 	baton_node_id f = l == 2 ? 3 : 2;
 	baton_node_id other = 6 - l - f;
-	baton_index applied = h_status(&h, f).applied_index;
-	cr_assert_gt(applied, 0);
-	cr_assert_eq(apply_stopped(&h, f, applied), 0);
+	baton_index at = refuse_next(&h, l, f);
+	h_run(&h, 100);
 	struct baton_raft_status s = h_status(&h, f);
-	cr_assert_eq(s.stalled_index, applied);
-	cr_assert_eq(s.applied_index, applied - 1, "it was not applied");
-	/* The lowest index wins; a higher one changes nothing. */
-	cr_assert_eq(apply_stopped(&h, f, applied + 5), 0);
-	cr_assert_eq(h_status(&h, f).stalled_index, applied);
+	cr_assert_eq(s.stalled_index, at);
+	cr_assert_eq(s.applied_index, at - 1, "it was not applied");
+	cr_assert_eq(h.applied[f], at - 1);
+	struct baton_pipeline_status ps;
+	baton_pipeline_status(h.node[f].p, &ps);
+	cr_assert_eq(ps.stalled_index, at);
+	cr_assert(strstr(ps.stalled_why, "refused by the test") != NULL, "%s",
+		  ps.stalled_why);
 	struct baton_event rd = {.type = BATON_EVENT_READ};
 	rd.u.read.request_id = 7;
 	cr_assert_eq(h_step(&h, f, &rd), BATON_ESTALLED);
@@ -258,8 +291,8 @@ Test(stall, a_stalled_follower_replicates_votes_and_refuses_reads)
 	cr_assert_eq(h_status(&h, l).commit_index, last);
 	cr_assert_eq(baton_raft_match_index(h.r[l], f), last);
 	cr_assert_eq(h_status(&h, f).commit_index, last);
-	cr_assert_eq(h_status(&h, f).applied_index, applied - 1);
-	cr_assert_eq(h.applied[f], applied, "nothing more handed over");
+	cr_assert_eq(h_status(&h, f).applied_index, at - 1);
+	cr_assert_eq(h.applied[f], at - 1, "nothing more handed over");
 
 	/* The other catches up; then the leader goes: f never stands, but
 	 * votes the other in. */
@@ -276,7 +309,7 @@ Test(stall, a_stalled_follower_replicates_votes_and_refuses_reads)
 			l2 = other;
 	}
 	cr_assert_eq(l2, other, "elected with the stalled node's vote");
-	cr_assert_eq(h_status(&h, f).stalled_index, applied);
+	cr_assert_eq(h_status(&h, f).stalled_index, at);
 	h_free(&h);
 }
 
@@ -286,11 +319,13 @@ Test(stall, a_stalled_leader_hands_leadership_over)
 	h_init(&h, 3, NULL);
 	baton_node_id l = h_elect(&h);
 	h_run(&h, 50);
-	baton_index applied = h_status(&h, l).applied_index;
-	cr_assert_eq(apply_stopped(&h, l, applied), 0);
+	baton_index at = refuse_next(&h, l, l);
+	h_deliver_all(&h);
 	struct baton_raft_status s = h_status(&h, l);
-	cr_assert_neq(s.transfer_target, 0, "a transfer started");
-	cr_assert_eq(h_propose(&h, l, "x"), BATON_EBUSY);
+	cr_assert_eq(s.stalled_index, at);
+	cr_assert(s.transfer_target != 0 || s.role != BATON_LEADER,
+		  "a transfer started");
+	cr_assert_eq(h_propose(&h, l, "x"), BATON_ESTALLED);
 	h_run(&h, 300);
 	baton_node_id l2 = h_leader(&h);
 	cr_assert(l2 != 0 && l2 != l, "leader %llu", (unsigned long long)l2);
@@ -299,7 +334,7 @@ Test(stall, a_stalled_leader_hands_leadership_over)
 	cr_assert_eq(h_propose(&h, l2, "y"), 0);
 	h_run(&h, 2000);
 	cr_assert_neq(h_leader(&h), l);
-	cr_assert_eq(h_status(&h, l).applied_index, applied - 1);
+	cr_assert_eq(h_status(&h, l).applied_index, at - 1);
 	cr_assert_eq(h_status(&h, l).commit_index,
 		     h_status(&h, l2).commit_index, "still replicating");
 	h_free(&h);
@@ -312,8 +347,8 @@ Test(stall, a_stalled_single_voter_steps_down)
 	baton_node_id l = h_elect(&h);
 	cr_assert_eq(l, 1);
 	h_run(&h, 50);
-	baton_index applied = h_status(&h, 1).applied_index;
-	cr_assert_eq(apply_stopped(&h, 1, applied), 0);
+	baton_index at = refuse_next(&h, 1, 1);
+	cr_assert_eq(h_status(&h, 1).stalled_index, at);
 	cr_assert_eq(h_status(&h, 1).role, BATON_FOLLOWER, "no one to hand to");
 	h_run(&h, 2000);
 	cr_assert_eq(h_leader(&h), 0);
@@ -325,35 +360,44 @@ static void no_trailing(struct baton_raft_options *o)
 	o->snapshot_trailing_entries = 0;
 }
 
+/* The log: 1 the configuration, 2 the no-op, 3 the refused command, then
+ * five commands; the leader's snapshot lands on the last (entry 8). */
+#define STALL_SNAP_EVERY 8u
+
 Test(stall, a_leaders_snapshot_covering_the_stall_lifts_it)
 {
 	struct harness h;
-	h_init(&h, 3, no_trailing);
+	h_init_snapshots(&h, 3, no_trailing, STALL_SNAP_EVERY);
 	baton_node_id l = h_elect(&h);
 	h_run(&h, 50);
 	baton_node_id f = l == 2 ? 3 : 2;
-	baton_index applied = h_status(&h, f).applied_index;
-	cr_assert_eq(apply_stopped(&h, f, applied), 0);
+	baton_index at = refuse_next(&h, l, f);
+	h_run(&h, 100);
+	cr_assert_eq(h_status(&h, f).stalled_index, at);
 	h.down[f] = true;
 	for (int i = 0; i < 5; i++)
 		cr_assert_eq(h_propose(&h, l, "s"), 0);
 	h_run(&h, 100);
-	baton_index snap = h_status(&h, l).applied_index;
-	struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};
-	ev.u.snapshot_taken.index = snap;
-	ev.u.snapshot_taken.data = (const uint8_t *)"m";
-	ev.u.snapshot_taken.len = 1;
-	cr_assert_eq(h_step(&h, l, &ev), 0);
+	baton_index snap = h_status(&h, l).snapshot_index;
+	cr_assert_eq(snap, STALL_SNAP_EVERY);
+	cr_assert_eq(h_status(&h, l).first_index, snap + 1);
 	h.down[f] = false;
 	h_run(&h, 500);
 	cr_assert_eq(h.snapshot_installed[f], snap);
 	struct baton_raft_status s = h_status(&h, f);
 	cr_assert_eq(s.stalled_index, 0, "the snapshot replaced it");
 	cr_assert_eq(s.applied_index, s.commit_index);
-	/* The driver that cannot restore it says so: stalled there. */
-	cr_assert_eq(apply_stopped(&h, f, snap), 0);
+	cr_assert_eq(h.applied[f], s.commit_index);
+	/* A node that cannot restore it says so: restarted by a release
+	 * whose machine refuses the snapshot, it is stalled there. */
+	h.node[f].machine.refuse_restore = true;
+	h_restart(&h, f, false);
 	s = h_status(&h, f);
 	cr_assert_eq(s.stalled_index, snap);
 	cr_assert_lt(s.applied_index, snap);
+	struct baton_pipeline_status ps;
+	baton_pipeline_status(h.node[f].p, &ps);
+	cr_assert_eq(ps.stalled_index, snap);
+	cr_assert_eq(ps.applied, 0, "the machine holds nothing");
 	h_free(&h);
 }

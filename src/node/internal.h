@@ -1,0 +1,190 @@
+/*
+ * The node pipeline's insides, shared by its files:
+ *
+ *   pipeline.c  life cycle, the step, the persist chain and its held
+ *               messages, snapshots, the driver's inputs, status;
+ *   apply.c     committed entries into the machine, the version state in
+ *               force, and the stall;
+ *   requests.c  proposals, reads, membership and leadership waiters, and
+ *               requests deferred to the next flush.
+ */
+#ifndef BATON_NODE_INTERNAL_H
+#define BATON_NODE_INTERNAL_H
+
+#include "baton/assert.h"
+#include "baton/buf.h"
+#include "pipeline.h"
+
+/* A message held until its write and every earlier one is durable: a deep
+ * copy (entries and snapshot chunk included), `mem` holding what the copy
+ * points to. */
+struct pl_held {
+	struct baton_msg msg;
+	void *mem;
+};
+
+/* One update's persistence submitted to the storage, in submission order. */
+struct pl_write {
+	uint64_t seq;
+	bool report; /* step PERSISTED with index/term once durable */
+	baton_index index;
+	baton_term term;
+	struct pl_held *held;
+	uint32_t n_held;
+	struct pl_write *next;
+};
+
+/* A proposal in the log, waiting for its entry to be applied. */
+struct pl_proposal {
+	baton_index index;
+	baton_term term;
+	uint64_t deadline_ms;
+	baton_propose_cb cb;
+	void *data;
+};
+
+/* A proposal not yet given to the core (the next flush batches it). */
+struct pl_queued {
+	uint8_t *payload;
+	size_t len;
+	baton_propose_cb cb;
+	void *data;
+};
+
+/* A read barrier. read_index is PL_READ_UNSENT until its group is given to
+ * the core, then 0 until the core resolves it. */
+#define PL_READ_UNSENT UINT64_MAX
+struct pl_read {
+	uint64_t group;
+	uint64_t deadline_ms;
+	baton_index read_index;
+	bool resolved;
+	baton_done_cb cb;
+	void *data;
+};
+
+enum pl_wait_kind {
+	PL_WAIT_ADD = 1,
+	PL_WAIT_PROMOTE,
+	PL_WAIT_REMOVE,
+	PL_WAIT_TRANSFER,
+	PL_WAIT_VERSIONS,
+};
+
+struct pl_waiter {
+	enum pl_wait_kind kind;
+	baton_node_id id;
+	/* PL_WAIT_VERSIONS: the version entry, done once applied. */
+	baton_index index;
+	baton_term term;
+	uint64_t deadline_ms;
+	baton_done_cb cb;
+	void *data;
+};
+
+/* A membership, leadership or versions request made while stepping. */
+struct pl_deferred {
+	enum pl_wait_kind kind;
+	baton_node_id id;
+	struct baton_version_state *versions; /* PL_WAIT_VERSIONS, malloc'd */
+	baton_done_cb cb;
+	void *data;
+};
+
+struct baton_pipeline {
+	struct baton_pipeline_config c;
+	struct baton_pipeline_env env;
+	struct baton_raft *raft;
+	struct baton_storage *storage;
+	struct baton_machine *machine;
+	bool stepping;
+	bool storage_failed;
+	bool storage_failed_due; /* tell the driver at the next flush */
+
+	struct pl_write *writes, *writes_tail;
+
+	/* Proposals in the log, by increasing index: a ring. */
+	struct pl_proposal *props;
+	uint32_t props_head, props_n, props_cap;
+	struct pl_queued *queue;
+	uint32_t queue_n, queue_cap;
+
+	struct pl_read *reads;
+	uint32_t reads_n, reads_cap;
+	uint64_t next_read_group;
+	bool reads_unsent;
+
+	struct pl_waiter *waiters;
+	uint32_t waiters_n, waiters_cap;
+	struct pl_deferred *deferred;
+	uint32_t deferred_n, deferred_cap;
+
+	/* What the machine holds: every entry up to `applied`, under the
+	 * version facts in force there. */
+	baton_index applied;
+	struct baton_version_state versions;
+	baton_index snapshot_index;
+	bool snapshot_due;
+	uint32_t role;
+	baton_node_id leader;
+	struct baton_buf reply;
+
+	/* The stall (0: none): the first index not applied, the term of the
+	 * entry there (0 for a snapshot), and why. `stop_due` is an index
+	 * still to report to the core with BATON_EVENT_APPLY_STOPPED. */
+	baton_index stalled_index;
+	baton_term stalled_term;
+	bool stalled_snapshot;
+	char stalled_why[BATON_STALL_TEXT_MAX];
+	baton_index stop_due;
+};
+
+/* pipeline.c */
+uint64_t pl_now(const struct baton_pipeline *p);
+/* A line to env.log, if the driver takes them. */
+void pl_log(const struct baton_pipeline *p, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Feed one event to the core and handle its update (never re-entered). */
+int pl_step(struct baton_pipeline *p, struct baton_event *ev);
+/* Grow an array of elem-sized items to hold at least one more; 0 or
+ * BATON_ENOMEM (the array is then unchanged). */
+int pl_grow(void **v, uint32_t *cap, size_t elem);
+
+/* apply.c */
+/* Hand the update's committed entries (and its installed snapshot) to the
+ * machine, stalling at what it cannot interpret. */
+void pl_apply_update(struct baton_pipeline *p, const struct baton_update *u);
+/* Restore the machine from the snapshot found at start: 0, or a stall (the
+ * node starts stalled); never an error. */
+void pl_restore_at_start(struct baton_pipeline *p,
+			 const struct baton_snapshot_meta *meta,
+			 const uint8_t *data, size_t len);
+/* After a step: follow the core's stall (it found one of its own, or the
+ * entry that caused ours is gone). */
+void pl_stall_sync(struct baton_pipeline *p);
+
+/* requests.c */
+/* The entry at e->index is applied (reply: the machine's, or NULL when it
+ * did not go to the machine): complete the proposal waiting for it. */
+void pl_proposal_applied(struct baton_pipeline *p, const struct baton_entry *e,
+			 bool waited, const struct baton_buf *reply);
+/* Whether a proposal waits for the entry (index, term): then the machine
+ * is asked for a reply. */
+bool pl_proposal_waits(const struct baton_pipeline *p,
+		       const struct baton_entry *e);
+/* Fail proposals at or below index (their fate is unknown). */
+void pl_props_fail_upto(struct baton_pipeline *p, baton_index index,
+			int status);
+/* A version entry was applied (waiters of set_versions). */
+void pl_versions_applied(struct baton_pipeline *p, const struct baton_entry *e);
+/* The node stalled: fail what can no longer complete here. */
+void pl_requests_stalled(struct baton_pipeline *p);
+void pl_resolve_reads(struct baton_pipeline *p, const struct baton_update *u);
+void pl_serve_reads(struct baton_pipeline *p);
+void pl_check_waiters(struct baton_pipeline *p, baton_node_id failed_promotion);
+void pl_expire(struct baton_pipeline *p);
+void pl_flush_requests(struct baton_pipeline *p);
+/* Fail everything waiting with `status` and free the request arrays. */
+void pl_requests_free(struct baton_pipeline *p, int status);
+
+#endif /* BATON_NODE_INTERNAL_H */

@@ -1,0 +1,473 @@
+/*
+ * The node pipeline (see pipeline.h): the step, the persist chain with its
+ * held messages, snapshots, the driver's inputs, life cycle and status.
+ * Every event goes through pl_step(), which is never re-entered: work that
+ * callbacks start while an update is being handled is queued and run at
+ * the next flush.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define READ_TIMEOUT_MS_DEFAULT 5000u
+#define PROPOSAL_TIMEOUT_MS_DEFAULT 10000u
+#define ADMIN_TIMEOUT_MS_DEFAULT 30000u
+
+uint64_t pl_now(const struct baton_pipeline *p)
+{
+	return p->env.now_ms(p->env.data);
+}
+
+void pl_log(const struct baton_pipeline *p, int level, const char *fmt, ...)
+{
+	if (p->env.log == NULL)
+		return;
+	char text[BATON_STALL_TEXT_MAX + 128];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	p->env.log(p->env.data, level, text);
+}
+
+int pl_grow(void **v, uint32_t *cap, size_t elem)
+{
+	BATON_ASSERT(elem > 0);
+	if (*cap >= UINT32_MAX / 2)
+		return BATON_ENOMEM;
+	uint32_t c = *cap ? *cap * 2 : 64;
+	void *g = realloc(*v, (size_t)c * elem);
+	if (g == NULL)
+		return BATON_ENOMEM;
+	*v = g;
+	*cap = c;
+	return 0;
+}
+
+static void handle_update(struct baton_pipeline *p,
+			  const struct baton_update *u);
+
+static int step_once(struct baton_pipeline *p, struct baton_event *ev)
+{
+	BATON_ASSERT(!p->stepping);
+	p->stepping = true;
+	struct baton_update u;
+	int rv = baton_raft_step(p->raft, pl_now(p), ev, &u);
+	handle_update(p, &u);
+	if (p->env.observe != NULL)
+		p->env.observe(p->env.data, ev, rv, &u);
+	p->stepping = false;
+	return rv;
+}
+
+int pl_step(struct baton_pipeline *p, struct baton_event *ev)
+{
+	int rv = step_once(p, ev);
+	/* What the machine could not interpret goes to the core at once,
+	 * before anything else happens: it must not lead or apply on. */
+	while (p->stop_due != 0) {
+		struct baton_event stop = {.type = BATON_EVENT_APPLY_STOPPED};
+		stop.u.apply_stopped.index = p->stop_due;
+		p->stop_due = 0;
+		int srv = step_once(p, &stop);
+		BATON_ASSERT(srv == 0);
+	}
+	pl_stall_sync(p);
+	return rv;
+}
+
+/* ---- the persist chain --------------------------------------------------- */
+
+static void storage_failed(struct baton_pipeline *p, int rv)
+{
+	if (p->storage_failed)
+		return;
+	pl_log(p, BATON_PIPELINE_LOG_ERROR,
+	       "storage failed (%s): %s; this node stops accepting writes",
+	       baton_strerror(rv), p->storage->ops->errmsg(p->storage));
+	p->storage_failed = true;
+	/* A node that cannot persist must not lead or vote: the driver stops
+	 * it (after handing leadership over), told at the next flush. */
+	p->storage_failed_due = true;
+}
+
+/* A deep copy of m into h: what it points to (entries and their payloads,
+ * a snapshot chunk) goes into one block. 0 or BATON_ENOMEM. */
+static int hold(struct pl_held *h, const struct baton_msg *m)
+{
+	h->msg = *m;
+	h->mem = NULL;
+	size_t need = 0;
+	if (m->type == BATON_MSG_APPEND) {
+		need = (size_t)m->u.append.n_entries *
+		       sizeof(struct baton_entry);
+		for (uint32_t i = 0; i < m->u.append.n_entries; i++)
+			need += m->u.append.entries[i].len;
+	} else if (m->type == BATON_MSG_SNAPSHOT) {
+		need = m->u.snapshot.chunk_len;
+	}
+	if (need == 0)
+		return 0;
+	uint8_t *mem = malloc(need);
+	if (mem == NULL)
+		return BATON_ENOMEM;
+	h->mem = mem;
+	if (m->type == BATON_MSG_SNAPSHOT) {
+		memcpy(mem, m->u.snapshot.chunk, m->u.snapshot.chunk_len);
+		h->msg.u.snapshot.chunk = mem;
+		return 0;
+	}
+	struct baton_entry *es = (struct baton_entry *)(void *)mem;
+	uint8_t *data = mem + (size_t)m->u.append.n_entries * sizeof *es;
+	for (uint32_t i = 0; i < m->u.append.n_entries; i++) {
+		es[i] = m->u.append.entries[i];
+		if (es[i].len > 0)
+			memcpy(data, es[i].buf, es[i].len);
+		es[i].buf = data;
+		data += es[i].len;
+	}
+	BATON_ASSERT(data == mem + need);
+	h->msg.u.append.entries = es;
+	return 0;
+}
+
+static void write_free(struct pl_write *w)
+{
+	for (uint32_t i = 0; i < w->n_held; i++)
+		free(w->held[i].mem);
+	free(w->held);
+	free(w);
+}
+
+static bool has_persistence(const struct baton_update *u)
+{
+	return u->hard_state_changed || u->snapshot != NULL ||
+	       u->truncate_from != 0 || u->n_entries > 0 ||
+	       u->compact_upto != 0 || u->persist_needed ||
+	       u->n_msgs_after_persist > 0;
+}
+
+static struct pl_write *write_make(const struct baton_update *u)
+{
+	struct pl_write *w = calloc(1, sizeof *w);
+	if (w == NULL)
+		return NULL;
+	w->report = u->persist_needed;
+	w->index = u->persist_index;
+	w->term = u->persist_term;
+	if (u->n_msgs_after_persist == 0)
+		return w;
+	w->held = calloc(u->n_msgs_after_persist, sizeof *w->held);
+	if (w->held == NULL) {
+		free(w);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < u->n_msgs_after_persist; i++) {
+		if (hold(&w->held[i], &u->msgs_after_persist[i]) != 0) {
+			write_free(w);
+			return NULL;
+		}
+		w->n_held = i + 1;
+	}
+	return w;
+}
+
+static void persist(struct baton_pipeline *p, const struct baton_update *u)
+{
+	if (!has_persistence(u) || p->storage_failed)
+		return;
+	/* Made before submitting, so a write the storage took is always
+	 * tracked: its completion must find it. */
+	struct pl_write *w = write_make(u);
+	if (w == NULL) {
+		storage_failed(p, BATON_ENOMEM);
+		return;
+	}
+	int rv = p->storage->ops->submit(p->storage, u, &w->seq);
+	if (rv != 0) {
+		write_free(w);
+		storage_failed(p, rv);
+		return;
+	}
+	BATON_ASSERT(p->writes_tail == NULL || p->writes_tail->seq < w->seq);
+	if (p->writes_tail != NULL)
+		p->writes_tail->next = w;
+	else
+		p->writes = w;
+	p->writes_tail = w;
+}
+
+static void on_persisted(void *data, uint64_t seq, int status)
+{
+	struct baton_pipeline *p = data;
+	struct pl_write *w = p->writes;
+	BATON_ASSERT(w != NULL && w->seq == seq);
+	p->writes = w->next;
+	if (p->writes == NULL)
+		p->writes_tail = NULL;
+	if (status != 0) {
+		storage_failed(p, status);
+		write_free(w);
+		return;
+	}
+	for (uint32_t i = 0; i < w->n_held; i++)
+		p->env.send(p->env.data, &w->held[i].msg);
+	if (w->report) {
+		struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
+		ev.u.persisted.index = w->index;
+		ev.u.persisted.term = w->term;
+		pl_step(p, &ev);
+	}
+	write_free(w);
+}
+
+void baton_pipeline_storage_ready(struct baton_pipeline *p)
+{
+	BATON_ASSERT(!p->stepping);
+	p->storage->ops->poll(p->storage, on_persisted, p);
+}
+
+/* ---- the update ---------------------------------------------------------- */
+
+static void handle_update(struct baton_pipeline *p,
+			  const struct baton_update *u)
+{
+	if (u->role != p->role || u->leader_id != p->leader) {
+		bool leader_changed = u->leader_id != p->leader;
+		p->role = u->role;
+		p->leader = u->leader_id;
+		if (leader_changed && p->env.leader_changed != NULL)
+			p->env.leader_changed(p->env.data, u->leader_id);
+	}
+	for (uint32_t i = 0; i < u->n_msgs; i++)
+		p->env.send(p->env.data, &u->msgs[i]);
+	persist(p, u);
+	pl_apply_update(p, u);
+	pl_resolve_reads(p, u);
+	pl_serve_reads(p);
+	pl_check_waiters(p, u->promotion_failed);
+	if (p->c.snapshot_entries > 0 && p->stalled_index == 0 &&
+	    p->applied >= p->snapshot_index + p->c.snapshot_entries)
+		p->snapshot_due = true;
+}
+
+/* ---- snapshots ----------------------------------------------------------- */
+
+static int snapshot_save(struct baton_pipeline *p,
+			 const struct baton_snapshot_header *h,
+			 const struct baton_buf *data)
+{
+	struct baton_snapshot_sink *k = NULL;
+	int rv = p->storage->ops->snapshot_begin(p->storage, h, &k);
+	if (rv != 0)
+		return rv;
+	rv = p->storage->ops->snapshot_write(k, data->data, data->len);
+	if (rv != 0) {
+		p->storage->ops->snapshot_abort(k);
+		return rv;
+	}
+	return p->storage->ops->snapshot_commit(k);
+}
+
+static void take_snapshot(struct baton_pipeline *p)
+{
+	p->snapshot_due = false;
+	/* Never past a stall: the machine does not hold what follows. */
+	if (p->stalled_index != 0 || p->storage_failed)
+		return;
+	struct baton_snapshot_header h;
+	memset(&h, 0, sizeof h);
+	int rv = baton_raft_snapshot_meta(p->raft, p->applied, &h.meta);
+	if (rv != 0)
+		return;
+	BATON_ASSERT(h.meta.index == p->applied);
+	BATON_ASSERT(h.meta.versions.machine.value ==
+		     p->versions.machine.value);
+	struct baton_buf data;
+	baton_buf_init(&data);
+	rv = p->machine->ops->snapshot(p->machine, p->versions.machine, &data);
+	if (rv == 0)
+		rv = snapshot_save(p, &h, &data);
+	if (rv == 0) {
+		struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};
+		ev.u.snapshot_taken.index = h.meta.index;
+		ev.u.snapshot_taken.data = data.data;
+		ev.u.snapshot_taken.len = data.len;
+		baton_index before = p->snapshot_index;
+		p->snapshot_index = h.meta.index;
+		rv = pl_step(p, &ev);
+		p->snapshot_due = false;
+		if (rv == 0)
+			pl_log(p, BATON_PIPELINE_LOG_INFO,
+			       "snapshot at index %" PRIu64 " (%zu bytes)",
+			       h.meta.index, data.len);
+		else
+			p->snapshot_index = before;
+	}
+	if (rv == BATON_EIO)
+		storage_failed(p, rv);
+	else if (rv != 0)
+		pl_log(p, BATON_PIPELINE_LOG_WARN,
+		       "snapshot at %" PRIu64 " failed: %s", h.meta.index,
+		       baton_strerror(rv));
+	baton_buf_free(&data);
+}
+
+/* ---- driver inputs ------------------------------------------------------- */
+
+void baton_pipeline_tick(struct baton_pipeline *p)
+{
+	struct baton_event ev = {.type = BATON_EVENT_TICK};
+	pl_step(p, &ev);
+	pl_check_waiters(p, 0);
+	pl_expire(p);
+}
+
+void baton_pipeline_receive(struct baton_pipeline *p, const struct baton_msg *m)
+{
+	BATON_ASSERT(m->from != 0);
+	struct baton_event ev = {.type = BATON_EVENT_RECEIVE};
+	ev.u.receive.msg = m;
+	pl_step(p, &ev);
+}
+
+void baton_pipeline_flush(struct baton_pipeline *p)
+{
+	BATON_ASSERT(!p->stepping);
+	if (p->storage_failed_due) {
+		p->storage_failed_due = false;
+		if (p->env.storage_failed != NULL)
+			p->env.storage_failed(p->env.data);
+	}
+	pl_flush_requests(p);
+	if (p->snapshot_due)
+		take_snapshot(p);
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+static int recover(struct baton_pipeline *p, char *err, size_t errlen)
+{
+	struct baton_durable_state d;
+	memset(&d, 0, sizeof d);
+	int rv = p->storage->ops->load(p->storage, &d);
+	if (rv != 0) {
+		snprintf(err, errlen, "load: %s",
+			 p->storage->ops->errmsg(p->storage));
+		return rv;
+	}
+	const struct baton_snapshot_meta *meta =
+		d.has_snapshot ? &d.snapshot.meta : NULL;
+	rv = baton_raft_restore(p->raft, d.term, d.vote, meta, d.snapshot_data,
+				d.snapshot_len, d.entries, d.n_entries);
+	if (rv != 0) {
+		snprintf(err, errlen, "restore: %s", baton_strerror(rv));
+		baton_durable_state_free(&d);
+		return rv;
+	}
+	/* After the core, so a stall can be reported to it; a snapshot the
+	 * machine cannot interpret leaves the node stalled, data kept. */
+	if (meta != NULL)
+		pl_restore_at_start(p, meta, d.snapshot_data, d.snapshot_len);
+	bool empty = d.term == 0 && !d.has_snapshot && d.n_entries == 0;
+	baton_durable_state_free(&d);
+	if (empty && p->c.n_founders > 0) {
+		struct baton_config conf = {.n = p->c.n_founders};
+		for (uint32_t i = 0; i < p->c.n_founders; i++)
+			conf.members[i] = (struct baton_member){
+				p->c.founders[i], BATON_VOTER};
+		rv = baton_raft_bootstrap(p->raft, &conf);
+		if (rv != 0) {
+			snprintf(err, errlen, "bootstrap: %s",
+				 baton_strerror(rv));
+			return rv;
+		}
+		pl_log(p, BATON_PIPELINE_LOG_INFO,
+		       "bootstrapped a new cluster of %u", conf.n);
+	}
+	return 0;
+}
+
+int baton_pipeline_create(const struct baton_pipeline_config *c,
+			  const struct baton_pipeline_env *env,
+			  struct baton_pipeline **out, char *err, size_t errlen)
+{
+	BATON_ASSERT(env->now_ms != NULL && env->send != NULL);
+	BATON_ASSERT(c->storage != NULL && c->machine != NULL &&
+		     c->n_founders <= BATON_MAX_MEMBERS);
+	struct baton_pipeline *p = calloc(1, sizeof *p);
+	if (p == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return BATON_ENOMEM;
+	}
+	p->c = *c;
+	if (p->c.read_timeout_ms == 0)
+		p->c.read_timeout_ms = READ_TIMEOUT_MS_DEFAULT;
+	if (p->c.proposal_timeout_ms == 0)
+		p->c.proposal_timeout_ms = PROPOSAL_TIMEOUT_MS_DEFAULT;
+	if (p->c.admin_timeout_ms == 0)
+		p->c.admin_timeout_ms = ADMIN_TIMEOUT_MS_DEFAULT;
+	p->env = *env;
+	p->storage = c->storage;
+	p->machine = c->machine;
+	p->role = BATON_FOLLOWER;
+	baton_version_state_initial(&p->versions);
+	baton_buf_init(&p->reply);
+	int rv = baton_raft_create(&c->raft, &p->raft);
+	if (rv != 0) {
+		snprintf(err, errlen, "raft options: %s", baton_strerror(rv));
+		free(p);
+		return rv;
+	}
+	rv = recover(p, err, errlen);
+	if (rv != 0) {
+		baton_pipeline_destroy(p);
+		return rv;
+	}
+	*out = p;
+	return 0;
+}
+
+void baton_pipeline_destroy(struct baton_pipeline *p)
+{
+	if (p == NULL)
+		return;
+	BATON_ASSERT(!p->stepping);
+	pl_requests_free(p, BATON_ESTATE);
+	while (p->writes != NULL) {
+		struct pl_write *w = p->writes;
+		p->writes = w->next;
+		write_free(w);
+	}
+	baton_raft_destroy(p->raft);
+	baton_buf_free(&p->reply);
+	free(p);
+}
+
+/* ---- introspection ------------------------------------------------------- */
+
+void baton_pipeline_status(const struct baton_pipeline *p,
+			   struct baton_pipeline_status *out)
+{
+	memset(out, 0, sizeof *out);
+	baton_raft_status(p->raft, &out->raft);
+	for (uint32_t i = 0; i < out->raft.config.n; i++)
+		out->match[i] = baton_raft_match_index(
+			p->raft, out->raft.config.members[i].id);
+	out->applied = p->applied;
+	out->applied_versions = p->versions;
+	out->storage_failed = p->storage_failed;
+	out->stalled_index = p->stalled_index;
+	memcpy(out->stalled_why, p->stalled_why, sizeof out->stalled_why);
+	out->proposals_waiting = p->props_n + p->queue_n;
+	out->reads_waiting = p->reads_n;
+}
+
+const struct baton_raft *baton_pipeline_raft(const struct baton_pipeline *p)
+{
+	return p->raft;
+}

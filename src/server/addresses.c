@@ -1,0 +1,138 @@
+/*
+ * The server's side of the node: the callbacks it gives the node (the
+ * machine, peer frames, leadership, the stall) and the address book in
+ * use — the replicated one (machine.c), with the founders' addresses from
+ * --bootstrap until the book has them, handed to the transport.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+
+static bool is_founder(const struct server *s, baton_node_id id)
+{
+	for (uint32_t i = 0; i < s->cfg.n_founders; i++)
+		if (s->cfg.founders[i] == id)
+			return true;
+	return false;
+}
+
+/* The machine took an address: the transport dials it. This node's own
+ * --bootstrap list says how it reaches a founder, and wins over the book
+ * (the e2e fault harness routes each peer link through its own proxy
+ * this way). */
+static void address_changed(void *data, const struct book_entry *e)
+{
+	struct server *s = data;
+	if (s->node != NULL && !is_founder(s, e->id))
+		baton_node_set_peer_addr(s->node, e->id, e->peer);
+}
+
+void server_addresses_to_transport(struct server *s)
+{
+	for (uint32_t i = 0; i < s->machine.book_n; i++)
+		address_changed(s, &s->machine.book[i]);
+}
+
+const struct book_entry *server_address(struct server *s, baton_node_id id)
+{
+	const struct book_entry *e = server_machine_book_find(&s->machine, id);
+	if (e != NULL)
+		return e;
+	/* Not replicated yet: a founder's addresses are known from the
+	 * --bootstrap list. */
+	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
+		if (s->cfg.founders[i] != id)
+			continue;
+		static struct book_entry founder;
+		founder.id = id;
+		snprintf(founder.peer, sizeof founder.peer, "%s",
+			 s->cfg.founder_peer[i]);
+		snprintf(founder.client, sizeof founder.client, "%s",
+			 s->cfg.founder_client[i]);
+		return &founder;
+	}
+	return NULL;
+}
+
+static void published(void *data, int status, const uint8_t *reply, size_t len)
+{
+	(void)data;
+	(void)reply;
+	(void)len;
+	if (status != 0)
+		LOG_DEBUG("publishing an address: %s", baton_strerror(status));
+}
+
+void server_publish_founders(struct server *s)
+{
+	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
+		if (server_machine_book_find(&s->machine, s->cfg.founders[i]))
+			continue;
+		struct book_entry e = {.id = s->cfg.founders[i]};
+		snprintf(e.peer, sizeof e.peer, "%s", s->cfg.founder_peer[i]);
+		snprintf(e.client, sizeof e.client, "%s",
+			 s->cfg.founder_client[i]);
+		struct baton_buf b;
+		baton_buf_init(&b);
+		int rv = server_machine_encode_address(&e, &b);
+		if (rv == 0)
+			rv = baton_node_propose(s->node, b.data, b.len,
+						published, NULL);
+		if (rv != 0)
+			LOG_DEBUG("publishing the address of %" PRIu64 ": %s",
+				  e.id, baton_strerror(rv));
+		baton_buf_free(&b);
+	}
+}
+
+/* ---- the stall ----------------------------------------------------------- */
+
+bool server_reply_if_stalled(struct server *s, struct baton_buf *b)
+{
+	const char *why;
+	baton_index at = baton_node_stalled(s->node, &why);
+	if (at == 0)
+		return false;
+	/* The text starts "stopped applying at index N: ...". */
+	resp_error(b, "STALLED this node %s", why);
+	return true;
+}
+
+void server_reply_error(struct server *s, struct baton_buf *b, int code)
+{
+	if (code == BATON_ESTALLED && server_reply_if_stalled(s, b))
+		return;
+	reply_error_for(b, code);
+}
+
+/* ---- the node's callbacks ------------------------------------------------ */
+
+static void peer_frame(void *data, baton_node_id from,
+		       const struct baton_peer_frame *f)
+{
+	forward_on_frame(data, from, f);
+}
+
+static void leader_changed(void *data, baton_node_id leader)
+{
+	struct server *s = data;
+	if (leader != s->leader)
+		forward_fail_all(s, "leadership changed");
+	s->leader = leader;
+	if (leader == s->cfg.id)
+		server_publish_founders(s);
+}
+
+void server_node_app(struct server *s, struct baton_node_app *app)
+{
+	memset(app, 0, sizeof *app);
+	app->data = s;
+	app->machine = &s->machine.base;
+	app->peer_frame = peer_frame;
+	app->leader_changed = leader_changed;
+	s->machine.address_changed = address_changed;
+	s->machine.data = s;
+}

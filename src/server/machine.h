@@ -1,0 +1,76 @@
+/*
+ * batond's replicated state machine (struct baton_machine, see
+ * baton/machine.h): the key-value map (src/kv) and the address book (where
+ * each member listens for peers and clients). Both change only by applying
+ * committed entries, so every node agrees, and both go into snapshots, so
+ * a node restored from one knows every address.
+ *
+ * Entry payloads (docs/batond.md, "Log payloads"): a kind byte, then
+ *   'K'  a kv payload (kv_encode);
+ *   'P'  an address entry: u64 id, u16 length + peer address, u16 length +
+ *        client address (little endian; bytes after them are left for a
+ *        later release to append and ignored).
+ * Snapshots: "BSRV", u8 format 1, u32 entries, the address entries as
+ * above, then the kv snapshot.
+ *
+ * A payload this release cannot interpret (an unknown kind, a kv payload
+ * of a newer format or machine version) is refused with BATON_EVERSION (a
+ * damaged one with BATON_ECORRUPT) and the state is left unchanged: the
+ * node stops applying there and says so; it never skips it.
+ *
+ * Kept free of the server and the event loop, so its unit tests
+ * (tests/server) drive it through the machine interface alone.
+ */
+#ifndef BATON_SERVER_MACHINE_H
+#define BATON_SERVER_MACHINE_H
+
+#include "baton/machine.h"
+#include "kv.h"
+
+/* Entry payloads: a kind byte, then the body. */
+#define PAYLOAD_KV 'K'
+#define PAYLOAD_ADDRESS 'P'
+
+/* An address's room, its NUL included (the transport's BATON_ADDR_MAX). */
+#define SERVER_ADDR_MAX 256u
+/* Addresses the book holds: part of the machine's semantics (a full book
+ * refuses a new member alike on every node). */
+#define SERVER_BOOK_MAX (BATON_MAX_MEMBERS * 4u)
+
+#define SERVER_SNAPSHOT_MAGIC "BSRV"
+#define SERVER_SNAPSHOT_FORMAT 1u
+
+/* One member's addresses, replicated through the log. */
+struct book_entry {
+	baton_node_id id;
+	char peer[SERVER_ADDR_MAX];
+	char client[SERVER_ADDR_MAX];
+};
+
+struct server_machine {
+	struct baton_machine base; /* first: the machine interface */
+	struct baton_kv *kv;
+	struct book_entry book[SERVER_BOOK_MAX];
+	uint32_t book_n;
+	/* Told of each address the book takes (applied or restored); may be
+	 * NULL. */
+	void (*address_changed)(void *data, const struct book_entry *e);
+	void *data;
+	char err[256];
+};
+
+/* An empty machine: 0 or BATON_ENOMEM. Free with server_machine_free. */
+int server_machine_init(struct server_machine *m);
+void server_machine_free(struct server_machine *m);
+
+/* The book's entry for id, or NULL. */
+const struct book_entry *
+server_machine_book_find(const struct server_machine *m, baton_node_id id);
+
+/* Append the payload of an address entry (kind byte included) to out:
+ * 0, BATON_EINVAL for an address too long, or BATON_ENOMEM (out is then
+ * unchanged). */
+int server_machine_encode_address(const struct book_entry *e,
+				  struct baton_buf *out);
+
+#endif /* BATON_SERVER_MACHINE_H */

@@ -1,0 +1,580 @@
+/*
+ * The node pipeline (src/node) on one node, with a storage in memory that
+ * completes writes when polled, a clock the test moves and a machine that
+ * refuses what it is told to: proposals and their replies, the version
+ * state in force, snapshots, and every kind of stall (a command the
+ * machine refuses, an entry type nobody knows, a version entry above what
+ * this release implements, a snapshot found at start that the machine
+ * cannot restore or whose machine version is too new). A stall never
+ * skips, never aborts, is announced once, and fails waiting requests with
+ * BATON_ESTALLED.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline.h"
+
+/* ---- a storage in memory ------------------------------------------------- */
+
+struct mem_storage {
+	struct baton_storage base;
+	struct baton_durable_state init; /* what load() returns (moved) */
+	uint64_t submitted, completed;
+	bool has_snapshot;
+	struct baton_snapshot_header snap_h;
+	struct baton_buf snap;
+	uint32_t snapshots;
+};
+
+struct mem_sink {
+	struct mem_storage *s;
+	struct baton_snapshot_header h;
+	struct baton_buf data;
+};
+
+static int mem_load(struct baton_storage *bs, struct baton_durable_state *out)
+{
+	struct mem_storage *s = (struct mem_storage *)bs;
+	*out = s->init;
+	memset(&s->init, 0, sizeof s->init);
+	return 0;
+}
+
+static int mem_submit(struct baton_storage *bs, const struct baton_update *u,
+		      uint64_t *seq)
+{
+	(void)u;
+	struct mem_storage *s = (struct mem_storage *)bs;
+	*seq = ++s->submitted;
+	return 0;
+}
+
+static unsigned mem_poll(struct baton_storage *bs, baton_storage_done_cb cb,
+			 void *data)
+{
+	struct mem_storage *s = (struct mem_storage *)bs;
+	unsigned n = 0;
+	while (s->completed < s->submitted) {
+		cb(data, ++s->completed, 0);
+		n++;
+	}
+	return n;
+}
+
+static int mem_snapshot_begin(struct baton_storage *bs,
+			      const struct baton_snapshot_header *h,
+			      struct baton_snapshot_sink **out)
+{
+	struct mem_sink *k = calloc(1, sizeof *k);
+	cr_assert_not_null(k);
+	k->s = (struct mem_storage *)bs;
+	k->h = *h;
+	*out = (struct baton_snapshot_sink *)k;
+	return 0;
+}
+
+static int mem_snapshot_write(struct baton_snapshot_sink *bk, const void *buf,
+			      size_t len)
+{
+	struct mem_sink *k = (struct mem_sink *)bk;
+	return baton_buf_append(&k->data, buf, len);
+}
+
+static int mem_snapshot_commit(struct baton_snapshot_sink *bk)
+{
+	struct mem_sink *k = (struct mem_sink *)bk;
+	baton_buf_free(&k->s->snap);
+	k->s->snap = k->data;
+	k->s->snap_h = k->h;
+	k->s->has_snapshot = true;
+	k->s->snapshots++;
+	free(k);
+	return 0;
+}
+
+static void mem_snapshot_abort(struct baton_snapshot_sink *bk)
+{
+	struct mem_sink *k = (struct mem_sink *)bk;
+	baton_buf_free(&k->data);
+	free(k);
+}
+
+static int mem_snapshot_read(struct baton_storage *bs, baton_index index,
+			     uint64_t offset, void *buf, size_t cap,
+			     size_t *n_out)
+{
+	(void)bs, (void)index, (void)offset, (void)buf, (void)cap;
+	*n_out = 0;
+	return BATON_ENOTFOUND;
+}
+
+static const char *mem_errmsg(const struct baton_storage *bs)
+{
+	(void)bs;
+	return "memory";
+}
+
+static void mem_close(struct baton_storage *bs)
+{
+	(void)bs;
+}
+
+static const struct baton_storage_ops mem_ops = {
+	.load = mem_load,
+	.submit = mem_submit,
+	.poll = mem_poll,
+	.snapshot_begin = mem_snapshot_begin,
+	.snapshot_write = mem_snapshot_write,
+	.snapshot_commit = mem_snapshot_commit,
+	.snapshot_abort = mem_snapshot_abort,
+	.snapshot_read = mem_snapshot_read,
+	.errmsg = mem_errmsg,
+	.close = mem_close,
+};
+
+/* ---- a machine ------------------------------------------------------------
+ * Commands starting with 'x' are refused (BATON_EVERSION), anything else is
+ * counted and answered with its index; snapshots are the count; restoring
+ * bytes that start with "bad" is refused. */
+
+struct test_machine {
+	struct baton_machine base;
+	uint64_t applied, sum;
+	uint32_t last_version;
+	uint32_t restores, version_changes;
+};
+
+static int tm_apply(struct baton_machine *bm, struct baton_machine_version v,
+		    const struct baton_entry *e, struct baton_buf *reply)
+{
+	struct test_machine *m = (struct test_machine *)bm;
+	cr_assert_eq(e->type, BATON_ENTRY_COMMAND);
+	if (e->len > 0 && e->buf[0] == 'x')
+		return BATON_EVERSION;
+	m->applied++;
+	m->sum += e->index;
+	m->last_version = v.value;
+	if (reply != NULL)
+		return baton_buf_append(reply, &e->index, sizeof e->index);
+	return 0;
+}
+
+static int tm_version_changed(struct baton_machine *bm, baton_index index,
+			      struct baton_machine_version from,
+			      struct baton_machine_version to)
+{
+	(void)index, (void)from, (void)to;
+	((struct test_machine *)bm)->version_changes++;
+	return 0;
+}
+
+static int tm_snapshot(struct baton_machine *bm, struct baton_machine_version v,
+		       struct baton_buf *out)
+{
+	struct test_machine *m = (struct test_machine *)bm;
+	cr_assert_eq(v.value, 1);
+	return baton_buf_append(out, &m->applied, sizeof m->applied);
+}
+
+static int tm_restore(struct baton_machine *bm, struct baton_machine_version v,
+		      const uint8_t *buf, size_t len)
+{
+	struct test_machine *m = (struct test_machine *)bm;
+	(void)v;
+	m->restores++;
+	if (len >= 3 && memcmp(buf, "bad", 3) == 0)
+		return BATON_EVERSION;
+	if (len == sizeof m->applied)
+		memcpy(&m->applied, buf, len);
+	return 0;
+}
+
+static const char *tm_errmsg(const struct baton_machine *bm)
+{
+	(void)bm;
+	return "a test refusal";
+}
+
+static const struct baton_machine_ops tm_ops = {
+	.apply = tm_apply,
+	.version_changed = tm_version_changed,
+	.snapshot = tm_snapshot,
+	.restore = tm_restore,
+	.errmsg = tm_errmsg,
+};
+
+/* ---- the harness -----------------------------------------------------------
+ */
+
+static struct mem_storage st;
+static struct test_machine tm;
+static struct baton_pipeline *p;
+static uint64_t now;
+static uint32_t stalls, sends;
+static baton_index stalled_at;
+static char stalled_why[BATON_STALL_TEXT_MAX];
+
+static uint64_t env_now(void *data)
+{
+	(void)data;
+	return now;
+}
+
+static void env_send(void *data, const struct baton_msg *m)
+{
+	(void)data, (void)m;
+	sends++;
+}
+
+static void env_stalled(void *data, baton_index index, const char *why)
+{
+	(void)data;
+	stalls++;
+	stalled_at = index;
+	snprintf(stalled_why, sizeof stalled_why, "%s", why);
+}
+
+static void setup(void)
+{
+	memset(&st, 0, sizeof st);
+	st.base.ops = &mem_ops;
+	memset(&tm, 0, sizeof tm);
+	tm.base.ops = &tm_ops;
+	p = NULL;
+	now = 1000;
+	stalls = sends = 0;
+	stalled_at = 0;
+	stalled_why[0] = '\0';
+}
+
+static void teardown(void)
+{
+	baton_pipeline_destroy(p);
+	baton_durable_state_free(&st.init);
+	baton_buf_free(&st.snap);
+}
+
+TestSuite(pipeline, .init = setup, .fini = teardown);
+
+static void start(uint64_t snapshot_entries, bool bootstrap)
+{
+	struct baton_pipeline_config c;
+	memset(&c, 0, sizeof c);
+	baton_raft_options_default(&c.raft);
+	c.raft.id = 1;
+	c.raft.random_seed = 7;
+	c.storage = &st.base;
+	c.machine = &tm.base;
+	c.snapshot_entries = snapshot_entries;
+	if (bootstrap) {
+		c.n_founders = 1;
+		c.founders[0] = 1;
+	}
+	struct baton_pipeline_env env = {
+		.now_ms = env_now, .send = env_send, .stalled = env_stalled};
+	char err[256] = "";
+	cr_assert_eq(baton_pipeline_create(&c, &env, &p, err, sizeof err), 0,
+		     "%s", err);
+}
+
+/* Run the driver's loop for a while: time, storage, flush. */
+static void run(uint32_t rounds)
+{
+	for (uint32_t i = 0; i < rounds; i++) {
+		now += 10;
+		baton_pipeline_tick(p);
+		baton_pipeline_storage_ready(p);
+		baton_pipeline_flush(p);
+		baton_pipeline_storage_ready(p);
+	}
+}
+
+static struct baton_pipeline_status status(void)
+{
+	struct baton_pipeline_status s;
+	baton_pipeline_status(p, &s);
+	return s;
+}
+
+static void run_until_leader(void)
+{
+	for (int i = 0; i < 1000 && status().raft.role != BATON_LEADER; i++)
+		run(1);
+	cr_assert_eq(status().raft.role, BATON_LEADER);
+}
+
+struct result {
+	int calls, status;
+	baton_index reply_index;
+};
+
+static void on_proposed(void *data, int st_, const uint8_t *reply, size_t len)
+{
+	struct result *r = data;
+	r->calls++;
+	r->status = st_;
+	if (st_ == 0 && len == sizeof r->reply_index)
+		memcpy(&r->reply_index, reply, len);
+}
+
+static void on_done(void *data, int st_)
+{
+	struct result *r = data;
+	r->calls++;
+	r->status = st_;
+}
+
+static void propose(const char *payload, struct result *r)
+{
+	cr_assert_eq(baton_pipeline_propose(p, (const uint8_t *)payload,
+					    strlen(payload), on_proposed, r),
+		     0);
+}
+
+/* A durable log to restart from: term 2, the configuration {1} at index 1,
+ * then `e` at index 2 (its buffer copied). */
+static void durable_log(uint32_t type, const uint8_t *buf, uint32_t len)
+{
+	struct baton_config conf = {.n = 1};
+	conf.members[0] = (struct baton_member){1, BATON_VOTER};
+	st.init.term = 2;
+	st.init.entries = calloc(2, sizeof *st.init.entries);
+	cr_assert_not_null(st.init.entries);
+	uint8_t *cbuf = malloc(64);
+	size_t clen;
+	cr_assert_eq(baton_config_encode(&conf, cbuf, 64, &clen), 0);
+	st.init.entries[0] = (struct baton_entry){1, 1, BATON_ENTRY_CONFIG,
+						  (uint32_t)clen, cbuf};
+	uint8_t *copy = malloc(len > 0 ? len : 1);
+	memcpy(copy, buf, len);
+	st.init.entries[1] = (struct baton_entry){2, 2, type, len, copy};
+	st.init.n_entries = 2;
+}
+
+/* A durable snapshot at index 5 of the configuration {1} with `versions`,
+ * holding `data`. */
+static void durable_snapshot(const struct baton_version_state *versions,
+			     const char *data)
+{
+	st.init.term = 2;
+	st.init.has_snapshot = true;
+	struct baton_snapshot_meta *m = &st.init.snapshot.meta;
+	m->index = 5;
+	m->term = 2;
+	m->config.n = 1;
+	m->config.members[0] = (struct baton_member){1, BATON_VOTER};
+	m->config_index = 1;
+	m->versions = *versions;
+	st.init.snapshot_len = strlen(data);
+	st.init.snapshot_data = malloc(st.init.snapshot_len);
+	memcpy(st.init.snapshot_data, data, st.init.snapshot_len);
+}
+
+static void assert_stalled_at(baton_index index, const char *found)
+{
+	struct baton_pipeline_status s = status();
+	cr_assert_eq(s.stalled_index, index);
+	cr_assert_eq(s.raft.stalled_index, index, "the core was not told");
+	cr_assert_eq(stalls, 1, "announced %u times", stalls);
+	cr_assert_eq(stalled_at, index);
+	cr_assert(strstr(s.stalled_why, found) != NULL, "'%s' lacks '%s'",
+		  s.stalled_why, found);
+	cr_assert(strstr(s.stalled_why, "upgrade this node") != NULL, "%s",
+		  s.stalled_why);
+	cr_assert(strstr(s.stalled_why, "this node runs release") != NULL, "%s",
+		  s.stalled_why);
+	cr_assert_str_eq(s.stalled_why, stalled_why);
+	cr_assert(s.applied < index);
+	/* New requests are refused at once. */
+	struct result r = {0};
+	cr_assert_eq(baton_pipeline_read(p, on_done, &r), BATON_ESTALLED);
+	cr_assert_eq(baton_pipeline_propose(p, (const uint8_t *)"a", 1,
+					    on_proposed, &r),
+		     BATON_ESTALLED);
+	cr_assert_eq(r.calls, 0);
+	/* Time passes: nothing more is applied or announced. */
+	baton_index applied = s.applied;
+	run(300);
+	cr_assert_eq(status().applied, applied);
+	cr_assert_eq(status().stalled_index, index);
+	cr_assert_eq(stalls, 1);
+	cr_assert_neq(status().raft.role, BATON_LEADER);
+}
+
+/* ---- tests
+ * ------------------------------------------------------------------- */
+
+Test(pipeline, proposals_are_applied_with_replies)
+{
+	start(0, true);
+	run_until_leader();
+	struct result a = {0}, b = {0};
+	propose("a", &a);
+	propose("b", &b);
+	run(5);
+	cr_assert_eq(a.calls, 1);
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(b.status, 0);
+	cr_assert_eq(b.reply_index, a.reply_index + 1);
+	cr_assert_eq(tm.applied, 2);
+	cr_assert_eq(tm.last_version, 1);
+	struct result r = {0};
+	cr_assert_eq(baton_pipeline_read(p, on_done, &r), 0);
+	run(5);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.status, 0);
+	cr_assert_eq(status().stalled_index, 0);
+	cr_assert_eq(stalls, 0);
+}
+
+Test(pipeline, snapshot_every_n_entries_records_versions)
+{
+	start(5, true);
+	run_until_leader();
+	struct result r[12];
+	memset(r, 0, sizeof r);
+	for (int i = 0; i < 12; i++)
+		propose("a", &r[i]);
+	run(10);
+	cr_assert(st.snapshots >= 1);
+	cr_assert(baton_version_state_valid(&st.snap_h.meta.versions));
+	cr_assert_eq(st.snap_h.meta.versions.machine.value, 1);
+	cr_assert(st.snap_h.meta.index >= 5);
+	cr_assert_eq(status().raft.snapshot_index, st.snap_h.meta.index);
+}
+
+Test(pipeline, refused_command_stalls_and_fails_waiters)
+{
+	start(5, true);
+	run_until_leader();
+	struct result a = {0}, bad = {0}, after = {0}, rd = {0};
+	propose("a", &a);
+	run(3);
+	cr_assert_eq(a.status, 0);
+	baton_index bad_index = status().raft.last_index + 1;
+	propose("x-future", &bad);
+	propose("b", &after);
+	cr_assert_eq(baton_pipeline_read(p, on_done, &rd), 0);
+	uint32_t snapshots = st.snapshots;
+	run(5);
+	cr_assert_eq(bad.calls, 1);
+	cr_assert_eq(bad.status, BATON_ESTALLED);
+	cr_assert_eq(after.calls, 1);
+	cr_assert_eq(after.status, BATON_ESTALLED);
+	/* Its read index may lie before the stall: served or failed, but
+	 * answered. */
+	cr_assert_eq(rd.calls, 1);
+	assert_stalled_at(bad_index, "a test refusal");
+	cr_assert_eq(status().applied, bad_index - 1);
+	cr_assert_eq(tm.applied, 1, "an entry after the stall was applied");
+	/* Never a snapshot past the stall. */
+	cr_assert(st.snapshots == snapshots ||
+		  st.snap_h.meta.index < bad_index);
+}
+
+Test(pipeline, unknown_entry_type_stalls_after_restart)
+{
+	static const uint8_t body[] = {1, 2, 3};
+	durable_log(42, body, sizeof body);
+	start(0, false);
+	for (int i = 0; i < 1000 && status().stalled_index == 0; i++)
+		run(1);
+	assert_stalled_at(2, "type 42");
+	cr_assert_eq(tm.applied, 0);
+}
+
+Test(pipeline, version_entry_above_machine_max_stalls)
+{
+	struct baton_version_state v;
+	baton_version_state_initial(&v);
+	v.machine.value = baton_release_current()->machine_max.value + 1;
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len;
+	cr_assert_eq(baton_version_state_encode(&v, buf, sizeof buf, &len), 0);
+	durable_log(BATON_ENTRY_VERSION, buf, (uint32_t)len);
+	start(0, false);
+	for (int i = 0; i < 1000 && status().stalled_index == 0; i++)
+		run(1);
+	char want[64];
+	snprintf(want, sizeof want, "machine version %u", v.machine.value);
+	assert_stalled_at(2, want);
+	cr_assert_eq(status().applied_versions.machine.value, 1);
+	cr_assert_eq(tm.version_changes, 0);
+}
+
+Test(pipeline, set_versions_applies_the_version_in_force)
+{
+	start(0, true);
+	run_until_leader();
+	struct baton_version_state v;
+	baton_version_state_initial(&v);
+	v.floor = baton_release_current()->release;
+	struct result r = {0};
+	cr_assert_eq(baton_pipeline_set_versions(p, &v, on_done, &r), 0);
+	run(5);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.status, 0);
+	struct baton_pipeline_status s = status();
+	cr_assert_eq(baton_release_compare(s.applied_versions.floor, v.floor),
+		     0);
+	cr_assert_eq(tm.version_changes, 0); /* the machine version stayed */
+}
+
+Test(pipeline, snapshot_the_machine_refuses_at_start_stalls)
+{
+	struct baton_version_state v;
+	baton_version_state_initial(&v);
+	durable_snapshot(&v, "bad bytes");
+	start(1, false);
+	cr_assert_eq(tm.restores, 1);
+	assert_stalled_at(5, "snapshot at index 5");
+	cr_assert_eq(status().applied, 0);
+	cr_assert_eq(st.snapshots, 0, "a snapshot was taken while stalled");
+}
+
+Test(pipeline, snapshot_of_a_newer_machine_version_at_start_stalls)
+{
+	struct baton_version_state v;
+	baton_version_state_initial(&v);
+	v.machine.value = baton_release_current()->machine_max.value + 1;
+	durable_snapshot(&v, "fine");
+	start(0, false);
+	cr_assert_eq(tm.restores, 0, "restored a version it does not know");
+	char want[64];
+	snprintf(want, sizeof want, "machine version %u", v.machine.value);
+	assert_stalled_at(5, want);
+}
+
+Test(pipeline, good_snapshot_at_start_is_restored)
+{
+	struct baton_version_state v;
+	baton_version_state_initial(&v);
+	durable_snapshot(&v, "12345678");
+	start(0, false);
+	cr_assert_eq(tm.restores, 1);
+	cr_assert_eq(status().applied, 5);
+	cr_assert_eq(status().stalled_index, 0);
+	run_until_leader();
+	struct result a = {0};
+	propose("a", &a);
+	run(5);
+	cr_assert_eq(a.status, 0);
+	cr_assert(a.reply_index > 5);
+}
+
+Test(pipeline, destroy_fails_what_waits)
+{
+	start(0, true);
+	run_until_leader();
+	struct result a = {0}, rd = {0};
+	propose("a", &a);
+	cr_assert_eq(baton_pipeline_read(p, on_done, &rd), 0);
+	baton_pipeline_destroy(p);
+	p = NULL;
+	cr_assert_eq(a.calls, 1);
+	cr_assert_eq(a.status, BATON_ESTATE);
+	cr_assert_eq(rd.calls, 1);
+	cr_assert_eq(rd.status, BATON_ESTATE);
+}

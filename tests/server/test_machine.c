@@ -1,0 +1,380 @@
+/*
+ * batond's state machine (src/server/machine.c) through the machine
+ * interface alone (baton/machine.h), as the node pipeline drives it:
+ * payload kinds (golden bytes), refusals that leave the state untouched
+ * (an unknown payload kind, a newer kv format, a machine version this
+ * release does not implement, damage), the address book and its limit,
+ * and the snapshot wrapper (golden bytes, round trips, refusals).
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "machine.h"
+
+static const struct baton_machine_version V1 = {1};
+static const struct baton_machine_version V2 = {2};
+
+/* 'P' + id 7, "127.0.0.1:7001", "127.0.0.1:6001": an address entry as the
+ * first release writes it. */
+static const uint8_t golden_address[] = {
+	'P', 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0e, 0x00,
+	'1', '2',  '7',	 '.',  '0',  '.',  '0',	 '.',  '1',  ':',  '7',
+	'0', '0',  '1',	 0x0e, 0x00, '1',  '2',	 '7',  '.',  '0',  '.',
+	'0', '.',  '1',	 ':',  '6',  '0',  '0',	 '1'};
+
+/* 'K' + the kv format 1 payload of "SET b xy". */
+static const uint8_t golden_set[] = {
+	'K', 0x01, 0x03, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 'S', 'E',
+	'T', 0x01, 0x00, 0x00, 0x00, 'b',  0x02, 0x00, 0x00, 0x00, 'x', 'y'};
+
+/* The snapshot (wrapper format 1, kv snapshot format 1) of the state after
+ * golden_address, the address of node 3 ("10.0.0.3:7003",
+ * "10.0.0.3:6003") and golden_set, as the first release writes it. */
+static const uint8_t golden_snapshot_v1[] = {
+	0x42, 0x53, 0x52, 0x56, 0x01, 0x02, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x0e, 0x00, 0x31, 0x32, 0x37, 0x2e, 0x30,
+	0x2e, 0x30, 0x2e, 0x31, 0x3a, 0x37, 0x30, 0x30, 0x31, 0x0e, 0x00, 0x31,
+	0x32, 0x37, 0x2e, 0x30, 0x2e, 0x30, 0x2e, 0x31, 0x3a, 0x36, 0x30, 0x30,
+	0x31, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0d, 0x00, 0x31,
+	0x30, 0x2e, 0x30, 0x2e, 0x30, 0x2e, 0x33, 0x3a, 0x37, 0x30, 0x30, 0x33,
+	0x0d, 0x00, 0x31, 0x30, 0x2e, 0x30, 0x2e, 0x30, 0x2e, 0x33, 0x3a, 0x36,
+	0x30, 0x30, 0x33, 0x42, 0x4b, 0x56, 0x53, 0x01, 0x00, 0x00, 0x00, 0x01,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x62,
+	0x02, 0x00, 0x00, 0x00, 0x78, 0x79, 0xad, 0x62, 0x04, 0xb9, 0x56, 0x17,
+	0x03, 0x95};
+
+static struct server_machine m;
+static struct baton_buf reply, snap;
+static int addresses_seen;
+
+static void seen(void *data, const struct book_entry *e)
+{
+	(void)data;
+	(void)e;
+	addresses_seen++;
+}
+
+static void setup(void)
+{
+	cr_assert_eq(server_machine_init(&m), 0);
+	m.address_changed = seen;
+	addresses_seen = 0;
+	baton_buf_init(&reply);
+	baton_buf_init(&snap);
+}
+
+static void teardown(void)
+{
+	server_machine_free(&m);
+	baton_buf_free(&reply);
+	baton_buf_free(&snap);
+}
+
+TestSuite(machine, .init = setup, .fini = teardown);
+
+static int apply_bytes(struct server_machine *sm,
+		       struct baton_machine_version v, const uint8_t *buf,
+		       size_t len, struct baton_buf *out)
+{
+	static uint64_t index;
+	struct baton_entry e = {.term = 1,
+				.index = ++index,
+				.type = BATON_ENTRY_COMMAND,
+				.len = (uint32_t)len,
+				.buf = (uint8_t *)buf};
+	return sm->base.ops->apply(&sm->base, v, &e, out);
+}
+
+static void snapshot_of(struct server_machine *sm, struct baton_buf *out)
+{
+	baton_buf_reset(out);
+	cr_assert_eq(sm->base.ops->snapshot(&sm->base, V1, out), 0);
+}
+
+static const char *errmsg(void)
+{
+	return m.base.ops->errmsg(&m.base);
+}
+
+/* Applying `buf` is refused with `code`, and nothing changes: not the
+ * state (same snapshot bytes), not the reply. */
+static void assert_refused(const uint8_t *buf, size_t len,
+			   struct baton_machine_version v, int code,
+			   const char *why)
+{
+	struct baton_buf before;
+	baton_buf_init(&before);
+	snapshot_of(&m, &before);
+	baton_buf_reset(&reply);
+	cr_assert_eq(baton_buf_append(&reply, "x", 1), 0);
+	int seen_before = addresses_seen;
+	cr_assert_eq(apply_bytes(&m, v, buf, len, &reply), code);
+	cr_assert_eq(reply.len, 1, "a refusal appended a reply");
+	cr_assert(strstr(errmsg(), why) != NULL, "errmsg '%s' lacks '%s'",
+		  errmsg(), why);
+	snapshot_of(&m, &snap);
+	cr_assert_eq(snap.len, before.len);
+	cr_assert_eq(memcmp(snap.data, before.data, snap.len), 0);
+	cr_assert_eq(addresses_seen, seen_before);
+	baton_buf_free(&before);
+}
+
+static void fill(struct server_machine *sm)
+{
+	cr_assert_eq(apply_bytes(sm, V1, golden_address, sizeof golden_address,
+				 NULL),
+		     0);
+	struct book_entry e = {.id = 3};
+	strcpy(e.peer, "10.0.0.3:7003");
+	strcpy(e.client, "10.0.0.3:6003");
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(server_machine_encode_address(&e, &b), 0);
+	cr_assert_eq(apply_bytes(sm, V1, b.data, b.len, NULL), 0);
+	baton_buf_free(&b);
+	cr_assert_eq(apply_bytes(sm, V1, golden_set, sizeof golden_set, NULL),
+		     0);
+}
+
+/* ---- payloads ------------------------------------------------------------ */
+
+Test(machine, golden_address_entry)
+{
+	cr_assert_eq(apply_bytes(&m, V1, golden_address, sizeof golden_address,
+				 &reply),
+		     0);
+	cr_assert_eq(reply.len, 5);
+	cr_assert_eq(memcmp(reply.data, "+OK\r\n", 5), 0);
+	const struct book_entry *e = server_machine_book_find(&m, 7);
+	cr_assert_not_null(e);
+	cr_assert_str_eq(e->peer, "127.0.0.1:7001");
+	cr_assert_str_eq(e->client, "127.0.0.1:6001");
+	cr_assert_eq(addresses_seen, 1);
+	/* The writer makes the same bytes. */
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(server_machine_encode_address(e, &b), 0);
+	cr_assert_eq(b.len, sizeof golden_address);
+	cr_assert_eq(memcmp(b.data, golden_address, b.len), 0);
+	baton_buf_free(&b);
+}
+
+Test(machine, address_entry_with_appended_fields_is_read)
+{
+	/* A later release may append fields to an address entry. */
+	uint8_t longer[sizeof golden_address + 3];
+	memcpy(longer, golden_address, sizeof golden_address);
+	memcpy(longer + sizeof golden_address, "new", 3);
+	cr_assert_eq(apply_bytes(&m, V1, longer, sizeof longer, NULL), 0);
+	cr_assert_not_null(server_machine_book_find(&m, 7));
+}
+
+Test(machine, golden_kv_entry)
+{
+	cr_assert_eq(apply_bytes(&m, V1, golden_set, sizeof golden_set, &reply),
+		     0);
+	cr_assert_eq(reply.len, 5);
+	cr_assert_eq(memcmp(reply.data, "+OK\r\n", 5), 0);
+	const uint8_t *argv[] = {(const uint8_t *)"GET", (const uint8_t *)"b"};
+	size_t lens[] = {3, 1};
+	baton_buf_reset(&reply);
+	cr_assert_eq(kv_read(m.kv, 2, argv, lens, &reply), 0);
+	cr_assert_eq(reply.len, 8);
+	cr_assert_eq(memcmp(reply.data, "$2\r\nxy\r\n", 8), 0);
+}
+
+Test(machine, no_reply_when_nobody_waits)
+{
+	cr_assert_eq(apply_bytes(&m, V1, golden_set, sizeof golden_set, NULL),
+		     0);
+	cr_assert_eq(kv_dbsize(m.kv), 1);
+}
+
+Test(machine, unknown_payload_kind_is_refused)
+{
+	fill(&m);
+	static const uint8_t future[] = {'Z', 1, 2, 3};
+	assert_refused(future, sizeof future, V1, BATON_EVERSION, "kind 0x5a");
+}
+
+Test(machine, newer_kv_payload_format_is_refused)
+{
+	fill(&m);
+	uint8_t future[sizeof golden_set];
+	memcpy(future, golden_set, sizeof future);
+	future[1] = 2; /* kv payload format 2 */
+	assert_refused(future, sizeof future, V1, BATON_EVERSION, "format 2");
+}
+
+Test(machine, machine_version_not_implemented_is_refused)
+{
+	fill(&m);
+	assert_refused(golden_set, sizeof golden_set, V2, BATON_EVERSION,
+		       "machine version 2");
+	struct baton_machine_version v0 = {0};
+	assert_refused(golden_address, sizeof golden_address, v0,
+		       BATON_EVERSION, "machine version 0");
+}
+
+Test(machine, damaged_payloads_are_refused)
+{
+	fill(&m);
+	assert_refused((const uint8_t *)"", 0, V1, BATON_ECORRUPT, "empty");
+	assert_refused(golden_address, sizeof golden_address - 1, V1,
+		       BATON_ECORRUPT, "malformed address");
+	assert_refused(golden_set, sizeof golden_set - 1, V1, BATON_ECORRUPT,
+		       "malformed kv payload");
+}
+
+Test(machine, full_address_book_refuses_alike)
+{
+	struct book_entry e;
+	struct baton_buf b;
+	baton_buf_init(&b);
+	for (uint32_t i = 1; i <= SERVER_BOOK_MAX + 1; i++) {
+		memset(&e, 0, sizeof e);
+		e.id = i;
+		strcpy(e.peer, "127.0.0.1:1");
+		strcpy(e.client, "127.0.0.1:2");
+		baton_buf_reset(&b);
+		cr_assert_eq(server_machine_encode_address(&e, &b), 0);
+		baton_buf_reset(&reply);
+		/* Applied (every node agrees), with an error reply. */
+		cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, &reply), 0);
+	}
+	cr_assert_eq(m.book_n, SERVER_BOOK_MAX);
+	cr_assert_null(server_machine_book_find(&m, SERVER_BOOK_MAX + 1));
+	cr_assert(reply.len > 0 && reply.data[0] == '-');
+	/* A member already in the book may still move. */
+	e.id = 1;
+	strcpy(e.peer, "127.0.0.1:9");
+	baton_buf_reset(&b);
+	cr_assert_eq(server_machine_encode_address(&e, &b), 0);
+	cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, NULL), 0);
+	cr_assert_str_eq(server_machine_book_find(&m, 1)->peer, "127.0.0.1:9");
+	baton_buf_free(&b);
+}
+
+Test(machine, address_too_long_is_not_encoded)
+{
+	struct book_entry e = {.id = 1};
+	memset(e.peer, 'a', sizeof e.peer); /* no NUL */
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(server_machine_encode_address(&e, &b), BATON_EINVAL);
+	cr_assert_eq(b.len, 0);
+	baton_buf_free(&b);
+}
+
+/* ---- snapshots ----------------------------------------------------------- */
+
+Test(machine, golden_snapshot)
+{
+	fill(&m);
+	snapshot_of(&m, &snap);
+	cr_assert_eq(snap.len, sizeof golden_snapshot_v1);
+	cr_assert_eq(memcmp(snap.data, golden_snapshot_v1, snap.len), 0);
+
+	struct server_machine r;
+	cr_assert_eq(server_machine_init(&r), 0);
+	cr_assert_eq(r.base.ops->restore(&r.base, V1, golden_snapshot_v1,
+					 sizeof golden_snapshot_v1),
+		     0);
+	cr_assert_eq(r.book_n, 2);
+	cr_assert_str_eq(server_machine_book_find(&r, 7)->client,
+			 "127.0.0.1:6001");
+	cr_assert_str_eq(server_machine_book_find(&r, 3)->peer,
+			 "10.0.0.3:7003");
+	cr_assert_eq(kv_dbsize(r.kv), 1);
+	struct baton_buf again;
+	baton_buf_init(&again);
+	snapshot_of(&r, &again);
+	cr_assert_eq(again.len, snap.len);
+	cr_assert_eq(memcmp(again.data, snap.data, snap.len), 0);
+	baton_buf_free(&again);
+	server_machine_free(&r);
+}
+
+Test(machine, restore_replaces_the_state_and_tells_addresses)
+{
+	fill(&m);
+	snapshot_of(&m, &snap);
+	struct server_machine r;
+	cr_assert_eq(server_machine_init(&r), 0);
+	int seen_before = addresses_seen;
+	r.address_changed = seen;
+	static const uint8_t other[] = {'P', 9, 0, 0,	0, 0, 0,  0,
+					0,   1, 0, 'x', 1, 0, 'y'};
+	cr_assert_eq(apply_bytes(&r, V1, other, sizeof other, NULL), 0);
+	cr_assert_eq(r.base.ops->restore(&r.base, V1, snap.data, snap.len), 0);
+	cr_assert_null(server_machine_book_find(&r, 9)); /* replaced */
+	cr_assert_eq(r.book_n, 2);
+	cr_assert_eq(addresses_seen, seen_before + 1 + 2);
+	server_machine_free(&r);
+}
+
+/* Restoring `buf` is refused with `code` and the state stays. */
+static void assert_restore_refused(const uint8_t *buf, size_t len,
+				   struct baton_machine_version v, int code,
+				   const char *why)
+{
+	struct baton_buf before;
+	baton_buf_init(&before);
+	snapshot_of(&m, &before);
+	cr_assert_eq(m.base.ops->restore(&m.base, v, buf, len), code);
+	cr_assert(strstr(errmsg(), why) != NULL, "errmsg '%s' lacks '%s'",
+		  errmsg(), why);
+	snapshot_of(&m, &snap);
+	cr_assert_eq(snap.len, before.len);
+	cr_assert_eq(memcmp(snap.data, before.data, snap.len), 0);
+	baton_buf_free(&before);
+}
+
+Test(machine, snapshot_refusals_leave_the_state)
+{
+	fill(&m);
+	uint8_t s[sizeof golden_snapshot_v1];
+	memcpy(s, golden_snapshot_v1, sizeof s);
+	s[4] = 2; /* a newer wrapper format */
+	assert_restore_refused(s, sizeof s, V1, BATON_EVERSION, "format 2");
+	memcpy(s, golden_snapshot_v1, sizeof s);
+	s[0] = 'X';
+	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "BSRV");
+	assert_restore_refused(golden_snapshot_v1, 20, V1, BATON_ECORRUPT,
+			       "address");
+	assert_restore_refused(golden_snapshot_v1,
+			       sizeof golden_snapshot_v1 - 1, V1,
+			       BATON_ECORRUPT, "key-value");
+	assert_restore_refused(golden_snapshot_v1, sizeof golden_snapshot_v1,
+			       V2, BATON_EVERSION, "machine version 2");
+	memcpy(s, golden_snapshot_v1, sizeof s);
+	s[5] = 0xff; /* too many addresses */
+	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "addresses");
+}
+
+Test(machine, snapshot_under_unknown_version_is_refused)
+{
+	fill(&m);
+	cr_assert_eq(m.base.ops->snapshot(&m.base, V2, &snap), BATON_EVERSION);
+	cr_assert_eq(snap.len, 0);
+}
+
+Test(machine, replicas_agree)
+{
+	struct server_machine a, b;
+	cr_assert_eq(server_machine_init(&a), 0);
+	cr_assert_eq(server_machine_init(&b), 0);
+	fill(&a);
+	fill(&b);
+	struct baton_buf sa, sb;
+	baton_buf_init(&sa);
+	baton_buf_init(&sb);
+	snapshot_of(&a, &sa);
+	snapshot_of(&b, &sb);
+	cr_assert_eq(sa.len, sb.len);
+	cr_assert_eq(memcmp(sa.data, sb.data, sa.len), 0);
+	baton_buf_free(&sa);
+	baton_buf_free(&sb);
+	server_machine_free(&a);
+	server_machine_free(&b);
+}

@@ -1,0 +1,146 @@
+/*
+ * The simulated network: deep copies of messages in flight, loss,
+ * duplication, delay and reordering drawn from the seed, and the links the
+ * nemesis cut.
+ */
+#include "world.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- deep copies -------------------------------------------------------- */
+
+void sim_copy_entries(struct baton_entry *dst, const struct baton_entry *src,
+		      uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		dst[i] = src[i];
+		dst[i].buf = sim_xdup(src[i].buf, src[i].len);
+	}
+}
+
+void sim_free_entries(struct baton_entry *e, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		free(e[i].buf);
+	free(e);
+}
+
+struct sim_packet *sim_packet_copy(const struct baton_msg *m)
+{
+	struct sim_packet *p = sim_xmalloc(sizeof *p);
+	memset(p, 0, sizeof *p);
+	p->m = *m;
+	if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
+		uint32_t n = m->u.append.n_entries;
+		p->entries = sim_xmalloc(n * sizeof *p->entries);
+		sim_copy_entries(p->entries, m->u.append.entries, n);
+		p->m.u.append.entries = p->entries;
+	}
+	if (m->type == BATON_MSG_SNAPSHOT) {
+		p->chunk =
+			sim_xdup(m->u.snapshot.chunk, m->u.snapshot.chunk_len);
+		p->m.u.snapshot.chunk = p->chunk;
+	}
+	return p;
+}
+
+void sim_packet_free(struct sim_packet *p)
+{
+	if (p == NULL)
+		return;
+	if (p->entries != NULL)
+		sim_free_entries(p->entries, p->m.u.append.n_entries);
+	free(p->chunk);
+	free(p);
+}
+
+/* ---- the network ----------------------------------------------------------
+ */
+
+static void trace_msg(struct sim_world *w, const struct baton_msg *m)
+{
+	static const char *const names[] = {
+		"?",
+		"vote",
+		"vote-result",
+		"append",
+		"append-result",
+		"snapshot",
+		"snapshot-result",
+		"timeout-now",
+		"read-index",
+		"read-index-result",
+	};
+	const char *name = m->type < 10 ? names[m->type] : "?";
+	unsigned long long a = 0, b = 0, c = 0;
+	switch (m->type) {
+	case BATON_MSG_VOTE:
+		a = m->u.vote.last_log_index;
+		b = m->u.vote.last_log_term;
+		c = m->u.vote.pre_vote;
+		break;
+	case BATON_MSG_VOTE_RESULT:
+		a = m->u.vote_result.granted;
+		c = m->u.vote_result.pre_vote;
+		break;
+	case BATON_MSG_APPEND:
+		a = m->u.append.prev_index;
+		b = m->u.append.n_entries;
+		c = m->u.append.leader_commit;
+		break;
+	case BATON_MSG_APPEND_RESULT:
+		a = m->u.append_result.success;
+		b = m->u.append_result.index;
+		c = m->u.append_result.hint_index;
+		break;
+	case BATON_MSG_SNAPSHOT:
+		a = m->u.snapshot.meta.index;
+		b = m->u.snapshot.offset;
+		c = m->u.snapshot.chunk_len;
+		break;
+	case BATON_MSG_SNAPSHOT_RESULT:
+		a = m->u.snapshot_result.index;
+		b = m->u.snapshot_result.next_offset;
+		c = m->u.snapshot_result.done;
+		break;
+	default:
+		break;
+	}
+	sim_trace(w, "  %llu -> %llu %s term %llu (%llu %llu %llu)",
+		  (unsigned long long)m->from, (unsigned long long)m->to, name,
+		  (unsigned long long)m->term, a, b, c);
+}
+
+void sim_net_send(struct sim_world *w, struct sim_packet *p)
+{
+	if (w->verbose)
+		trace_msg(w, &p->m);
+	sim_buggify_send(w, &p->m);
+	uint32_t from = (uint32_t)p->m.from, to = (uint32_t)p->m.to;
+	w->stats.msgs_sent++;
+	if (to == 0 || to > w->n_ids || w->blocked[from][to] ||
+	    w->in_flight >= SIM_MAX_IN_FLIGHT ||
+	    sim_chance(&w->rng, w->p.loss_per_mille)) {
+		w->stats.msgs_lost++;
+		sim_packet_free(p);
+		return;
+	}
+	if (sim_chance(&w->rng, w->p.dup_per_mille)) {
+		w->in_flight++;
+		sim_schedule(
+			w, sim_range(&w->rng, w->p.net_min_ms, w->p.net_max_ms),
+			EV_DELIVER, 0, sim_packet_copy(&p->m));
+	}
+	/* A link keeps order (as a TCP stream does) unless this message is
+	 * one the seed chose to reorder. */
+	uint64_t at = w->now_ms +
+		      sim_range(&w->rng, w->p.net_min_ms, w->p.net_max_ms);
+	if (!sim_chance(&w->rng, w->p.reorder_per_mille)) {
+		if (at < w->link_last_ms[from][to])
+			at = w->link_last_ms[from][to];
+		w->link_last_ms[from][to] = at;
+	}
+	w->in_flight++;
+	sim_schedule(w, at - w->now_ms, EV_DELIVER, 0, p);
+}

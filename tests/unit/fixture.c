@@ -1,0 +1,302 @@
+/* Network copies, a disk and a state machine for tests and the core
+ * benchmark (fixture.h). */
+#include "fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "le.h"
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n > 0 ? n : 1);
+	if (p == NULL) {
+		fprintf(stderr, "fixture: out of memory\n");
+		abort();
+	}
+	return p;
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+/* Everything m points to goes into one block (out->mem). */
+void fx_msg_copy(struct fx_msg *out, const struct baton_msg *m)
+{
+	memset(out, 0, sizeof *out);
+	out->m = *m;
+	size_t need = 0;
+	if (m->type == BATON_MSG_APPEND) {
+		need = (size_t)m->u.append.n_entries *
+		       sizeof(struct baton_entry);
+		for (uint32_t i = 0; i < m->u.append.n_entries; i++)
+			need += m->u.append.entries[i].len;
+	} else if (m->type == BATON_MSG_SNAPSHOT) {
+		need = m->u.snapshot.chunk_len;
+	}
+	if (need == 0)
+		return;
+	uint8_t *mem = xmalloc(need);
+	out->mem = mem;
+	if (m->type == BATON_MSG_SNAPSHOT) {
+		memcpy(mem, m->u.snapshot.chunk, need);
+		out->m.u.snapshot.chunk = mem;
+		return;
+	}
+	struct baton_entry *es = (struct baton_entry *)(void *)mem;
+	uint8_t *data = mem + (size_t)m->u.append.n_entries * sizeof *es;
+	for (uint32_t i = 0; i < m->u.append.n_entries; i++) {
+		es[i] = m->u.append.entries[i];
+		if (es[i].len > 0)
+			memcpy(data, es[i].buf, es[i].len);
+		es[i].buf = data;
+		data += es[i].len;
+	}
+	out->m.u.append.entries = es;
+}
+
+void fx_msg_release(struct fx_msg *x)
+{
+	free(x->mem);
+	memset(x, 0, sizeof *x);
+}
+
+/* ---- the disk ------------------------------------------------------------ */
+
+static struct fx_disk *to_disk(struct baton_storage *s)
+{
+	return (struct fx_disk *)s;
+}
+
+static int d_load(struct baton_storage *s, struct baton_durable_state *out)
+{
+	struct fx_disk *d = to_disk(s);
+	return d->inner->ops->load(d->inner, out);
+}
+
+static int d_submit(struct baton_storage *s, const struct baton_update *u,
+		    uint64_t *seq_out)
+{
+	struct fx_disk *d = to_disk(s);
+	int rv = d->inner->ops->submit(d->inner, u, seq_out);
+	if (rv != 0)
+		return rv;
+	d->queued++;
+	if (!d->held)
+		fx_disk_complete_next(d);
+	return 0;
+}
+
+struct poll_ctx {
+	struct fx_disk *d;
+	baton_storage_done_cb cb;
+	void *data;
+};
+
+static void on_done(void *data, uint64_t seq, int status)
+{
+	struct poll_ctx *c = data;
+	c->d->reported_n++;
+	c->cb(c->data, seq, status);
+}
+
+static unsigned d_poll(struct baton_storage *s, baton_storage_done_cb cb,
+		       void *data)
+{
+	struct fx_disk *d = to_disk(s);
+	struct poll_ctx c = {d, cb, data};
+	return d->inner->ops->poll(d->inner, on_done, &c);
+}
+
+static int d_snapshot_begin(struct baton_storage *s,
+			    const struct baton_snapshot_header *h,
+			    struct baton_snapshot_sink **out)
+{
+	struct fx_disk *d = to_disk(s);
+	return d->inner->ops->snapshot_begin(d->inner, h, out);
+}
+
+/* The sinks are the simulated disk's; its ops serve them (the fx_disk
+ * that made one is not needed to finish it). */
+static const struct baton_storage_ops *sink_ops;
+
+static int d_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
+			    size_t len)
+{
+	return sink_ops->snapshot_write(k, buf, len);
+}
+
+static int d_snapshot_commit(struct baton_snapshot_sink *k)
+{
+	return sink_ops->snapshot_commit(k);
+}
+
+static void d_snapshot_abort(struct baton_snapshot_sink *k)
+{
+	sink_ops->snapshot_abort(k);
+}
+
+static int d_snapshot_read(struct baton_storage *s, baton_index index,
+			   uint64_t offset, void *buf, size_t cap,
+			   size_t *n_out)
+{
+	struct fx_disk *d = to_disk(s);
+	return d->inner->ops->snapshot_read(d->inner, index, offset, buf, cap,
+					    n_out);
+}
+
+static const char *d_errmsg(const struct baton_storage *s)
+{
+	const struct fx_disk *d = (const struct fx_disk *)s;
+	return d->inner->ops->errmsg(d->inner);
+}
+
+static void d_close(struct baton_storage *s)
+{
+	fx_disk_close(to_disk(s));
+}
+
+static const struct baton_storage_ops fx_disk_ops = {
+	.load = d_load,
+	.submit = d_submit,
+	.poll = d_poll,
+	.snapshot_begin = d_snapshot_begin,
+	.snapshot_write = d_snapshot_write,
+	.snapshot_commit = d_snapshot_commit,
+	.snapshot_abort = d_snapshot_abort,
+	.snapshot_read = d_snapshot_read,
+	.errmsg = d_errmsg,
+	.close = d_close,
+};
+
+struct baton_storage *fx_disk_open(struct fx_disk *d, baton_node_id id)
+{
+	d->base.ops = &fx_disk_ops;
+	d->inner = sim_disk_open(&d->durable, id);
+	sink_ops = d->inner->ops;
+	d->queued = 0;
+	d->durable_n = 0;
+	d->reported_n = 0;
+	return &d->base;
+}
+
+bool fx_disk_unreported(const struct fx_disk *d)
+{
+	return d->inner != NULL && d->reported_n < d->durable_n;
+}
+
+bool fx_disk_complete_next(struct fx_disk *d)
+{
+	if (d->inner == NULL || d->queued == 0)
+		return false;
+	sim_disk_complete_next(d->inner);
+	d->queued--;
+	d->durable_n++;
+	return true;
+}
+
+void fx_disk_hold(struct fx_disk *d, bool held)
+{
+	d->held = held;
+	if (!held)
+		while (fx_disk_complete_next(d))
+			;
+}
+
+void fx_disk_crash(struct fx_disk *d)
+{
+	if (d->inner == NULL)
+		return;
+	sim_disk_crash(d->inner);
+	d->queued = 0;
+	fx_disk_close(d);
+}
+
+void fx_disk_close(struct fx_disk *d)
+{
+	if (d->inner == NULL)
+		return;
+	d->inner->ops->close(d->inner);
+	d->inner = NULL;
+	d->queued = 0;
+}
+
+void fx_disk_free(struct fx_disk *d)
+{
+	fx_disk_close(d);
+	sim_disk_free(&d->durable);
+}
+
+/* ---- the recording machine ------------------------------------------------
+ */
+
+static struct fx_machine *to_machine(struct baton_machine *m)
+{
+	return (struct fx_machine *)m;
+}
+
+static int m_apply(struct baton_machine *bm, struct baton_machine_version v,
+		   const struct baton_entry *e, struct baton_buf *reply)
+{
+	struct fx_machine *m = to_machine(bm);
+	(void)v;
+	if (m->refuse_from != 0 && e->index >= m->refuse_from) {
+		snprintf(m->errmsg, sizeof m->errmsg,
+			 "entry %llu refused by the test",
+			 (unsigned long long)e->index);
+		return BATON_EVERSION;
+	}
+	m->commands++;
+	m->last = e->index;
+	if (reply != NULL)
+		return baton_buf_append(reply, e->buf, e->len);
+	return 0;
+}
+
+static int m_snapshot(struct baton_machine *bm, struct baton_machine_version v,
+		      struct baton_buf *out)
+{
+	struct fx_machine *m = to_machine(bm);
+	(void)v;
+	uint8_t head[8];
+	baton_le_put_u64(head, m->commands);
+	int rv = baton_buf_append(out, head, sizeof head);
+	for (size_t i = 0; rv == 0 && i < m->snapshot_pad; i++)
+		rv = baton_buf_append(out, "p", 1);
+	return rv;
+}
+
+static int m_restore(struct baton_machine *bm, struct baton_machine_version v,
+		     const uint8_t *buf, size_t len)
+{
+	struct fx_machine *m = to_machine(bm);
+	(void)v;
+	if (m->refuse_restore) {
+		snprintf(m->errmsg, sizeof m->errmsg,
+			 "snapshot refused by the test");
+		return BATON_EVERSION;
+	}
+	/* Tests hand nodes snapshots of their own making: any bytes go,
+	 * the count being 0 when there are fewer than 8. */
+	m->commands = len >= 8 ? baton_le_get_u64(buf) : 0;
+	m->restores++;
+	return 0;
+}
+
+static const char *m_errmsg(const struct baton_machine *bm)
+{
+	return ((const struct fx_machine *)bm)->errmsg;
+}
+
+static const struct baton_machine_ops fx_machine_ops = {
+	.apply = m_apply,
+	.snapshot = m_snapshot,
+	.restore = m_restore,
+	.errmsg = m_errmsg,
+};
+
+void fx_machine_init(struct fx_machine *m)
+{
+	memset(m, 0, sizeof *m);
+	m->base.ops = &fx_machine_ops;
+}
