@@ -479,6 +479,10 @@ struct baton_raft_status {
 void baton_raft_status(const struct baton_raft *r,
 		       struct baton_raft_status *out);
 
+/* The stalled index of baton_raft_status, without copying the whole status
+ * (the pipeline asks after every step). */
+baton_index baton_raft_stalled_index(const struct baton_raft *r);
+
 /* The leader's view of how far member `id` matches its log (its own
  * persisted index for itself); 0 on a non-leader or for an unknown id. */
 baton_index baton_raft_match_index(const struct baton_raft *r,

@@ -619,6 +619,14 @@ void baton_raft_status(const struct baton_raft *r,
 	BATON_ASSERT(out->applied_index <= out->commit_index);
 }
 
+baton_index baton_raft_stalled_index(const struct baton_raft *r)
+{
+	BATON_ASSERT(r != NULL);
+	BATON_ASSERT(r->stalled_index == 0 ||
+		     r->applied_index < r->stalled_index);
+	return r->stalled_index;
+}
+
 baton_index baton_raft_match_index(const struct baton_raft *r, baton_node_id id)
 {
 	if (r->role != BATON_LEADER)

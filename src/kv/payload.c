@@ -55,8 +55,8 @@ int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 static int walk(const uint8_t *buf, size_t len, uint32_t argc,
 		const uint8_t **argv, size_t *lens)
 {
-	struct baton_le_reader r = baton_le_reader(
-		buf + PAYLOAD_HEADER_BYTES, len - PAYLOAD_HEADER_BYTES);
+	struct baton_le_reader r = baton_le_reader(buf + PAYLOAD_HEADER_BYTES,
+						   len - PAYLOAD_HEADER_BYTES);
 	for (uint32_t i = 0; i < argc; i++) {
 		uint32_t n;
 		const uint8_t *arg;

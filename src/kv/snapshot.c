@@ -103,8 +103,8 @@ static int write_all(struct writer *w, const struct kv__table *t)
 int kv_snapshot(const struct baton_kv *kv,
 		int (*sink)(void *arg, const void *buf, size_t len), void *arg)
 {
-	struct writer w = {sink, arg, baton__hasher_new(), malloc(SNAP_CHUNK_BYTES),
-			   0};
+	struct writer w = {sink, arg, baton__hasher_new(),
+			   malloc(SNAP_CHUNK_BYTES), 0};
 	int rv = BATON_ENOMEM;
 	if (w.sum != NULL && w.chunk != NULL)
 		rv = write_all(&w, &kv->table);

@@ -326,6 +326,8 @@ static void describe_core_stall(struct baton_pipeline *p, baton_index index)
 
 void pl_stall_sync(struct baton_pipeline *p)
 {
+	if (baton_raft_stalled_index(p->raft) == p->stalled_index)
+		return; /* the common case, checked without a status copy */
 	struct baton_raft_status s;
 	baton_raft_status(p->raft, &s);
 	if (s.stalled_index == p->stalled_index)

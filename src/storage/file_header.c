@@ -28,14 +28,14 @@ void baton__file_header_seal(uint8_t *b, uint32_t header_len)
 	baton_le_put_u64(b + body, baton__checksum(b, body));
 }
 
-int baton__file_header_check(const struct baton__file_kind *k,
-			     const uint8_t *b, size_t n, const char *path,
+int baton__file_header_check(const struct baton__file_kind *k, const uint8_t *b,
+			     size_t n, const char *path,
 			     struct baton__file_head *out, char *err,
 			     size_t errlen)
 {
-	BATON_ASSERT(k->format > 0 && k->header_len_min >=
-					      FILE_HEADER_HEAD_LEN +
-						      FILE_HEADER_CHECKSUM_LEN);
+	BATON_ASSERT(k->format > 0 &&
+		     k->header_len_min >=
+			     FILE_HEADER_HEAD_LEN + FILE_HEADER_CHECKSUM_LEN);
 	if (n < 12 || memcmp(b, k->magic, FILE_MAGIC_LEN) != 0)
 		return baton__errf(err, errlen, BATON_ECORRUPT,
 				   "%s: not a baton %s", path, k->name);

@@ -54,8 +54,8 @@ struct baton__file_head {
  * file of this kind, format 0, a header length out of range, a checksum
  * mismatch), with a message in err naming the path. The format is checked
  * before the checksum, so a newer release's file is never called damaged. */
-int baton__file_header_check(const struct baton__file_kind *k,
-			     const uint8_t *b, size_t n, const char *path,
+int baton__file_header_check(const struct baton__file_kind *k, const uint8_t *b,
+			     size_t n, const char *path,
 			     struct baton__file_head *out, char *err,
 			     size_t errlen);
 

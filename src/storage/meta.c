@@ -12,8 +12,8 @@
 #define META_TMP_NAME "meta.tmp"
 
 /* Every format of the file is META_LEN bytes, all of it header. */
-static const struct baton__file_kind meta_kind = {
-	META_MAGIC, "term/vote file", META_FORMAT, META_LEN};
+static const struct baton__file_kind meta_kind = {META_MAGIC, "term/vote file",
+						  META_FORMAT, META_LEN};
 
 int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
 		     baton_node_id *vote, char *err, size_t errlen)

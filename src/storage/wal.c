@@ -62,7 +62,8 @@ static void encode_record(uint8_t *p, uint32_t kind, uint32_t type,
 	baton_le_put_u64(p + 24, index);
 	if (len > 0)
 		memcpy(p + WAL_RECORD_HEADER_LEN, payload, len);
-	baton_le_put_u64(p + 32,
+	baton_le_put_u64(
+		p + 32,
 		baton__checksum2(p, 32, p + WAL_RECORD_HEADER_LEN, len));
 }
 
@@ -362,14 +363,16 @@ static int scan_segment(struct replay *r, struct baton__segment *s,
 			uint64_t t = off + WAL_BATCH_HEADER_LEN + body_len;
 			if (t + WAL_TRAILER_LEN > size) {
 				why = "batch runs past the end of the file";
-			} else if (baton_le_get_u32(buf + t) == WAL_TRAILER_MAGIC &&
+			} else if (baton_le_get_u32(buf + t) ==
+					   WAL_TRAILER_MAGIC &&
 				   baton_le_get_u32(buf + t + 4) == 0 &&
 				   baton_le_get_u64(buf + t + 8) ==
 					   baton__checksum(buf + off,
 							   (size_t)(t - off))) {
 				int rv = replay_batch(
 					r, s, buf + off + WAL_BATCH_HEADER_LEN,
-					body_len, baton_le_get_u32(buf + off + 4), path,
+					body_len,
+					baton_le_get_u32(buf + off + 4), path,
 					off, err, errlen);
 				if (rv != 0)
 					return rv;
@@ -623,7 +626,8 @@ int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
 	uint8_t *t = buf + WAL_BATCH_HEADER_LEN + body_len;
 	memset(t, 0, WAL_TRAILER_LEN);
 	baton_le_put_u32(t, WAL_TRAILER_MAGIC);
-	baton_le_put_u64(t + 8, baton__checksum(buf, WAL_BATCH_HEADER_LEN + body_len));
+	baton_le_put_u64(t + 8,
+			 baton__checksum(buf, WAL_BATCH_HEADER_LEN + body_len));
 	char path[STORAGE_PATH_MAX];
 	seg_path(w, s->seq, path);
 	int rv = w->vfs->ops->pwrite(w->vfs, s->fd, buf, total, s->end);

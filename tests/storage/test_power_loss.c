@@ -304,8 +304,10 @@ static uint64_t structure_byte(struct fault_vfs *fv, const char *path,
 	uint32_t k = 0;
 	uint64_t off = WAL_SEGMENT_HEADER_LEN;
 	while (off + WAL_BATCH_HEADER_LEN <= n &&
-	       baton_le_get_u32(b + off) == WAL_BATCH_MAGIC && k + 2 <= 2 * 256) {
-		uint64_t t = off + WAL_BATCH_HEADER_LEN + baton_le_get_u64(b + off + 8);
+	       baton_le_get_u32(b + off) == WAL_BATCH_MAGIC &&
+	       k + 2 <= 2 * 256) {
+		uint64_t t = off + WAL_BATCH_HEADER_LEN +
+			     baton_le_get_u64(b + off + 8);
 		frames[k++] = off + rng_range(rng, 0, WAL_BATCH_HEADER_LEN - 1);
 		frames[k++] = t + rng_range(rng, 0, WAL_TRAILER_LEN - 1);
 		off = t + WAL_TRAILER_LEN;

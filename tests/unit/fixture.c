@@ -227,8 +227,7 @@ void fx_disk_free(struct fx_disk *d)
 	sim_disk_free(&d->durable);
 }
 
-/* ---- the recording machine ------------------------------------------------
- */
+/* ---- the recording machine ----------------------------------------------- */
 
 static struct fx_machine *to_machine(struct baton_machine *m)
 {

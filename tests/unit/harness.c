@@ -14,8 +14,7 @@ static struct h_node *node_of(struct harness *h, baton_node_id id)
 	return &h->node[id];
 }
 
-/* ---- what the pipeline asks of the world ----------------------------------
- */
+/* ---- what the pipeline asks of the world --------------------------------- */
 
 static uint64_t env_now(void *data)
 {
@@ -112,8 +111,7 @@ static void settle(struct harness *h, baton_node_id id)
 	h->applied_commands[id] = n->machine.commands;
 }
 
-/* ---- life cycle -----------------------------------------------------------
- */
+/* ---- life cycle ---------------------------------------------------------- */
 
 static void start(struct harness *h, baton_node_id id, uint32_t n_founders)
 {
@@ -227,8 +225,7 @@ void h_free(struct harness *h)
 	}
 }
 
-/* ---- the disk -------------------------------------------------------------
- */
+/* ---- the disk ------------------------------------------------------------ */
 
 void h_hold_disk(struct harness *h, baton_node_id id, bool held)
 {
@@ -243,8 +240,7 @@ bool h_persist(struct harness *h, baton_node_id id)
 	return done;
 }
 
-/* ---- inputs ---------------------------------------------------------------
- */
+/* ---- inputs -------------------------------------------------------------- */
 
 /* A proposal's completion; the first failure while h_step settles is
  * what a proposal the core never took answers. */
@@ -302,7 +298,7 @@ static int step_read(struct harness *h, struct h_node *n, uint64_t id)
 	int rv = baton_pipeline_read(n->p, on_read, r);
 	if (rv != 0) {
 		h->n_asked--;
-		return rv;
+		return answer(h, rv);
 	}
 	settle(h, n->id);
 	rv = answer(h, r->done ? r->status : 0);
@@ -411,8 +407,7 @@ void h_run(struct harness *h, uint64_t ms)
 	}
 }
 
-/* ---- looking --------------------------------------------------------------
- */
+/* ---- looking ------------------------------------------------------------- */
 
 baton_node_id h_leader(struct harness *h)
 {

@@ -135,8 +135,7 @@ uint32_t c_drop_to(struct cluster *c, baton_node_id to)
 	return c_drop(c, 0, 0, to);
 }
 
-/* ---- what the cores do (the pipeline's observer) --------------------------
- */
+/* ---- what the cores do (the pipeline's observer) ------------------------- */
 
 /* The test's id of the read the pipeline sent as `group` (0: not ours). */
 static uint64_t read_id_of(const struct c_node *nd, uint64_t group)
@@ -333,8 +332,7 @@ static void settle(struct cluster *c, baton_node_id id)
 	}
 }
 
-/* ---- feeding events -------------------------------------------------------
- */
+/* ---- feeding events ------------------------------------------------------ */
 
 static void on_proposed(void *data, int status, const uint8_t *reply,
 			size_t len)
