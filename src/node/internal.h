@@ -15,21 +15,13 @@
 #include "baton/buf.h"
 #include "pipeline.h"
 
-/* A message held until its write and every earlier one is durable: a deep
- * copy (entries and snapshot chunk included), `mem` holding what the copy
- * points to. */
-struct pl_held {
-	struct baton_msg msg;
-	void *mem;
-};
-
 /* One update's persistence submitted to the storage, in submission order. */
 struct pl_write {
 	uint64_t seq;
 	bool report; /* step PERSISTED with index/term once durable */
 	baton_index index;
 	baton_term term;
-	struct pl_held *held;
+	struct baton_msg_copy *held; /* sent once durable */
 	uint32_t n_held;
 	struct pl_write *next;
 };

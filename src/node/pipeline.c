@@ -95,12 +95,11 @@ static void storage_failed(struct baton_pipeline *p, int rv)
 	p->storage_failed_due = true;
 }
 
-/* A deep copy of m into h: what it points to (entries and their payloads,
- * a snapshot chunk) goes into one block. 0 or BATON_ENOMEM. */
-static int hold(struct pl_held *h, const struct baton_msg *m)
+int baton_msg_copy(struct baton_msg_copy *out, const struct baton_msg *m)
 {
-	h->msg = *m;
-	h->mem = NULL;
+	BATON_ASSERT(out != NULL && m != NULL);
+	out->msg = *m;
+	out->mem = NULL;
 	size_t need = 0;
 	if (m->type == BATON_MSG_APPEND) {
 		need = (size_t)m->u.append.n_entries *
@@ -115,10 +114,10 @@ static int hold(struct pl_held *h, const struct baton_msg *m)
 	uint8_t *mem = malloc(need);
 	if (mem == NULL)
 		return BATON_ENOMEM;
-	h->mem = mem;
+	out->mem = mem;
 	if (m->type == BATON_MSG_SNAPSHOT) {
 		memcpy(mem, m->u.snapshot.chunk, m->u.snapshot.chunk_len);
-		h->msg.u.snapshot.chunk = mem;
+		out->msg.u.snapshot.chunk = mem;
 		return 0;
 	}
 	struct baton_entry *es = (struct baton_entry *)(void *)mem;
@@ -131,14 +130,21 @@ static int hold(struct pl_held *h, const struct baton_msg *m)
 		data += es[i].len;
 	}
 	BATON_ASSERT(data == mem + need);
-	h->msg.u.append.entries = es;
+	out->msg.u.append.entries = es;
 	return 0;
+}
+
+void baton_msg_copy_free(struct baton_msg_copy *c)
+{
+	free(c->mem);
+	c->mem = NULL;
+	memset(&c->msg, 0, sizeof c->msg);
 }
 
 static void write_free(struct pl_write *w)
 {
 	for (uint32_t i = 0; i < w->n_held; i++)
-		free(w->held[i].mem);
+		baton_msg_copy_free(&w->held[i]);
 	free(w->held);
 	free(w);
 }
@@ -167,7 +173,8 @@ static struct pl_write *write_make(const struct baton_update *u)
 		return NULL;
 	}
 	for (uint32_t i = 0; i < u->n_msgs_after_persist; i++) {
-		if (hold(&w->held[i], &u->msgs_after_persist[i]) != 0) {
+		if (baton_msg_copy(&w->held[i], &u->msgs_after_persist[i]) !=
+		    0) {
 			write_free(w);
 			return NULL;
 		}

@@ -160,6 +160,19 @@ int baton_pipeline_set_versions(struct baton_pipeline *p,
 				const struct baton_version_state *s,
 				baton_done_cb cb, void *data);
 
+/* ---- messages that outlive a step ----------------------------------------
+ * A message and what it points to (entries and their payloads, a snapshot
+ * chunk) in one block of its own: for whoever keeps a message past the call
+ * that produced it (held messages here, a simulated network, a test queue). */
+struct baton_msg_copy {
+	struct baton_msg msg;
+	void *mem; /* NULL when the message points to nothing */
+};
+/* 0, or BATON_ENOMEM with *out empty. */
+int baton_msg_copy(struct baton_msg_copy *out, const struct baton_msg *m);
+/* Safe on an empty copy; leaves it empty. */
+void baton_msg_copy_free(struct baton_msg_copy *c);
+
 /* ---- introspection ------------------------------------------------------- */
 
 struct baton_pipeline_status {

@@ -378,3 +378,17 @@ Test(machine, replicas_agree)
 	server_machine_free(&a);
 	server_machine_free(&b);
 }
+
+/* The release table says which machine versions each release advertises;
+ * the kv code says which it implements. The newest release must advertise
+ * exactly what the code implements: no more (it would accept entries it
+ * cannot apply) and no less (a version would never be reached). */
+Test(machine, newest_release_advertises_what_kv_implements)
+{
+	const struct baton_profile *cur = baton_release_current();
+	cr_assert_eq(cur->machine_max.value, KV_MACHINE_VERSION_MAX);
+	uint32_t n;
+	const struct baton_profile *all = baton_releases(&n);
+	for (uint32_t i = 0; i < n; i++)
+		cr_assert_geq(all[i].machine_max.value, KV_MACHINE_VERSION_MIN);
+}

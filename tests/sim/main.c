@@ -163,6 +163,7 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 	t->ops_ok += s->ops_ok;
 	t->ops_failed += s->ops_failed;
 	t->ops_unknown += s->ops_unknown;
+	t->extensions += s->extensions;
 }
 
 static void print_stats(const char *what, const struct sim_stats *s)
@@ -172,7 +173,8 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       "taken, "
 	       "%llu installed, %llu membership changes, %llu transfers, %llu "
 	       "reads ok (%llu failed), %llu messages (%llu lost); client "
-	       "operations: %llu ok, %llu failed, %llu indeterminate\n",
+	       "operations: %llu ok, %llu failed, %llu indeterminate; "
+	       "%llu safety phase extensions\n",
 	       what, (unsigned long long)s->proposals,
 	       (unsigned long long)s->committed,
 	       (unsigned long long)s->elections, (unsigned long long)s->crashes,
@@ -187,7 +189,8 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->msgs_lost,
 	       (unsigned long long)s->ops_ok,
 	       (unsigned long long)s->ops_failed,
-	       (unsigned long long)s->ops_unknown);
+	       (unsigned long long)s->ops_unknown,
+	       (unsigned long long)s->extensions);
 }
 
 static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)

@@ -291,7 +291,7 @@ static void end_safety(struct sim_world *w)
 	uint64_t more = w->p.safety_ms / 4;
 	if (w->stats.proposals < w->p.min_proposals && more > 0 &&
 	    w->now_ms + more <= w->p.safety_max_ms) {
-		w->extensions++;
+		w->stats.extensions++;
 		sim_trace(w,
 			  "workload: %llu proposals accepted, safety phase "
 			  "extended by %llu ms",

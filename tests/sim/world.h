@@ -213,7 +213,7 @@ struct sim_stats {
 	uint64_t steps, proposals, committed, elections, crashes, partitions,
 		snapshots_taken, snapshots_installed, member_changes, transfers,
 		reads_ok, reads_failed, msgs_sent, msgs_lost, ops_ok,
-		ops_failed, ops_unknown;
+		ops_failed, ops_unknown, extensions;
 };
 
 struct sim_event;   /* world.c */
@@ -236,7 +236,6 @@ struct sim_world {
 	uint64_t link_last_ms[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
 	bool liveness;
 	bool done;
-	uint32_t extensions;	   /* of the safety phase, for the workload */
 	uint64_t liveness_from_ms; /* when the liveness phase began */
 	baton_node_id last_leader; /* the latest node seen becoming leader */
 	/* Liveness probe: a marker command that every member must apply. */

@@ -1,6 +1,7 @@
 /* Network copies, a disk and a state machine for tests and the core
  * benchmark (fixture.h). */
 #include "fixture.h"
+#include "pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,51 +9,16 @@
 
 #include "le.h"
 
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n > 0 ? n : 1);
-	if (p == NULL) {
-		fprintf(stderr, "fixture: out of memory\n");
-		abort();
-	}
-	return p;
-}
-
 /* ---- messages ------------------------------------------------------------ */
 
-/* Everything m points to goes into one block (out->mem). */
+/* The pipeline's own copy (one block, out->mem). */
 void fx_msg_copy(struct fx_msg *out, const struct baton_msg *m)
 {
-	memset(out, 0, sizeof *out);
-	out->m = *m;
-	size_t need = 0;
-	if (m->type == BATON_MSG_APPEND) {
-		need = (size_t)m->u.append.n_entries *
-		       sizeof(struct baton_entry);
-		for (uint32_t i = 0; i < m->u.append.n_entries; i++)
-			need += m->u.append.entries[i].len;
-	} else if (m->type == BATON_MSG_SNAPSHOT) {
-		need = m->u.snapshot.chunk_len;
-	}
-	if (need == 0)
-		return;
-	uint8_t *mem = xmalloc(need);
-	out->mem = mem;
-	if (m->type == BATON_MSG_SNAPSHOT) {
-		memcpy(mem, m->u.snapshot.chunk, need);
-		out->m.u.snapshot.chunk = mem;
-		return;
-	}
-	struct baton_entry *es = (struct baton_entry *)(void *)mem;
-	uint8_t *data = mem + (size_t)m->u.append.n_entries * sizeof *es;
-	for (uint32_t i = 0; i < m->u.append.n_entries; i++) {
-		es[i] = m->u.append.entries[i];
-		if (es[i].len > 0)
-			memcpy(data, es[i].buf, es[i].len);
-		es[i].buf = data;
-		data += es[i].len;
-	}
-	out->m.u.append.entries = es;
+	struct baton_msg_copy c;
+	if (baton_msg_copy(&c, m) != 0)
+		abort(); /* a test that runs out of memory cannot go on */
+	out->m = c.msg;
+	out->mem = c.mem;
 }
 
 void fx_msg_release(struct fx_msg *x)
