@@ -25,6 +25,8 @@ struct sim_history {
 	uint32_t next_key;
 	uint64_t next_value;
 	int64_t last_ns;
+	uint32_t events; /* invocations and completions: the "line" of each */
+	bool finished;	 /* checked: later completions (the teardown's) go */
 };
 
 static struct sim_history *history(struct sim_world *w)
@@ -84,8 +86,7 @@ uint32_t sim_history_key(struct sim_world *w, bool read)
 	return 0;
 }
 
-void sim_history_value(struct sim_world *w, bool append, char *buf,
-		       size_t cap)
+void sim_history_value(struct sim_world *w, bool append, char *buf, size_t cap)
 {
 	struct sim_history *y = history(w);
 	if (append)
@@ -153,7 +154,8 @@ void sim_history_invoke(struct sim_world *w, struct sim_client *c,
 		return;
 	op.delta = kind == LINCHECK_INCR ? 1 : 0;
 	op.invoke_time = now_ns(w, y);
-	if (!recorded(w, lincheck_history_invoke(&y->h, &op, 0, &err), &err))
+	if (!recorded(w, lincheck_history_invoke(&y->h, &op, ++y->events, &err),
+		      &err))
 		return;
 	c->busy = true;
 	c->node = (uint32_t)n->id;
@@ -175,9 +177,12 @@ static void complete(struct sim_world *w, struct sim_client *c,
 	struct sim_history *y = history(w);
 	struct lincheck_error err;
 	c->busy = false;
+	if (y->finished)
+		return;
 	recorded(w,
-		 lincheck_history_complete(&y->h, c->id, now_ns(w, y), 0,
-					   status, done, false, &err),
+		 lincheck_history_complete(&y->h, c->id, now_ns(w, y),
+					   ++y->events, status, done, false,
+					   &err),
 		 &err);
 	struct sim_key *k = active_key(y, c->key);
 	if (k == NULL)
@@ -188,9 +193,8 @@ static void complete(struct sim_world *w, struct sim_client *c,
 	maybe_retire(w, y, k);
 }
 
-void sim_history_ok(struct sim_world *w, struct sim_client *c,
-		    int64_t out_int, bool present, const char *val,
-		    uint32_t len)
+void sim_history_ok(struct sim_world *w, struct sim_client *c, int64_t out_int,
+		    bool present, const char *val, uint32_t len)
 {
 	struct sim_history *y = history(w);
 	struct lincheck_op done = {.kind = c->kind};
@@ -199,13 +203,13 @@ void sim_history_ok(struct sim_world *w, struct sim_client *c,
 		struct lincheck_error err;
 		if (present &&
 		    !recorded(w,
-			      lincheck_history_store(&y->h, val, len,
-						     &done.out, &err),
+			      lincheck_history_store(&y->h, val, len, &done.out,
+						     &err),
 			      &err))
 			return;
 	} else if (c->kind != LINCHECK_SET) {
 		done.out_int = out_int;
-		done.out_known = true;
+		done.out_known = present;
 	}
 	w->stats.ops_ok++;
 	complete(w, c, LINCHECK_OK, &done);
@@ -288,6 +292,7 @@ void sim_history_check(struct sim_world *w)
 {
 	struct sim_history *y = history(w);
 	lincheck_history_finish(&y->h);
+	y->finished = true;
 	if (w->history_path != NULL) {
 		FILE *f = fopen(w->history_path, "w");
 		if (f == NULL || lincheck_write_baton(f, &y->h) != 0 ||
@@ -307,8 +312,8 @@ void sim_history_check(struct sim_world *w)
 			 lincheck_strerror(rv));
 		return;
 	}
-	sim_trace(w, "history: %u operations on %u keys checked",
-		  y->h.n_ops, y->h.n_keys);
+	sim_trace(w, "history: %u operations on %u keys checked", y->h.n_ops,
+		  y->h.n_keys);
 	if (res.verdict == LINCHECK_NOT_LINEARIZABLE) {
 		report_violation(w, y, &res);
 	} else if (res.verdict == LINCHECK_VERDICT_UNKNOWN) {

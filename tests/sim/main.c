@@ -186,8 +186,7 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->reads_ok,
 	       (unsigned long long)s->reads_failed,
 	       (unsigned long long)s->msgs_sent,
-	       (unsigned long long)s->msgs_lost,
-	       (unsigned long long)s->ops_ok,
+	       (unsigned long long)s->msgs_lost, (unsigned long long)s->ops_ok,
 	       (unsigned long long)s->ops_failed,
 	       (unsigned long long)s->ops_unknown,
 	       (unsigned long long)s->extensions);

@@ -105,8 +105,6 @@ void sim_nemesis(struct sim_world *w)
 
 /* ---- faults at the worst moments ("buggify") ----------------------------- */
 
-/* ---- faults timed to protocol moments ----------------------------------- */
-
 /* Cut node id off from all others, both ways, until the next heal. */
 static void cut_off(struct sim_world *w, uint32_t id)
 {

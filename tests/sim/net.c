@@ -5,6 +5,7 @@
  */
 #include "world.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +27,38 @@ void sim_free_entries(struct baton_entry *e, uint32_t n)
 	free(e);
 }
 
+/* The bytes of m that its type uses: the header and its member of the
+ * union (a snapshot's metadata makes the whole struct large, and every
+ * message is copied at least once). */
+static size_t msg_bytes(const struct baton_msg *m)
+{
+	size_t head = offsetof(struct baton_msg, u);
+	switch (m->type) {
+	case BATON_MSG_VOTE:
+		return head + sizeof m->u.vote;
+	case BATON_MSG_VOTE_RESULT:
+		return head + sizeof m->u.vote_result;
+	case BATON_MSG_APPEND:
+		return head + sizeof m->u.append;
+	case BATON_MSG_APPEND_RESULT:
+		return head + sizeof m->u.append_result;
+	case BATON_MSG_SNAPSHOT_RESULT:
+		return head + sizeof m->u.snapshot_result;
+	case BATON_MSG_READ_INDEX:
+		return head + sizeof m->u.read_index;
+	case BATON_MSG_READ_INDEX_RESULT:
+		return head + sizeof m->u.read_index_result;
+	default:
+		return sizeof *m;
+	}
+}
+
 struct sim_packet *sim_packet_copy(const struct baton_msg *m)
 {
 	struct sim_packet *p = sim_xmalloc(sizeof *p);
-	memset(p, 0, sizeof *p);
-	p->m = *m;
+	memcpy(&p->m, m, msg_bytes(m));
+	p->entries = NULL;
+	p->chunk = NULL;
 	if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
 		uint32_t n = m->u.append.n_entries;
 		p->entries = sim_xmalloc(n * sizeof *p->entries);

@@ -36,8 +36,8 @@ static struct sim_settle *settle_push(struct sim_node *n)
 {
 	if (n->n_settle == n->settle_cap) {
 		n->settle_cap = n->settle_cap ? n->settle_cap * 2 : 64;
-		n->settle = realloc(n->settle,
-				    n->settle_cap * sizeof *n->settle);
+		n->settle =
+			realloc(n->settle, n->settle_cap * sizeof *n->settle);
 		if (n->settle == NULL)
 			abort();
 	}
@@ -74,9 +74,9 @@ static void settle(struct sim_world *w, struct sim_node *n)
 			if (s->sm.applied == 0 &&
 			    (s->sm.hash != 0 || s->sm.commands != 0))
 				sim_fail(w,
-					 "snapshot: node %llu restored a "
-					 "machine with commands but none "
-					 "applied",
+					 "state machine safety: node %llu "
+					 "restored a machine with commands "
+					 "but no command index",
 					 (unsigned long long)n->id);
 			else if (s->sm.applied != 0)
 				sim_check_snapshot(w, n, s->sm.applied,
@@ -120,8 +120,7 @@ static void env_send(void *data, const struct baton_msg *m)
 		return; /* a crash in progress: the process is gone */
 	struct sim_packet *p = sim_packet_copy(m);
 	p->m.from = n->id;
-	sim_buggify_send(n->w, &p->m);
-	sim_net_send(n->w, p);
+	sim_net_send(n->w, p); /* the timed faults on sends are drawn there */
 }
 
 static void env_storage_failed(void *data)
@@ -303,10 +302,9 @@ void sim_node_boot(struct sim_world *w, struct sim_node *n)
 			 (unsigned long long)(d->has_snap ? d->snap.meta.index
 							  : 0),
 			 (unsigned long long)(d->log_n ? d->log[0].index : 0),
-			 (unsigned long long)(d->log_n
-						      ? d->log[d->log_n - 1]
-								.index
-						      : 0));
+			 (unsigned long long)(d->log_n ? d->log[d->log_n - 1]
+								 .index
+						       : 0));
 		n->booting = false;
 		settle_drop(n);
 		n->storage->ops->close(n->storage);
