@@ -222,8 +222,9 @@ static void reads_finish(struct baton_pipeline *p,
 			else
 				p->reads[k++] = r;
 		}
-		memmove(p->reads + k, p->reads + i,
-			(size_t)(n - i) * sizeof *p->reads);
+		if (n > i) /* reads may be NULL while none ever waited */
+			memmove(p->reads + k, p->reads + i,
+				(size_t)(n - i) * sizeof *p->reads);
 		p->reads_n = k + (n - i);
 		BATON_ASSERT(p->reads_n + m == n);
 		for (uint32_t j = 0; j < m; j++)
@@ -357,8 +358,9 @@ static void waiters_finish(struct baton_pipeline *p,
 			else
 				out[m++] = (struct done){w.cb, w.data, st};
 		}
-		memmove(p->waiters + k, p->waiters + i,
-			(size_t)(n - i) * sizeof *p->waiters);
+		if (n > i)
+			memmove(p->waiters + k, p->waiters + i,
+				(size_t)(n - i) * sizeof *p->waiters);
 		p->waiters_n = k + (n - i);
 		BATON_ASSERT(p->waiters_n + m == n);
 		for (uint32_t j = 0; j < m; j++)
