@@ -412,6 +412,16 @@ int baton_pipeline_create(const struct baton_pipeline_config *c,
 		return BATON_ENOMEM;
 	}
 	p->c = *c;
+	/* Read results travel as far as the leader and back, and the core
+	 * answers any result of its term: a result meant for a read group of
+	 * this node's previous life (same term, restarted) must not match a
+	 * group of this one. Groups of each life start from their own random
+	 * 32-bit prefix, drawn from the core's seed (the simulator's seeds
+	 * differ per incarnation). */
+	uint64_t x = c->raft.random_seed + 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	p->next_read_group = (x ^ (x >> 31)) << 32;
 	if (p->c.read_timeout_ms == 0)
 		p->c.read_timeout_ms = READ_TIMEOUT_MS_DEFAULT;
 	if (p->c.proposal_timeout_ms == 0)

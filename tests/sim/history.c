@@ -157,6 +157,12 @@ void sim_history_invoke(struct sim_world *w, struct sim_client *c,
 	if (!recorded(w, lincheck_history_invoke(&y->h, &op, ++y->events, &err),
 		      &err))
 		return;
+	if (w->verbose)
+		sim_trace(w, "client %llu: %s k%u%s%s on node %llu",
+			  (unsigned long long)c->id, lincheck_kind_name(kind),
+			  key, value != NULL ? " " : "",
+			  value != NULL ? value : "",
+			  (unsigned long long)n->id);
 	c->busy = true;
 	c->node = (uint32_t)n->id;
 	c->incarnation = n->incarnation;
@@ -179,6 +185,13 @@ static void complete(struct sim_world *w, struct sim_client *c,
 	c->busy = false;
 	if (y->finished)
 		return;
+	if (w->verbose)
+		sim_trace(w, "client %llu: %s k%u %s",
+			  (unsigned long long)c->id,
+			  lincheck_kind_name(c->kind), c->key,
+			  status == LINCHECK_OK	    ? "ok"
+			  : status == LINCHECK_FAIL ? "fail"
+						    : "indeterminate");
 	recorded(w,
 		 lincheck_history_complete(&y->h, c->id, now_ns(w, y),
 					   ++y->events, status, done, false,

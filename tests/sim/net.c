@@ -127,6 +127,15 @@ static void trace_msg(struct sim_world *w, const struct baton_msg *m)
 		b = m->u.snapshot.offset;
 		c = m->u.snapshot.chunk_len;
 		break;
+	case BATON_MSG_READ_INDEX:
+		a = m->u.read_index.request_id;
+		break;
+	case BATON_MSG_READ_INDEX_RESULT:
+		a = m->u.read_index_result.request_id;
+		b = m->u.read_index_result.read_index;
+		c = (unsigned long long)(long long)
+			    m->u.read_index_result.status;
+		break;
 	case BATON_MSG_SNAPSHOT_RESULT:
 		a = m->u.snapshot_result.index;
 		b = m->u.snapshot_result.next_offset;
