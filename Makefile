@@ -36,7 +36,7 @@ jepsen: build
 
 # Any number of swarm seeds: make sim SEEDS=20000 [SEED=first]
 sim: build
-	$(BUILD)/baton-sim --swarm --seeds $(SEEDS) --first-seed $(SEED)
+	$(BUILD)/baton-sim --swarm --seeds $(SEEDS) --first-seed $(SEED) --jobs 2
 
 # Replay one seed with a full trace (a failing seed prints this command).
 replay: build
