@@ -32,8 +32,11 @@
  * Stalling. A node never skips what it cannot interpret: the nodes would
  * then disagree. A configuration or version entry of a format this release
  * does not know (or a malformed one), and any entry or snapshot the driver
- * reports with BATON_EVENT_APPLY_STOPPED, stall the node at that index
- * (status.stalled_index, the lowest such index):
+ * reports with BATON_EVENT_APPLY_STOPPED, and a version entry or snapshot
+ * raising the machine version above options.profile.machine_max
+ * (needs-upgrade: status.needs_machine), stall the node at that index
+ * (status.stalled_index, the lowest such index); a leader's snapshot of
+ * such a machine version is never installed:
  *   - no entry at or after it is handed to `apply` (applied_index stays
  *     below it; one handed over already but reported is no longer counted
  *     as applied);
@@ -73,7 +76,10 @@ extern "C" {
  * says so (BATON_EVENT_APPLY_STOPPED). The core decodes CONFIG and VERSION
  * entries itself and stalls at one it cannot decode. */
 enum baton_entry_type {
-	BATON_ENTRY_NOOP = 1,	 /* appended by every new leader */
+	/* Written by leaders of releases before the version rules; a leader
+	 * now opens its term with a VERSION entry instead. Still replicated
+	 * and applied (as nothing). */
+	BATON_ENTRY_NOOP = 1,
 	BATON_ENTRY_COMMAND = 2, /* an application command */
 	BATON_ENTRY_CONFIG = 3,	 /* a membership configuration */
 	/* The whole struct baton_version_state (effective machine version,
@@ -147,6 +153,13 @@ enum baton_msg_type {
 	BATON_MSG_TIMEOUT_NOW = 7,
 	BATON_MSG_READ_INDEX = 8,
 	BATON_MSG_READ_INDEX_RESULT = 9,
+	/* The version rules (Ra's info request): a leader asks a member for
+	 * its capability profile; the member answers with it, stalled or
+	 * not. Sent on election, each heartbeat to members unknown this
+	 * term or behind the leader, each election timeout to all
+	 * (docs/core.md, "The version rules"). Nothing to persist. */
+	BATON_MSG_INFO = 10,
+	BATON_MSG_INFO_RESULT = 11,
 };
 
 struct baton_msg_vote {
@@ -211,6 +224,15 @@ struct baton_msg_read_index_result {
 	int status; /* 0 or a BATON_E* code */
 };
 
+struct baton_msg_info {
+	uint64_t seq; /* the leader's, echoed back */
+};
+
+struct baton_msg_info_result {
+	uint64_t seq;
+	struct baton_profile profile; /* what the member runs */
+};
+
 struct baton_msg {
 	uint32_t type; /* enum baton_msg_type */
 	baton_term term;
@@ -225,6 +247,8 @@ struct baton_msg {
 		struct baton_msg_snapshot_result snapshot_result;
 		struct baton_msg_read_index read_index;
 		struct baton_msg_read_index_result read_index_result;
+		struct baton_msg_info info;
+		struct baton_msg_info_result info_result;
 	} u;
 };
 
@@ -245,8 +269,11 @@ enum baton_event_type {
 	/* Leader only: append a version entry recording u.versions.state
 	 * (the version rules of later releases use it; tests use it now). It
 	 * takes effect when appended, like a configuration. BATON_ENOTLEADER,
-	 * BATON_EINVAL for a state baton_version_state_valid() refuses,
-	 * BATON_EBUSY during a leadership transfer (as a proposal). */
+	 * BATON_EINVAL for a state baton_version_state_valid() refuses or a
+	 * machine version above the leader's own machine_max, BATON_EBUSY
+	 * during a leadership transfer (as a proposal). The leader's own
+	 * rules (see "The version rules" in docs/core.md) correct the table
+	 * and raise the machine version on later ticks. */
 	BATON_EVENT_VERSIONS = 11,
 	/* The driver cannot interpret the entry (or the snapshot) at
 	 * u.apply_stopped.index and stopped applying there: the node stalls
@@ -370,9 +397,26 @@ struct baton_update {
 /* ------------------------------------------------------------------------ */
 /* The instance.                                                            */
 
+/* When a leader raises the effective machine version (DESIGN.md, "Machine
+ * upgrade"). */
+enum baton_machine_upgrade {
+	/* Once every member (voters and learners, the leader included)
+	 * reports a higher machine_max; an unknown member blocks. */
+	BATON_UPGRADE_ALL = 1,
+	/* Once a quorum of voters (the leader among them) does; members
+	 * behind stop applying (needs-upgrade). */
+	BATON_UPGRADE_QUORUM = 2,
+};
+
 struct baton_raft_options {
 	baton_node_id id;
+	/* What this node runs: advertised in votes, appends and info
+	 * replies; the leader never raises the effective machine version
+	 * above profile.machine_max. */
 	struct baton_profile profile;
+	/* enum baton_machine_upgrade (default ALL; anything else is
+	 * BATON_EINVAL from baton_raft_create). */
+	uint32_t machine_upgrade;
 	uint64_t random_seed; /* all randomness comes from here */
 	/* Each election timeout is drawn from [ms, 2*ms). */
 	uint32_t election_timeout_ms;
@@ -475,6 +519,10 @@ struct baton_raft_status {
 	 * entry of an unknown format, or as told by APPLY_STOPPED); 0: none.
 	 * Nothing at or after it is applied. */
 	baton_index stalled_index;
+	/* Non-zero when the stall is a version entry (or a snapshot) that
+	 * makes the effective machine version this value, above this node's
+	 * profile.machine_max: the node needs a newer release. */
+	struct baton_machine_version needs_machine;
 };
 void baton_raft_status(const struct baton_raft *r,
 		       struct baton_raft_status *out);
@@ -487,6 +535,32 @@ baton_index baton_raft_stalled_index(const struct baton_raft *r);
  * persisted index for itself); 0 on a non-leader or for an unknown id. */
 baton_index baton_raft_match_index(const struct baton_raft *r,
 				   baton_node_id id);
+
+/* The leader's live knowledge of member versions (from info replies, this
+ * term), and what a machine upgrade waits for. On a non-leader `leader` is
+ * false and nothing else is set. */
+struct baton_upgrade_status {
+	bool leader;
+	uint32_t strategy; /* enum baton_machine_upgrade */
+	/* The version the leader would raise to, were every member (or a
+	 * quorum, by strategy) ready: its own machine_max. */
+	struct baton_machine_version target;
+	/* Members of the configuration, by increasing id: known is false
+	 * until an info reply arrived this term. */
+	uint32_t n;
+	struct {
+		baton_node_id id;
+		bool known;
+		struct baton_profile profile;
+	} members[BATON_MAX_MEMBERS];
+	/* Members keeping the effective version below target: unknown, or
+	 * machine_max below target (under QUORUM: empty once a quorum is
+	 * ready). */
+	uint32_t n_waiting;
+	baton_node_id waiting[BATON_MAX_MEMBERS];
+};
+void baton_raft_upgrade_status(const struct baton_raft *r,
+			       struct baton_upgrade_status *out);
 
 /* The entry at index, or NULL if not held (compacted or beyond the end). */
 const struct baton_entry *baton_raft_entry(const struct baton_raft *r,

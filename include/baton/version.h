@@ -125,6 +125,25 @@ int baton_version_state_encode(const struct baton_version_state *s,
 int baton_version_state_decode(const uint8_t *buf, size_t len,
 			       struct baton_version_state *out);
 
+/* ---- join control ---------------------------------------------------------
+ * The leader's half of the join rule (DESIGN.md, "Join"), pure so that the
+ * joiner can run it too on what the frozen handshake told it: 0 if a node
+ * with profile `joiner` may join a cluster whose log holds `s`, else
+ * BATON_EVERSION with why (NUL-terminated, truncated to cap) naming the
+ * versions on both sides. A joiner is refused when
+ *   - strict (non-NULL: the cluster's release) and its release differs;
+ *   - its machine_max is below s->machine (the effective version);
+ *   - no peer protocol version is spoken by it and by every member with a
+ *     row in s (the intersection of all the ranges is empty).
+ * Checked in this order, the first failing rule giving the reason. Rows
+ * of s for the joiner's own id are ignored (a node re-joining). A state
+ * baton_version_state_valid refuses, or a joiner profile with proto_min >
+ * proto_max or machine_max 0, is BATON_EINVAL ("malformed versions").
+ * `why` may be NULL when cap is 0. */
+int baton_join_check(const struct baton_version_state *s, baton_node_id id,
+		     const struct baton_profile *joiner,
+		     const struct baton_release *strict, char *why, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

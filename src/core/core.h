@@ -6,9 +6,11 @@
  * sending and installing snapshots), membership.c (configuration changes),
  * read_index.c (linearizable reads), transfer.c (leadership transfer),
  * versions.c (the version state of the log, and stalling on data this
- * node cannot interpret), log.c (the in-memory log), raft.c (lifecycle, step
- * dispatch, the update). config.c and version.c hold the public codecs of
- * configurations and version states, and the table of releases.
+ * node cannot interpret), upgrade.c (the version rules a leader follows:
+ * info requests, the version table, the effective machine version), log.c
+ * (the in-memory log), raft.c (lifecycle, step dispatch, the update). config.c
+ * and version.c hold the public codecs of configurations and version states,
+ * and the table of releases.
  */
 #ifndef BATON_CORE_H
 #define BATON_CORE_H
@@ -23,6 +25,10 @@
 #define BATON__INFLIGHT_MAX 64u
 /* Hard upper bound of commands in one propose event or one AppendEntries. */
 #define BATON__BATCH_MAX 4096u
+/* Configuration and version entries are the core's own: max_entry_bytes
+ * (a limit on commands) does not bound them below this, room for their
+ * later formats. */
+#define BATON__CORE_ENTRY_BYTES_MAX 4096u
 /* Pending linearizable reads a leader holds at once. */
 #define BATON__READS_MAX 4096u
 
@@ -90,6 +96,13 @@ struct baton__pending_read {
 	uint64_t seq; /* heartbeat round that must be acknowledged */
 };
 
+/* What an info reply told the leader of one member, this term. */
+struct baton__live {
+	baton_node_id id;
+	uint64_t seq; /* the info round it answered */
+	struct baton_profile profile;
+};
+
 /* A growable array of messages. */
 struct baton__msgs {
 	struct baton_msg *v;
@@ -125,6 +138,9 @@ struct baton_raft {
 	/* The first index this node cannot interpret (0: none): nothing at or
 	 * after it is applied, and the node does not stand for election. */
 	baton_index stalled_index;
+	/* Non-zero when the stall is a version entry or a snapshot raising
+	 * the machine version to this, above our own machine_max. */
+	struct baton_machine_version needs_machine;
 	/* A stalled leader tried to hand its leadership over once. */
 	bool handover_tried;
 
@@ -142,7 +158,9 @@ struct baton_raft {
 	/* Leader state. */
 	struct baton__progress progress[BATON_MAX_MEMBERS];
 	uint32_t n_progress;
-	baton_index leader_first_index; /* the no-op of this term */
+	/* The first entry of this term: a version entry (it commits what
+	 * came before and anchors read-index requests). */
+	baton_index leader_first_index;
 	uint64_t heartbeat_seq;
 	bool read_round_wanted;
 	struct baton__pending_read *reads;
@@ -154,6 +172,12 @@ struct baton_raft {
 	baton_node_id promotee;
 	baton_index promotee_target;
 	uint64_t promotee_deadline_ms;
+	/* The live version table (upgrade.c): members known from info
+	 * replies this term, the leader aside (it knows itself). */
+	struct baton__live live[BATON_MAX_MEMBERS];
+	uint32_t n_live;
+	uint64_t info_seq;	       /* the last info round sent */
+	uint64_t info_all_deadline_ms; /* next round asking every member */
 
 	/* A snapshot arriving in chunks (follower). */
 	struct baton_snapshot_meta incoming;
@@ -275,6 +299,38 @@ void baton__stall_handover(struct baton_raft *r);
 /* Leader only: append a version entry recording *s. */
 int baton__append_versions(struct baton_raft *r,
 			   const struct baton_version_state *s);
+
+/* Like baton__stall, for a version entry or a snapshot at index that
+ * raises the machine version to `machine`, above our own machine_max. */
+void baton__stall_needs(struct baton_raft *r, baton_index index,
+			struct baton_machine_version machine);
+/* Whether this release implements the machine version (<= machine_max). */
+bool baton__machine_ok(const struct baton_raft *r,
+		       struct baton_machine_version machine);
+/* Leader only: append a version entry recording *s, without sending it
+ * (the caller broadcasts). 0 or the error of baton__leader_append. */
+int baton__versions_entry(struct baton_raft *r,
+			  const struct baton_version_state *s);
+
+/* ---- upgrade.c --------------------------------------------------------- */
+
+/* A new leader: forget the live table, ask every member. */
+void baton__upgrade_start(struct baton_raft *r);
+/* The version state the log should hold now: the table corrected with what
+ * the live table knows, rows of non-members dropped, the effective machine
+ * version raised as the strategy allows. */
+void baton__upgrade_desired(const struct baton_raft *r,
+			    struct baton_version_state *out);
+/* Leader tick: append the desired state if it differs from the log's (one
+ * uncommitted version entry at a time). */
+void baton__upgrade_tick(struct baton_raft *r);
+/* A heartbeat round: info requests to members unknown or behind us, and
+ * to every member once per election timeout. */
+void baton__upgrade_heartbeat(struct baton_raft *r);
+/* The configuration changed: drop live rows of non-members. */
+void baton__upgrade_config_changed(struct baton_raft *r);
+void baton__recv_info(struct baton_raft *r, const struct baton_msg *m);
+void baton__recv_info_result(struct baton_raft *r, const struct baton_msg *m);
 
 /* ---- read_index.c ------------------------------------------------------ */
 

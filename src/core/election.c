@@ -38,6 +38,7 @@ static void leave_leadership(struct baton_raft *r)
 		r->promotion_failed = r->promotee;
 	r->promotee = 0;
 	r->n_progress = 0;
+	r->n_live = 0;
 	BATON_ASSERT(r->n_reads == 0);
 }
 
@@ -72,9 +73,15 @@ static void become_leader(struct baton_raft *r)
 	baton__progress_reset(r);
 	r->heartbeat_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
 	r->quorum_check_deadline_ms = r->now_ms + r->o.election_timeout_ms;
-	/* A no-op in our term lets us commit everything before it (the
-	 * Raft dissertation, 3.6.2) and anchors read-index requests. */
-	if (baton__leader_append(r, BATON_ENTRY_NOOP, NULL, 0) == 0)
+	baton__upgrade_start(r);
+	/* An entry of our term lets us commit everything before it (the
+	 * Raft dissertation, 3.6.2's no-op) and anchors read-index
+	 * requests. It is a version entry carrying the version state as we
+	 * see it now (DESIGN.md, "Machine upgrade"), so every term states
+	 * the effective machine version it works under. */
+	struct baton_version_state v;
+	baton__upgrade_desired(r, &v);
+	if (baton__versions_entry(r, &v) == 0)
 		r->leader_first_index = baton__last_index(r);
 	else
 		r->leader_first_index = baton__last_index(r) + 1;

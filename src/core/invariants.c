@@ -41,6 +41,16 @@ static void check_leader(const struct baton_raft *r, baton_index last)
 		     r->n_reads <= BATON__READS_MAX);
 	for (uint32_t i = 0; i < r->n_progress; i++)
 		check_progress(r, &r->progress[i], last);
+	/* The live version table: this term's answers, from members. */
+	BATON_ASSERT(r->n_live <= BATON_MAX_MEMBERS);
+	for (uint32_t i = 0; i < r->n_live; i++) {
+		BATON_ASSERT(r->live[i].id != r->o.id &&
+			     baton__is_member(r, r->live[i].id));
+		BATON_ASSERT(r->live[i].seq <= r->info_seq);
+	}
+	/* A leader never holds a machine version it cannot apply. */
+	BATON_ASSERT(r->stalled_index != 0 ||
+		     baton__machine_ok(r, r->versions.machine));
 }
 
 void baton__assert_invariants(const struct baton_raft *r)
@@ -74,6 +84,9 @@ void baton__assert_invariants(const struct baton_raft *r)
 	/* Stalled: nothing at or after the index is applied. */
 	BATON_ASSERT(r->stalled_index == 0 ||
 		     r->applied_index < r->stalled_index);
+	BATON_ASSERT(r->needs_machine.value == 0 ||
+		     (r->stalled_index != 0 &&
+		      !baton__machine_ok(r, r->needs_machine)));
 	BATON_ASSERT(r->stalled_index == 0 || r->role == BATON_FOLLOWER ||
 		     r->role == BATON_LEADER);
 	/* Roles. */
@@ -84,5 +97,5 @@ void baton__assert_invariants(const struct baton_raft *r)
 		check_leader(r, last);
 	else
 		BATON_ASSERT(r->n_progress == 0 && r->transfer_target == 0 &&
-			     r->n_reads == 0);
+			     r->n_reads == 0 && r->n_live == 0);
 }

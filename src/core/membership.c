@@ -25,8 +25,10 @@ void baton__config_appended(struct baton_raft *r, const struct baton_entry *e)
 	BATON_ASSERT(e->index > r->config_index);
 	r->config = c;
 	r->config_index = e->index;
-	if (r->role == BATON_LEADER)
+	if (r->role == BATON_LEADER) {
 		baton__progress_reset(r);
+		baton__upgrade_config_changed(r);
+	}
 	BATON_ASSERT(r->config_index == baton__last_index(r));
 }
 

@@ -10,6 +10,7 @@ void baton_raft_options_default(struct baton_raft_options *o)
 {
 	memset(o, 0, sizeof *o);
 	o->profile = *baton_release_current();
+	o->machine_upgrade = BATON_UPGRADE_ALL;
 	o->election_timeout_ms = 1000;
 	o->heartbeat_interval_ms = 100;
 	o->max_inflight_appends = 16;
@@ -38,7 +39,11 @@ static bool options_valid(const struct baton_raft_options *o)
 	       o->max_entries_per_append <= BATON__BATCH_MAX &&
 	       o->max_bytes_per_append > 0 && o->snapshot_chunk_bytes > 0 &&
 	       o->max_entry_bytes > 0 && o->promotion_rounds > 0 &&
-	       o->max_uncommitted_entries > 0;
+	       o->max_uncommitted_entries > 0 &&
+	       o->profile.proto_min.value <= o->profile.proto_max.value &&
+	       o->profile.machine_max.value >= 1 &&
+	       (o->machine_upgrade == BATON_UPGRADE_ALL ||
+		o->machine_upgrade == BATON_UPGRADE_QUORUM);
 }
 
 static bool state_empty(const struct baton_raft *r)
@@ -139,6 +144,11 @@ int baton_raft_restore(struct baton_raft *r, baton_term term,
 	r->applied_index = r->log.base;
 	r->persisted_index = baton__log_last_index(&r->log);
 	r->unstable_from = r->persisted_index + 1;
+	/* A snapshot of a machine version this release lacks (written by a
+	 * newer one before a downgrade) is kept, never applied. */
+	if (snap != NULL && snap->index > 0 &&
+	    !baton__machine_ok(r, snap->versions.machine))
+		baton__stall_needs(r, snap->index, snap->versions.machine);
 	baton__assert_invariants(r);
 	return 0;
 corrupt:
@@ -240,8 +250,7 @@ static struct baton_msg *msgs_push(struct baton_raft *r, struct baton__msgs *q,
 {
 	BATON_ASSERT(q->n <= q->cap);
 	BATON_ASSERT(to != r->o.id); /* a node never messages itself */
-	BATON_ASSERT(type >= BATON_MSG_VOTE &&
-		     type <= BATON_MSG_READ_INDEX_RESULT);
+	BATON_ASSERT(type >= BATON_MSG_VOTE && type <= BATON_MSG_INFO_RESULT);
 	if (q->n == q->cap) {
 		uint32_t cap = q->cap == 0 ? 16 : q->cap * 2;
 		struct baton_msg *v = realloc(q->v, cap * sizeof *v);
@@ -366,6 +375,12 @@ static void recv_msg(struct baton_raft *r, const struct baton_msg *m)
 		break;
 	case BATON_MSG_READ_INDEX_RESULT:
 		baton__recv_read_index_result(r, m);
+		break;
+	case BATON_MSG_INFO:
+		baton__recv_info(r, m);
+		break;
+	case BATON_MSG_INFO_RESULT:
+		baton__recv_info_result(r, m);
 		break;
 	default:
 		break; /* unknown types are dropped */
@@ -615,6 +630,7 @@ void baton_raft_status(const struct baton_raft *r,
 	out->versions = r->versions;
 	out->versions_index = r->versions_index;
 	out->stalled_index = r->stalled_index;
+	out->needs_machine = r->needs_machine;
 	BATON_ASSERT(out->commit_index <= out->last_index);
 	BATON_ASSERT(out->applied_index <= out->commit_index);
 }

@@ -287,10 +287,16 @@ void baton__leader_tick(struct baton_raft *r)
 			return;
 	}
 	baton__promotion_check(r);
+	if (r->role != BATON_LEADER)
+		return;
 	if (r->now_ms >= r->heartbeat_deadline_ms) {
 		r->heartbeat_seq++;
 		baton__broadcast_heartbeat(r);
+		baton__upgrade_heartbeat(r);
 	}
+	/* Every tick, so a membership change re-checks upgrade readiness
+	 * at once (removing the member that held it back lets it go). */
+	baton__upgrade_tick(r);
 }
 
 /* ---- leader: commit ---------------------------------------------------- */
@@ -400,8 +406,12 @@ static bool append_valid(const struct baton_raft *r, const struct baton_msg *m)
 		const struct baton_entry *e = &a->entries[i];
 		baton_term prev =
 			i == 0 ? a->prev_term : a->entries[i - 1].term;
-		if (e->term < prev || e->term > m->term ||
-		    e->len > r->o.max_entry_bytes ||
+		bool own = e->type == BATON_ENTRY_CONFIG ||
+			   e->type == BATON_ENTRY_VERSION;
+		uint32_t max = r->o.max_entry_bytes;
+		if (own && max < BATON__CORE_ENTRY_BYTES_MAX)
+			max = BATON__CORE_ENTRY_BYTES_MAX;
+		if (e->term < prev || e->term > m->term || e->len > max ||
 		    (e->len > 0 && e->buf == NULL))
 			return false;
 	}

@@ -190,6 +190,14 @@ void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m)
 	    s->meta.versions_index > s->meta.index ||
 	    !baton_version_state_valid(&s->meta.versions))
 		return; /* refuse: the leader retries, an operator sees why */
+	if (!baton__machine_ok(r, s->meta.versions.machine)) {
+		/* Never installed: our machine could not hold it. Stall at
+		 * its index (needs-upgrade), and tell the leader there is
+		 * nothing more to send, so it stops streaming chunks. */
+		baton__stall_needs(r, s->meta.index, s->meta.versions.machine);
+		reply_snapshot(r, m->from, s->meta.index, s->total_len, false);
+		return;
+	}
 	if (s->offset == 0) {
 		uint8_t *buf =
 			realloc(r->incoming_data,

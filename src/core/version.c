@@ -16,6 +16,7 @@
  */
 #include "core.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -87,12 +88,28 @@ char *baton_release_format(struct baton_release r,
  * newer binary emulates an older release (--as-release) from it. */
 
 static const struct baton_profile releases[] = {
-	{
-		.release = {0, 1, 0},
-		.proto_min = {1},
-		.proto_max = {1},
-		.machine_max = {1},
-	},
+	/* Before the version rules: same profile as 1.0.0. */
+	{.release = {0, 1, 0},
+	 .proto_min = {1},
+	 .proto_max = {1},
+	 .machine_max = {1}},
+	/* The first version-aware release. */
+	{.release = {1, 0, 0},
+	 .proto_min = {1},
+	 .proto_max = {1},
+	 .machine_max = {1}},
+	/* Peer protocol 2 (forwarded transactions); machine version 2
+	 * (expiry, transactions). */
+	{.release = {1, 1, 0},
+	 .proto_min = {1},
+	 .proto_max = {2},
+	 .machine_max = {2}},
+	/* Drops peer protocol 1 (protocol 3 leaves out what the handshake
+	 * and the info request made redundant). */
+	{.release = {1, 2, 0},
+	 .proto_min = {2},
+	 .proto_max = {3},
+	 .machine_max = {2}},
 };
 
 #define N_RELEASES ((uint32_t)(sizeof releases / sizeof releases[0]))
@@ -250,4 +267,107 @@ int baton_version_state_decode(const uint8_t *buf, size_t len,
 		return BATON_ECORRUPT;
 	*out = s;
 	return 0;
+}
+
+/* ---- join control --------------------------------------------------------
+ * The joiner's own row is left out: a node re-joining on another release
+ * must not be judged against what it ran before. */
+
+/* The reason, cut at cap (why may be NULL when cap is 0). */
+__attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap,
+						      const char *fmt, ...)
+{
+	if (why == NULL || cap == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(why, cap, fmt, ap);
+	va_end(ap);
+	BATON_ASSERT(n >= 0);
+	BATON_ASSERT(why[cap - 1] == '\0' || (size_t)n < cap);
+}
+
+/* The peer protocol rule: 0, or BATON_EVERSION with why. */
+static int join_protocols(const struct baton_version_state *s, baton_node_id id,
+			  const struct baton_profile *j, char *why, size_t cap)
+{
+	/* The members' common range and the rows that bound it. */
+	const struct baton_member_versions *lo = NULL, *hi = NULL;
+	for (uint32_t i = 0; i < s->n; i++) {
+		const struct baton_member_versions *m = &s->members[i];
+		if (m->id == id)
+			continue;
+		if (lo == NULL ||
+		    m->profile.proto_min.value > lo->profile.proto_min.value)
+			lo = m;
+		if (hi == NULL ||
+		    m->profile.proto_max.value < hi->profile.proto_max.value)
+			hi = m;
+	}
+	BATON_ASSERT((lo == NULL) == (hi == NULL));
+	if (lo == NULL)
+		return 0; /* no member known: nothing to meet */
+	uint32_t clo = lo->profile.proto_min.value;
+	uint32_t chi = hi->profile.proto_max.value;
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
+	if (clo > chi) {
+		say(why, cap,
+		    "the members speak no peer protocol version in common: "
+		    "node %llu (release %s) speaks %u..%u, node %llu "
+		    "(release %s) %u..%u",
+		    (unsigned long long)lo->id,
+		    baton_release_format(lo->profile.release, a), clo,
+		    lo->profile.proto_max.value, (unsigned long long)hi->id,
+		    baton_release_format(hi->profile.release, b),
+		    hi->profile.proto_min.value, chi);
+		return BATON_EVERSION;
+	}
+	if (j->proto_min.value <= chi && clo <= j->proto_max.value)
+		return 0;
+	/* The member that leaves the joiner out. */
+	const struct baton_member_versions *m =
+		j->proto_min.value > chi ? hi : lo;
+	say(why, cap,
+	    "release %s speaks peer protocol versions %u..%u, but the "
+	    "members together speak only %u..%u (node %llu runs release "
+	    "%s): no version in common",
+	    baton_release_format(j->release, a), j->proto_min.value,
+	    j->proto_max.value, clo, chi, (unsigned long long)m->id,
+	    baton_release_format(m->profile.release, b));
+	return BATON_EVERSION;
+}
+
+int baton_join_check(const struct baton_version_state *s, baton_node_id id,
+		     const struct baton_profile *joiner,
+		     const struct baton_release *strict, char *why, size_t cap)
+{
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
+	say(why, cap, "%s", "");
+	if (s == NULL || joiner == NULL || !baton_version_state_valid(s) ||
+	    joiner->proto_min.value > joiner->proto_max.value ||
+	    joiner->machine_max.value == 0) {
+		say(why, cap, "malformed versions");
+		return BATON_EINVAL;
+	}
+	BATON_ASSERT(s->machine.value >= 1);
+	if (strict != NULL &&
+	    baton_release_compare(*strict, joiner->release) != 0) {
+		say(why, cap,
+		    "strict release: the cluster runs release %s and admits "
+		    "no other, the joiner runs %s",
+		    baton_release_format(*strict, a),
+		    baton_release_format(joiner->release, b));
+		return BATON_EVERSION;
+	}
+	if (joiner->machine_max.value < s->machine.value) {
+		say(why, cap,
+		    "release %s implements machine versions up to %u, but the "
+		    "cluster's effective machine version is %u",
+		    baton_release_format(joiner->release, a),
+		    joiner->machine_max.value, s->machine.value);
+		return BATON_EVERSION;
+	}
+	int rv = join_protocols(s, id, joiner, why, cap);
+	BATON_ASSERT(rv == 0 || rv == BATON_EVERSION);
+	return rv;
 }

@@ -12,14 +12,31 @@
 
 #include <string.h>
 
-static bool entry_known(const struct baton_entry *e)
+bool baton__machine_ok(const struct baton_raft *r,
+		       struct baton_machine_version machine)
+{
+	BATON_ASSERT(machine.value >= 1);
+	BATON_ASSERT(r->o.profile.machine_max.value >= 1);
+	return machine.value <= r->o.profile.machine_max.value;
+}
+
+/* Whether this node can interpret e; *needs is set (else 0) when e is a
+ * version entry raising the machine version above our machine_max. */
+static bool entry_known(const struct baton_raft *r, const struct baton_entry *e,
+			struct baton_machine_version *needs)
 {
 	struct baton_config c;
 	struct baton_version_state v;
+	needs->value = 0;
 	if (e->type == BATON_ENTRY_CONFIG)
 		return baton_config_decode(e->buf, e->len, &c) == 0;
-	if (e->type == BATON_ENTRY_VERSION)
-		return baton_version_state_decode(e->buf, e->len, &v) == 0;
+	if (e->type == BATON_ENTRY_VERSION) {
+		if (baton_version_state_decode(e->buf, e->len, &v) != 0)
+			return false;
+		if (!baton__machine_ok(r, v.machine))
+			*needs = v.machine;
+		return needs->value == 0;
+	}
 	/* Commands and entries of types the core does not know are the
 	 * driver's to interpret; it says so with APPLY_STOPPED. */
 	return true;
@@ -40,6 +57,10 @@ void baton__versions_appended(struct baton_raft *r, const struct baton_entry *e)
 	r->versions = v;
 	r->versions_index = e->index;
 	BATON_ASSERT(baton_version_state_valid(&r->versions));
+	/* Facts we can read but not honour: the state machine of this
+	 * release cannot apply what follows (needs-upgrade). */
+	if (!baton__machine_ok(r, v.machine))
+		baton__stall_needs(r, e->index, v.machine);
 }
 
 void baton__versions_at(const struct baton_raft *r, baton_index index,
@@ -71,9 +92,12 @@ void baton__versions_refresh(struct baton_raft *r)
 void baton__stall_recheck(struct baton_raft *r)
 {
 	r->stalled_index = 0;
+	r->needs_machine.value = 0;
 	for (baton_index i = r->log.base + 1; i <= baton__last_index(r); i++) {
-		if (!entry_known(baton__log_get(&r->log, i))) {
+		struct baton_machine_version needs;
+		if (!entry_known(r, baton__log_get(&r->log, i), &needs)) {
 			r->stalled_index = i;
+			r->needs_machine = needs;
 			break;
 		}
 	}
@@ -86,8 +110,10 @@ void baton__stall_recheck(struct baton_raft *r)
 void baton__stall(struct baton_raft *r, baton_index index)
 {
 	BATON_ASSERT(index > 0);
-	if (r->stalled_index == 0 || index < r->stalled_index)
+	if (r->stalled_index == 0 || index < r->stalled_index) {
 		r->stalled_index = index;
+		r->needs_machine.value = 0; /* until the caller says why */
+	}
 	/* Entries handed to the driver but not interpreted were not
 	 * applied: the applied index tells the truth again. */
 	if (r->applied_index >= r->stalled_index)
@@ -110,6 +136,16 @@ void baton__stall(struct baton_raft *r, baton_index index)
 	BATON_ASSERT(r->role == BATON_FOLLOWER || r->role == BATON_LEADER);
 }
 
+void baton__stall_needs(struct baton_raft *r, baton_index index,
+			struct baton_machine_version machine)
+{
+	BATON_ASSERT(!baton__machine_ok(r, machine));
+	baton__stall(r, index);
+	if (r->stalled_index == index)
+		r->needs_machine = machine;
+	BATON_ASSERT(r->stalled_index != 0 && r->stalled_index <= index);
+}
+
 void baton__stall_handover(struct baton_raft *r)
 {
 	BATON_ASSERT(r->role == BATON_LEADER);
@@ -126,25 +162,35 @@ void baton__stall_handover(struct baton_raft *r)
 	baton__become_follower(r, r->term, 0);
 }
 
+int baton__versions_entry(struct baton_raft *r,
+			  const struct baton_version_state *s)
+{
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len;
+	BATON_ASSERT(r->role == BATON_LEADER);
+	int rv = baton_version_state_encode(s, buf, sizeof buf, &len);
+	BATON_ASSERT(rv == 0 && len == baton_version_state_encoded_len(s));
+	rv = baton__leader_append(r, BATON_ENTRY_VERSION, buf, (uint32_t)len);
+	BATON_ASSERT(rv != 0 || r->versions_index == baton__last_index(r));
+	return rv;
+}
+
 int baton__append_versions(struct baton_raft *r,
 			   const struct baton_version_state *s)
 {
 	if (r->role != BATON_LEADER)
 		return BATON_ENOTLEADER;
-	if (s == NULL || !baton_version_state_valid(s))
+	/* Never a machine version the leader itself cannot apply. */
+	if (s == NULL || !baton_version_state_valid(s) ||
+	    !baton__machine_ok(r, s->machine))
 		return BATON_EINVAL;
 	/* Like a proposal: a transfer needs the target to catch up with a
 	 * log that stops growing. */
 	if (r->transfer_target != 0)
 		return BATON_EBUSY;
-	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
-	size_t len;
-	int rv = baton_version_state_encode(s, buf, sizeof buf, &len);
-	BATON_ASSERT(rv == 0 && len == baton_version_state_encoded_len(s));
-	rv = baton__leader_append(r, BATON_ENTRY_VERSION, buf, (uint32_t)len);
+	int rv = baton__versions_entry(r, s);
 	if (rv != 0)
 		return rv;
-	BATON_ASSERT(r->versions_index == baton__last_index(r));
 	baton__broadcast_append(r);
 	return 0;
 }

@@ -170,12 +170,16 @@ int ctl_cmd_members(const struct ctl_opts *o, int argc, char **argv)
 		ctl_error("node %s: BATON.MEMBERS: unexpected reply", addr);
 		rv = CTL_EXIT_ERROR;
 	}
-	static const char *const header[] = {"ID", "ROLE", "PEER_ADDR",
-					     "CLIENT_ADDR", "MATCH"};
-	static const char *const fields[] = {"id", "role", "peer_addr",
-					     "client_addr", "match"};
+	/* The versions as the asked node knows them (the leader: live). */
+	static const char *const header[] = {
+		"ID",	 "ROLE",    "PEER_ADDR",   "CLIENT_ADDR",
+		"MATCH", "RELEASE", "MACHINE_MAX", "VERSIONS"};
+	static const char *const fields[] = {
+		"id",	 "role",    "peer_addr",   "client_addr",
+		"match", "release", "machine_max", "versions"};
+	enum { N_FIELDS = sizeof fields / sizeof fields[0] };
 	static struct ctl_table t;
-	ctl_table_init(&t, 5, header);
+	ctl_table_init(&t, N_FIELDS, header);
 	for (size_t i = 0; rv == CTL_EXIT_OK && i < r->elements; i++) {
 		const redisReply *m = r->element[i];
 		if (!ctl_map_valid(m)) {
@@ -188,7 +192,7 @@ int ctl_cmd_members(const struct ctl_opts *o, int argc, char **argv)
 		bool ok = ctl_table_row(&t);
 		assert(ok);
 		(void)ok;
-		for (size_t f = 0; f < 5; f++) {
+		for (size_t f = 0; f < N_FIELDS; f++) {
 			char v[CTL_CELL_MAX];
 			if (!ctl_map_str(m, fields[f], v, sizeof v) ||
 			    v[0] == '\0')

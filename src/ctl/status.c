@@ -30,6 +30,19 @@ struct row {
 	char release[CTL_VALUE_MAX];
 	struct opt_u64 term, commit, applied, last_index, match;
 	struct opt_u64 proto_min, proto_max, machine_max, lag;
+	/* Versions as the member reports them: the machine version in force
+	 * at its applied index, its upgrade strategy, what an upgrade waits
+	 * for as it sees it, and whether it needs a newer release. */
+	struct opt_u64 machine_version;
+	char machine_upgrade[CTL_VALUE_MAX];
+	char upgrade_waits_for[CTL_ERR_MAX];
+	char needs_upgrade[CTL_VALUE_MAX];
+	/* The member's versions as the asked node's BATON.MEMBERS tells
+	 * them: "live" (the leader's info replies), "log" (the version
+	 * table), "unknown" or "" (an older server). */
+	char versions[CTL_VALUE_MAX];
+	char table_release[CTL_VALUE_MAX];
+	struct opt_u64 table_machine_max;
 	/* The member stopped applying at this index (0: it did not), and
 	 * why, as it says. */
 	struct opt_u64 stalled_index;
@@ -96,6 +109,17 @@ static int merge_members(struct cluster *cl, const redisReply *r, char *err,
 		opt_read(m, "match", &match);
 		if (match.known)
 			row->match = match;
+		char versions[CTL_VALUE_MAX] = "";
+		ctl_map_str(m, "versions", versions, sizeof versions);
+		/* The leader's live view wins over an earlier log view. */
+		if (versions[0] != '\0' &&
+		    (strcmp(row->versions, "live") != 0 ||
+		     strcmp(versions, "live") == 0)) {
+			memcpy(row->versions, versions, sizeof versions);
+			ctl_map_str(m, "release", row->table_release,
+				    sizeof row->table_release);
+			opt_read(m, "machine_max", &row->table_machine_max);
+		}
 	}
 	return 0;
 }
@@ -125,12 +149,24 @@ static void read_node(struct row *row, const redisReply *r)
 	opt_read(r, "proto_max", &row->proto_max);
 	opt_read(r, "machine_max", &row->machine_max);
 	opt_read(r, "stalled_index", &row->stalled_index);
+	opt_read(r, "machine_version", &row->machine_version);
+	ctl_map_str(r, "machine_upgrade", row->machine_upgrade,
+		    sizeof row->machine_upgrade);
+	ctl_map_str(r, "upgrade_waits_for", row->upgrade_waits_for,
+		    sizeof row->upgrade_waits_for);
+	ctl_map_str(r, "needs_upgrade", row->needs_upgrade,
+		    sizeof row->needs_upgrade);
 	ctl_map_str(r, "stalled", row->stalled, sizeof row->stalled);
 }
 
 static bool is_stalled(const struct row *r)
 {
 	return r->up && r->stalled_index.known && r->stalled_index.v != 0;
+}
+
+static bool needs_upgrade(const struct row *r)
+{
+	return r->up && strncmp(r->needs_upgrade, "yes", 3) == 0;
 }
 
 /* One command on a fresh connection to `addr`. Returns the reply (an error
@@ -188,6 +224,8 @@ static const char *shown_role(const struct row *r)
 {
 	if (!r->up)
 		return "down";
+	if (needs_upgrade(r))
+		return "needs-upgrade";
 	if (is_stalled(r))
 		return "stalled";
 	if (strcmp(r->role, "pre-candidate") == 0)
@@ -253,8 +291,9 @@ static void cell_u64(struct ctl_table *t, size_t col, struct opt_u64 v)
 static void print_table(const struct cluster *cl)
 {
 	static const char *const header[] = {
-		"ID",	 "ADDR",    "ROLE",  "TERM",	    "COMMIT", "APPLIED",
-		"MATCH", "RELEASE", "PROTO", "MACHINE_MAX", "LAG"};
+		"ID",	  "ADDR",	 "ROLE",    "TERM",
+		"COMMIT", "APPLIED",	 "MATCH",   "RELEASE",
+		"PROTO",  "MACHINE_MAX", "MACHINE", "LAG"};
 	static struct ctl_table t;
 	ctl_table_init(&t, sizeof header / sizeof header[0], header);
 	for (size_t i = 0; i < cl->n; i++) {
@@ -277,9 +316,29 @@ static void print_table(const struct cluster *cl)
 		else
 			ctl_table_set(&t, 8, "-");
 		cell_u64(&t, 9, r->machine_max);
-		cell_u64(&t, 10, r->lag);
+		cell_u64(&t, 10, r->machine_version);
+		cell_u64(&t, 11, r->lag);
 	}
 	ctl_table_print(&t);
+}
+
+/* The machine version and what an upgrade waits for, as the leader (or
+ * else the first member that answers) sees them. */
+static void print_versions(const struct cluster *cl, const struct row *leader)
+{
+	const struct row *v = leader;
+	for (size_t i = 0; v == NULL && i < cl->n; i++)
+		if (cl->rows[i].up && cl->rows[i].machine_version.known)
+			v = &cl->rows[i];
+	if (v == NULL || !v->machine_version.known)
+		return;
+	printf("machine version: %" PRIu64 " (upgrade strategy %s",
+	       v->machine_version.v,
+	       v->machine_upgrade[0] ? v->machine_upgrade : "?");
+	if (v != leader)
+		printf(", as node %" PRIu64 " sees it", v->id);
+	printf("); an upgrade waits for: %s\n",
+	       v->upgrade_waits_for[0] ? v->upgrade_waits_for : "nothing");
 }
 
 static void print_summary(struct cluster *cl)
@@ -299,14 +358,17 @@ static void print_summary(struct cluster *cl)
 	if (stalled > 0)
 		printf(", %zu stalled", stalled);
 	printf("\n");
+	print_versions(cl, leader);
 	for (size_t i = 0; i < cl->n; i++) {
 		const struct row *r = &cl->rows[i];
 		if (!r->up)
 			printf("node %" PRIu64 " (%s): %s\n", r->id,
 			       r->client_addr, r->err);
 		else if (is_stalled(r))
-			printf("node %" PRIu64 " (%s) stalled: %s\n", r->id,
+			printf("node %" PRIu64 " (%s) %s: %s\n", r->id,
 			       r->client_addr,
+			       needs_upgrade(r) ? "needs an upgrade"
+						: "stalled",
 			       r->stalled[0] ? r->stalled : "no reason given");
 	}
 }
@@ -351,6 +413,19 @@ static void print_json(const struct cluster *cl)
 		json_u64("lag", r->lag, false);
 		json_u64("stalled_index", r->stalled_index, false);
 		json_str("stalled", is_stalled(r) ? r->stalled : "");
+		json_u64("machine_version", r->machine_version, false);
+		json_str("machine_upgrade", r->up ? r->machine_upgrade : "");
+		/* "" (nothing waits) differs from null (not known). */
+		printf("\"upgrade_waits_for\": ");
+		if (r->up && r->machine_version.known)
+			ctl_json_string(r->upgrade_waits_for);
+		else
+			fputs("null", stdout);
+		fputs(", ", stdout);
+		json_str("needs_upgrade", r->up ? r->needs_upgrade : "");
+		json_str("versions_source", r->versions);
+		json_str("table_release", r->table_release);
+		json_u64("table_machine_max", r->table_machine_max, false);
 		printf("\"error\": ");
 		if (r->up)
 			fputs("null", stdout);

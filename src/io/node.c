@@ -61,6 +61,29 @@ static void on_peer_frame(void *data, baton_node_id from,
 	}
 }
 
+/* The view a handshake reply carries (DESIGN.md, "Join"): the leader this
+ * node knows and the version facts of its log, so that a node wanting to
+ * join can decide before it asks. None before the pipeline exists. */
+static bool cluster_view(void *data, struct baton_peer_cluster_view *out)
+{
+	struct baton_node *n = data;
+	if (n->pipeline == NULL)
+		return false;
+	struct baton_raft_status rs;
+	baton_raft_status(baton_pipeline_raft(n->pipeline), &rs);
+	if (!baton_version_state_valid(&rs.versions))
+		return false;
+	out->versions = rs.versions;
+	out->leader_id = rs.leader_id;
+	const char *addr = NULL;
+	if (rs.leader_id == n->c.id)
+		addr = n->c.peer_addr;
+	else if (rs.leader_id != 0 && n->app.peer_addr != NULL)
+		addr = n->app.peer_addr(n->app.data, rs.leader_id);
+	out->leader_peer_addr = addr != NULL ? addr : "";
+	return true;
+}
+
 /* ---- what the pipeline asks of the world --------------------------------- */
 
 static uint64_t env_now_ms(void *data)
@@ -210,6 +233,24 @@ void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,
 		baton_transport_set_peer(n->transport, id, addr);
 }
 
+void baton_node_forget_peer(struct baton_node *n, baton_node_id id)
+{
+	if (id != n->c.id)
+		baton_transport_forget_peer(n->transport, id);
+}
+
+int baton_node_probe(struct baton_node *n, const char *addr,
+		     baton_transport_probe_cb cb, void *data)
+{
+	return baton_transport_probe(n->transport, addr, cb, data);
+}
+
+void baton_node_upgrade_status(struct baton_node *n,
+			       struct baton_upgrade_status *out)
+{
+	baton_raft_upgrade_status(baton_pipeline_raft(n->pipeline), out);
+}
+
 void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 {
 	memset(out, 0, sizeof *out);
@@ -241,6 +282,8 @@ static void pipeline_config(struct baton_node *n,
 	baton_raft_options_default(&pc->raft);
 	pc->raft.id = c->id;
 	pc->raft.profile = c->profile;
+	if (c->machine_upgrade != 0)
+		pc->raft.machine_upgrade = c->machine_upgrade;
 	pc->raft.random_seed =
 		(uint64_t)uv_hrtime() ^ (c->id * 0x9e3779b97f4a7c15ull);
 	if (c->election_timeout_ms)
@@ -302,7 +345,9 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 		.profile = c->profile,
 		.listen_addr = c->peer_addr,
 		.on_frame = on_peer_frame,
+		.cluster_view = cluster_view,
 		.data = n,
+		.strict_release = c->strict_release,
 	};
 	int rv = baton_transport_start(&tc, &n->transport);
 	if (rv != 0) {

@@ -49,6 +49,10 @@ struct baton_node_app {
 	 * already); reads and proposals now fail with BATON_ESTALLED until
 	 * the stall lifts. May be NULL. */
 	void (*stalled)(void *data, baton_index index, const char *why);
+	/* Where member id listens for peers ("" or NULL if unknown): for the
+	 * cluster view in handshake replies (the leader's address). May be
+	 * NULL. */
+	const char *(*peer_addr)(void *data, baton_node_id id);
 };
 
 struct baton_node_config {
@@ -69,6 +73,10 @@ struct baton_node_config {
 	const char *founder_addrs[BATON_MAX_MEMBERS];
 	/* NULL: the OS's files; tests may pass another */
 	struct baton_vfs *vfs;
+	/* Refuse peers of another release (the transport's strict_release). */
+	bool strict_release;
+	/* enum baton_machine_upgrade; 0: the core's default (all). */
+	uint32_t machine_upgrade;
 };
 
 /* Recover from the data directory, start the transport and the timers.
@@ -116,6 +124,17 @@ int baton_node_send_frame(struct baton_node *n, baton_node_id to,
 /* Tell the transport where a member listens. */
 void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,
 			      const char *addr);
+/* Stop dialling a node that is not a member (a leader a refused joiner
+ * talked to). */
+void baton_node_forget_peer(struct baton_node *n, baton_node_id id);
+/* Read the cluster view in the handshake reply of the node at `addr`
+ * (baton_transport_probe()); cb exactly once unless the node closes. */
+int baton_node_probe(struct baton_node *n, const char *addr,
+		     baton_transport_probe_cb cb, void *data);
+/* The leader's live version table and what a machine upgrade waits for
+ * (baton_raft_upgrade_status(); out->leader false elsewhere). */
+void baton_node_upgrade_status(struct baton_node *n,
+			       struct baton_upgrade_status *out);
 
 struct baton_node_status {
 	struct baton_raft_status raft;

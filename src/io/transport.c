@@ -105,11 +105,24 @@ static void schedule_redial(struct peer *p)
 	uv_timer_start(&p->redial, on_redial, jitter(t, p->backoff_ms), 0);
 }
 
+void baton__transport_probe_done(struct conn *c, int rv, const char *why,
+				 const struct baton_peer_handshake_reply *r)
+{
+	baton_transport_probe_cb cb = c->probe_cb;
+	if (cb == NULL)
+		return;
+	BATON_ASSERT((rv == 0) == (r != NULL));
+	c->probe_cb = NULL; /* once */
+	if (!c->t->stopping)
+		cb(c->probe_data, c->probe_addr, rv, why, r);
+}
+
 void baton__transport_close(struct conn *c, const char *why)
 {
 	if (c->closing)
 		return;
 	c->closing = true;
+	baton__transport_probe_done(c, BATON_EIO, why, NULL);
 	struct peer *p = c->peer;
 	if (p != NULL) {
 		if (c->ready)
@@ -185,6 +198,8 @@ static void on_ready_frame(struct conn *c, const uint8_t *body, size_t len)
 	case BATON_PEER_RAFT:
 	case BATON_PEER_FORWARD:
 	case BATON_PEER_FORWARD_REPLY:
+	case BATON_PEER_JOIN:
+	case BATON_PEER_JOIN_REPLY:
 		/* Trust the handshake's identity, not the frame's. */
 		if (f.kind == BATON_PEER_RAFT)
 			f.raft.from = from;
@@ -356,6 +371,35 @@ static void dial(struct peer *p)
 static void on_redial(uv_timer_t *timer)
 {
 	dial(timer->data);
+}
+
+int baton_transport_probe(struct baton_transport *t, const char *addr,
+			  baton_transport_probe_cb cb, void *data)
+{
+	BATON_ASSERT(t != NULL && addr != NULL && cb != NULL);
+	struct sockaddr_in sa;
+	if (t->stopping || strlen(addr) >= BATON_ADDR_MAX ||
+	    baton_parse_addr(addr, &sa) != 0)
+		return BATON_EINVAL;
+	struct conn *c = conn_new(t, true);
+	uv_connect_t *req = malloc(sizeof *req);
+	if (c == NULL || req == NULL) {
+		free(req);
+		if (c != NULL)
+			baton__transport_close(c, "out of memory");
+		return BATON_ENOMEM;
+	}
+	snprintf(c->probe_addr, sizeof c->probe_addr, "%s", addr);
+	c->probe_data = data;
+	c->probe_cb = cb; /* from here on, cb answers every outcome */
+	req->data = c;
+	int rv = uv_tcp_connect(req, &c->tcp, (struct sockaddr *)&sa,
+				on_connected);
+	if (rv != 0) {
+		free(req);
+		baton__transport_close(c, uv_strerror(rv));
+	}
+	return 0;
 }
 
 static void on_connection(uv_stream_t *server, int status)

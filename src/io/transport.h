@@ -18,6 +18,12 @@
  * connection it came in on, so a caller cannot speak the wrong version. It
  * keeps what each peer said of itself in its last handshake (release,
  * protocol range, machine_max) for status.
+ *
+ * The handshake reply also carries the acceptor's cluster view (leader,
+ * effective machine version, floor, version table: see cluster_view
+ * below), which a node that wants to join reads with a probe. With
+ * strict_release, a peer of another release is refused like one with no
+ * common protocol.
  */
 #ifndef BATON_IO_TRANSPORT_H
 #define BATON_IO_TRANSPORT_H
@@ -38,12 +44,26 @@ struct baton_transport;
 
 /* A frame that arrived after the handshake, decoded in the connection's
  * protocol version: kind BATON_PEER_RAFT (with raft.from set to `from`,
- * the identity the handshake established), BATON_PEER_FORWARD or
- * BATON_PEER_FORWARD_REPLY. Frames of other kinds never reach the callback
- * (they are counted in stats.unknown). `f` and what it points to are valid
- * during the call only. */
+ * the identity the handshake established), BATON_PEER_FORWARD,
+ * BATON_PEER_FORWARD_REPLY, BATON_PEER_JOIN or BATON_PEER_JOIN_REPLY.
+ * Frames of other kinds never reach the callback (they are counted in
+ * stats.unknown). `f` and what it points to are valid during the call
+ * only. A join comes from a node no configuration knows yet: the reply
+ * goes back with baton_transport_send_frame() to `from`, on the
+ * connection the joiner opened. */
 typedef void (*baton_transport_frame_cb)(void *data, baton_node_id from,
 					 const struct baton_peer_frame *f);
+
+/* Fill *out (zeroed by the caller) with this node's view of its cluster,
+ * sent in every handshake reply to a node of this cluster, refusals
+ * included, so that a node that cannot talk to the cluster can still read
+ * its versions (DESIGN.md, "Join"). Return false when there is no view to
+ * give (e.g. before the log is loaded). out->versions must be valid
+ * (baton_version_state_valid()); out->leader_peer_addr must stay valid
+ * until the callback's caller returns (the transport encodes the reply
+ * right away). The transport sets out->strict_release itself. */
+typedef bool (*baton_transport_view_cb)(void *data,
+					struct baton_peer_cluster_view *out);
 
 struct baton_transport_config {
 	uv_loop_t *loop;
@@ -52,7 +72,13 @@ struct baton_transport_config {
 	struct baton_profile profile;
 	const char *listen_addr; /* host:port */
 	baton_transport_frame_cb on_frame;
-	void *data;
+	/* NULL: handshake replies carry no cluster view. */
+	baton_transport_view_cb cluster_view;
+	void *data; /* given to on_frame and cluster_view */
+	/* Refuse a peer whose release differs from profile.release (both
+	 * sides log a reason naming both releases), and advertise it in the
+	 * cluster view. */
+	bool strict_release;
 };
 
 /* Peers the transport keeps track of (known addresses and accepted ones). */
@@ -111,11 +137,34 @@ void baton_transport_forget_peer(struct baton_transport *t, baton_node_id id);
 int baton_transport_send_raft(struct baton_transport *t,
 			      const struct baton_msg *m);
 
-/* Send a frame of kind BATON_PEER_RAFT, BATON_PEER_FORWARD or
- * BATON_PEER_FORWARD_REPLY to peer `to`, the same way (other kinds:
- * BATON_EINVAL). */
+/* Send a frame of kind BATON_PEER_RAFT, BATON_PEER_FORWARD,
+ * BATON_PEER_FORWARD_REPLY, BATON_PEER_JOIN or BATON_PEER_JOIN_REPLY to
+ * peer `to`, the same way (other kinds: BATON_EINVAL). `to` may be a node
+ * that only dialled us (a joiner): the frame goes out on its connection. */
 int baton_transport_send_frame(struct baton_transport *t, baton_node_id to,
 			       const struct baton_peer_frame *f);
+
+/* The answer to a probe: rv 0 and the handshake reply of the node at
+ * `addr` (its identity in reply->self, its cluster view when
+ * reply->has_cluster, whether it accepted us and why not), or rv
+ * BATON_EIO (could not connect, closed, or no answer within the handshake
+ * timeout) or BATON_ECORRUPT (not a handshake reply) with `why`, reply
+ * NULL. Called exactly once per probe, except when the transport stops
+ * first. Pointers are valid during the call only. */
+typedef void (*baton_transport_probe_cb)(
+	void *data, const char *addr, int rv, const char *why,
+	const struct baton_peer_handshake_reply *reply);
+
+/* Dial `addr` (host:port) once, introduce ourselves with the usual
+ * Handshake, and hand its reply to cb, then close: how a node that is not
+ * a member reads a cluster's versions from the frozen handshake (of any
+ * release) before it asks to join; meant for a node that is not a member
+ * (the other end takes the probe for a connection from our id, replacing
+ * one it had). Returns 0, and cb will be called (perhaps before this
+ * returns, when the dial fails at once), or BATON_EINVAL (bad address,
+ * or stopping), BATON_ENOMEM. */
+int baton_transport_probe(struct baton_transport *t, const char *addr,
+			  baton_transport_probe_cb cb, void *data);
 
 /* The protocol version negotiated with a connected peer (0 if none). */
 struct baton_proto_version baton_transport_peer_proto(struct baton_transport *t,

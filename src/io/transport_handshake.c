@@ -34,9 +34,24 @@ void baton__transport_hello(struct conn *c)
 	baton_buf_free(&b);
 }
 
+/* The node's cluster view into r, if it gives one. */
+static void fill_view(struct baton_transport *t,
+		      struct baton_peer_handshake_reply *r)
+{
+	if (t->c.cluster_view == NULL)
+		return;
+	memset(&r->cluster, 0, sizeof r->cluster);
+	if (!t->c.cluster_view(t->c.data, &r->cluster))
+		return;
+	r->has_cluster = true;
+	if (t->c.strict_release)
+		r->cluster.strict_release = t->c.profile.release;
+}
+
+/* with_view: the other end is of this cluster, so it may read our view. */
 static void reply_handshake(struct conn *c, bool accepted,
 			    struct baton_proto_version proto,
-			    const char *reason)
+			    const char *reason, bool with_view)
 {
 	struct baton_peer_handshake_reply r;
 	memset(&r, 0, sizeof r);
@@ -44,9 +59,20 @@ static void reply_handshake(struct conn *c, bool accepted,
 	r.accepted = accepted;
 	r.proto = proto;
 	r.reason = reason;
+	if (with_view)
+		fill_view(c->t, &r);
 	struct baton_buf b;
 	baton_buf_init(&b);
-	if (baton_peer_encode_handshake_reply(&r, &b) == 0)
+	int rv = baton_peer_encode_handshake_reply(&r, &b);
+	if (rv != 0 && r.has_cluster) {
+		/* A view the codec refuses (a bug of the node): say so, and
+		 * still answer without it. */
+		LOG_ERROR("cannot send our cluster view: %s",
+			  baton_strerror(rv));
+		r.has_cluster = false;
+		rv = baton_peer_encode_handshake_reply(&r, &b);
+	}
+	if (rv == 0)
 		baton__transport_write(c, b.data, b.len);
 	baton_buf_free(&b);
 }
@@ -80,10 +106,11 @@ static void on_refused_shutdown(uv_shutdown_t *req, int status)
 
 /* Tell the other end why with a refusing HandshakeReply, let it go out,
  * then close. The caller has logged the reason. */
-static void refuse(struct conn *c, const char *reason)
+static void refuse(struct conn *c, const char *reason, bool with_view)
 {
 	c->t->stats.refused++;
-	reply_handshake(c, false, (struct baton_proto_version){0}, reason);
+	reply_handshake(c, false, (struct baton_proto_version){0}, reason,
+			with_view);
 	uv_read_stop((uv_stream_t *)&c->tcp);
 	uv_shutdown_t *req = malloc(sizeof *req);
 	if (req == NULL || uv_shutdown(req, (uv_stream_t *)&c->tcp,
@@ -110,20 +137,28 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 	struct baton_transport *t = c->t;
 	char reason[BATON_PEER_REFUSAL_MAX];
 	struct baton_proto_version v;
+	struct baton_member_versions mine, theirs;
 	c->profile = h->profile;
-	if (strcmp(h->cluster_id, t->cluster_id) != 0) {
+	sides(c, h->node_id, &mine, &theirs);
+	/* Only a node of this cluster may read our view. */
+	bool ours = strcmp(h->cluster_id, t->cluster_id) == 0;
+	if (!ours) {
 		snprintf(reason, sizeof reason,
 			 "cluster id '%s' is not this cluster's ('%s')",
 			 h->cluster_id, t->cluster_id);
 	} else if (h->node_id == 0 || h->node_id == t->c.id) {
+		ours = false;
 		snprintf(reason, sizeof reason, "bad node id %" PRIu64,
 			 h->node_id);
 	} else if (baton_peer_choose_proto(t->c.profile, h->profile, &v) != 0 ||
 		   baton_peer_check_choice(t->c.profile, v) != 0) {
-		struct baton_member_versions mine, theirs;
-		sides(c, h->node_id, &mine, &theirs);
 		baton_peer_proto_mismatch(&mine, &theirs, reason,
 					  sizeof reason);
+	} else if (t->c.strict_release &&
+		   baton_release_compare(t->c.profile.release,
+					 h->profile.release) != 0) {
+		baton_peer_release_mismatch(&mine, &theirs, reason,
+					    sizeof reason);
 	} else {
 		struct peer *p = baton__transport_peer_find(t, h->node_id);
 		if (p == NULL)
@@ -140,14 +175,14 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 					p->in, "replaced by a newer one");
 			p->in = c;
 			c->peer = p;
-			reply_handshake(c, true, v, "");
+			reply_handshake(c, true, v, "", true);
 			became_ready(c, v);
 			return;
 		}
 	}
 	LOG_WARN("refused a peer connection from node %" PRIu64 ": %s",
 		 h->node_id, reason);
-	refuse(c, reason);
+	refuse(c, reason, ours);
 }
 
 /* Our dialled connection hears back. */
@@ -169,20 +204,27 @@ static void on_handshake_reply(struct conn *c,
 		return;
 	}
 	c->profile = r->self.profile;
+	char reason[BATON_PEER_REFUSAL_MAX];
+	struct baton_member_versions mine, theirs;
+	sides(c, c->peer->id, &mine, &theirs);
 	if (baton_peer_check_choice(t->c.profile, r->proto) != 0) {
 		/* A broken or hostile peer, or a release whose negotiation
 		 * differs: never speak a version outside our range. */
-		char reason[BATON_PEER_REFUSAL_MAX];
-		struct baton_member_versions mine, theirs;
-		sides(c, c->peer->id, &mine, &theirs);
 		baton_peer_proto_bad_choice(&mine, &theirs, r->proto, reason,
 					    sizeof reason);
-		LOG_WARN("refused the connection to node %" PRIu64 ": %s",
-			 c->peer->id, reason);
-		refuse(c, reason);
+	} else if (t->c.strict_release &&
+		   baton_release_compare(t->c.profile.release,
+					 r->self.profile.release) != 0) {
+		/* It may not run strict itself: we refuse for both. */
+		baton_peer_release_mismatch(&mine, &theirs, reason,
+					    sizeof reason);
+	} else {
+		became_ready(c, r->proto);
 		return;
 	}
-	became_ready(c, r->proto);
+	LOG_WARN("refused the connection to node %" PRIu64 ": %s", c->peer->id,
+		 reason);
+	refuse(c, reason, false);
 }
 
 void baton__transport_refused_by_dialler(
@@ -206,10 +248,25 @@ void baton__transport_first_frame(struct conn *c, const uint8_t *body,
 		LOG_WARN("closing a peer connection: its first frame is not a "
 			 "valid handshake (%s)",
 			 f.why != NULL ? f.why : "malformed");
+		if (c->probe_cb != NULL)
+			baton__transport_probe_done(c, BATON_ECORRUPT, f.why,
+						    NULL);
 		baton__transport_close(c, "malformed handshake");
 		return;
 	}
-	if (!c->outbound && f.kind == BATON_PEER_HANDSHAKE) {
+	if (c->probe_cb != NULL) {
+		/* A probe wants the reply only: answer it and hang up. */
+		if (f.kind == BATON_PEER_HANDSHAKE_REPLY) {
+			baton__transport_probe_done(c, 0, NULL,
+						    &f.handshake_reply);
+		} else {
+			t->stats.malformed++;
+			baton__transport_probe_done(
+				c, BATON_ECORRUPT, "expected a handshake reply",
+				NULL);
+		}
+		baton__transport_close(c, "probe done");
+	} else if (!c->outbound && f.kind == BATON_PEER_HANDSHAKE) {
 		on_handshake(c, &f.handshake);
 	} else if (c->outbound && f.kind == BATON_PEER_HANDSHAKE_REPLY) {
 		on_handshake_reply(c, &f.handshake_reply);

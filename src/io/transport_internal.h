@@ -46,6 +46,10 @@ struct conn {
 	size_t queued;
 	uint64_t opened_ms;
 	struct conn *all_prev, *all_next; /* every open connection */
+	/* A probe (baton_transport_probe): no peer, answered once. */
+	baton_transport_probe_cb probe_cb;
+	void *probe_data;
+	char probe_addr[BATON_ADDR_MAX];
 };
 
 struct baton_transport {
@@ -70,6 +74,11 @@ void baton__transport_close(struct conn *c, const char *why);
 /* Queue bytes on a connection: 0, BATON_ENOTFOUND (closing or closed),
  * BATON_EOVERLOADED (queue full), BATON_ENOMEM. */
 int baton__transport_write(struct conn *c, const uint8_t *data, size_t len);
+
+/* A probe's connection ends: answer its callback (once) with rv, why and
+ * the reply (NULL unless rv is 0). */
+void baton__transport_probe_done(struct conn *c, int rv, const char *why,
+				 const struct baton_peer_handshake_reply *r);
 
 /* transport_handshake.c: a dialled connection is up, introduce ourselves. */
 void baton__transport_hello(struct conn *c);

@@ -1,6 +1,7 @@
 /*
- * The commands of machine version 1: the table, their checks and what they
- * do, with Redis's replies and error texts.
+ * The command table (machine versions 1 and 2), the checks and the
+ * commands of version 1, with Redis's replies and error texts. SET and
+ * the expiry commands live in expire.c.
  *
  * A check runs before a write is logged (kv_check) and again when it is
  * applied (the log may hold what another release checked). A write first
@@ -16,8 +17,6 @@
 #include "internal.h"
 #include "resp.h"
 
-/* Room for any reply of a write once the map changed: +OK, :<n>, $-1. */
-#define KV_WRITE_REPLY_BYTES 32u
 /* SCAN's COUNT when none is given (Redis: 10). */
 #define KV_SCAN_COUNT_DEFAULT 10u
 /* Buckets SCAN visits per COUNT asked, at most (Redis: 10). */
@@ -38,8 +37,7 @@ static uint8_t lower(uint8_t c)
 	return c >= 'A' && c <= 'Z' ? (uint8_t)(c - 'A' + 'a') : c;
 }
 
-/* Is argument i the (lower-case) word, in any case? */
-static bool arg_is(const struct kv__args *a, int i, const char *word)
+bool kv__arg_is(const struct kv__args *a, int i, const char *word)
 {
 	size_t n = strlen(word);
 	if (a->lens[i] != n)
@@ -50,9 +48,7 @@ static bool arg_is(const struct kv__args *a, int i, const char *word)
 	return true;
 }
 
-/* Append an error reply: BATON_EINVAL (refused, said why) or BATON_ENOMEM
- * (refused, could not say). */
-static int refuse(struct baton_buf *b, const char *msg)
+int kv__refuse(struct baton_buf *b, const char *msg)
 {
 	return resp_error(b, "%s", msg) == 0 ? BATON_EINVAL : BATON_ENOMEM;
 }
@@ -92,10 +88,19 @@ static int reply_keys(struct baton_buf *b, const struct list *l)
 	return rv;
 }
 
-static struct kv__entry *find(struct baton_kv *kv, const struct kv__args *a,
-			      int i)
+struct kv__entry *kv__find(struct baton_kv *kv, const struct kv__args *a, int i)
 {
-	return kv__table_find(&kv->table, a->argv[i], a->lens[i]);
+	struct kv__entry *e =
+		kv__table_find(&kv->table, a->argv[i], a->lens[i]);
+	return e != NULL && !kv__expired(e, kv->now_ms) ? e : NULL;
+}
+
+void kv__expire_if_due(struct baton_kv *kv, const struct kv__args *a, int i)
+{
+	struct kv__entry *e =
+		kv__table_find(&kv->table, a->argv[i], a->lens[i]);
+	if (e != NULL && kv__expired(e, kv->now_ms))
+		kv__table_delete(&kv->table, a->argv[i], a->lens[i]);
 }
 
 bool kv__append_fits(size_t have, size_t add)
@@ -105,32 +110,15 @@ bool kv__append_fits(size_t have, size_t add)
 
 /* ---- option parsing, shared by checks and runs ---- */
 
-enum set_cond { SET_ALWAYS, SET_NX, SET_XX };
-
-static int set_options(const struct kv__args *a, enum set_cond *cond,
-		       struct baton_buf *err)
-{
-	*cond = SET_ALWAYS;
-	for (int i = 3; i < a->argc; i++) {
-		if (arg_is(a, i, "nx") && *cond != SET_XX)
-			*cond = SET_NX;
-		else if (arg_is(a, i, "xx") && *cond != SET_NX)
-			*cond = SET_XX;
-		else /* EX, PX, KEEPTTL, GET...: not in machine version 1 */
-			return refuse(err, ERR_SYNTAX);
-	}
-	return 0;
-}
-
 /* An increment argument, as INCRBY and DECRBY take it. */
 static int increment(const struct kv__args *a, bool decrement, int64_t *by,
 		     struct baton_buf *err)
 {
 	int64_t v;
 	if (!resp_parse_int(a->argv[2], a->lens[2], &v))
-		return refuse(err, ERR_NOT_INT);
+		return kv__refuse(err, ERR_NOT_INT);
 	if (decrement && v == INT64_MIN)
-		return refuse(err, "ERR decrement would overflow");
+		return kv__refuse(err, "ERR decrement would overflow");
 	*by = decrement ? -v : v;
 	return 0;
 }
@@ -167,35 +155,29 @@ static int scan_options(const struct kv__args *a, struct scan_options *o,
 	o->pattern = NULL;
 	o->pattern_len = 0;
 	if (!parse_cursor(a->argv[1], a->lens[1], &o->cursor))
-		return refuse(err, "ERR invalid cursor");
+		return kv__refuse(err, "ERR invalid cursor");
 	for (int i = 2; i < a->argc; i += 2) {
 		bool has_value = a->argc - i >= 2;
-		if (has_value && arg_is(a, i, "count")) {
+		if (has_value && kv__arg_is(a, i, "count")) {
 			int64_t n;
 			if (!resp_parse_int(a->argv[i + 1], a->lens[i + 1], &n))
-				return refuse(err, ERR_NOT_INT);
+				return kv__refuse(err, ERR_NOT_INT);
 			if (n < 1)
-				return refuse(err, ERR_SYNTAX);
+				return kv__refuse(err, ERR_SYNTAX);
 			o->count = (uint64_t)n;
-		} else if (has_value && arg_is(a, i, "match")) {
+		} else if (has_value && kv__arg_is(a, i, "match")) {
 			o->pattern = a->argv[i + 1];
 			o->pattern_len = a->lens[i + 1];
 			if (o->pattern_len == 1 && o->pattern[0] == '*')
 				o->pattern = NULL;
 		} else { /* TYPE and the rest */
-			return refuse(err, ERR_SYNTAX);
+			return kv__refuse(err, ERR_SYNTAX);
 		}
 	}
 	return 0;
 }
 
 /* ---- checks beyond arity ---- */
-
-static int check_set(const struct kv__args *a, struct baton_buf *err)
-{
-	enum set_cond cond;
-	return set_options(a, &cond, err);
-}
 
 static int check_incrby(const struct kv__args *a, struct baton_buf *err)
 {
@@ -230,9 +212,9 @@ static int check_scan(const struct kv__args *a, struct baton_buf *err)
 
 static int check_flushall(const struct kv__args *a, struct baton_buf *err)
 {
-	if (a->argc > 2 ||
-	    (a->argc == 2 && !arg_is(a, 1, "sync") && !arg_is(a, 1, "async")))
-		return refuse(err, ERR_SYNTAX);
+	if (a->argc > 2 || (a->argc == 2 && !kv__arg_is(a, 1, "sync") &&
+			    !kv__arg_is(a, 1, "async")))
+		return kv__refuse(err, ERR_SYNTAX);
 	return 0;
 }
 
@@ -241,7 +223,7 @@ static int check_flushall(const struct kv__args *a, struct baton_buf *err)
 static int run_get(struct baton_kv *kv, const struct kv__args *a,
 		   struct baton_buf *reply)
 {
-	const struct kv__entry *e = find(kv, a, 1);
+	const struct kv__entry *e = kv__find(kv, a, 1);
 	return e != NULL ? resp_bulk(reply, e->val, e->val_len)
 			 : resp_null(reply);
 }
@@ -251,7 +233,7 @@ static int run_exists(struct baton_kv *kv, const struct kv__args *a,
 {
 	int64_t n = 0;
 	for (int i = 1; i < a->argc; i++)
-		if (find(kv, a, i) != NULL)
+		if (kv__find(kv, a, i) != NULL)
 			n++;
 	return resp_int(reply, n);
 }
@@ -259,7 +241,7 @@ static int run_exists(struct baton_kv *kv, const struct kv__args *a,
 static int run_strlen(struct baton_kv *kv, const struct kv__args *a,
 		      struct baton_buf *reply)
 {
-	const struct kv__entry *e = find(kv, a, 1);
+	const struct kv__entry *e = kv__find(kv, a, 1);
 	return resp_int(reply, e != NULL ? (int64_t)e->val_len : 0);
 }
 
@@ -268,7 +250,7 @@ static int run_mget(struct baton_kv *kv, const struct kv__args *a,
 {
 	int rv = resp_array(reply, (size_t)a->argc - 1);
 	for (int i = 1; rv == 0 && i < a->argc; i++) {
-		const struct kv__entry *e = find(kv, a, i);
+		const struct kv__entry *e = kv__find(kv, a, i);
 		rv = e != NULL ? resp_bulk(reply, e->val, e->val_len)
 			       : resp_null(reply);
 	}
@@ -282,11 +264,13 @@ static int run_dbsize(struct baton_kv *kv, const struct kv__args *a,
 	return resp_int(reply, (int64_t)kv->table.count);
 }
 
+/* Is e live at now_ms and matched by the pattern (NULL: any)? */
 static bool matches(const uint8_t *pattern, size_t plen,
-		    const struct kv__entry *e)
+		    const struct kv__entry *e, int64_t now_ms)
 {
-	return pattern == NULL ||
-	       kv__glob_match(pattern, plen, e->key, e->key_len);
+	return !kv__expired(e, now_ms) &&
+	       (pattern == NULL ||
+		kv__glob_match(pattern, plen, e->key, e->key_len));
 }
 
 static int run_keys(struct baton_kv *kv, const struct kv__args *a,
@@ -303,7 +287,7 @@ static int run_keys(struct baton_kv *kv, const struct kv__args *a,
 		const struct kv__entry *e =
 			kv__table_bucket(&kv->table, cursor);
 		for (; rv == 0 && e != NULL; e = e->next)
-			if (matches(pattern, plen, e))
+			if (matches(pattern, plen, e, kv->now_ms))
 				rv = list_push(&l, e);
 		cursor = kv__table_next(&kv->table, cursor);
 	} while (rv == 0 && cursor != 0);
@@ -330,7 +314,7 @@ static int run_scan(struct baton_kv *kv, const struct kv__args *a,
 			kv__table_bucket(&kv->table, cursor);
 		for (; rv == 0 && e != NULL; e = e->next) {
 			seen++;
-			if (matches(o.pattern, o.pattern_len, e))
+			if (matches(o.pattern, o.pattern_len, e, kv->now_ms))
 				rv = list_push(&l, e);
 		}
 		cursor = kv__table_next(&kv->table, cursor);
@@ -351,30 +335,6 @@ static int run_scan(struct baton_kv *kv, const struct kv__args *a,
 
 /* ---- writes ---- */
 
-static int run_set(struct baton_kv *kv, const struct kv__args *a,
-		   struct baton_buf *reply)
-{
-	enum set_cond cond;
-	int rv = set_options(a, &cond, reply);
-	assert(rv == 0); /* checked */
-	struct kv__entry *e = find(kv, a, 1);
-	if ((cond == SET_NX && e != NULL) || (cond == SET_XX && e == NULL))
-		return resp_null(reply);
-	rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
-	if (rv != 0)
-		return rv;
-	if (e != NULL) {
-		rv = kv__entry_set(e, a->argv[2], a->lens[2]);
-	} else {
-		e = kv__entry_new(a->argv[1], a->lens[1], a->argv[2],
-				  a->lens[2]);
-		if (e == NULL)
-			return BATON_ENOMEM;
-		kv__table_insert(&kv->table, e);
-	}
-	return rv != 0 ? rv : resp_simple(reply, "OK");
-}
-
 static int run_del(struct baton_kv *kv, const struct kv__args *a,
 		   struct baton_buf *reply)
 {
@@ -391,7 +351,7 @@ static int run_del(struct baton_kv *kv, const struct kv__args *a,
 static int incr_by(struct baton_kv *kv, const struct kv__args *a, int64_t by,
 		   struct baton_buf *reply)
 {
-	struct kv__entry *e = find(kv, a, 1);
+	struct kv__entry *e = kv__find(kv, a, 1);
 	int64_t v = 0;
 	if (e != NULL && !resp_parse_int(e->val, e->val_len, &v))
 		return reply_error(reply, ERR_NOT_INT);
@@ -452,7 +412,7 @@ static int run_decrby(struct baton_kv *kv, const struct kv__args *a,
 static int run_append(struct baton_kv *kv, const struct kv__args *a,
 		      struct baton_buf *reply)
 {
-	struct kv__entry *e = find(kv, a, 1);
+	struct kv__entry *e = kv__find(kv, a, 1);
 	if (e != NULL && !kv__append_fits(e->val_len, a->lens[2]))
 		return reply_error(reply, ERR_TOO_BIG);
 	int rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
@@ -513,29 +473,42 @@ static int run_flushall(struct baton_kv *kv, const struct kv__args *a,
 /* ---- the table ---- */
 
 static const struct kv_command commands[] = {
-	{"get", 2, KV_READ, 1, 1, 1, NULL, run_get},
-	{"set", -3, KV_WRITE, 1, 1, 1, check_set, run_set},
-	{"del", -2, KV_WRITE, 1, -1, 1, NULL, run_del},
-	{"exists", -2, KV_READ, 1, -1, 1, NULL, run_exists},
-	{"incr", 2, KV_WRITE, 1, 1, 1, NULL, run_incr},
-	{"incrby", 3, KV_WRITE, 1, 1, 1, check_incrby, run_incrby},
-	{"decr", 2, KV_WRITE, 1, 1, 1, NULL, run_decr},
-	{"decrby", 3, KV_WRITE, 1, 1, 1, check_decrby, run_decrby},
-	{"append", 3, KV_WRITE, 1, 1, 1, NULL, run_append},
-	{"strlen", 2, KV_READ, 1, 1, 1, NULL, run_strlen},
-	{"mget", -2, KV_READ, 1, -1, 1, NULL, run_mget},
-	{"mset", -3, KV_WRITE, 1, -1, 2, check_mset, run_mset},
-	{"dbsize", 1, KV_READ, 0, 0, 0, NULL, run_dbsize},
-	{"scan", -2, KV_READ, 0, 0, 0, check_scan, run_scan},
-	{"keys", 2, KV_READ, 0, 0, 0, NULL, run_keys},
-	{"flushall", -1, KV_WRITE, 0, 0, 0, check_flushall, run_flushall},
+	{"get", 2, KV_READ, 1, 1, 1, 1, NULL, run_get},
+	{"set", -3, KV_WRITE, 1, 1, 1, 1, kv__check_set, kv__run_set},
+	{"del", -2, KV_WRITE, 1, 1, -1, 1, NULL, run_del},
+	{"exists", -2, KV_READ, 1, 1, -1, 1, NULL, run_exists},
+	{"incr", 2, KV_WRITE, 1, 1, 1, 1, NULL, run_incr},
+	{"incrby", 3, KV_WRITE, 1, 1, 1, 1, check_incrby, run_incrby},
+	{"decr", 2, KV_WRITE, 1, 1, 1, 1, NULL, run_decr},
+	{"decrby", 3, KV_WRITE, 1, 1, 1, 1, check_decrby, run_decrby},
+	{"append", 3, KV_WRITE, 1, 1, 1, 1, NULL, run_append},
+	{"strlen", 2, KV_READ, 1, 1, 1, 1, NULL, run_strlen},
+	{"mget", -2, KV_READ, 1, 1, -1, 1, NULL, run_mget},
+	{"mset", -3, KV_WRITE, 1, 1, -1, 2, check_mset, run_mset},
+	{"dbsize", 1, KV_READ, 1, 0, 0, 0, NULL, run_dbsize},
+	{"scan", -2, KV_READ, 1, 0, 0, 0, check_scan, run_scan},
+	{"keys", 2, KV_READ, 1, 0, 0, 0, NULL, run_keys},
+	{"flushall", -1, KV_WRITE, 1, 0, 0, 0, check_flushall, run_flushall},
+	/* Machine version 2: expiry. */
+	{"getex", -2, KV_WRITE, 2, 1, 1, 1, kv__check_getex, kv__run_getex},
+	{"expire", -3, KV_WRITE, 2, 1, 1, 1, kv__check_expire, kv__run_expire},
+	{"pexpire", -3, KV_WRITE, 2, 1, 1, 1, kv__check_expire, kv__run_expire},
+	{"expireat", -3, KV_WRITE, 2, 1, 1, 1, kv__check_expire,
+	 kv__run_expire},
+	{"pexpireat", -3, KV_WRITE, 2, 1, 1, 1, kv__check_expire,
+	 kv__run_expire},
+	{"persist", 2, KV_WRITE, 2, 1, 1, 1, NULL, kv__run_persist},
+	{"ttl", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
+	{"pttl", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
+	{"expiretime", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
+	{"pexpiretime", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
 };
 
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len)
 {
 	struct kv__args a = {1, &name, &len};
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		if (arg_is(&a, 0, commands[i].name))
+		if (kv__arg_is(&a, 0, commands[i].name))
 			return &commands[i];
 	return NULL;
 }
@@ -556,12 +529,13 @@ int kv__check(const struct kv_command *c, const struct kv__args *a,
 			c->key_last < 0 ? a->argc + c->key_last : c->key_last;
 		for (int i = c->key_first; i <= last; i += c->key_step)
 			if (a->lens[i] > KV_KEY_BYTES_MAX)
-				return refuse(err, "ERR key exceeds maximum "
-						   "allowed size");
+				return kv__refuse(err,
+						  "ERR key exceeds maximum "
+						  "allowed size");
 	}
 	for (int i = 1; i < a->argc; i++)
 		if (a->lens[i] > KV_VALUE_BYTES_MAX)
-			return refuse(err, ERR_TOO_BIG);
+			return kv__refuse(err, ERR_TOO_BIG);
 	return c->check != NULL ? c->check(a, err) : 0;
 }
 
@@ -570,4 +544,29 @@ int kv_check(const struct kv_command *c, int argc, const uint8_t *const *argv,
 {
 	struct kv__args a = {argc, argv, lens};
 	return kv__check(c, &a, err);
+}
+
+int kv_gate(const struct kv_command *c, int argc, const uint8_t *const *argv,
+	    const size_t *lens, struct baton_machine_version v,
+	    struct baton_buf *err)
+{
+	assert(c != NULL && argc >= 1);
+	struct kv__args a = {argc, argv, lens};
+	const char *opt = NULL;
+	uint32_t need = c->machine_min;
+	if (need <= v.value && c->run == kv__run_set)
+		need = kv__set_machine_min(&a, &opt);
+	if (need <= v.value)
+		return 0;
+	int rv = opt != NULL
+			 ? resp_error(err,
+				      "ERR option '%s' of command '%s' needs "
+				      "machine version %u; the effective "
+				      "machine version is %u",
+				      opt, c->name, need, v.value)
+			 : resp_error(err,
+				      "ERR command '%s' needs machine version "
+				      "%u; the effective machine version is %u",
+				      c->name, need, v.value);
+	return rv == 0 ? BATON_EVERSION : BATON_ENOMEM;
 }

@@ -11,6 +11,7 @@
 
 #include "checksum.h"
 #include "kv.h"
+#include "le.h"
 
 /* A command's arguments: argv[0] is the name. Not owned. */
 struct kv__args {
@@ -32,6 +33,9 @@ uint64_t kv__rev64(uint64_t v);
 
 /* ---- table.c: a chained hash table of 2^n buckets ---- */
 
+/* heap_pos of an entry without an expiry. */
+#define KV_HEAP_NONE SIZE_MAX
+
 /* A key and its value; the key is stored after the struct. */
 struct kv__entry {
 	struct kv__entry *next; /* in the bucket chain */
@@ -39,8 +43,21 @@ struct kv__entry {
 	uint8_t *val;		/* owned; never NULL */
 	size_t val_len;
 	size_t val_cap;
+	/* The expiry, machine time in unix ms, when heap_pos is not
+	 * KV_HEAP_NONE (then e is in the table's expiry heap there). */
+	int64_t expire_at_ms;
+	size_t heap_pos;
 	size_t key_len;
 	uint8_t key[];
+};
+
+/* The keys with an expiry: a binary min-heap ordered by (expire_at_ms,
+ * key), each entry knowing its position, so that adding, changing and
+ * removing an expiry is O(log n) and the due keys come out in one order
+ * on every node. */
+struct kv__heap {
+	struct kv__entry **v;
+	size_t n, cap;
 };
 
 /* Every chain is sorted by (kv__rev64(hash), key), so walking the buckets
@@ -50,6 +67,7 @@ struct kv__table {
 	struct kv__entry **buckets;
 	uint64_t size; /* a power of two, >= KV_TABLE_BUCKETS_MIN */
 	uint64_t count;
+	struct kv__heap expiring; /* the entries with an expiry */
 };
 
 #define KV_TABLE_BUCKETS_MIN 4u
@@ -78,10 +96,11 @@ struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
 /* Insert e, whose key must be absent. May grow the table (best effort: a
  * failed allocation leaves longer chains, never a failure). */
 void kv__table_insert(struct kv__table *t, struct kv__entry *e);
-/* Insert e, or if its key is present give that entry e's value and free
- * e. Cannot fail. */
+/* Insert e, or if its key is present give that entry e's value (dropping
+ * its expiry, as SET does) and free e. Cannot fail. */
 void kv__table_put(struct kv__table *t, struct kv__entry *e);
-/* Remove and free the key's entry; false if absent. May shrink. */
+/* Remove and free the key's entry (and its expiry); false if absent. May
+ * shrink. */
 bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len);
 
 /* The chain of the bucket a scan cursor points at. */
@@ -92,6 +111,30 @@ const struct kv__entry *kv__table_bucket(const struct kv__table *t,
  * present for a whole scan is visited at least once even if the table is
  * resized between steps. */
 uint64_t kv__table_next(const struct kv__table *t, uint64_t cursor);
+
+/* ---- heap.c: the expiry index ---- */
+
+/* Room for `extra` more expiries without an allocation: 0 or
+ * BATON_ENOMEM. Call before changing the map. */
+int kv__heap_reserve(struct kv__heap *h, size_t extra);
+void kv__heap_free(struct kv__heap *h);
+/* Give e (in t) the expiry at_ms; room was reserved if e had none. */
+void kv__expire_set(struct kv__table *t, struct kv__entry *e, int64_t at_ms);
+/* Drop e's expiry, if any. */
+void kv__expire_clear(struct kv__table *t, struct kv__entry *e);
+/* The entry that expires first (smallest (expire_at_ms, key)), or NULL. */
+struct kv__entry *kv__heap_top(const struct kv__heap *h);
+
+static inline bool kv__has_expiry(const struct kv__entry *e)
+{
+	return e->heap_pos != KV_HEAP_NONE;
+}
+
+/* Is e logically gone at machine time now_ms? */
+static inline bool kv__expired(const struct kv__entry *e, int64_t now_ms)
+{
+	return kv__has_expiry(e) && e->expire_at_ms <= now_ms;
+}
 
 /* ---- glob.c ---- */
 
@@ -109,6 +152,36 @@ int kv__check(const struct kv_command *c, const struct kv__args *a,
 	      struct baton_buf *err);
 /* Whether a value of `have` bytes may grow by `add` (KV_VALUE_BYTES_MAX). */
 bool kv__append_fits(size_t have, size_t add);
+/* Is argument i the (lower-case) word, in any case? */
+bool kv__arg_is(const struct kv__args *a, int i, const char *word);
+/* Append the -ERR reply msg: BATON_EINVAL, or BATON_ENOMEM if it could not
+ * be appended. */
+int kv__refuse(struct baton_buf *b, const char *msg);
+/* The live entry of argument i: NULL if absent or expired at the
+ * machine time. Never changes the map. */
+struct kv__entry *kv__find(struct baton_kv *kv, const struct kv__args *a,
+			   int i);
+/* Room for any reply of a write once the map changed: +OK, :<n>, $-1. */
+#define KV_WRITE_REPLY_BYTES 32u
+
+/* ---- expire.c: SET and the commands of machine version 2 ---- */
+
+int kv__check_set(const struct kv__args *a, struct baton_buf *err);
+int kv__run_set(struct baton_kv *kv, const struct kv__args *a,
+		struct baton_buf *reply);
+int kv__check_getex(const struct kv__args *a, struct baton_buf *err);
+int kv__run_getex(struct baton_kv *kv, const struct kv__args *a,
+		  struct baton_buf *reply);
+int kv__check_expire(const struct kv__args *a, struct baton_buf *err);
+int kv__run_expire(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply);
+int kv__run_ttl(struct baton_kv *kv, const struct kv__args *a,
+		struct baton_buf *reply);
+int kv__run_persist(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply);
+/* The lowest machine version whose SET takes these options: 2 for any of
+ * EX, PX, EXAT, PXAT, KEEPTTL, GET (writes the option to *opt), else 1. */
+uint32_t kv__set_machine_min(const struct kv__args *a, const char **opt);
 
 /* ---- payload.c ---- */
 
@@ -123,16 +196,51 @@ struct kv__payload {
 	size_t *lens_heap;
 };
 
-/* Decode a payload, bounds-checked: 0, BATON_ECORRUPT, BATON_EVERSION (a
- * newer format) or BATON_ENOMEM. Free with kv__payload_free() after 0. */
-int kv__payload_decode(const uint8_t *buf, size_t len, struct kv__payload *p);
+/* Read one command (u32 argc, then argc times u32 length + bytes) from r
+ * into p, bounds-checked: 0, BATON_ECORRUPT or BATON_ENOMEM. Free with
+ * kv__payload_free() (also fine after an error). */
+int kv__args_read(struct baton_le_reader *r, struct kv__payload *p);
 void kv__payload_free(struct kv__payload *p);
+
+enum kv__kind {
+	KV_KIND_COMMAND = 1,
+	KV_KIND_TXN = 2,
+	KV_KIND_SWEEP = 3,
+};
+
+/* A decoded payload of either format. */
+struct kv__decoded {
+	uint8_t format;		/* 1 or 2 */
+	uint8_t kind;		/* enum kv__kind; format 1 is a command */
+	int64_t stamp_ms;	/* format 2: the leader's stamp; format 1: -1 */
+	struct kv__payload cmd; /* KV_KIND_COMMAND */
+	uint32_t sweep_keys;	/* KV_KIND_SWEEP */
+	uint32_t n_watches;	/* KV_KIND_TXN: the watches, then */
+	struct baton_le_reader watches;
+	uint32_t n_commands; /* the commands, each as kv__args_read */
+	struct baton_le_reader commands;
+};
+
+/* Decode a payload's framing, bounds-checked to its last byte (a
+ * transaction's commands are only walked: read them with kv__args_read):
+ * 0, BATON_ECORRUPT, BATON_EVERSION (a newer format or kind) or
+ * BATON_ENOMEM. Free with kv__decoded_free(). */
+int kv__decode(const uint8_t *buf, size_t len, struct kv__decoded *d);
+void kv__decoded_free(struct kv__decoded *d);
+/* One watch of a transaction from r (decoded already checked it). */
+void kv__watch_read(struct baton_le_reader *r, const uint8_t **key, size_t *len,
+		    uint64_t *hash);
 
 /* ---- kv.c ---- */
 
 struct baton_kv {
 	struct kv__table table;
+	int64_t now_ms;		  /* machine time: the largest stamp applied */
 	struct baton_buf scratch; /* replies nobody waits for */
+	char err[160];		  /* why the last call failed (kv_errmsg) */
 };
+
+/* Remove the key of argument i if it has expired at the machine time. */
+void kv__expire_if_due(struct baton_kv *kv, const struct kv__args *a, int i);
 
 #endif /* BATON_KV_INTERNAL_H */

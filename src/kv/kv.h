@@ -1,5 +1,5 @@
 /*
- * The key-value state machine, machine version 1 (docs/kv.md).
+ * The key-value state machine, machine versions 1 and 2 (docs/kv.md).
  *
  * How the server uses it:
  *   1. kv_lookup() the command a client sent, kv_check() it (a bad command
@@ -8,11 +8,19 @@
  *      it, every node kv_apply()s it, and the node the client waits on
  *      sends the reply kv_apply() wrote;
  *   3. a read runs with kv_read() on the local map after the read index.
+ * Under machine version 2 the server also kv_gate()s every command (a
+ * command of a later version gets its -ERR and is not logged), stamps its
+ * payloads with the leader's wall clock (kv_encode_v2, kv_encode_txn),
+ * and the leader proposes kv_encode_sweep() entries while
+ * kv_expiry_due() says keys are due.
  *
  * Applying is deterministic: the same payloads in the same order give the
  * same map, the same replies and byte-identical snapshots on every node
  * (no clocks, no randomness, a fixed hash function; iteration order is the
  * order of the reversed key hash, whatever the table's size or history).
+ * The only time is machine time: the largest stamp of the format-2
+ * payloads applied so far (0 before any), and expiry is decided from it
+ * alone.
  *
  * Keys and values are binary-safe byte strings. Errors are negative
  * BATON_E* codes from baton/raft.h.
@@ -20,15 +28,17 @@
 #ifndef BATON_KV_H
 #define BATON_KV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "baton/raft.h"
 #include "baton/buf.h"
 
-/* The machine versions kv_apply() knows: 1 only. */
+/* The machine versions kv_apply() knows. Version 2 adds expiry,
+ * transactions and stamped payloads (docs/kv.md). */
 #define KV_MACHINE_VERSION_MIN 1u
-#define KV_MACHINE_VERSION_MAX 1u
+#define KV_MACHINE_VERSION_MAX 2u
 
 /* Limits. They are part of machine version 1's semantics (an APPEND past
  * the value limit fails on every node alike), so they are constants. */
@@ -36,10 +46,27 @@
 #define KV_VALUE_BYTES_MAX ((size_t)512 << 20) /* Redis proto-max-bulk-len */
 #define KV_ARGS_MAX 65536u /* arguments of one command, the name included */
 
-/* Format versions of what kv writes (docs/kv.md). */
+/* Format versions of what kv writes (docs/kv.md). kv_encode() writes
+ * format 1 (any machine version), the kv_encode_v2 family format 2
+ * (machine version 2 only); snapshots are format 1 under machine version
+ * 1 and format 2 under 2. */
 #define KV_PAYLOAD_FORMAT 1u
+#define KV_PAYLOAD_FORMAT_2 2u
+#define KV_PAYLOAD_FORMAT_MAX 2u
 #define KV_SNAPSHOT_FORMAT 1u
+#define KV_SNAPSHOT_FORMAT_2 2u
+#define KV_SNAPSHOT_FORMAT_MAX 2u
 #define KV_SNAPSHOT_MAGIC "BKVS"
+
+/* Transactions: at most this many commands and watched keys per entry. */
+#define KV_TXN_COMMANDS_MAX 65536u
+#define KV_TXN_WATCHES_MAX 65536u
+/* A sweep entry deletes at most this many keys... */
+#define KV_SWEEP_KEYS_MAX 100000u
+/* ...and the leader's sweeper should ask for this many: one batch of
+ * 2000 deletions applies in about a millisecond (bench-kv-expiry), so a
+ * million keys expiring at once never hold the apply loop long. */
+#define KV_SWEEP_BATCH_KEYS 2000u
 
 /* ------------------------------------------------------------------------ */
 /* Commands.                                                                */
@@ -60,6 +87,9 @@ struct kv_command {
 	const char *name; /* lower case, as Redis names it in errors */
 	int arity;	  /* argc with the name; -n means at least n */
 	uint32_t flags;	  /* KV_WRITE or KV_READ */
+	/* The first machine version with this command (1 or 2). Some
+	 * options need a later one: kv_gate() says. */
+	uint32_t machine_min;
 	/* Arguments that are keys: first..last (negative: from the end)
 	 * every step; first 0 means none. */
 	int key_first, key_last, key_step;
@@ -84,6 +114,19 @@ const struct kv_command *kv_lookup(const uint8_t *name, size_t len);
 int kv_check(const struct kv_command *c, int argc, const uint8_t *const *argv,
 	     const size_t *lens, struct baton_buf *err);
 
+/* May this command, with these arguments, run under machine version v?
+ * 0 if so (nothing appended); BATON_EVERSION after appending the -ERR
+ * reply naming the version it needs and v, e.g. "-ERR command 'expire'
+ * needs machine version 2; the effective machine version is 1", or for
+ * SET's options "-ERR option 'ex' of command 'set' needs machine version
+ * 2; ..."; BATON_ENOMEM if refused but the reply could not be appended.
+ * The server calls it before kv_check() and logs nothing when refused;
+ * kv_apply() gives the same reply for such a command found in a format-1
+ * payload under version 1. */
+int kv_gate(const struct kv_command *c, int argc, const uint8_t *const *argv,
+	    const size_t *lens, struct baton_machine_version v,
+	    struct baton_buf *err);
+
 /* Append the payload of a write command to out (format: docs/kv.md):
  * u8 KV_PAYLOAD_FORMAT, u32 argc, then argc times u32 length + bytes, all
  * little-endian. The bytes are copied. Returns 0, BATON_EINVAL if argc is
@@ -91,6 +134,54 @@ int kv_check(const struct kv_command *c, int argc, const uint8_t *const *argv,
  * or BATON_ENOMEM; out is unchanged on failure. */
 int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 	      struct baton_buf *out);
+
+/* Payload format 2 (machine version 2 only): u8 2, u64 stamp_ms, u8 kind,
+ * then the kind's body. stamp_ms is the leader's wall clock in unix ms
+ * (at most INT64_MAX); applying the payload raises machine time to it.
+ * Each returns 0, BATON_EINVAL (a bad stamp, count or length; limits as
+ * kv_encode) or BATON_ENOMEM, with out unchanged on failure. */
+
+/* Kind 1: one write command, as kv_encode. */
+int kv_encode_v2(uint64_t stamp_ms, int argc, const uint8_t *const *argv,
+		 const size_t *lens, struct baton_buf *out);
+
+/* A key WATCHed by a transaction, with kv_watch_hash() at WATCH time. */
+struct kv_watch {
+	const uint8_t *key;
+	size_t key_len;
+	uint64_t hash;
+};
+
+/* A command queued by MULTI: read or write (reads run at apply, in
+ * order, against the state at that point). */
+struct kv_txn_command {
+	int argc;
+	const uint8_t *const *argv;
+	const size_t *lens;
+};
+
+/* Kind 2: a transaction (EXEC): u32 n_watches, each u32 key length, key,
+ * u64 hash; u32 n_commands, each u32 argc and its arguments. Up to
+ * KV_TXN_WATCHES_MAX watches and KV_TXN_COMMANDS_MAX commands (0 is fine:
+ * an empty EXEC). */
+int kv_encode_txn(uint64_t stamp_ms, size_t n_watches,
+		  const struct kv_watch *watches, size_t n_commands,
+		  const struct kv_txn_command *commands, struct baton_buf *out);
+
+/* Kind 3: a sweep: u32 max_keys (0..KV_SWEEP_KEYS_MAX). Applying it
+ * deletes up to max_keys keys whose expiry is <= machine time, in
+ * (expire time, key) order; 0 only advances machine time. */
+int kv_encode_sweep(uint64_t stamp_ms, uint32_t max_keys,
+		    struct baton_buf *out);
+
+/* The hash WATCH records for a key: 64 bits over its existence, type,
+ * value and expiry as seen now on this map (machine time); 0 when the key
+ * is absent or expired. A transaction whose watched keys no longer hash
+ * the same at apply is aborted. Comparing contents means a write that
+ * restores the same value and expiry (A -> B -> A) does not abort it: a
+ * deliberate, deterministic choice (docs/kv.md). */
+uint64_t kv_watch_hash(const struct baton_kv *kv, const uint8_t *key,
+		       size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* The map.                                                                 */
@@ -104,41 +195,76 @@ void kv_destroy(struct baton_kv *kv);
 /* Apply a committed payload under machine version v and append the client
  * reply to `reply` (NULL when nobody waits). A command that Redis would
  * refuse (wrong arguments, a value that is not an integer, ...) is applied
- * as a no-op with its -ERR reply: that is still 0. Errors, after which the
- * map is unchanged and nothing was appended:
- *   BATON_EVERSION  v is not a known machine version, the payload format is
- *                   newer than KV_PAYLOAD_FORMAT, or the command is not one
- *                   of version v (every node refuses it alike);
- *   BATON_ECORRUPT  the payload is malformed, or names a read command;
- *   BATON_ENOMEM    this node could not apply it: it must retry or stop,
- *                   never skip the entry (the others applied it). */
+ * as a no-op with its -ERR reply: that is still 0; so is a command of
+ * version 2 in a format-1 payload under version 1 (kv_gate's reply).
+ * Replies: a command's own; a transaction's array of its commands'
+ * replies, or the null array *-1 when a watched key changed (nothing
+ * ran); a sweep's integer count of keys deleted. Errors, after which the
+ * map is unchanged and nothing was appended (kv_errmsg() says why):
+ *   BATON_EVERSION  v is not a known machine version, the payload format
+ *                   is newer than v allows (format 2 under version 1), or
+ *                   a command is unknown to this release (every node of
+ *                   this release refuses it alike);
+ *   BATON_ECORRUPT  the payload is malformed, or a single command is a
+ *                   read command;
+ *   BATON_ENOMEM    this node could not apply it and must stop, never
+ *                   skip the entry (the others applied it) nor retry it (a
+ *                   transaction may have run in part). */
 int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 	     const uint8_t *payload, size_t len, struct baton_buf *reply);
 
-/* Run a read command (GET, MGET, EXISTS, STRLEN, DBSIZE, SCAN, KEYS)
- * on the local map and append its reply (an -ERR reply for a bad command,
- * as kv_check() gives). Never changes the map. Returns 0; BATON_EINVAL if
+/* Run a read command (GET, MGET, EXISTS, STRLEN, DBSIZE, SCAN, KEYS, TTL,
+ * PTTL, EXPIRETIME, PEXPIRETIME) on the local map and append its reply (an
+ * -ERR reply for a bad command, as kv_check() gives). Keys expired at the
+ * machine time are absent. Never changes the map. The server gates it
+ * (kv_gate) first. Returns 0; BATON_EINVAL if
  * argv[0] is no read command (an -ERR reply appended); BATON_ENOMEM with
  * nothing appended. */
 int kv_read(struct baton_kv *kv, int argc, const uint8_t *const *argv,
 	    const size_t *lens, struct baton_buf *reply);
 
-/* Number of keys. */
+/* Number of keys, expired ones not yet deleted included (as DBSIZE). */
 uint64_t kv_dbsize(const struct baton_kv *kv);
 
-/* Stream the whole map to sink, in pieces (format: docs/kv.md): magic
- * KV_SNAPSHOT_MAGIC, u32 KV_SNAPSHOT_FORMAT, u64 count, the entries as
- * u32 key length + key + u32 value length + value, then the XXH3-64 of
- * everything before it. Identical maps give identical bytes. sink returns
- * 0 or a negative error, which stops the snapshot and is returned. Returns
- * 0, the sink's error, or BATON_ENOMEM. */
-int kv_snapshot(const struct baton_kv *kv,
+/* Machine time, unix ms: the largest stamp applied (0 before any). */
+uint64_t kv_machine_time_ms(const struct baton_kv *kv);
+
+/* Number of keys with an expiry. */
+uint64_t kv_expiry_count(const struct baton_kv *kv);
+
+/* Does some key expire at or before now_ms (the leader's wall clock)? The
+ * leader's sweeper then proposes kv_encode_sweep(now_ms,
+ * KV_SWEEP_BATCH_KEYS), one at a time, until this is false. */
+bool kv_expiry_due(const struct baton_kv *kv, uint64_t now_ms);
+
+/* The earliest expiry, unix ms, in *at_ms: true, or false when no key has
+ * one (for the sweeper's timer). */
+bool kv_expiry_next(const struct baton_kv *kv, uint64_t *at_ms);
+
+/* Why the last kv_apply(), kv_snapshot() or kv_restore() failed: a static
+ * or owned string, valid until the next call on kv. */
+const char *kv_errmsg(const struct baton_kv *kv);
+
+/* Stream the whole map to sink, in pieces, as machine version v writes it
+ * (format: docs/kv.md): magic KV_SNAPSHOT_MAGIC, u32 format (1 under
+ * version 1, 2 under version 2), [format 2: u64 machine time], u64 count,
+ * the entries as u32 key length + key + u32 value length + value [format
+ * 2: + u64 expiry, 0 for none], then the XXH3-64 of everything before it.
+ * Identical maps give identical bytes. sink returns 0 or a negative
+ * error, which stops the snapshot and is returned. Returns 0, the sink's
+ * error, BATON_EVERSION (v unknown, or version 1 while keys have an
+ * expiry: format 1 cannot hold them; nothing is written) or
+ * BATON_ENOMEM. */
+int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
 		int (*sink)(void *arg, const void *buf, size_t len), void *arg);
 
-/* Replace the map with a snapshot's contents. On failure the old contents
- * stay: BATON_ECORRUPT (bad magic, length, checksum, limits, duplicate
- * keys), BATON_EVERSION (a format newer than KV_SNAPSHOT_FORMAT),
- * BATON_ENOMEM. The bytes are copied. */
-int kv_restore(struct baton_kv *kv, const uint8_t *buf, size_t len);
+/* Replace the map (and machine time) with a snapshot's contents written
+ * under machine version v. Format 1 restores under versions 1 and 2
+ * (machine time 0, no expiries); format 2 under version 2 only. On
+ * failure the old contents stay: BATON_ECORRUPT (bad magic, length,
+ * checksum, limits, duplicate keys), BATON_EVERSION (v unknown, or a
+ * format newer than v allows), BATON_ENOMEM. The bytes are copied. */
+int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
+	       const uint8_t *buf, size_t len);
 
 #endif /* BATON_KV_H */

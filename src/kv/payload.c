@@ -1,44 +1,57 @@
 /*
- * Entry payloads: a write command as it travels through the log.
+ * Entry payloads: what travels through the log.
  *
- *   u8  format (KV_PAYLOAD_FORMAT = 1)
- *   u32 argc (1..KV_ARGS_MAX)
- *   argc times: u32 length, then that many bytes (argument 0 is the name)
+ * Format 1 (any machine version), one write command:
+ *   u8  format 1
+ *   a command: u32 argc (1..KV_ARGS_MAX), then argc times u32 length and
+ *   that many bytes (argument 0 is the name)
  *
- * Integers are little-endian; nothing follows the last argument. The
- * decoder checks every length against what is left before it reads.
+ * Format 2 (machine version 2):
+ *   u8  format 2
+ *   u64 stamp_ms, the leader's wall clock (at most INT64_MAX)
+ *   u8  kind, then its body:
+ *     1 command      a command, as in format 1
+ *     2 transaction  u32 n_watches (<= KV_TXN_WATCHES_MAX), each u32 key
+ *                    length, key, u64 watch hash; u32 n_commands
+ *                    (<= KV_TXN_COMMANDS_MAX), each a command
+ *     3 sweep        u32 max_keys (<= KV_SWEEP_KEYS_MAX)
+ *
+ * Integers are little-endian; nothing follows the body. The decoder checks
+ * every length against what is left before it reads. Kind 0 is corrupt; a
+ * kind above 3 is a later machine version's (BATON_EVERSION).
  */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "le.h"
 
-#define PAYLOAD_HEADER_BYTES 5u /* format and argc */
 #define PAYLOAD_LEN_BYTES 4u
+#define PAYLOAD_V2_HEADER_BYTES 10u /* format, stamp, kind */
+#define KV_KIND_MAX KV_KIND_SWEEP
 
-int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
-	      struct baton_buf *out)
+/* ---- encoding ---- */
+
+/* Add the encoded size of a command to *total; BATON_EINVAL if it breaks
+ * a limit. At most 65536 * (4 + 512 MiB) per command: no overflow. */
+static int command_size(int argc, const size_t *lens, uint64_t *total)
 {
 	if (argc < 1 || (unsigned)argc > KV_ARGS_MAX)
 		return BATON_EINVAL;
-	/* At most 65536 * (4 + 512 MiB): no overflow in 64 bits. */
-	uint64_t total = PAYLOAD_HEADER_BYTES;
+	*total += PAYLOAD_LEN_BYTES;
 	for (int i = 0; i < argc; i++) {
 		if (lens[i] > KV_VALUE_BYTES_MAX)
 			return BATON_EINVAL;
-		total += PAYLOAD_LEN_BYTES + (uint64_t)lens[i];
+		*total += PAYLOAD_LEN_BYTES + (uint64_t)lens[i];
 	}
-	if (total > BATON_BUF_BYTES_MAX)
-		return BATON_ENOMEM;
-	int rv = baton_buf_reserve(out, (size_t)total);
-	if (rv != 0)
-		return rv;
-	uint8_t *p = out->data + out->len;
-	p[0] = KV_PAYLOAD_FORMAT;
-	baton_le_put_u32(p + 1, (uint32_t)argc);
-	p += PAYLOAD_HEADER_BYTES;
+	return 0;
+}
+
+static uint8_t *put_command(uint8_t *p, int argc, const uint8_t *const *argv,
+			    const size_t *lens)
+{
+	baton_le_put_u32(p, (uint32_t)argc);
+	p += PAYLOAD_LEN_BYTES;
 	for (int i = 0; i < argc; i++) {
 		baton_le_put_u32(p, (uint32_t)lens[i]);
 		p += PAYLOAD_LEN_BYTES;
@@ -46,47 +59,131 @@ int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 			memcpy(p, argv[i], lens[i]);
 		p += lens[i];
 	}
+	return p;
+}
+
+/* Reserve total bytes of out: 0, or BATON_ENOMEM. */
+static int reserve(struct baton_buf *out, uint64_t total)
+{
+	if (total > BATON_BUF_BYTES_MAX)
+		return BATON_ENOMEM;
+	return baton_buf_reserve(out, (size_t)total);
+}
+
+static uint8_t *put_v2_header(uint8_t *p, uint64_t stamp_ms, uint8_t kind)
+{
+	p[0] = KV_PAYLOAD_FORMAT_2;
+	baton_le_put_u64(p + 1, stamp_ms);
+	p[9] = kind;
+	return p + PAYLOAD_V2_HEADER_BYTES;
+}
+
+int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
+	      struct baton_buf *out)
+{
+	uint64_t total = 1;
+	int rv = command_size(argc, lens, &total);
+	if (rv == 0)
+		rv = reserve(out, total);
+	if (rv != 0)
+		return rv;
+	uint8_t *p = out->data + out->len;
+	p[0] = KV_PAYLOAD_FORMAT;
+	p = put_command(p + 1, argc, argv, lens);
 	assert((uint64_t)(p - (out->data + out->len)) == total);
 	out->len += (size_t)total;
 	return 0;
 }
 
-/* Walk the arguments; fill argv/lens when they are not NULL. */
-static int walk(const uint8_t *buf, size_t len, uint32_t argc,
-		const uint8_t **argv, size_t *lens)
+int kv_encode_v2(uint64_t stamp_ms, int argc, const uint8_t *const *argv,
+		 const size_t *lens, struct baton_buf *out)
 {
-	struct baton_le_reader r = baton_le_reader(buf + PAYLOAD_HEADER_BYTES,
-						   len - PAYLOAD_HEADER_BYTES);
-	for (uint32_t i = 0; i < argc; i++) {
-		uint32_t n;
-		const uint8_t *arg;
-		if (!baton_le_read_u32(&r, &n) ||
-		    !baton_le_read_bytes(&r, n, &arg))
-			return BATON_ECORRUPT;
-		if (argv != NULL) {
-			argv[i] = arg;
-			lens[i] = n;
-		}
-	}
-	return baton_le_left(&r) == 0 ? 0 : BATON_ECORRUPT;
-}
-
-int kv__payload_decode(const uint8_t *buf, size_t len, struct kv__payload *p)
-{
-	memset(p, 0, sizeof *p);
-	if (len < 1 || buf[0] == 0)
-		return BATON_ECORRUPT;
-	if (buf[0] > KV_PAYLOAD_FORMAT)
-		return BATON_EVERSION;
-	if (len < PAYLOAD_HEADER_BYTES)
-		return BATON_ECORRUPT;
-	uint32_t argc = baton_le_get_u32(buf + 1);
-	if (argc == 0 || argc > KV_ARGS_MAX ||
-	    argc > (len - PAYLOAD_HEADER_BYTES) / PAYLOAD_LEN_BYTES)
-		return BATON_ECORRUPT;
-	int rv = walk(buf, len, argc, NULL, NULL);
+	if (stamp_ms > INT64_MAX)
+		return BATON_EINVAL;
+	uint64_t total = PAYLOAD_V2_HEADER_BYTES;
+	int rv = command_size(argc, lens, &total);
+	if (rv == 0)
+		rv = reserve(out, total);
 	if (rv != 0)
 		return rv;
+	uint8_t *p = out->data + out->len;
+	p = put_v2_header(p, stamp_ms, KV_KIND_COMMAND);
+	p = put_command(p, argc, argv, lens);
+	assert((uint64_t)(p - (out->data + out->len)) == total);
+	out->len += (size_t)total;
+	return 0;
+}
+
+int kv_encode_txn(uint64_t stamp_ms, size_t n_watches,
+		  const struct kv_watch *watches, size_t n_commands,
+		  const struct kv_txn_command *commands, struct baton_buf *out)
+{
+	if (stamp_ms > INT64_MAX || n_watches > KV_TXN_WATCHES_MAX ||
+	    n_commands > KV_TXN_COMMANDS_MAX)
+		return BATON_EINVAL;
+	uint64_t total = PAYLOAD_V2_HEADER_BYTES + 2 * PAYLOAD_LEN_BYTES;
+	for (size_t i = 0; i < n_watches; i++) {
+		if (watches[i].key_len > KV_KEY_BYTES_MAX)
+			return BATON_EINVAL;
+		total += PAYLOAD_LEN_BYTES + watches[i].key_len + 8;
+	}
+	for (size_t i = 0; i < n_commands; i++) {
+		int rv = command_size(commands[i].argc, commands[i].lens,
+				      &total);
+		if (rv != 0)
+			return rv;
+	}
+	int rv = reserve(out, total);
+	if (rv != 0)
+		return rv;
+	uint8_t *p = out->data + out->len;
+	p = put_v2_header(p, stamp_ms, KV_KIND_TXN);
+	baton_le_put_u32(p, (uint32_t)n_watches);
+	p += PAYLOAD_LEN_BYTES;
+	for (size_t i = 0; i < n_watches; i++) {
+		const struct kv_watch *w = &watches[i];
+		baton_le_put_u32(p, (uint32_t)w->key_len);
+		p += PAYLOAD_LEN_BYTES;
+		if (w->key_len > 0)
+			memcpy(p, w->key, w->key_len);
+		p += w->key_len;
+		baton_le_put_u64(p, w->hash);
+		p += 8;
+	}
+	baton_le_put_u32(p, (uint32_t)n_commands);
+	p += PAYLOAD_LEN_BYTES;
+	for (size_t i = 0; i < n_commands; i++)
+		p = put_command(p, commands[i].argc, commands[i].argv,
+				commands[i].lens);
+	assert((uint64_t)(p - (out->data + out->len)) == total);
+	out->len += (size_t)total;
+	return 0;
+}
+
+int kv_encode_sweep(uint64_t stamp_ms, uint32_t max_keys, struct baton_buf *out)
+{
+	if (stamp_ms > INT64_MAX || max_keys > KV_SWEEP_KEYS_MAX)
+		return BATON_EINVAL;
+	uint64_t total = PAYLOAD_V2_HEADER_BYTES + PAYLOAD_LEN_BYTES;
+	int rv = reserve(out, total);
+	if (rv != 0)
+		return rv;
+	uint8_t *p =
+		put_v2_header(out->data + out->len, stamp_ms, KV_KIND_SWEEP);
+	baton_le_put_u32(p, max_keys);
+	out->len += (size_t)total;
+	return 0;
+}
+
+/* ---- decoding ---- */
+
+int kv__args_read(struct baton_le_reader *r, struct kv__payload *p)
+{
+	memset(p, 0, sizeof *p);
+	uint32_t argc;
+	if (!baton_le_read_u32(r, &argc) || argc == 0 || argc > KV_ARGS_MAX ||
+	    argc > baton_le_left(r) / PAYLOAD_LEN_BYTES)
+		return BATON_ECORRUPT;
 	const uint8_t **argv = p->argv_inline;
 	size_t *lens = p->lens_inline;
 	if (argc > KV_PAYLOAD_ARGS_INLINE) {
@@ -99,8 +196,15 @@ int kv__payload_decode(const uint8_t *buf, size_t len, struct kv__payload *p)
 		argv = p->argv_heap;
 		lens = p->lens_heap;
 	}
-	rv = walk(buf, len, argc, argv, lens);
-	assert(rv == 0);
+	for (uint32_t i = 0; i < argc; i++) {
+		uint32_t n;
+		if (!baton_le_read_u32(r, &n) ||
+		    !baton_le_read_bytes(r, n, &argv[i])) {
+			kv__payload_free(p);
+			return BATON_ECORRUPT;
+		}
+		lens[i] = n;
+	}
 	p->args.argc = (int)argc;
 	p->args.argv = argv;
 	p->args.lens = lens;
@@ -113,4 +217,107 @@ void kv__payload_free(struct kv__payload *p)
 	free(p->lens_heap);
 	p->argv_heap = NULL;
 	p->lens_heap = NULL;
+}
+
+void kv__watch_read(struct baton_le_reader *r, const uint8_t **key, size_t *len,
+		    uint64_t *hash)
+{
+	uint32_t n;
+	bool ok = baton_le_read_u32(r, &n) && baton_le_read_bytes(r, n, key) &&
+		  baton_le_read_u64(r, hash);
+	assert(ok); /* kv__decode walked them */
+	(void)ok;
+	*len = n;
+}
+
+/* A reader over the bytes r passed since `start`. */
+static struct baton_le_reader since(const uint8_t *start,
+				    const struct baton_le_reader *r)
+{
+	return baton_le_reader(start, (size_t)(r->p - start));
+}
+
+static int decode_txn(struct baton_le_reader *r, struct kv__decoded *d)
+{
+	if (!baton_le_read_u32(r, &d->n_watches) ||
+	    d->n_watches > KV_TXN_WATCHES_MAX)
+		return BATON_ECORRUPT;
+	const uint8_t *start = r->p;
+	for (uint32_t i = 0; i < d->n_watches; i++) {
+		uint32_t n;
+		const uint8_t *key;
+		uint64_t hash;
+		if (!baton_le_read_u32(r, &n) || n > KV_KEY_BYTES_MAX ||
+		    !baton_le_read_bytes(r, n, &key) ||
+		    !baton_le_read_u64(r, &hash))
+			return BATON_ECORRUPT;
+	}
+	d->watches = since(start, r);
+	if (!baton_le_read_u32(r, &d->n_commands) ||
+	    d->n_commands > KV_TXN_COMMANDS_MAX)
+		return BATON_ECORRUPT;
+	start = r->p;
+	for (uint32_t i = 0; i < d->n_commands; i++) {
+		struct kv__payload p;
+		int rv = kv__args_read(r, &p);
+		kv__payload_free(&p);
+		if (rv != 0)
+			return rv;
+	}
+	d->commands = since(start, r);
+	return 0;
+}
+
+static int decode_v2(struct baton_le_reader *r, struct kv__decoded *d)
+{
+	uint64_t stamp;
+	const uint8_t *kind;
+	if (!baton_le_read_u64(r, &stamp) || stamp > INT64_MAX ||
+	    !baton_le_read_bytes(r, 1, &kind) || kind[0] == 0)
+		return BATON_ECORRUPT;
+	if (kind[0] > KV_KIND_MAX)
+		return BATON_EVERSION;
+	d->stamp_ms = (int64_t)stamp;
+	d->kind = kind[0];
+	switch (d->kind) {
+	case KV_KIND_COMMAND:
+		return kv__args_read(r, &d->cmd);
+	case KV_KIND_TXN:
+		return decode_txn(r, d);
+	default:
+		assert(d->kind == KV_KIND_SWEEP);
+		if (!baton_le_read_u32(r, &d->sweep_keys) ||
+		    d->sweep_keys > KV_SWEEP_KEYS_MAX)
+			return BATON_ECORRUPT;
+		return 0;
+	}
+}
+
+int kv__decode(const uint8_t *buf, size_t len, struct kv__decoded *d)
+{
+	memset(d, 0, sizeof *d);
+	d->stamp_ms = -1;
+	if (len < 1 || buf[0] == 0)
+		return BATON_ECORRUPT;
+	if (buf[0] > KV_PAYLOAD_FORMAT_MAX)
+		return BATON_EVERSION;
+	d->format = buf[0];
+	struct baton_le_reader r = baton_le_reader(buf + 1, len - 1);
+	int rv;
+	if (d->format == KV_PAYLOAD_FORMAT) {
+		d->kind = KV_KIND_COMMAND;
+		rv = kv__args_read(&r, &d->cmd);
+	} else {
+		rv = decode_v2(&r, d);
+	}
+	if (rv == 0 && baton_le_left(&r) != 0)
+		rv = BATON_ECORRUPT;
+	if (rv != 0)
+		kv__decoded_free(d);
+	return rv;
+}
+
+void kv__decoded_free(struct kv__decoded *d)
+{
+	kv__payload_free(&d->cmd);
 }

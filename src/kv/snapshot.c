@@ -1,25 +1,37 @@
 /*
- * Snapshots of the map, format 1:
+ * Snapshots of the map. Format 1 (machine version 1):
  *
  *   "BKVS"  magic, 4 bytes
- *   u32     format (KV_SNAPSHOT_FORMAT)
+ *   u32     format 1
  *   u64     count of entries
  *   count times: u32 key length, key, u32 value length, value
  *   u64     XXH3-64 of every byte before it
  *
+ * Format 2 (machine version 2) adds machine time and expiries:
+ *
+ *   "BKVS", u32 format 2, u64 machine time (unix ms), u64 count
+ *   count times: u32 key length, key, u32 value length, value,
+ *                u64 expiry (unix ms, 1..INT64_MAX; 0 for none)
+ *   u64     XXH3-64 of every byte before it
+ *
  * Little-endian. Entries come in the table's canonical order (sorted by
- * reversed hash, then key), so equal maps give equal bytes.
+ * reversed hash, then key), so equal maps give equal bytes. The expiry
+ * heap is not written: a restore rebuilds it, and its order depends on
+ * the keys and expiries alone.
  */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "le.h"
 
-#define SNAP_HEADER_BYTES 16u
+#define SNAP_HEADER_BYTES 16u	/* format 1 */
+#define SNAP_HEADER_2_BYTES 24u /* format 2: machine time too */
 #define SNAP_TRAILER_BYTES 8u
-#define SNAP_ENTRY_MIN_BYTES 8u
+#define SNAP_ENTRY_MIN_BYTES 8u	   /* format 1 */
+#define SNAP_ENTRY_2_MIN_BYTES 16u /* format 2: the expiry too */
 /* Small pieces are gathered into chunks of this size for the sink. */
 #define SNAP_CHUNK_BYTES ((size_t)64 << 10)
 
@@ -59,7 +71,8 @@ static int put(struct writer *w, const void *buf, size_t len)
 	return w->sink(w->arg, buf, len);
 }
 
-static int put_entry(struct writer *w, const struct kv__entry *e)
+static int put_entry(struct writer *w, const struct kv__entry *e,
+		     uint32_t format)
 {
 	uint8_t n[4];
 	assert(e->key_len <= KV_KEY_BYTES_MAX &&
@@ -73,21 +86,34 @@ static int put_entry(struct writer *w, const struct kv__entry *e)
 		rv = put(w, n, 4);
 	if (rv == 0)
 		rv = put(w, e->val, e->val_len);
+	if (rv == 0 && format == KV_SNAPSHOT_FORMAT_2) {
+		uint8_t at[8];
+		baton_le_put_u64(
+			at, kv__has_expiry(e) ? (uint64_t)e->expire_at_ms : 0);
+		rv = put(w, at, sizeof at);
+	}
 	return rv;
 }
 
-static int write_all(struct writer *w, const struct kv__table *t)
+static int write_all(struct writer *w, const struct baton_kv *kv,
+		     uint32_t format)
 {
-	uint8_t head[SNAP_HEADER_BYTES];
+	const struct kv__table *t = &kv->table;
+	uint8_t head[SNAP_HEADER_2_BYTES];
 	memcpy(head, KV_SNAPSHOT_MAGIC, 4);
-	baton_le_put_u32(head + 4, KV_SNAPSHOT_FORMAT);
-	baton_le_put_u64(head + 8, t->count);
-	int rv = put(w, head, sizeof head);
+	baton_le_put_u32(head + 4, format);
+	size_t n = SNAP_HEADER_BYTES;
+	if (format == KV_SNAPSHOT_FORMAT_2) {
+		baton_le_put_u64(head + 8, (uint64_t)kv->now_ms);
+		n = SNAP_HEADER_2_BYTES;
+	}
+	baton_le_put_u64(head + n - 8, t->count);
+	int rv = put(w, head, n);
 	uint64_t written = 0, cursor = 0;
 	do {
 		const struct kv__entry *e = kv__table_bucket(t, cursor);
 		for (; rv == 0 && e != NULL; e = e->next, written++)
-			rv = put_entry(w, e);
+			rv = put_entry(w, e, format);
 		cursor = kv__table_next(t, cursor);
 	} while (rv == 0 && cursor != 0);
 	if (rv == 0)
@@ -100,14 +126,32 @@ static int write_all(struct writer *w, const struct kv__table *t)
 	return w->sink(w->arg, trailer, sizeof trailer);
 }
 
-int kv_snapshot(const struct baton_kv *kv,
+/* Say why in kv->err (a diagnostic, writable through const). */
+static int fail(const struct baton_kv *kv, int rv, const char *why)
+{
+	char *err = (char *)kv->err;
+	snprintf(err, sizeof kv->err, "%s", why);
+	return rv;
+}
+
+int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
 		int (*sink)(void *arg, const void *buf, size_t len), void *arg)
 {
+	if (v.value < KV_MACHINE_VERSION_MIN ||
+	    v.value > KV_MACHINE_VERSION_MAX)
+		return fail(kv, BATON_EVERSION,
+			    "a snapshot under an unknown machine version");
+	uint32_t format =
+		v.value >= 2 ? KV_SNAPSHOT_FORMAT_2 : KV_SNAPSHOT_FORMAT;
+	if (format == KV_SNAPSHOT_FORMAT && kv->table.expiring.n > 0)
+		return fail(kv, BATON_EVERSION,
+			    "keys have expiries, which snapshot format 1 "
+			    "(machine version 1) cannot hold");
 	struct writer w = {sink, arg, baton__hasher_new(),
 			   malloc(SNAP_CHUNK_BYTES), 0};
 	int rv = BATON_ENOMEM;
 	if (w.sum != NULL && w.chunk != NULL)
-		rv = write_all(&w, &kv->table);
+		rv = write_all(&w, kv, format);
 	if (w.sum != NULL)
 		baton__hasher_free(w.sum);
 	free(w.chunk);
@@ -116,7 +160,7 @@ int kv_snapshot(const struct baton_kv *kv,
 
 /* Read the entries into t; ECORRUPT unless they fill [off, end) exactly. */
 static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
-			size_t end, uint64_t count)
+			size_t end, uint64_t count, uint32_t format)
 {
 	struct baton_le_reader r = baton_le_reader(buf + off, end - off);
 	for (uint64_t i = 0; i < count; i++) {
@@ -130,41 +174,65 @@ static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
 			return BATON_ECORRUPT;
 		if (kv__table_find(t, key, klen) != NULL)
 			return BATON_ECORRUPT;
+		uint64_t at = 0;
+		if (format == KV_SNAPSHOT_FORMAT_2 &&
+		    (!baton_le_read_u64(&r, &at) || at > INT64_MAX))
+			return BATON_ECORRUPT;
+		if (at != 0 && kv__heap_reserve(&t->expiring, 1) != 0)
+			return BATON_ENOMEM;
 		struct kv__entry *e = kv__entry_new(key, klen, val, vlen);
 		if (e == NULL)
 			return BATON_ENOMEM;
 		kv__table_insert(t, e);
+		if (at != 0)
+			kv__expire_set(t, e, (int64_t)at);
 	}
 	return baton_le_left(&r) == 0 ? 0 : BATON_ECORRUPT;
 }
 
-int kv_restore(struct baton_kv *kv, const uint8_t *buf, size_t len)
+int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
+	       const uint8_t *buf, size_t len)
 {
+	kv->err[0] = '\0';
+	if (v.value < KV_MACHINE_VERSION_MIN ||
+	    v.value > KV_MACHINE_VERSION_MAX)
+		return fail(kv, BATON_EVERSION,
+			    "a snapshot under an unknown machine version");
 	if (len < 8 || memcmp(buf, KV_SNAPSHOT_MAGIC, 4) != 0)
-		return BATON_ECORRUPT;
+		return fail(kv, BATON_ECORRUPT,
+			    "no " KV_SNAPSHOT_MAGIC " magic");
 	uint32_t format = baton_le_get_u32(buf + 4);
 	if (format == 0)
-		return BATON_ECORRUPT;
-	if (format > KV_SNAPSHOT_FORMAT)
-		return BATON_EVERSION;
-	if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES)
-		return BATON_ECORRUPT;
+		return fail(kv, BATON_ECORRUPT, "snapshot format 0");
+	if (format > KV_SNAPSHOT_FORMAT_MAX || format > v.value)
+		return fail(kv, BATON_EVERSION,
+			    "a snapshot format newer than the machine "
+			    "version allows (format 2 needs version 2)");
+	bool v2 = format == KV_SNAPSHOT_FORMAT_2;
+	size_t head = v2 ? SNAP_HEADER_2_BYTES : SNAP_HEADER_BYTES;
+	if (len < head + SNAP_TRAILER_BYTES)
+		return fail(kv, BATON_ECORRUPT, "a truncated snapshot");
 	size_t end = len - SNAP_TRAILER_BYTES;
 	if (baton__checksum(buf, end) != baton_le_get_u64(buf + end))
-		return BATON_ECORRUPT;
-	uint64_t count = baton_le_get_u64(buf + 8);
-	if (count > (end - SNAP_HEADER_BYTES) / SNAP_ENTRY_MIN_BYTES)
-		return BATON_ECORRUPT;
+		return fail(kv, BATON_ECORRUPT, "a bad snapshot checksum");
+	uint64_t now = v2 ? baton_le_get_u64(buf + 8) : 0;
+	uint64_t count = baton_le_get_u64(buf + head - 8);
+	size_t entry_min = v2 ? SNAP_ENTRY_2_MIN_BYTES : SNAP_ENTRY_MIN_BYTES;
+	if (now > INT64_MAX || count > (end - head) / entry_min)
+		return fail(kv, BATON_ECORRUPT, "a bad snapshot header");
 	struct kv__table t;
 	int rv = kv__table_init(&t, count);
 	if (rv == 0)
-		rv = read_entries(&t, buf, SNAP_HEADER_BYTES, end, count);
+		rv = read_entries(&t, buf, head, end, count, format);
 	if (rv != 0) {
 		kv__table_free(&t);
-		return rv;
+		return fail(kv, rv,
+			    rv == BATON_ENOMEM ? "out of memory"
+					       : "malformed snapshot entries");
 	}
 	assert(t.count == count);
 	kv__table_free(&kv->table);
 	kv->table = t;
+	kv->now_ms = (int64_t)now;
 	return 0;
 }

@@ -40,6 +40,7 @@ int kv__table_init(struct kv__table *t, uint64_t hint)
 {
 	t->size = pow2_at_least(hint);
 	t->count = 0;
+	memset(&t->expiring, 0, sizeof t->expiring);
 	t->buckets = buckets_new(t->size);
 	return t->buckets != NULL ? 0 : BATON_ENOMEM;
 }
@@ -56,6 +57,7 @@ static void free_chains(struct kv__table *t)
 		t->buckets[i] = NULL;
 	}
 	t->count = 0;
+	t->expiring.n = 0;
 }
 
 void kv__table_free(struct kv__table *t)
@@ -65,6 +67,7 @@ void kv__table_free(struct kv__table *t)
 	free(t->buckets);
 	t->buckets = NULL;
 	t->size = 0;
+	kv__heap_free(&t->expiring);
 }
 
 void kv__table_clear(struct kv__table *t)
@@ -103,6 +106,8 @@ struct kv__entry *kv__entry_new(const uint8_t *key, size_t klen,
 	e->key_len = klen;
 	e->val_len = vlen;
 	e->val_cap = vlen > 0 ? vlen : 1;
+	e->expire_at_ms = 0;
+	e->heap_pos = KV_HEAP_NONE;
 	return e;
 }
 
@@ -245,6 +250,7 @@ void kv__table_put(struct kv__table *t, struct kv__entry *e)
 	e->val_len = len;
 	e->val_cap = cap;
 	kv__entry_free(e);
+	kv__expire_clear(t, old);
 }
 
 bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
@@ -257,6 +263,7 @@ bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
 		    (len > 0 && memcmp(e->key, key, len) != 0))
 			continue;
 		*pp = e->next;
+		kv__expire_clear(t, e);
 		kv__entry_free(e);
 		assert(t->count > 0);
 		t->count--;

@@ -74,6 +74,26 @@ static void clear_stall(struct baton_pipeline *p)
 	p->stalled_why[0] = '\0';
 }
 
+/* needs-upgrade: the log (an entry or a snapshot at index) makes the
+ * effective machine version `machine`, above what this release
+ * implements. The operator's one remedy is a newer release on the same
+ * data; status and the log say so in these words. */
+static void stall_needs(struct baton_pipeline *p, baton_index index,
+			baton_term term, bool snapshot, uint32_t machine)
+{
+	char rel[BATON_RELEASE_STR_MAX], why[BATON_STALL_TEXT_MAX];
+	const struct baton_profile *pr = &p->c.raft.profile;
+	BATON_ASSERT(machine > pr->machine_max.value);
+	text(why, sizeof why,
+	     "needs-upgrade: the effective machine version becomes %u at "
+	     "index %" PRIu64 ", but release %s implements machine versions "
+	     "up to %u; restart this node with a release that implements "
+	     "machine version %u",
+	     machine, index, baton_release_format(pr->release, rel),
+	     pr->machine_max.value, machine);
+	stall(p, index, term, snapshot, why);
+}
+
 static void stall_entry(struct baton_pipeline *p, const struct baton_entry *e,
 			const char *found, const char *todo)
 {
@@ -102,17 +122,10 @@ static int apply_versions(struct baton_pipeline *p, const struct baton_entry *e)
 			    "upgrade this node to a newer release");
 		return rv;
 	}
-	uint32_t max = p->c.raft.profile.machine_max.value;
-	if (v.machine.value > max) {
-		char todo[120];
-		text(found, sizeof found,
-		     "a version entry raising the machine version to %u",
-		     v.machine.value);
-		text(todo, sizeof todo,
-		     "upgrade this node to a release that implements "
-		     "machine version %u",
-		     v.machine.value);
-		stall_entry(p, e, found, todo);
+	/* The core stalls at such an entry before handing it over; this
+	 * is the machine's own line of defence. */
+	if (v.machine.value > p->c.raft.profile.machine_max.value) {
+		stall_needs(p, e->index, e->term, false, v.machine.value);
 		return BATON_EVERSION;
 	}
 	struct baton_machine_version from = p->versions.machine;
@@ -213,29 +226,23 @@ static int restore(struct baton_pipeline *p,
 	char found[BATON_STALL_TEXT_MAX / 2], me[160],
 		why[BATON_STALL_TEXT_MAX];
 	struct baton_machine_version v = meta->versions.machine;
-	uint32_t max = p->c.raft.profile.machine_max.value;
-	int rv;
-	if (v.value > max) {
+	if (v.value > p->c.raft.profile.machine_max.value) {
+		/* Never handed to the machine (the core refuses such a
+		 * snapshot from a leader; this one was on our disk). */
+		stall_needs(p, meta->index, 0, true, v.value);
+		return BATON_EVERSION;
+	}
+	int rv = p->machine->ops->restore(p->machine, v, data, len);
+	if (rv == BATON_ENOMEM)
+		text(found, sizeof found,
+		     "out of memory restoring the snapshot at index %" PRIu64,
+		     meta->index);
+	else if (rv != 0)
 		text(found, sizeof found,
 		     "the snapshot at index %" PRIu64
-		     " holds machine version %u",
-		     meta->index, v.value);
-		rv = BATON_EVERSION;
-	} else {
-		rv = p->machine->ops->restore(p->machine, v, data, len);
-		if (rv == BATON_ENOMEM)
-			text(found, sizeof found,
-			     "out of memory restoring the snapshot at "
-			     "index %" PRIu64,
-			     meta->index);
-		else if (rv != 0)
-			text(found, sizeof found,
-			     "the snapshot at index %" PRIu64
-			     " (machine version %u) cannot be restored "
-			     "(%s: %s)",
-			     meta->index, v.value, baton_err_name(rv),
-			     machine_errmsg(p));
-	}
+		     " (machine version %u) cannot be restored (%s: %s)",
+		     meta->index, v.value, baton_err_name(rv),
+		     machine_errmsg(p));
 	if (rv == 0) {
 		p->applied = meta->index;
 		p->versions = meta->versions;
@@ -304,10 +311,18 @@ void pl_apply_update(struct baton_pipeline *p, const struct baton_update *u)
 
 /* ---- following the core's stall ------------------------------------------ */
 
-static void describe_core_stall(struct baton_pipeline *p, baton_index index)
+static void describe_core_stall(struct baton_pipeline *p,
+				const struct baton_raft_status *s)
 {
+	baton_index index = s->stalled_index;
 	const struct baton_entry *e = baton_raft_entry(p->raft, index);
 	char found[160];
+	if (s->needs_machine.value != 0) {
+		/* A version entry, or a leader's snapshot it refused. */
+		stall_needs(p, index, e != NULL ? e->term : 0, false,
+			    s->needs_machine.value);
+		return;
+	}
 	if (e == NULL) {
 		text(found, sizeof found, "an entry the core cannot interpret");
 		struct baton_entry none = {.index = index};
@@ -361,7 +376,7 @@ void pl_stall_sync(struct baton_pipeline *p)
 	/* A stall of the core's own: a configuration or version entry it
 	 * cannot decode. */
 	if (s.stalled_index != 0 && s.stalled_index != p->stalled_index) {
-		describe_core_stall(p, s.stalled_index);
+		describe_core_stall(p, &s);
 		p->stop_due = 0; /* the core knows */
 	}
 }

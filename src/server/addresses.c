@@ -113,7 +113,16 @@ void server_reply_error(struct server *s, struct baton_buf *b, int code)
 static void peer_frame(void *data, baton_node_id from,
 		       const struct baton_peer_frame *f)
 {
-	forward_on_frame(data, from, f);
+	if (f->kind == BATON_PEER_JOIN || f->kind == BATON_PEER_JOIN_REPLY)
+		join_on_frame(data, from, f);
+	else
+		forward_on_frame(data, from, f);
+}
+
+static const char *peer_addr(void *data, baton_node_id id)
+{
+	const struct book_entry *e = server_address(data, id);
+	return e != NULL ? e->peer : NULL;
 }
 
 static void leader_changed(void *data, baton_node_id leader)
@@ -133,6 +142,7 @@ void server_node_app(struct server *s, struct baton_node_app *app)
 	app->machine = &s->machine.base;
 	app->peer_frame = peer_frame;
 	app->leader_changed = leader_changed;
+	app->peer_addr = peer_addr;
 	s->machine.address_changed = address_changed;
 	s->machine.data = s;
 }

@@ -15,8 +15,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: batond --id N --listen HOST:PORT --peer-listen "
 		"HOST:PORT --data DIR\n"
-		"              (--bootstrap ID=PEER/CLIENT,... | --join) "
-		"[options]\n"
+		"              (--bootstrap ID=PEER/CLIENT,... | --join | "
+		"--join-seeds LIST)\n"
+		"              [options]\n"
 		"\n"
 		"A baton node: a Raft-replicated key-value store speaking the "
 		"Redis protocol.\n"
@@ -34,6 +35,10 @@ static void usage(FILE *f)
 		"                          the data directory holds state)\n"
 		"  --join                  start empty and wait to be added "
 		"(batonctl add)\n"
+		"  --join-seeds LIST       start empty and join by itself "
+		"through these members'\n"
+		"                          peer addresses: HOST:PORT,... "
+		"(implies --join)\n"
 		"  --cluster-id NAME       refuse peers of other clusters "
 		"(default baton)\n"
 		"  --password PW           require AUTH PW from clients\n"
@@ -49,7 +54,17 @@ static void usage(FILE *f)
 		"  --election-timeout-ms N (default 1000)\n"
 		"  --heartbeat-ms N        (default 100)\n"
 		"  --log-level L           debug, info (default), warn, error\n"
-		"  --help, --version\n",
+		"  --machine-upgrade S     raise the machine version once all "
+		"members (all,\n"
+		"                          the default) or a quorum of voters "
+		"(quorum) can\n"
+		"  --strict-release        refuse peers and joiners of another "
+		"release\n"
+		"  --as-release X.Y.Z      run as an older release this binary "
+		"contains (tests)\n"
+		"  --help\n"
+		"  --version               the release, its versions and the "
+		"releases contained\n",
 		SERVER_MAX_CLIENTS_DEFAULT);
 }
 
@@ -115,6 +130,93 @@ static int parse_bootstrap(struct server_config *c, const char *v)
 	return 0;
 }
 
+/* "0.1.0, 1.0.0, 1.1.0 and 1.2.0" (every release of the table but the
+ * last `skip_last` ones) into buf. */
+static const char *release_list(char *buf, size_t cap, uint32_t skip_last)
+{
+	uint32_t n;
+	const struct baton_profile *all = baton_releases(&n);
+	n = n > skip_last ? n - skip_last : 0;
+	size_t used = 0;
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < n && used < cap; i++) {
+		char r[BATON_RELEASE_STR_MAX];
+		int k = snprintf(buf + used, cap - used, "%s%s",
+				 i == 0	      ? ""
+				 : i + 1 == n ? " and "
+					      : ", ",
+				 baton_release_format(all[i].release, r));
+		used += k > 0 ? (size_t)k : 0;
+	}
+	return buf;
+}
+
+static int parse_as_release(struct server_config *c, const char *v)
+{
+	struct baton_release r;
+	const struct baton_profile *p =
+		baton_release_parse(v, &r) == 0 ? baton_release_find(r) : NULL;
+	if (p == NULL) {
+		char list[256];
+		fprintf(stderr,
+			"batond: --as-release: this binary does not contain "
+			"release '%s'; it contains %s\n",
+			v, release_list(list, sizeof list, 0));
+		return -1;
+	}
+	c->profile = *p;
+	return 0;
+}
+
+/* HOST:PORT,HOST:PORT,... */
+static int parse_seeds(struct server_config *c, const char *v)
+{
+	char list[CONFIG_LINE_MAX];
+	if (copy("join-seeds", v, list, sizeof list) != 0)
+		return -1;
+	c->n_seeds = 0;
+	char *save = NULL;
+	for (char *item = strtok_r(list, ",", &save); item != NULL;
+	     item = strtok_r(NULL, ",", &save)) {
+		struct sockaddr_in sa;
+		if (c->n_seeds == BATON_MAX_MEMBERS ||
+		    baton_parse_addr(item, &sa) != 0) {
+			fprintf(stderr,
+				"batond: --join-seeds wants HOST:PORT,... "
+				"(IPv4, at most %u), not '%s'\n",
+				BATON_MAX_MEMBERS, item);
+			return -1;
+		}
+		if (copy("join-seeds", item, c->seeds[c->n_seeds],
+			 sizeof c->seeds[0]) != 0)
+			return -1;
+		c->n_seeds++;
+	}
+	if (c->n_seeds == 0) {
+		fprintf(stderr, "batond: --join-seeds wants at least one "
+				"HOST:PORT\n");
+		return -1;
+	}
+	c->join = true;
+	return 0;
+}
+
+/* A switch in the config file: the bare name, or with on/off. */
+static int parse_switch(const char *name, const char *v, bool *out)
+{
+	if (v[0] == '\0' || strcmp(v, "on") == 0 || strcmp(v, "yes") == 0 ||
+	    strcmp(v, "true") == 0) {
+		*out = true;
+	} else if (strcmp(v, "off") == 0 || strcmp(v, "no") == 0 ||
+		   strcmp(v, "false") == 0) {
+		*out = false;
+	} else {
+		fprintf(stderr, "batond: %s is on or off, not '%s'\n", name, v);
+		return -1;
+	}
+	return 0;
+}
+
 static int set_option(struct server_config *c, const char *name, const char *v)
 {
 	uint64_t n;
@@ -155,6 +257,22 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 		if (parse_u64(name, v, 5, 10000, &n) != 0)
 			return -1;
 		c->heartbeat_ms = (uint32_t)n;
+	} else if (strcmp(name, "join-seeds") == 0) {
+		return parse_seeds(c, v);
+	} else if (strcmp(name, "as-release") == 0) {
+		return parse_as_release(c, v);
+	} else if (strcmp(name, "machine-upgrade") == 0) {
+		if (strcmp(v, "all") == 0) {
+			c->machine_upgrade = BATON_UPGRADE_ALL;
+		} else if (strcmp(v, "quorum") == 0) {
+			c->machine_upgrade = BATON_UPGRADE_QUORUM;
+		} else {
+			fprintf(stderr,
+				"batond: --machine-upgrade is all or "
+				"quorum, not '%s'\n",
+				v);
+			return -1;
+		}
 	} else if (strcmp(name, "log-level") == 0) {
 		c->log_level = baton_log_level_parse(v);
 		if (c->log_level < 0) {
@@ -190,17 +308,35 @@ static int read_config_file(struct server_config *c, const char *path)
 		if (*v != '\0')
 			*v++ = '\0';
 		v += strspn(v, " \t");
-		if (strcmp(k, "join") == 0) {
-			c->join = true;
-			continue;
-		}
-		rv = set_option(c, k, v);
+		if (strcmp(k, "join") == 0)
+			rv = parse_switch(k, v, &c->join);
+		else if (strcmp(k, "strict-release") == 0)
+			rv = parse_switch(k, v, &c->strict_release);
+		else
+			rv = set_option(c, k, v);
 		if (rv != 0)
 			fprintf(stderr, "batond: in %s, line %d\n", path,
 				lineno);
 	}
 	fclose(f);
 	return rv;
+}
+
+/* --version: the release run (emulated or not), its profile, and what
+ * else the binary contains. */
+static void print_version(const struct server_config *c)
+{
+	const struct baton_profile *own = baton_release_current();
+	char r[BATON_RELEASE_STR_MAX], list[256];
+	printf("batond %s", baton_release_format(c->profile.release, r));
+	if (baton_release_compare(c->profile.release, own->release) != 0)
+		printf(" (emulated by batond %s)",
+		       baton_release_format(own->release, r));
+	printf("\npeer protocol %u-%u, machine_max %u\n",
+	       c->profile.proto_min.value, c->profile.proto_max.value,
+	       c->profile.machine_max.value);
+	printf("releases this binary can emulate (--as-release): %s\n",
+	       release_list(list, sizeof list, 1));
 }
 
 int server_config_parse(struct server_config *c, int argc, char **argv)
@@ -210,6 +346,9 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 	c->max_clients = SERVER_MAX_CLIENTS_DEFAULT;
 	c->snapshot_entries = 100000;
 	c->log_level = BATON_LOG_INFO;
+	c->profile = *baton_release_current();
+	c->machine_upgrade = BATON_UPGRADE_ALL;
+	bool version = false;
 	/* The config file first, so flags override it. */
 	for (int i = 1; i + 1 < argc; i++)
 		if (strcmp(argv[i], "--config") == 0 &&
@@ -222,18 +361,15 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 			return 1;
 		}
 		if (strcmp(a, "--version") == 0) {
-			const struct baton_profile *cur =
-				baton_release_current();
-			char release[BATON_RELEASE_STR_MAX];
-			printf("batond %s (peer protocol %u-%u, machine "
-			       "version %u)\n",
-			       baton_release_format(cur->release, release),
-			       cur->proto_min.value, cur->proto_max.value,
-			       cur->machine_max.value);
-			return 1;
+			version = true;
+			continue;
 		}
 		if (strcmp(a, "--join") == 0) {
 			c->join = true;
+			continue;
+		}
+		if (strcmp(a, "--strict-release") == 0) {
+			c->strict_release = true;
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0 || i + 1 == argc) {
@@ -247,6 +383,10 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 		}
 		if (set_option(c, a + 2, argv[++i]) != 0)
 			return -1;
+	}
+	if (version) {
+		print_version(c);
+		return 1;
 	}
 	const char *missing = c->id == 0		  ? "--id"
 			      : c->listen[0] == '\0'	  ? "--listen"

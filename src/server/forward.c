@@ -143,7 +143,9 @@ void forward_write(struct server *s, struct slot *sl, int argc,
 	f->deadline_ms = uv_now(s->loop) + SERVER_FORWARD_TIMEOUT_MS;
 	f->sl = sl;
 	struct baton_peer_frame fr = {.kind = BATON_PEER_FORWARD};
-	fr.forward = (struct baton_peer_forward){f->id, argc, argv, lens};
+	struct baton_peer_command cmd = {argc, argv, lens};
+	fr.forward = (struct baton_peer_forward){
+		.request_id = f->id, .n_commands = 1, .commands = &cmd};
 	int rv = baton_node_send_frame(s->node, s->leader, &fr);
 	if (rv != 0) {
 		free(f);
@@ -188,18 +190,20 @@ void forward_on_frame(struct server *s, baton_node_id from,
 		free(pf);
 		return;
 	}
+	if (f->kind != BATON_PEER_FORWARD)
+		return; /* not for this module (a join frame, ...) */
 	/* A follower's client write. */
 	struct baton_buf err;
 	baton_buf_init(&err);
 	struct proposal_ctx *p = calloc(1, sizeof *p);
-	if (p == NULL || f->forward.argc == 0) {
+	const struct baton_peer_command *cmd = f->forward.commands;
+	if (p == NULL || f->forward.transaction || f->forward.n_commands != 1) {
 		reply_error_for(&err, p == NULL ? BATON_ENOMEM : BATON_EINVAL);
 	} else {
 		p->s = s;
 		p->from = from;
 		p->forward_id = f->forward.request_id;
-		if (propose(s, p, f->forward.argc, f->forward.argv,
-			    f->forward.lens, &err) == 0)
+		if (propose(s, p, cmd->argc, cmd->argv, cmd->lens, &err) == 0)
 			p = NULL; /* on_proposed replies */
 	}
 	if (err.len > 0)

@@ -156,7 +156,7 @@ static int apply_kv(struct server_machine *m, struct baton_machine_version v,
 			      "%u that machine version %u cannot apply (this "
 			      "release reads kv payload format %u)",
 			      e->index, e->len > 1 ? e->buf[1] : 0u, v.value,
-			      KV_PAYLOAD_FORMAT);
+			      KV_PAYLOAD_FORMAT_MAX);
 	default:
 		return refuse(m, BATON_ECORRUPT,
 			      "entry %" PRIu64 " holds a malformed kv payload "
@@ -250,7 +250,7 @@ static int machine_snapshot(struct baton_machine *bm,
 	for (uint32_t i = 0; rv == 0 && i < m->book_n; i++)
 		rv = encode_entry(&m->book[i], out);
 	if (rv == 0)
-		rv = kv_snapshot(m->kv, sink, out);
+		rv = kv_snapshot(m->kv, v, sink, out);
 	if (rv != 0) {
 		out->len = mark;
 		return refuse(m, rv, "snapshot: %s", baton_strerror(rv));
@@ -291,7 +291,7 @@ static int machine_restore(struct baton_machine *bm,
 			return refuse(m, BATON_ECORRUPT,
 				      "the snapshot's address %u is malformed",
 				      i);
-	rv = kv_restore(m->kv, r.p, baton_le_left(&r));
+	rv = kv_restore(m->kv, v, r.p, baton_le_left(&r));
 	if (rv != 0)
 		return refuse(m, rv, "the snapshot's key-value map: %s",
 			      rv == BATON_EVERSION

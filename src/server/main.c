@@ -29,6 +29,7 @@ static void after_handover(void *data)
 	LOG_INFO("closing storage and exiting");
 	clients_close_all(s);
 	forward_fail_all(s, "shutting down");
+	join_stop(s);
 	baton_node_close(s->node);
 	s->node = NULL;
 	uv_timer_stop(&s->housekeeping);
@@ -76,7 +77,7 @@ static int run(struct server *s)
 	struct baton_node_config nc = {
 		.id = s->cfg.id,
 		.cluster_id = s->cfg.cluster_id,
-		.profile = *baton_release_current(),
+		.profile = s->cfg.profile,
 		.data_dir = s->cfg.data_dir,
 		.peer_addr = s->cfg.peer_listen,
 		.election_timeout_ms = s->cfg.election_timeout_ms,
@@ -85,6 +86,8 @@ static int run(struct server *s)
 		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
 		.snapshot_trailing = s->cfg.snapshot_trailing,
 		.n_founders = s->cfg.n_founders,
+		.strict_release = s->cfg.strict_release,
+		.machine_upgrade = s->cfg.machine_upgrade,
 	};
 	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
 		nc.founders[i] = s->cfg.founders[i];
@@ -105,7 +108,8 @@ static int run(struct server *s)
 		return 1;
 	}
 	server_addresses_to_transport(s);
-	if (clients_listen(s) != 0) {
+	if (join_start(s) != 0 || clients_listen(s) != 0) {
+		join_stop(s);
 		baton_node_close(s->node);
 		return 1;
 	}
@@ -117,11 +121,19 @@ static int run(struct server *s)
 	uv_timer_init(s->loop, &s->housekeeping);
 	s->housekeeping.data = s;
 	uv_timer_start(&s->housekeeping, on_housekeeping, 500, 500);
-	char release[BATON_RELEASE_STR_MAX];
-	LOG_INFO(
-		"batond %s ready (id %" PRIu64 ", data %s)",
-		baton_release_format(baton_release_current()->release, release),
-		s->cfg.id, s->cfg.data_dir);
+	char release[BATON_RELEASE_STR_MAX], own[BATON_RELEASE_STR_MAX];
+	const struct baton_profile *p = &s->cfg.profile;
+	baton_release_format(baton_release_current()->release, own);
+	baton_release_format(p->release, release);
+	LOG_INFO("batond %s ready (id %" PRIu64 ", data %s; release %s, peer "
+		 "protocol %u-%u, machine_max %u%s%s%s)",
+		 own, s->cfg.id, s->cfg.data_dir, release, p->proto_min.value,
+		 p->proto_max.value, p->machine_max.value,
+		 strcmp(release, own) != 0 ? ", emulated" : "",
+		 s->cfg.strict_release ? ", strict release" : "",
+		 s->cfg.machine_upgrade == BATON_UPGRADE_QUORUM
+			 ? ", machine upgrade by quorum"
+			 : "");
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);
 	server_machine_free(&s->machine);

@@ -4,12 +4,17 @@
  *   main.c       flags, config file, signals, the loop
  *   config.c     parsing the configuration
  *   client.c     client connections: RESP in, replies out in request order
- *   commands.c   the command table: connection, key-value, admin commands
+ *   commands.c   the command table: connection and key-value commands
+ *   admin.c      INFO and the admin commands of batonctl
+ *   join.c       active join: the joiner's client and the leader's side
  *   machine.c    the replicated state machine: key-value map + address book
  *                (machine.h; free of the server, unit-tested alone)
  *   addresses.c  the server's side of the node: the address book in use
  *                (founders, the transport), leadership, the stall
- *   forward.c    writes forwarded from followers to the leader
+ *   forward.c    writes to the log: stamped and proposed on the leader,
+ *                forwarded there from followers
+ *   txn.c        MULTI, EXEC, DISCARD, WATCH, UNWATCH
+ *   expiry.c     the leader's expiry sweeper
  */
 #ifndef BATON_SERVER_H
 #define BATON_SERVER_H
@@ -77,6 +82,15 @@ struct server_config {
 	char cluster_id[128];
 	char password[SERVER_PASSWORD_MAX];
 	bool join;
+	/* --join-seeds: peer addresses of members; the node joins by itself
+	 * (join.c) instead of waiting for batonctl add. */
+	uint32_t n_seeds;
+	char seeds[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
+	/* The release this node runs: the binary's own, or an older one it
+	 * contains (--as-release); used for everything versioned. */
+	struct baton_profile profile;
+	bool strict_release;
+	uint32_t machine_upgrade; /* enum baton_machine_upgrade */
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];
 	char founder_peer[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
@@ -113,9 +127,26 @@ struct server {
 	struct client *clients; /* a list */
 	uint32_t n_clients;
 
+	struct join *join; /* join.c */
+
 	struct pending_forward *forwards; /* a list */
 	uint64_t next_forward_id;
 	baton_node_id leader;
+	/* The machine version of this node's log (its last version entry,
+	 * committed or not) as last looked up; 0: look again. On the leader
+	 * it only rises while it leads, so forward_fail_all (leadership
+	 * changed) clears it; see server_machine_version(). */
+	uint32_t machine_version;
+
+	/* The leader's expiry sweeper (expiry.c). */
+	struct {
+		uv_timer_t timer;
+		bool started;
+		uint32_t in_flight; /* sweep entries proposed, not applied */
+		bool backlog;	    /* the last sweep deleted a full batch */
+		uint64_t entries;   /* sweep entries applied (INFO) */
+		uint64_t deleted;   /* keys they deleted (INFO) */
+	} sweeper;
 
 	struct {
 		uint64_t connections;
@@ -157,29 +188,112 @@ void slot_error(struct slot *sl, int code);
 void reply_error_for(struct baton_buf *b, int code);
 
 /* ---- commands.c ---- */
+struct txn;
 struct client_state {
 	bool authenticated;
 	bool stale_reads;
 	bool quit;
 	char name[128];
+	/* MULTI's queue and the WATCHed keys (txn.c); NULL if neither. */
+	struct txn *txn;
+	/* Bumped whenever the watched keys are dropped (EXEC, DISCARD,
+	 * UNWATCH), so a WATCH still waiting for its read index cannot
+	 * touch a later set of watches. */
+	uint64_t watch_epoch;
+};
+/* One command being run: its client, reply slot and arguments. */
+struct command_ctx {
+	struct server *s;
+	struct client_state *cs;
+	struct slot *sl;
+	int argc;
+	const uint8_t *const *argv;
+	const size_t *lens;
 };
 /* Run one client command; fills sl now or later. */
 void command_dispatch(struct server *s, struct client_state *cs,
 		      struct slot *sl, int argc, const uint8_t *const *argv,
 		      const size_t *lens);
 
+/* ---- admin.c ---- */
+/* INFO and the admin commands (docs/batond.md); each fills x->sl now or
+ * later and returns 0. */
+int admin_info(struct command_ctx *x);
+int admin_node(struct command_ctx *x);
+int admin_members(struct command_ctx *x);
+int admin_add(struct command_ctx *x);
+int admin_promote(struct command_ctx *x);
+int admin_remove(struct command_ctx *x);
+int admin_transfer(struct command_ctx *x);
+#if BATON_TEST_HOOKS
+int admin_test_propose(struct command_ctx *x);
+#endif
+
+/* ---- join.c ---- */
+/* Joining by itself (--join-seeds) and the leader's side of joins; after
+ * baton_node_start. join_stop before baton_node_close. */
+int join_start(struct server *s);
+void join_stop(struct server *s);
+/* JOIN and JOIN_REPLY frames from peers. */
+void join_on_frame(struct server *s, baton_node_id from,
+		   const struct baton_peer_frame *f);
+
 /* ---- forward.c ---- */
+/* A write for the log: one command, or a transaction (EXEC: its watches
+ * and queued commands, replied to with an array or a null array). */
+struct write_req {
+	bool transaction;
+	uint32_t n_watches;
+	const struct kv_watch *watches;
+	uint32_t n_commands;
+	const struct kv_txn_command *commands;
+};
+/* The machine version of this node's log, cached (cheap; see
+ * struct server), and looked up afresh. */
+uint32_t server_machine_version(struct server *s);
+uint32_t server_machine_version_refresh(struct server *s);
+/* Append to b the error of a command that needs machine version `need`
+ * while the log's is `have` (the text kv_gate gives). */
+void reply_needs_version(struct baton_buf *b, const char *command,
+			 uint32_t need, uint32_t have);
 /* A write on a follower: send it to the leader; fill sl with the reply. */
-void forward_write(struct server *s, struct slot *sl, int argc,
-		   const uint8_t *const *argv, const size_t *lens);
+void forward_write(struct server *s, struct slot *sl,
+		   const struct write_req *w);
 /* Frames from peers: forwarded writes (leader side) and replies. */
 void forward_on_frame(struct server *s, baton_node_id from,
 		      const struct baton_peer_frame *f);
 /* Leadership changed or time passed: fail what can no longer complete. */
 void forward_fail_all(struct server *s, const char *why);
 void forward_expire(struct server *s);
-/* Propose a write on the leader; fill sl with the reply. */
-void propose_write(struct server *s, struct slot *sl, int argc,
-		   const uint8_t *const *argv, const size_t *lens);
+/* Propose a write on the leader (stamped and in the payload format of
+ * the machine version in force); fill sl with the reply. */
+void propose_write(struct server *s, struct slot *sl,
+		   const struct write_req *w);
+
+/* ---- txn.c ---- */
+/* MULTI, EXEC, DISCARD, WATCH, UNWATCH (docs/batond.md); each fills x->sl
+ * now or later and returns 0. */
+int txn_multi(struct command_ctx *x);
+int txn_exec(struct command_ctx *x);
+int txn_discard(struct command_ctx *x);
+int txn_watch(struct command_ctx *x);
+int txn_unwatch(struct command_ctx *x);
+/* Between MULTI and EXEC/DISCARD? */
+bool txn_in_multi(const struct client_state *cs);
+/* Inside MULTI: queue the command (+QUEUED) or refuse it (an error that
+ * makes EXEC fail with EXECABORT). `allowed`: the client may run it (it
+ * authenticated, or the command needs no AUTH). */
+void txn_queue(struct command_ctx *x, bool allowed);
+/* The connection closed: free its queue and watches. */
+void txn_free(struct client_state *cs);
+
+/* ---- expiry.c ---- */
+/* This host's wall clock, unix ms: the stamp of the leader's payloads. */
+uint64_t server_wall_ms(void);
+/* The leader's sweeper: a timer proposing sweep entries for keys due by
+ * the leader's wall clock, in bounded batches (after baton_node_start;
+ * expiry_stop before baton_node_close). */
+void expiry_start(struct server *s);
+void expiry_stop(struct server *s);
 
 #endif /* BATON_SERVER_H */

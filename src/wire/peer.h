@@ -5,8 +5,9 @@
  * A frame is a 4-byte little-endian length followed by that many bytes of
  * one serialized protobuf Envelope. The envelope's body is a handshake, a
  * handshake reply, one Raft message, a client write forwarded to the leader,
- * or the leader's reply to it. A body this release does not know (from a
- * newer peer) decodes as BATON_PEER_UNKNOWN: the caller counts and skips it.
+ * the leader's reply to it, a join request or its reply. A body this release
+ * does not know (from a newer peer) decodes as BATON_PEER_UNKNOWN: the caller
+ * counts and skips it.
  *
  * Versions. The handshake and its reply are frozen (fields only appended):
  * they are encoded and decoded without a version, since they are how two
@@ -14,8 +15,12 @@
  * is encoded and decoded in the version negotiated on its connection: each
  * of those encoders and decoders takes it, and returns BATON_EVERSION for a
  * version this codec does not implement (see baton_peer_proto_supported()).
- * Protocol 1 is the only version today, so no frame differs by version yet;
- * the parameter is where a later version's frames branch off.
+ * What each version adds or drops (docs/peer-protocol.md, "Versions"):
+ *   1  the first: Raft messages, single forwarded commands;
+ *   2  adds forwarded transactions (several commands and watches);
+ *   3  drops Raft.from, Append's leader profile and the single-command
+ *      form of Forward (a forward is always a list of commands).
+ * Info requests and join frames exist in every version.
  *
  * Encoders append one whole frame (length prefix included) to a growable
  * struct baton_buf (baton/buf.h); on error the buffer is left as it was.
@@ -56,6 +61,14 @@ struct baton_buf; /* baton/buf.h */
 /* Arguments of one forwarded command (the command name included); the
  * same as RESP's default limit (resp.h). */
 #define BATON_PEER_FORWARD_ARGS_MAX 65536u
+/* Commands and watched keys of one forwarded transaction. */
+#define BATON_PEER_FORWARD_COMMANDS_MAX 65536u
+#define BATON_PEER_FORWARD_WATCHES_MAX 65536u
+/* The extra keys of an info result (room for later releases): how many,
+ * and the bytes of each key and value. */
+#define BATON_PEER_INFO_EXTRA_MAX 64u
+#define BATON_PEER_INFO_KEY_MAX 255u
+#define BATON_PEER_INFO_VALUE_MAX 65536u
 /* Lengths of strings, in bytes, not counting the terminating NUL. */
 #define BATON_PEER_CLUSTER_ID_MAX 255u
 #define BATON_PEER_ADDR_MAX 255u
@@ -111,6 +124,14 @@ baton_peer_proto_bad_choice(const struct baton_member_versions *mine,
 			    struct baton_proto_version chosen, char *buf,
 			    size_t cap);
 
+/* The strict-release refusal, in the same way: "strict release: node 1
+ * runs release 1.2.0, node 4 runs release 1.1.0, and mixed releases are
+ * refused". */
+const char *
+baton_peer_release_mismatch(const struct baton_member_versions *mine,
+			    const struct baton_member_versions *theirs,
+			    char *buf, size_t cap);
+
 /* ---- message bodies ------------------------------------------------------ */
 
 /* The first frame on a connection, sent by the node that dialled. Strings
@@ -122,6 +143,21 @@ struct baton_peer_handshake {
 	const char *peer_addr; /* where it listens: at most ..._ADDR_MAX */
 };
 
+/* What a node knows of its cluster's versions, appended to the frozen
+ * handshake reply so that any release, even one that cannot talk to the
+ * cluster, can read it before asking to join (DESIGN.md, "Join"). */
+struct baton_peer_cluster_view {
+	baton_node_id leader_id;      /* 0: no leader known */
+	const char *leader_peer_addr; /* at most ..._ADDR_MAX; NULL as "" */
+	/* The effective machine version, the release floor and the version
+	 * table rows (id + profile), as the sender's log holds them: must be
+	 * valid (baton_version_state_valid()). */
+	struct baton_version_state versions;
+	/* The cluster's release when it refuses mixed releases (strict
+	 * mode), else 0.0.0. */
+	struct baton_release strict_release;
+};
+
 /* The answer of the node that accepted the connection; also what a
  * dialling node sends back when it refuses the version chosen for it. */
 struct baton_peer_handshake_reply {
@@ -129,16 +165,65 @@ struct baton_peer_handshake_reply {
 	struct baton_proto_version proto; /* chosen; zero when refused */
 	const char *reason;		  /* why refused ("" when accepted) */
 	struct baton_peer_handshake self; /* the sender's own identity */
+	/* The sender's view of its cluster, when has_cluster (releases before
+	 * 1.2.0 never send one: has_cluster is then false once decoded). */
+	bool has_cluster;
+	struct baton_peer_cluster_view cluster;
 };
 
-/* A client write a follower sends to the leader. */
-struct baton_peer_forward {
-	uint64_t request_id; /* chosen by the follower, echoed in the reply */
-	int argc;	     /* 1 ..BATON_PEER_FORWARD_ARGS_MAX */
+/* A node that is not yet a member asks the leader to add it. Strings are
+ * at most BATON_PEER_ADDR_MAX bytes; NULL encodes as "". */
+struct baton_peer_join {
+	baton_node_id node_id; /* never 0 */
+	const char *peer_addr;
+	const char *client_addr;
+	struct baton_profile profile;
+};
+
+/* The leader's answer to a join (or a member's that is not the leader,
+ * refusing and naming the leader it knows). */
+struct baton_peer_join_reply {
+	bool accepted;
+	const char *reason; /* at most ..._REASON_MAX; "" when accepted */
+	baton_node_id leader_id;
+	const char *leader_peer_addr;
+	const char *leader_client_addr;
+	struct baton_profile leader;
+};
+
+/* One command of a forwarded write: the command name and its arguments. */
+struct baton_peer_command {
+	int argc; /* 1 ..BATON_PEER_FORWARD_ARGS_MAX */
 	/* argv[i] has lens[i] bytes (argv[i] may be NULL when lens[i] is 0
 	 * on encode; never NULL once decoded). */
 	const uint8_t *const *argv;
 	const size_t *lens;
+};
+
+/* A key a forwarded transaction watches (WATCH), with the hash of what the
+ * key held when the client watched it (the state machine defines the hash;
+ * the codec only carries it). */
+struct baton_peer_watch {
+	const uint8_t *key; /* key_len bytes; never NULL once decoded */
+	size_t key_len;
+	uint64_t hash;
+};
+
+/* A client write a follower sends to the leader: one command, or (protocol
+ * 2 and later) a transaction, MULTI ... EXEC with its watches, that the
+ * leader runs as one unit. */
+struct baton_peer_forward {
+	uint64_t request_id; /* chosen by the follower, echoed in the reply */
+	/* A transaction replies with an array (or a null array when a watch
+	 * fails), a single command with its own reply. A single command has
+	 * n_commands == 1 and no watches; a transaction has 0 ..
+	 * BATON_PEER_FORWARD_COMMANDS_MAX commands and 0 ..
+	 * BATON_PEER_FORWARD_WATCHES_MAX watches. */
+	bool transaction;
+	uint32_t n_commands;
+	const struct baton_peer_command *commands;
+	uint32_t n_watches;
+	const struct baton_peer_watch *watches;
 };
 
 /* The leader's answer to a forwarded write: either the raw RESP reply the
@@ -157,6 +242,8 @@ enum baton_peer_kind {
 	BATON_PEER_RAFT = 3,
 	BATON_PEER_FORWARD = 4,
 	BATON_PEER_FORWARD_REPLY = 5,
+	BATON_PEER_JOIN = 6,
+	BATON_PEER_JOIN_REPLY = 7,
 };
 
 /* A decoded frame, or one to encode. All pointers in a decoded one
@@ -170,6 +257,8 @@ struct baton_peer_frame {
 		struct baton_msg raft; /* writable: a driver sets `from` */
 		struct baton_peer_forward forward;
 		struct baton_peer_forward_reply forward_reply;
+		struct baton_peer_join join;
+		struct baton_peer_join_reply join_reply;
 		struct {
 			/* The envelope's body field number, and for a Raft
 			 * message of a type this release does not know, that
@@ -190,23 +279,27 @@ struct baton_peer_frame {
  * `out` unchanged. The input is only read; nothing of it is kept. */
 
 /* The frozen handshake frames: no version. BATON_ETOOBIG for a string
- * above its limit; BATON_EINVAL for an accepted reply without a version. */
+ * above its limit; BATON_EINVAL for an accepted reply without a version,
+ * or a cluster view (has_cluster) whose version state is not valid. */
 int baton_peer_encode_handshake(const struct baton_peer_handshake *h,
 				struct baton_buf *out);
 int baton_peer_encode_handshake_reply(
 	const struct baton_peer_handshake_reply *r, struct baton_buf *out);
 
 /* One Raft message of any type, in protocol version v. `from` is carried
- * too, but a receiver should trust the connection's identity over it.
- * BATON_EVERSION for a version this codec does not implement, BATON_EINVAL
- * for an unknown type or a message that breaks the rules the decoder
- * checks (see baton_peer_decode()), BATON_ETOOBIG above a limit. */
+ * in protocols 1 and 2 (a receiver should trust the connection's identity
+ * over it) and not in 3; Append's leader profile likewise. BATON_EVERSION
+ * for a version this codec does not implement, BATON_EINVAL for an unknown
+ * type or a message that breaks the rules the decoder checks (see
+ * baton_peer_decode()), BATON_ETOOBIG above a limit. */
 int baton_peer_encode_raft(struct baton_proto_version v,
 			   const struct baton_msg *m, struct baton_buf *out);
 
 /* A forwarded write and its reply, in protocol version v. BATON_EVERSION
- * as above; BATON_EINVAL for argc < 1 or a missing argument, BATON_ETOOBIG
- * above a limit. */
+ * as above, and for a transaction in protocol 1 (which carries a single
+ * command only); BATON_EINVAL for a command with argc < 1 or a missing
+ * argument or key, or a single command (transaction false) that is not
+ * exactly one command without watches; BATON_ETOOBIG above a limit. */
 int baton_peer_encode_forward(struct baton_proto_version v,
 			      const struct baton_peer_forward *f,
 			      struct baton_buf *out);
@@ -214,9 +307,19 @@ int baton_peer_encode_forward_reply(struct baton_proto_version v,
 				    const struct baton_peer_forward_reply *r,
 				    struct baton_buf *out);
 
-/* Any frame that travels after the handshake (kind RAFT, FORWARD or
- * FORWARD_REPLY), in version v: one of the three above. BATON_EINVAL for
- * any other kind. */
+/* A join request and its reply, the same in every protocol version v
+ * (BATON_EVERSION for one this codec does not implement). BATON_EINVAL for
+ * a join from node id 0, BATON_ETOOBIG for a string above its limit. */
+int baton_peer_encode_join(struct baton_proto_version v,
+			   const struct baton_peer_join *j,
+			   struct baton_buf *out);
+int baton_peer_encode_join_reply(struct baton_proto_version v,
+				 const struct baton_peer_join_reply *r,
+				 struct baton_buf *out);
+
+/* Any frame that travels after the handshake (kind RAFT, FORWARD,
+ * FORWARD_REPLY, JOIN or JOIN_REPLY), in version v: one of the above.
+ * BATON_EINVAL for any other kind. */
 int baton_peer_encode_frame(struct baton_proto_version v,
 			    const struct baton_peer_frame *f,
 			    struct baton_buf *out);
@@ -246,11 +349,16 @@ int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
  *                   repeated, an unknown role, a chunk outside total_len,
  *                   a snapshot's version state that is not valid
  *                   (baton_version_state_valid()), a release part above
- *                   65535, a positive read status, a forward without
- *                   arguments or a reply without a result, an accepted
- *                   handshake reply without a version;
+ *                   65535, a positive read status, a forwarded command
+ *                   without arguments, a single forward that is not
+ *                   exactly one command without watches (or, in 2, uses
+ *                   both forms), a reply without a result, an accepted
+ *                   handshake reply without a version, a cluster view
+ *                   without a valid version state, a join from node 0;
  *   BATON_ENOMEM.
- * Unknown fields are skipped; an unknown body or Raft type gives kind
+ * Unknown fields are skipped, and so are the fields version v does not
+ * have (3 ignores Raft.from, Append.leader and Forward.argv; 1 ignores
+ * what 2 added to Forward); an unknown body or Raft type gives kind
  * BATON_PEER_UNKNOWN and 0. A snapshot whose metadata has no version state
  * (from a release before it) reads as baton_version_state_initial() with
  * versions_index 0. The frozen handshake frames decode the same at every

@@ -105,6 +105,22 @@ baton_peer_proto_bad_choice(const struct baton_member_versions *mine,
 	return buf;
 }
 
+const char *
+baton_peer_release_mismatch(const struct baton_member_versions *mine,
+			    const struct baton_member_versions *theirs,
+			    char *buf, size_t cap)
+{
+	BATON_ASSERT(mine != NULL && theirs != NULL);
+	BATON_ASSERT(buf != NULL && cap > 0);
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
+	snprintf(buf, cap,
+		 "strict release: node %" PRIu64 " runs release %s, node "
+		 "%" PRIu64 " runs release %s, and mixed releases are refused",
+		 mine->id, baton_release_format(mine->profile.release, a),
+		 theirs->id, baton_release_format(theirs->profile.release, b));
+	return buf;
+}
+
 /* ---- rules shared by the encoder and the decoder ---------------------------
  */
 
@@ -208,6 +224,8 @@ int baton__peer_check_msg(const struct baton_msg *m, const char **why)
 	case BATON_MSG_SNAPSHOT_RESULT:
 	case BATON_MSG_TIMEOUT_NOW:
 	case BATON_MSG_READ_INDEX:
+	case BATON_MSG_INFO:
+	case BATON_MSG_INFO_RESULT:
 		return 0;
 	default:
 		*why = "unknown Raft message type";

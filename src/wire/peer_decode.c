@@ -122,6 +122,9 @@ static int handshake_out(const Batonpeer__Handshake *h,
 	return rv;
 }
 
+static int view_out(const Batonpeer__ClusterView *v,
+		    struct baton_peer_cluster_view *out, const char **why);
+
 static int handshake_reply_out(const Batonpeer__HandshakeReply *r,
 			       struct baton_peer_handshake_reply *out,
 			       const char **why)
@@ -136,6 +139,10 @@ static int handshake_reply_out(const Batonpeer__HandshakeReply *r,
 			    "refusal reason above the limit", why);
 	if (rv == 0)
 		rv = handshake_out(r->self, &out->self, why);
+	if (rv == 0 && r->cluster != NULL) {
+		out->has_cluster = true;
+		rv = view_out(r->cluster, &out->cluster, why);
+	}
 	return rv;
 }
 
@@ -211,6 +218,35 @@ static int versions_out(const Batonpeer__VersionState *v,
 	return 0;
 }
 
+/* A view's version state is always sent (a missing one is garbage), and
+ * must be one a log may hold. */
+static int view_out(const Batonpeer__ClusterView *v,
+		    struct baton_peer_cluster_view *out, const char **why)
+{
+	out->leader_id = v->leader_id;
+	int rv = string_out(v->leader_peer_addr, BATON_PEER_ADDR_MAX,
+			    &out->leader_peer_addr,
+			    "leader address above the limit", why);
+	if (rv != 0)
+		return rv;
+	if (v->versions == NULL) {
+		*why = "cluster view without its version state";
+		return BATON_ECORRUPT;
+	}
+	rv = versions_out(v->versions, &out->versions, why);
+	if (rv != 0)
+		return rv;
+	if (!baton_version_state_valid(&out->versions)) {
+		*why = "cluster view version state not valid";
+		return BATON_ECORRUPT;
+	}
+	if (!release_out(v->strict_release, &out->strict_release)) {
+		*why = "release part above 65535";
+		return BATON_ECORRUPT;
+	}
+	return 0;
+}
+
 static int snapshot_out(const Batonpeer__Snapshot *s,
 			struct baton_msg_snapshot *out, const char **why)
 {
@@ -251,6 +287,34 @@ static int snapshot_out(const Batonpeer__Snapshot *s,
 	return 0;
 }
 
+/* The extra keys are room for later releases: checked against their
+ * limits, then ignored. */
+static int info_result_out(const Batonpeer__InfoResult *r,
+			   struct baton_msg_info_result *out, const char **why)
+{
+	if (r->n_extra > BATON_PEER_INFO_EXTRA_MAX) {
+		*why = "too many extra keys in an info result";
+		return BATON_ETOOBIG;
+	}
+	for (size_t i = 0; i < r->n_extra; i++) {
+		const Batonpeer__KeyValue *kv = r->extra[i];
+		if (kv == NULL) {
+			*why = "info result key missing";
+			return BATON_ECORRUPT;
+		}
+		const char *key = NULL;
+		int rv = string_out(kv->key, BATON_PEER_INFO_KEY_MAX, &key,
+				    "info result key above the limit", why);
+		if (rv != 0)
+			return rv;
+		if (kv->value.len > BATON_PEER_INFO_VALUE_MAX) {
+			*why = "info result value above the limit";
+			return BATON_ETOOBIG;
+		}
+	}
+	return profile_out(r->profile, &out->profile, why);
+}
+
 /* The body a Raft message of a known type must carry. */
 static Batonpeer__Raft__BodyCase body_for_type(uint32_t type)
 {
@@ -273,22 +337,27 @@ static Batonpeer__Raft__BodyCase body_for_type(uint32_t type)
 		return BATONPEER__RAFT__BODY_READ_INDEX;
 	case BATON_MSG_READ_INDEX_RESULT:
 		return BATONPEER__RAFT__BODY_READ_INDEX_RESULT;
+	case BATON_MSG_INFO:
+		return BATONPEER__RAFT__BODY_INFO;
+	case BATON_MSG_INFO_RESULT:
+		return BATONPEER__RAFT__BODY_INFO_RESULT;
 	default:
 		return BATONPEER__RAFT__BODY__NOT_SET;
 	}
 }
 
-static int raft_body_out(const Batonpeer__Raft *r, struct baton_msg *m,
-			 struct baton_peer_frame *f, const char **why)
+static int raft_body_out(struct baton_proto_version v, const Batonpeer__Raft *r,
+			 struct baton_msg *m, struct baton_peer_frame *f,
+			 const char **why)
 {
 	switch (r->type) {
 	case BATON_MSG_VOTE: {
-		const Batonpeer__Vote *v = r->vote;
-		m->u.vote.last_log_index = v->last_log_index;
-		m->u.vote.last_log_term = v->last_log_term;
-		m->u.vote.pre_vote = v->pre_vote;
-		m->u.vote.leadership_transfer = v->leadership_transfer;
-		return profile_out(v->candidate, &m->u.vote.candidate, why);
+		const Batonpeer__Vote *vo = r->vote;
+		m->u.vote.last_log_index = vo->last_log_index;
+		m->u.vote.last_log_term = vo->last_log_term;
+		m->u.vote.pre_vote = vo->pre_vote;
+		m->u.vote.leadership_transfer = vo->leadership_transfer;
+		return profile_out(vo->candidate, &m->u.vote.candidate, why);
 	}
 	case BATON_MSG_VOTE_RESULT:
 		m->u.vote_result.pre_vote = r->vote_result->pre_vote;
@@ -300,7 +369,10 @@ static int raft_body_out(const Batonpeer__Raft *r, struct baton_msg *m,
 		m->u.append.prev_term = a->prev_term;
 		m->u.append.leader_commit = a->leader_commit;
 		m->u.append.heartbeat_seq = a->heartbeat_seq;
-		int rv = profile_out(a->leader, &m->u.append.leader, why);
+		/* Protocol 3 dropped the leader's profile: ignore one. */
+		int rv = v.value < 3 ? profile_out(a->leader,
+						   &m->u.append.leader, why)
+				     : 0;
 		return rv != 0 ? rv : entries_out(a, &m->u.append, f, why);
 	}
 	case BATON_MSG_APPEND_RESULT: {
@@ -332,14 +404,20 @@ static int raft_body_out(const Batonpeer__Raft *r, struct baton_msg *m,
 			r->read_index_result->read_index;
 		m->u.read_index_result.status = r->read_index_result->status;
 		return 0;
+	case BATON_MSG_INFO:
+		m->u.info.seq = r->info->seq;
+		return 0;
+	case BATON_MSG_INFO_RESULT:
+		m->u.info_result.seq = r->info_result->seq;
+		return info_result_out(r->info_result, &m->u.info_result, why);
 	default:
 		BATON_ASSERT(false); /* raft_out() checked the type */
 		return BATON_ECORRUPT;
 	}
 }
 
-static int raft_out(const Batonpeer__Raft *r, struct baton_peer_frame *f,
-		    const char **why)
+static int raft_out(struct baton_proto_version v, const Batonpeer__Raft *r,
+		    struct baton_peer_frame *f, const char **why)
 {
 	if (r->type == 0) {
 		*why = "Raft message without a type";
@@ -363,44 +441,155 @@ static int raft_out(const Batonpeer__Raft *r, struct baton_peer_frame *f,
 	memset(m, 0, sizeof *m);
 	m->type = r->type;
 	m->term = r->term;
-	m->from = r->from;
+	/* Protocol 3 dropped `from`: the handshake names the sender. */
+	m->from = v.value < 3 ? r->from : 0;
 	m->to = r->to;
-	int rv = raft_body_out(r, m, f, why);
+	int rv = raft_body_out(v, r, m, f, why);
 	if (rv == 0)
 		rv = baton__peer_check_msg(m, why);
 	return rv;
 }
 
-static int forward_out(const Batonpeer__Forward *fw, struct baton_peer_frame *f,
-		       const char **why)
+/* The commands a forward carries, as protobuf-c unpacked them: either
+ * the single-command form (argv) or the list. */
+struct forward_in {
+	size_t n_commands;
+	const Batonpeer__Command *single; /* argv as a one-command list */
+	Batonpeer__Command *const *list;
+};
+
+static const Batonpeer__Command *command_at(const struct forward_in *in,
+					    size_t i)
 {
-	if (fw->n_argv == 0) {
-		*why = "forwarded command without arguments";
+	return in->single != NULL ? in->single : in->list[i];
+}
+
+/* Which form version v reads (see proto/peer.proto, Forward), into *in. */
+static int forward_form(struct baton_proto_version v,
+			const Batonpeer__Forward *fw,
+			Batonpeer__Command *single, struct forward_in *in,
+			const char **why)
+{
+	bool list = v.value >= 3 || (v.value == 2 && fw->transaction);
+	if (v.value == 2 && !fw->transaction &&
+	    (fw->n_commands > 0 || fw->n_watches > 0)) {
+		*why = "single forwarded command with a command list";
 		return BATON_ECORRUPT;
 	}
-	if (fw->n_argv > BATON_PEER_FORWARD_ARGS_MAX) {
-		*why = "forwarded command with too many arguments";
-		return BATON_ETOOBIG;
+	if (v.value == 2 && fw->transaction && fw->n_argv > 0) {
+		*why = "forwarded transaction with a single command";
+		return BATON_ECORRUPT;
 	}
-	size_t n = fw->n_argv;
+	if (list) {
+		if (fw->n_commands > BATON_PEER_FORWARD_COMMANDS_MAX ||
+		    fw->n_watches > BATON_PEER_FORWARD_WATCHES_MAX) {
+			*why = "forwarded transaction above the limits";
+			return BATON_ETOOBIG;
+		}
+		if (!fw->transaction &&
+		    (fw->n_commands != 1 || fw->n_watches > 0)) {
+			*why = "single forwarded command not exactly one "
+			       "command";
+			return BATON_ECORRUPT;
+		}
+		in->n_commands = fw->n_commands;
+		in->single = NULL;
+		in->list = fw->commands;
+		return 0;
+	}
+	/* Protocol 1 (and 2's single command): argv; any list is what 1
+	 * does not know, skipped as an old release skips it. */
+	batonpeer__command__init(single);
+	single->n_argv = fw->n_argv;
+	single->argv = fw->argv;
+	in->n_commands = 1;
+	in->single = single;
+	in->list = NULL;
+	return 0;
+}
+
+static int check_commands(const struct forward_in *in, size_t *n_args,
+			  const char **why)
+{
+	*n_args = 0;
+	for (size_t c = 0; c < in->n_commands; c++) {
+		const Batonpeer__Command *cmd = command_at(in, c);
+		if (cmd == NULL || cmd->n_argv == 0) {
+			*why = "forwarded command without arguments";
+			return BATON_ECORRUPT;
+		}
+		if (cmd->n_argv > BATON_PEER_FORWARD_ARGS_MAX) {
+			*why = "forwarded command with too many arguments";
+			return BATON_ETOOBIG;
+		}
+		*n_args += cmd->n_argv;
+	}
+	return 0;
+}
+
+static int forward_out(struct baton_proto_version v,
+		       const Batonpeer__Forward *fw, struct baton_peer_frame *f,
+		       const char **why)
+{
+	Batonpeer__Command single;
+	struct forward_in in;
+	int rv = forward_form(v, fw, &single, &in, why);
+	size_t n_args = 0;
+	if (rv == 0)
+		rv = check_commands(&in, &n_args, why);
+	if (rv != 0)
+		return rv;
+	bool watches = in.single == NULL;
+	size_t nc = in.n_commands, nw = watches ? fw->n_watches : 0;
+	for (size_t w = 0; w < nw; w++) {
+		if (fw->watches[w] == NULL) {
+			*why = "watched key missing";
+			return BATON_ECORRUPT;
+		}
+	}
 	_Static_assert(_Alignof(const uint8_t *) <= _Alignof(size_t),
 		       "argv follows lens in one allocation");
-	size_t *lens = malloc(n * (sizeof(size_t) + sizeof(const uint8_t *)));
-	if (lens == NULL) {
+	_Static_assert(_Alignof(struct baton_peer_command) <=
+				       _Alignof(struct baton_peer_watch) &&
+			       _Alignof(size_t) <=
+				       _Alignof(struct baton_peer_command),
+		       "commands, watches, lens, argv in one allocation");
+	/* Watches, commands, lens, argv: one allocation, aligned in turn. */
+	void *mem =
+		malloc(nw * sizeof(struct baton_peer_watch) +
+		       nc * sizeof(struct baton_peer_command) +
+		       n_args * (sizeof(size_t) + sizeof(const uint8_t *)) + 1);
+	if (mem == NULL) {
 		*why = "out of memory";
 		return BATON_ENOMEM;
 	}
-	f->owned_arrays = lens;
-	const uint8_t **argv = (const uint8_t **)(void *)(lens + n);
-	for (size_t i = 0; i < n; i++) {
-		lens[i] = fw->argv[i].len;
-		argv[i] = bytes_out(fw->argv[i]);
+	f->owned_arrays = mem;
+	struct baton_peer_watch *ws = mem;
+	struct baton_peer_command *cs = (struct baton_peer_command *)(ws + nw);
+	size_t *lens = (size_t *)(cs + nc);
+	const uint8_t **argv = (const uint8_t **)(void *)(lens + n_args);
+	for (size_t c = 0; c < nc; c++) {
+		const Batonpeer__Command *cmd = command_at(&in, c);
+		cs[c].argc = (int)cmd->n_argv;
+		cs[c].argv = argv;
+		cs[c].lens = lens;
+		for (size_t i = 0; i < cmd->n_argv; i++) {
+			*lens++ = cmd->argv[i].len;
+			*argv++ = bytes_out(cmd->argv[i]);
+		}
+	}
+	for (size_t w = 0; w < nw; w++) {
+		ws[w].key = bytes_out(fw->watches[w]->key);
+		ws[w].key_len = fw->watches[w]->key.len;
+		ws[w].hash = fw->watches[w]->hash;
 	}
 	f->kind = BATON_PEER_FORWARD;
 	f->forward.request_id = fw->request_id;
-	f->forward.argc = (int)n;
-	f->forward.argv = argv;
-	f->forward.lens = lens;
+	f->forward.transaction = watches && fw->transaction;
+	f->forward.n_commands = (uint32_t)nc;
+	f->forward.commands = cs;
+	f->forward.n_watches = (uint32_t)nw;
+	f->forward.watches = ws;
 	return 0;
 }
 
@@ -426,7 +615,43 @@ static int forward_reply_out(const Batonpeer__ForwardReply *r,
 	}
 }
 
-static int envelope_out(const Batonpeer__Envelope *env,
+static int join_out(const Batonpeer__JoinRequest *j,
+		    struct baton_peer_join *out, const char **why)
+{
+	out->node_id = j->node_id;
+	if (j->node_id == 0) {
+		*why = "join from node id 0";
+		return BATON_ECORRUPT;
+	}
+	int rv = string_out(j->peer_addr, BATON_PEER_ADDR_MAX, &out->peer_addr,
+			    "address above the limit", why);
+	if (rv == 0)
+		rv = string_out(j->client_addr, BATON_PEER_ADDR_MAX,
+				&out->client_addr, "address above the limit",
+				why);
+	return rv != 0 ? rv : profile_out(j->profile, &out->profile, why);
+}
+
+static int join_reply_out(const Batonpeer__JoinReply *r,
+			  struct baton_peer_join_reply *out, const char **why)
+{
+	out->accepted = r->accepted;
+	out->leader_id = r->leader_id;
+	int rv = string_out(r->reason, BATON_PEER_REASON_MAX, &out->reason,
+			    "join refusal reason above the limit", why);
+	if (rv == 0)
+		rv = string_out(r->leader_peer_addr, BATON_PEER_ADDR_MAX,
+				&out->leader_peer_addr,
+				"address above the limit", why);
+	if (rv == 0)
+		rv = string_out(r->leader_client_addr, BATON_PEER_ADDR_MAX,
+				&out->leader_client_addr,
+				"address above the limit", why);
+	return rv != 0 ? rv : profile_out(r->leader, &out->leader, why);
+}
+
+static int envelope_out(struct baton_proto_version v,
+			const Batonpeer__Envelope *env,
 			struct baton_peer_frame *f, const char **why)
 {
 	/* Every body member is a pointer in one union. */
@@ -444,9 +669,15 @@ static int envelope_out(const Batonpeer__Envelope *env,
 		return handshake_reply_out(env->handshake_reply,
 					   &f->handshake_reply, why);
 	case BATONPEER__ENVELOPE__BODY_RAFT:
-		return raft_out(env->raft, f, why);
+		return raft_out(v, env->raft, f, why);
 	case BATONPEER__ENVELOPE__BODY_FORWARD:
-		return forward_out(env->forward, f, why);
+		return forward_out(v, env->forward, f, why);
+	case BATONPEER__ENVELOPE__BODY_JOIN:
+		f->kind = BATON_PEER_JOIN;
+		return join_out(env->join, &f->join, why);
+	case BATONPEER__ENVELOPE__BODY_JOIN_REPLY:
+		f->kind = BATON_PEER_JOIN_REPLY;
+		return join_reply_out(env->join_reply, &f->join_reply, why);
 	case BATONPEER__ENVELOPE__BODY_FORWARD_REPLY:
 		f->kind = BATON_PEER_FORWARD_REPLY;
 		return forward_reply_out(env->forward_reply, &f->forward_reply,
@@ -497,18 +728,19 @@ static Batonpeer__Envelope *unpack(const uint8_t *body, size_t len,
 }
 
 /* Fill *out from env, which it then owns; on error free it all. */
-static int finish(Batonpeer__Envelope *env, struct baton_peer_frame *out)
+static int finish(struct baton_proto_version v, Batonpeer__Envelope *env,
+		  struct baton_peer_frame *out)
 {
 	out->owned_envelope = env;
 	const char *why = NULL;
-	int rv = envelope_out(env, out, &why);
+	int rv = envelope_out(v, env, out, &why);
 	if (rv != 0) {
 		baton_peer_frame_free(out);
 		BATON_ASSERT(why != NULL);
 		out->why = why;
 		return rv;
 	}
-	BATON_ASSERT(out->kind <= BATON_PEER_FORWARD_REPLY);
+	BATON_ASSERT(out->kind <= BATON_PEER_JOIN_REPLY);
 	return 0;
 }
 
@@ -517,8 +749,6 @@ int baton_peer_decode(struct baton_proto_version v, const uint8_t *body,
 {
 	BATON_ASSERT(out != NULL);
 	memset(out, 0, sizeof *out);
-	/* Protocol 1 is the only version so far: every version this codec
-	 * implements reads frames the same way. */
 	if (!baton_peer_proto_supported(v)) {
 		out->why = "a peer protocol version this release does not "
 			   "implement";
@@ -526,7 +756,7 @@ int baton_peer_decode(struct baton_proto_version v, const uint8_t *body,
 	}
 	int rv = 0;
 	Batonpeer__Envelope *env = unpack(body, len, out, &rv);
-	return env != NULL ? finish(env, out) : rv;
+	return env != NULL ? finish(v, env, out) : rv;
 }
 
 int baton_peer_decode_handshake(const uint8_t *body, size_t len,
@@ -544,7 +774,8 @@ int baton_peer_decode_handshake(const uint8_t *body, size_t len,
 		out->why = "expected a handshake";
 		return BATON_ECORRUPT;
 	}
-	return finish(env, out);
+	/* The frozen frames read the same in every version. */
+	return finish((struct baton_proto_version){0}, env, out);
 }
 
 void baton_peer_frame_free(struct baton_peer_frame *f)

@@ -133,6 +133,8 @@ struct raft_pb {
 		Batonpeer__TimeoutNow timeout_now;
 		Batonpeer__ReadIndex read_index;
 		Batonpeer__ReadIndexResult read_index_result;
+		Batonpeer__Info info;
+		Batonpeer__InfoResult info_result;
 	} b;
 	/* Snapshot: the message, its meta, its members and versions. */
 	Batonpeer__Snapshot snapshot;
@@ -157,7 +159,8 @@ static void vote_in(struct raft_pb *pb, const struct baton_msg_vote *v)
 	pb->raft.vote = o;
 }
 
-static int append_in(struct raft_pb *pb, const struct baton_msg_append *a)
+static int append_in(struct raft_pb *pb, struct baton_proto_version v,
+		     const struct baton_msg_append *a)
 {
 	Batonpeer__Append *o = &pb->b.append;
 	batonpeer__append__init(o);
@@ -165,7 +168,9 @@ static int append_in(struct raft_pb *pb, const struct baton_msg_append *a)
 	o->prev_term = a->prev_term;
 	o->leader_commit = a->leader_commit;
 	o->heartbeat_seq = a->heartbeat_seq;
-	o->leader = profile_in(&pb->profile, &a->leader);
+	/* Protocol 3 drops the leader's profile: info requests carry it. */
+	if (v.value < 3)
+		o->leader = profile_in(&pb->profile, &a->leader);
 	if (a->n_entries > 0) {
 		size_t n = a->n_entries;
 		pb->entries_mem = malloc(n * (sizeof(Batonpeer__Entry) +
@@ -281,6 +286,22 @@ static void small_body_in(struct raft_pb *pb, const struct baton_msg *m)
 		r->read_index_result = o;
 		break;
 	}
+	case BATON_MSG_INFO:
+		batonpeer__info__init(&pb->b.info);
+		pb->b.info.seq = m->u.info.seq;
+		r->body_case = BATONPEER__RAFT__BODY_INFO;
+		r->info = &pb->b.info;
+		break;
+	case BATON_MSG_INFO_RESULT: {
+		Batonpeer__InfoResult *o = &pb->b.info_result;
+		batonpeer__info_result__init(o);
+		o->seq = m->u.info_result.seq;
+		o->profile =
+			profile_in(&pb->profile, &m->u.info_result.profile);
+		r->body_case = BATONPEER__RAFT__BODY_INFO_RESULT;
+		r->info_result = o;
+		break;
+	}
 	default:
 		/* baton__peer_check_msg() lets through only the types handled
 		 * here and in baton_peer_encode_raft(). */
@@ -306,14 +327,15 @@ int baton_peer_encode_raft(struct baton_proto_version v,
 	batonpeer__raft__init(&pb->raft);
 	pb->raft.type = m->type;
 	pb->raft.term = m->term;
-	pb->raft.from = m->from;
+	/* Protocol 3 drops `from`: the handshake's identity is the sender. */
+	pb->raft.from = v.value < 3 ? m->from : 0;
 	pb->raft.to = m->to;
 	switch (m->type) {
 	case BATON_MSG_VOTE:
 		vote_in(pb, &m->u.vote);
 		break;
 	case BATON_MSG_APPEND:
-		rv = append_in(pb, &m->u.append);
+		rv = append_in(pb, v, &m->u.append);
 		break;
 	case BATON_MSG_SNAPSHOT:
 		snapshot_in(pb, &m->u.snapshot);
@@ -363,6 +385,36 @@ int baton_peer_encode_handshake(const struct baton_peer_handshake *h,
 	return put_frame(&env, out);
 }
 
+/* The cluster view of a handshake reply, on the encoder's stack. */
+struct view_pb {
+	Batonpeer__ClusterView view;
+	Batonpeer__Release strict;
+	struct versions_pb versions;
+};
+
+static int view_in(struct view_pb *pb, const struct baton_peer_cluster_view *v)
+{
+	if (too_long(v->leader_peer_addr, BATON_PEER_ADDR_MAX))
+		return BATON_ETOOBIG;
+	if (!baton_version_state_valid(&v->versions))
+		return BATON_EINVAL;
+	batonpeer__cluster_view__init(&pb->view);
+	pb->view.leader_id = v->leader_id;
+	pb->view.leader_peer_addr = str_in(v->leader_peer_addr);
+	/* Unlike a snapshot's, a view's state is always sent: its presence
+	 * is what tells a reader the sender has a view at all. */
+	pb->view.versions = versions_in(&pb->versions, &v->versions);
+	if (pb->view.versions == NULL) {
+		batonpeer__version_state__init(&pb->versions.state);
+		pb->versions.state.machine = v->versions.machine.value;
+		pb->view.versions = &pb->versions.state;
+	}
+	const struct baton_release *r = &v->strict_release;
+	if (r->major != 0 || r->minor != 0 || r->patch != 0)
+		pb->view.strict_release = release_in(&pb->strict, *r);
+	return 0;
+}
+
 int baton_peer_encode_handshake_reply(
 	const struct baton_peer_handshake_reply *r, struct baton_buf *out)
 {
@@ -382,11 +434,125 @@ int baton_peer_encode_handshake_reply(
 	o.proto = r->proto.value;
 	o.reason = str_in(r->reason);
 	o.self = &self;
-	Batonpeer__Envelope env;
-	batonpeer__envelope__init(&env);
-	env.body_case = BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY;
-	env.handshake_reply = &o;
-	return put_frame(&env, out);
+	struct view_pb *view = NULL; /* a few KiB: the version table */
+	if (r->has_cluster) {
+		view = malloc(sizeof *view);
+		if (view == NULL)
+			return BATON_ENOMEM;
+		rv = view_in(view, &r->cluster);
+		o.cluster = &view->view;
+	}
+	if (rv == 0) {
+		Batonpeer__Envelope env;
+		batonpeer__envelope__init(&env);
+		env.body_case = BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY;
+		env.handshake_reply = &o;
+		rv = put_frame(&env, out);
+	}
+	free(view);
+	return rv;
+}
+
+/* What baton_peer_encode_forward() refuses before building anything. */
+static int check_forward(struct baton_proto_version v,
+			 const struct baton_peer_forward *f)
+{
+	if (f->n_commands > BATON_PEER_FORWARD_COMMANDS_MAX ||
+	    f->n_watches > BATON_PEER_FORWARD_WATCHES_MAX)
+		return BATON_ETOOBIG;
+	if ((f->n_commands > 0 && f->commands == NULL) ||
+	    (f->n_watches > 0 && f->watches == NULL))
+		return BATON_EINVAL;
+	/* A single command is exactly one command and watches nothing. */
+	if (!f->transaction && (f->n_commands != 1 || f->n_watches > 0))
+		return BATON_EINVAL;
+	for (uint32_t c = 0; c < f->n_commands; c++) {
+		const struct baton_peer_command *cmd = &f->commands[c];
+		if (cmd->argc < 1 || cmd->argv == NULL || cmd->lens == NULL)
+			return BATON_EINVAL;
+		if ((unsigned)cmd->argc > BATON_PEER_FORWARD_ARGS_MAX)
+			return BATON_ETOOBIG;
+		for (size_t i = 0; i < (size_t)cmd->argc; i++) {
+			if (cmd->lens[i] > BATON_PEER_FRAME_MAX)
+				return BATON_ETOOBIG;
+			if (cmd->lens[i] > 0 && cmd->argv[i] == NULL)
+				return BATON_EINVAL;
+		}
+	}
+	for (uint32_t w = 0; w < f->n_watches; w++) {
+		if (f->watches[w].key_len > BATON_PEER_FRAME_MAX)
+			return BATON_ETOOBIG;
+		if (f->watches[w].key_len > 0 && f->watches[w].key == NULL)
+			return BATON_EINVAL;
+	}
+	/* Protocol 1 has no transactions. */
+	if (v.value < 2 && f->transaction)
+		return BATON_EVERSION;
+	return 0;
+}
+
+/* The protobuf-c side of a forward, in one allocation: the commands, the
+ * watches, pointers to each, and every argument's bytes descriptor. */
+struct forward_pb {
+	Batonpeer__Forward o;
+	Batonpeer__Command *cmds;
+	Batonpeer__Command **cmd_ptrs;
+	Batonpeer__Watch *watches;
+	Batonpeer__Watch **watch_ptrs;
+	ProtobufCBinaryData *args;
+};
+
+static int forward_in(struct forward_pb *pb, struct baton_proto_version v,
+		      const struct baton_peer_forward *f, void **mem)
+{
+	size_t n_args = 0;
+	for (uint32_t c = 0; c < f->n_commands; c++)
+		n_args += (size_t)f->commands[c].argc;
+	size_t nc = f->n_commands, nw = f->n_watches;
+	*mem = malloc(
+		nc * (sizeof(Batonpeer__Command) +
+		      sizeof(Batonpeer__Command *)) +
+		nw * (sizeof(Batonpeer__Watch) + sizeof(Batonpeer__Watch *)) +
+		n_args * sizeof(ProtobufCBinaryData) + 1);
+	if (*mem == NULL)
+		return BATON_ENOMEM;
+	/* Largest alignment first: every piece stays aligned. */
+	pb->cmds = *mem;
+	pb->watches = (Batonpeer__Watch *)(pb->cmds + nc);
+	pb->args = (ProtobufCBinaryData *)(pb->watches + nw);
+	pb->cmd_ptrs = (Batonpeer__Command **)(pb->args + n_args);
+	pb->watch_ptrs = (Batonpeer__Watch **)(pb->cmd_ptrs + nc);
+	ProtobufCBinaryData *arg = pb->args;
+	for (size_t c = 0; c < nc; c++) {
+		const struct baton_peer_command *cmd = &f->commands[c];
+		batonpeer__command__init(&pb->cmds[c]);
+		pb->cmds[c].n_argv = (size_t)cmd->argc;
+		pb->cmds[c].argv = arg;
+		for (size_t i = 0; i < (size_t)cmd->argc; i++)
+			*arg++ = bytes_in(cmd->argv[i], cmd->lens[i]);
+		pb->cmd_ptrs[c] = &pb->cmds[c];
+	}
+	for (size_t w = 0; w < nw; w++) {
+		batonpeer__watch__init(&pb->watches[w]);
+		pb->watches[w].key =
+			bytes_in(f->watches[w].key, f->watches[w].key_len);
+		pb->watches[w].hash = f->watches[w].hash;
+		pb->watch_ptrs[w] = &pb->watches[w];
+	}
+	batonpeer__forward__init(&pb->o);
+	pb->o.request_id = f->request_id;
+	if (v.value < 3 && !f->transaction) {
+		/* Protocols 1 and 2: a single command in argv, as 1 sent it. */
+		pb->o.n_argv = pb->cmds[0].n_argv;
+		pb->o.argv = pb->cmds[0].argv;
+		return 0;
+	}
+	pb->o.n_commands = nc;
+	pb->o.commands = pb->cmd_ptrs;
+	pb->o.n_watches = nw;
+	pb->o.watches = pb->watch_ptrs;
+	pb->o.transaction = f->transaction;
+	return 0;
 }
 
 int baton_peer_encode_forward(struct baton_proto_version v,
@@ -396,33 +562,20 @@ int baton_peer_encode_forward(struct baton_proto_version v,
 	BATON_ASSERT(f != NULL && out != NULL);
 	if (!baton_peer_proto_supported(v))
 		return BATON_EVERSION;
-	if (f->argc < 1 || f->argv == NULL || f->lens == NULL)
-		return BATON_EINVAL;
-	if ((unsigned)f->argc > BATON_PEER_FORWARD_ARGS_MAX)
-		return BATON_ETOOBIG;
-	size_t n = (size_t)f->argc;
-	for (size_t i = 0; i < n; i++) {
-		if (f->lens[i] > BATON_PEER_FRAME_MAX)
-			return BATON_ETOOBIG;
-		if (f->lens[i] > 0 && f->argv[i] == NULL)
-			return BATON_EINVAL;
+	int rv = check_forward(v, f);
+	if (rv != 0)
+		return rv;
+	struct forward_pb pb;
+	void *mem = NULL;
+	rv = forward_in(&pb, v, f, &mem);
+	if (rv == 0) {
+		Batonpeer__Envelope env;
+		batonpeer__envelope__init(&env);
+		env.body_case = BATONPEER__ENVELOPE__BODY_FORWARD;
+		env.forward = &pb.o;
+		rv = put_frame(&env, out);
 	}
-	ProtobufCBinaryData *args = malloc(n * sizeof *args);
-	if (args == NULL)
-		return BATON_ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		args[i] = bytes_in(f->argv[i], f->lens[i]);
-	Batonpeer__Forward o;
-	batonpeer__forward__init(&o);
-	o.request_id = f->request_id;
-	o.n_argv = n;
-	o.argv = args;
-	Batonpeer__Envelope env;
-	batonpeer__envelope__init(&env);
-	env.body_case = BATONPEER__ENVELOPE__BODY_FORWARD;
-	env.forward = &o;
-	int rv = put_frame(&env, out);
-	free(args);
+	free(mem);
 	return rv;
 }
 
@@ -456,6 +609,59 @@ int baton_peer_encode_forward_reply(struct baton_proto_version v,
 	return put_frame(&env, out);
 }
 
+int baton_peer_encode_join(struct baton_proto_version v,
+			   const struct baton_peer_join *j,
+			   struct baton_buf *out)
+{
+	BATON_ASSERT(j != NULL && out != NULL);
+	if (!baton_peer_proto_supported(v))
+		return BATON_EVERSION;
+	if (j->node_id == 0)
+		return BATON_EINVAL;
+	if (too_long(j->peer_addr, BATON_PEER_ADDR_MAX) ||
+	    too_long(j->client_addr, BATON_PEER_ADDR_MAX))
+		return BATON_ETOOBIG;
+	struct profile_pb prof;
+	Batonpeer__JoinRequest o;
+	batonpeer__join_request__init(&o);
+	o.node_id = j->node_id;
+	o.peer_addr = str_in(j->peer_addr);
+	o.client_addr = str_in(j->client_addr);
+	o.profile = profile_in(&prof, &j->profile);
+	Batonpeer__Envelope env;
+	batonpeer__envelope__init(&env);
+	env.body_case = BATONPEER__ENVELOPE__BODY_JOIN;
+	env.join = &o;
+	return put_frame(&env, out);
+}
+
+int baton_peer_encode_join_reply(struct baton_proto_version v,
+				 const struct baton_peer_join_reply *r,
+				 struct baton_buf *out)
+{
+	BATON_ASSERT(r != NULL && out != NULL);
+	if (!baton_peer_proto_supported(v))
+		return BATON_EVERSION;
+	if (too_long(r->reason, BATON_PEER_REASON_MAX) ||
+	    too_long(r->leader_peer_addr, BATON_PEER_ADDR_MAX) ||
+	    too_long(r->leader_client_addr, BATON_PEER_ADDR_MAX))
+		return BATON_ETOOBIG;
+	struct profile_pb prof;
+	Batonpeer__JoinReply o;
+	batonpeer__join_reply__init(&o);
+	o.accepted = r->accepted;
+	o.reason = str_in(r->reason);
+	o.leader_id = r->leader_id;
+	o.leader_peer_addr = str_in(r->leader_peer_addr);
+	o.leader_client_addr = str_in(r->leader_client_addr);
+	o.leader = profile_in(&prof, &r->leader);
+	Batonpeer__Envelope env;
+	batonpeer__envelope__init(&env);
+	env.body_case = BATONPEER__ENVELOPE__BODY_JOIN_REPLY;
+	env.join_reply = &o;
+	return put_frame(&env, out);
+}
+
 int baton_peer_encode_frame(struct baton_proto_version v,
 			    const struct baton_peer_frame *f,
 			    struct baton_buf *out)
@@ -469,6 +675,10 @@ int baton_peer_encode_frame(struct baton_proto_version v,
 	case BATON_PEER_FORWARD_REPLY:
 		return baton_peer_encode_forward_reply(v, &f->forward_reply,
 						       out);
+	case BATON_PEER_JOIN:
+		return baton_peer_encode_join(v, &f->join, out);
+	case BATON_PEER_JOIN_REPLY:
+		return baton_peer_encode_join_reply(v, &f->join_reply, out);
 	default:
 		return BATON_EINVAL;
 	}

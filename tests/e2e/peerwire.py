@@ -21,7 +21,15 @@ FIELDS = {
     "Handshake": {"cluster_id": (1, LEN), "node_id": (2, VARINT),
                   "profile": (3, LEN), "peer_addr": (4, LEN)},
     "HandshakeReply": {"accepted": (1, VARINT), "proto": (2, VARINT),
-                       "reason": (3, LEN), "self": (4, LEN)},
+                       "reason": (3, LEN), "self": (4, LEN),
+                       "cluster": (5, LEN)},
+    "ClusterView": {"leader_id": (1, VARINT), "leader_peer_addr": (2, LEN),
+                    "versions": (3, LEN), "strict_release": (4, LEN)},
+    "JoinRequest": {"node_id": (1, VARINT), "peer_addr": (2, LEN),
+                    "client_addr": (3, LEN), "profile": (4, LEN)},
+    "JoinReply": {"accepted": (1, VARINT), "reason": (2, LEN),
+                  "leader_id": (3, VARINT), "leader_peer_addr": (4, LEN),
+                  "leader_client_addr": (5, LEN), "leader": (6, LEN)},
     "Member": {"id": (1, VARINT), "role": (2, VARINT)},
     "MemberVersions": {"id": (1, VARINT), "profile": (2, LEN)},
     "VersionState": {"machine": (1, VARINT), "floor": (2, LEN),
@@ -35,7 +43,7 @@ FIELDS = {
     "Raft": {"type": (1, VARINT), "term": (2, VARINT), "from": (3, VARINT),
              "to": (4, VARINT), "snapshot": (9, LEN)},
     "Envelope": {"handshake": (1, LEN), "handshake_reply": (2, LEN),
-                 "raft": (3, LEN)},
+                 "raft": (3, LEN), "join": (6, LEN), "join_reply": (7, LEN)},
 }
 
 RAFT_SNAPSHOT = 5  # enum baton_msg_type
@@ -144,6 +152,16 @@ def snapshot_frame(term, from_id, to_id, index, members, versions=None,
     return frame(message("Envelope", raft=raft))
 
 
+def join_frame(node_id, peer_addr, client_addr, release=(1, 2, 0),
+               proto_min=2, proto_max=3, machine_max=2):
+    """A framed Envelope{join: JoinRequest{...}} (every protocol version
+    reads it alike)."""
+    return frame(message("Envelope", join=message(
+        "JoinRequest", node_id=node_id, peer_addr=peer_addr,
+        client_addr=client_addr,
+        profile=profile(release, proto_min, proto_max, machine_max))))
+
+
 def read_varint(buf, pos):
     shift = value = 0
     while True:
@@ -174,6 +192,26 @@ def decode_fields(buf):
             pos += 8
         elif wire == 5:
             pos += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+    return out
+
+
+def repeated(buf, number):
+    """Every value of length-delimited field `number`, in order."""
+    out, pos = [], 0
+    while pos < len(buf):
+        key, pos = read_varint(buf, pos)
+        num, wire = key >> 3, key & 7
+        if wire == VARINT:
+            _, pos = read_varint(buf, pos)
+        elif wire == LEN:
+            n, pos = read_varint(buf, pos)
+            if num == number:
+                out.append(bytes(buf[pos:pos + n]))
+            pos += n
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
         else:
             raise ValueError(f"wire type {wire}")
     return out
@@ -210,17 +248,46 @@ def read_envelope(sock):
     return fields("Envelope", body)
 
 
-def parse_handshake(buf):
-    h = fields("Handshake", buf)
-    p = fields("Profile", h.get("profile", b""))
-    r = fields("Release", p.get("release", b""))
-    return {"cluster_id": h.get("cluster_id", b"").decode(),
-            "node_id": h.get("node_id", 0),
-            "release": (r.get("major", 0), r.get("minor", 0),
-                        r.get("patch", 0)),
+def parse_release(buf):
+    r = fields("Release", buf)
+    return (r.get("major", 0), r.get("minor", 0), r.get("patch", 0))
+
+
+def parse_profile(buf):
+    p = fields("Profile", buf)
+    return {"release": parse_release(p.get("release", b"")),
             "proto_min": p.get("proto_min", 0),
             "proto_max": p.get("proto_max", 0),
             "machine_max": p.get("machine_max", 0)}
+
+
+def parse_handshake(buf):
+    h = fields("Handshake", buf)
+    out = {"cluster_id": h.get("cluster_id", b"").decode(),
+           "node_id": h.get("node_id", 0)}
+    out.update(parse_profile(h.get("profile", b"")))
+    return out
+
+
+def parse_cluster_view(buf):
+    """A ClusterView as a dict: leader_id, leader_peer_addr, machine (the
+    effective machine version), floor, strict_release (None if mixed
+    releases are allowed) and rows ({id: profile dict})."""
+    v = fields("ClusterView", buf)
+    st = v.get("versions", b"")
+    s = fields("VersionState", st)
+    rows = {}
+    for row in repeated(st, FIELDS["VersionState"]["members"][0]):
+        r = fields("MemberVersions", row)
+        rows[r.get("id", 0)] = parse_profile(r.get("profile", b""))
+    strict = v.get("strict_release")
+    return {"leader_id": v.get("leader_id", 0),
+            "leader_peer_addr": v.get("leader_peer_addr", b"").decode(),
+            "machine": s.get("machine", 0),
+            "floor": parse_release(s.get("floor", b"")),
+            "strict_release": None if strict is None
+            else parse_release(strict),
+            "rows": rows}
 
 
 def read_handshake(sock):
@@ -240,10 +307,33 @@ def read_handshake_reply(sock):
         return None
     assert "handshake_reply" in env, f"not a handshake reply: {env}"
     r = fields("HandshakeReply", env["handshake_reply"])
+    cluster = r.get("cluster")
     return {"accepted": bool(r.get("accepted", 0)),
             "proto": r.get("proto", 0),
             "reason": r.get("reason", b"").decode(errors="replace"),
-            "self": parse_handshake(r.get("self", b""))}
+            "self": parse_handshake(r.get("self", b"")),
+            "cluster": None if cluster is None
+            else parse_cluster_view(cluster)}
+
+
+def read_join_reply(sock):
+    """The next JoinReply on a ready connection, as a dict, or None if the
+    connection closed first. Other frames (Raft) are skipped."""
+    while True:
+        env = read_envelope(sock)
+        if env is None:
+            return None
+        if "join_reply" not in env:
+            continue
+        r = fields("JoinReply", env["join_reply"])
+        return {"accepted": bool(r.get("accepted", 0)),
+                "reason": r.get("reason", b"").decode(errors="replace"),
+                "leader_id": r.get("leader_id", 0),
+                "leader_peer_addr":
+                    r.get("leader_peer_addr", b"").decode(),
+                "leader_client_addr":
+                    r.get("leader_client_addr", b"").decode(),
+                "leader": parse_profile(r.get("leader", b""))}
 
 
 def connect(port, timeout=5.0):

@@ -156,7 +156,8 @@ def test_status_table_with_a_down_member(fakes):
     lines = r.stdout.splitlines()
     header = lines[0].split()
     assert header == ["ID", "ADDR", "ROLE", "TERM", "COMMIT", "APPLIED",
-                      "MATCH", "RELEASE", "PROTO", "MACHINE_MAX", "LAG"]
+                      "MATCH", "RELEASE", "PROTO", "MACHINE_MAX", "MACHINE",
+                      "LAG"]
     rows = {int(line.split()[0]): line for line in lines[1:4]}
     # Aligned: every row's ROLE column starts where the header's does.
     col = lines[0].index("ROLE")

@@ -50,6 +50,8 @@ from redis.connection import Connection
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import roll  # noqa: E402
 
 
 def _load_e2e_fixtures():
@@ -414,12 +416,18 @@ class JepsenNode(e2e.Node):
     synced, so that a kill -9 of it loses them as a power loss would
     (src/storage/vfs_unsynced.c)."""
 
+    release = None  # --as-release for every start (None: the binary's)
+    base_args = ()
+
     def start(self, args=None, wait=True):
         c = self.cluster
         power_loss = (c.lose_unsynced is not None
                       and c.rng.random() < c.power_loss_share)
         self.binary = c.lose_unsynced if power_loss else None
-        return super().start(args, wait)
+        if args is not None:
+            self.base_args = list(args)
+        emulate = ["--as-release", self.release] if self.release else []
+        return super().start(list(self.base_args) + emulate, wait)
 
     @property
     def loses_unsynced(self):
@@ -441,7 +449,7 @@ class JepsenCluster(e2e.Cluster):
         self.lose_unsynced = lose_unsynced
         self.power_loss_share = power_loss_share
 
-    def start_proxied(self, n, extra=()):
+    def start_proxied(self, n, extra=(), release=None):
         e2e.require_binary(e2e.BATOND)
         self.common_args = ["--election-timeout-ms", str(ELECTION_TIMEOUT_MS),
                             "--heartbeat-ms", str(HEARTBEAT_MS)] + list(extra)
@@ -450,6 +458,7 @@ class JepsenCluster(e2e.Cluster):
         for i in range(n):
             node = JepsenNode(self, i + 1, ports[2 * i], ports[2 * i + 1])
             node.data_dir = self.data_root / f"node{node.id}"
+            node.release = release
             self.nodes[node.id] = node
         ids = sorted(self.nodes)
         proxy_port = {}
@@ -817,6 +826,7 @@ class Nemesis:
         self.log = []
         self.killed = set()  # ids down until the episode ends
         self.t0_ns = time.monotonic_ns()
+        self.roller = None  # a roll.Roller with --roll-releases
 
     def note(self, what, **detail):
         """Log an action: monotonic ns (the history's clock) and UTC wall
@@ -850,6 +860,10 @@ class Nemesis:
     def start_fault(self, f):
         kind = f["kind"]
         ids = sorted(self.cluster.nodes)
+        if kind == "upgrade":
+            self.count("upgrade")
+            self.roller.upgrade(f["target"])
+            return
         if kind == "kill":
             if isinstance(f["target"], list):
                 nodes = [self.cluster.node(i) for i in f["target"]]
@@ -987,6 +1001,9 @@ class Result:
         self.message = ""
         self.liveness_s = None
         self.out_dir = None
+        self.roller = None  # with --roll-releases
+        self.roll_summary = ""
+        self.roll_gaps_ms = {}
 
 
 class Run:
@@ -1057,12 +1074,20 @@ def run(args):
 def _run(args, r, res, checker, run_dir, data_root):
     schedule = draw_schedule(args.seed, args.seconds, args.nemesis,
                              list(range(1, args.nodes + 1)))
+    release_from = release_to = None
+    if args.roll_releases:
+        release_from, release_to = roll.parse_spec(args.roll_releases)
+        schedule = roll.merge_schedule(schedule, args.seconds,
+                                       list(range(1, args.nodes + 1)),
+                                       release_to)
     extra = snapshot_flags(random.Random(args.seed ^ 0x5EED))
     r.say(f"seed {args.seed}: {args.nodes} nodes, {args.clients} clients, "
           f"{args.keys} keys, {args.seconds:g} s, nemesis {args.nemesis} "
           f"({len(schedule)} episodes), {' '.join(extra)}"
           + (", STALE READS (BATON.STALE ON)" if args.stale_reads else "")
           + (f", server {args.batond}" if args.batond else "")
+          + (f", rolling {release_from} -> {release_to}"
+             if release_from else "")
           + (f", {args.power_loss:.0%} of starts lose unsynced writes on "
              f"kill -9" if args.power_loss > 0 else ""))
     (run_dir / "schedule.json").write_text(json.dumps(schedule, indent=1))
@@ -1086,13 +1111,18 @@ def _run(args, r, res, checker, run_dir, data_root):
         r.cluster = JepsenCluster(run_dir / "logs", data_root, r.net,
                                   args.seed, lose_unsynced,
                                   args.power_loss)
-        r.cluster.start_proxied(args.nodes, extra)
+        r.cluster.start_proxied(args.nodes, extra, release_from)
         r.node_list = [r.cluster.node(i) for i in sorted(r.cluster.nodes)]
         r.say("cluster up: " + ", ".join(
             f"node {m.id} client {m.client_addr} peer {m.peer_addr}"
             + (" (loses unsynced writes)" if m.loses_unsynced else "")
             for m in r.node_list))
         nemesis = Nemesis(r)
+        if release_from:
+            nemesis.roller = roll.Roller(r, nemesis, release_from,
+                                         release_to, HarnessFailure)
+            res.roller = nemesis.roller
+            nemesis.roller.observe()
         clients = [Client(r, i) for i in range(args.clients)]
         for c in clients:
             c.start()
@@ -1101,6 +1131,8 @@ def _run(args, r, res, checker, run_dir, data_root):
         nemesis.run_schedule(schedule, t0, t0 + args.seconds)
         check_interrupted()
         nemesis.heal()
+        if nemesis.roller is not None:
+            nemesis.roller.settle()
         r.stop_clients.set()
         join_clients(clients)
         res.liveness_s = liveness(r, nemesis)
@@ -1152,6 +1184,11 @@ def _run(args, r, res, checker, run_dir, data_root):
             res.failure = why if res.failure is None else \
                 f"{res.failure}; and {why}"
     res.ok = res.failure is None and res.verdict == "linearizable"
+    if res.roller is not None:
+        res.roll_summary = res.roller.summary(ops, nemesis.t0_ns)
+        res.roll_gaps_ms = res.roller.write_gaps(ops)
+        (run_dir / "roll.txt").write_text(res.roll_summary + "\n")
+        r.say("rolling upgrade timeline:\n" + res.roll_summary)
     res.message = report(r, res, logs, time.monotonic() - t_start)
 
 
@@ -1367,6 +1404,8 @@ def replay_command(args):
              f"--nemesis {args.nemesis}", f"--op-timeout {args.op_timeout:g}",
              f"--think-ms {args.think_ms:g}",
              f"--power-loss {args.power_loss:g}"]
+    if args.roll_releases:
+        parts.append(f"--roll-releases {args.roll_releases}")
     if args.read_heavy:
         parts.append("--read-heavy")
     if args.stale_reads:
@@ -1425,6 +1464,10 @@ def parse_args(argv=None):
     p.add_argument("--stale-reads", action="store_true",
                    help="clients send BATON.STALE ON on every connection "
                         "(the planted stale-read bug: must fail the check)")
+    p.add_argument("--roll-releases", default=None, metavar="FROM,TO",
+                   help="start every node at release FROM (--as-release) "
+                        "and upgrade them one by one to TO during the run "
+                        "(tests/jepsen/roll.py)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if args.seed is None:
@@ -1443,6 +1486,11 @@ def parse_args(argv=None):
         p.error("--power-loss must be in [0, 1]")
     if not 0.05 <= args.op_timeout <= 30:
         p.error("--op-timeout must be in [0.05, 30]")
+    if args.roll_releases:
+        try:
+            roll.parse_spec(args.roll_releases)
+        except ValueError as e:
+            p.error(str(e))
     return args
 
 

@@ -6,6 +6,14 @@
 #include "resp.h"
 
 static struct baton_buf reply_text;
+static struct baton_machine_version version = {1};
+static uint64_t stamp;
+
+void kvt_use(uint32_t v, uint64_t stamp_ms)
+{
+	version.value = v;
+	stamp = stamp_ms;
+}
 
 static const char *finish(void)
 {
@@ -23,7 +31,8 @@ const char *kvt_runv(struct baton_kv *kv, int argc, const char *const *argv,
 		resp_error(&reply_text, "ERR unknown command");
 		return finish();
 	}
-	if (kv_check(c, argc, args, lens, &reply_text) != 0) {
+	if (kv_gate(c, argc, args, lens, version, &reply_text) != 0 ||
+	    kv_check(c, argc, args, lens, &reply_text) != 0) {
 		cr_assert_gt(reply_text.len, 0, "a refusal without a reply");
 		return finish();
 	}
@@ -31,11 +40,15 @@ const char *kvt_runv(struct baton_kv *kv, int argc, const char *const *argv,
 	if (c->flags & KV_WRITE) {
 		struct baton_buf payload;
 		baton_buf_init(&payload);
-		cr_assert_eq(kv_encode(argc, args, lens, &payload), 0);
-		struct baton_machine_version v = {1};
-		cr_assert_eq(
-			kv_apply(kv, v, payload.data, payload.len, &reply_text),
-			0);
+		if (version.value >= 2)
+			cr_assert_eq(
+				kv_encode_v2(stamp, argc, args, lens, &payload),
+				0);
+		else
+			cr_assert_eq(kv_encode(argc, args, lens, &payload), 0);
+		cr_assert_eq(kv_apply(kv, version, payload.data, payload.len,
+				      &reply_text),
+			     0);
 		baton_buf_free(&payload);
 	} else {
 		cr_assert_eq(kv_read(kv, argc, args, lens, &reply_text), 0);
@@ -85,12 +98,13 @@ static int sink(void *arg, const void *buf, size_t len)
 void kvt_snapshot(const struct baton_kv *kv, struct baton_buf *out)
 {
 	baton_buf_reset(out);
-	cr_assert_eq(kv_snapshot(kv, sink, out), 0);
+	cr_assert_eq(kv_snapshot(kv, version, sink, out), 0);
 }
 
 struct baton_kv *kvt_new(void)
 {
 	struct baton_kv *kv = NULL;
+	kvt_use(1, 0);
 	cr_assert_eq(kv_create(&kv), 0);
 	cr_assert_not_null(kv);
 	return kv;

@@ -174,7 +174,8 @@ static int tm_snapshot(struct baton_machine *bm, struct baton_machine_version v,
 		       struct baton_buf *out)
 {
 	struct test_machine *m = (struct test_machine *)bm;
-	cr_assert_eq(v.value, 1);
+	cr_assert_geq(v.value, 1);
+	cr_assert_leq(v.value, baton_release_current()->machine_max.value);
 	return baton_buf_append(out, &m->applied, sizeof m->applied);
 }
 
@@ -381,10 +382,24 @@ static void assert_stalled_at(baton_index index, const char *found)
 	cr_assert_eq(stalled_at, index);
 	cr_assert(strstr(s.stalled_why, found) != NULL, "'%s' lacks '%s'",
 		  s.stalled_why, found);
-	cr_assert(strstr(s.stalled_why, "upgrade this node") != NULL, "%s",
-		  s.stalled_why);
-	cr_assert(strstr(s.stalled_why, "this node runs release") != NULL, "%s",
-		  s.stalled_why);
+	/* It says what this node runs and what to do. */
+	if (strncmp(s.stalled_why, "needs-upgrade: ", 15) == 0) {
+		char rel[BATON_RELEASE_STR_MAX];
+		baton_release_format(baton_release_current()->release, rel);
+		cr_assert(strstr(s.stalled_why, rel) != NULL, "%s",
+			  s.stalled_why);
+		cr_assert(strstr(s.stalled_why, "restart this node with a "
+						"release") != NULL,
+			  "%s", s.stalled_why);
+		cr_assert_eq(s.raft.needs_machine.value > 0, true);
+	} else {
+		cr_assert(strstr(s.stalled_why, "upgrade this node") != NULL,
+			  "%s", s.stalled_why);
+		cr_assert(strstr(s.stalled_why, "this node runs release") !=
+				  NULL,
+			  "%s", s.stalled_why);
+		cr_assert_eq(s.raft.needs_machine.value, 0);
+	}
 	cr_assert_str_eq(s.stalled_why, stalled_why);
 	cr_assert(s.applied < index);
 	/* New requests are refused at once. */
@@ -419,7 +434,11 @@ Test(pipeline, proposals_are_applied_with_replies)
 	cr_assert_eq(b.status, 0);
 	cr_assert_eq(b.reply_index, a.reply_index + 1);
 	cr_assert_eq(tm.applied, 2);
-	cr_assert_eq(tm.last_version, 1);
+	/* A one-node cluster runs at once the newest machine version its
+	 * release implements (its leader's first entry raised it). */
+	cr_assert_eq(tm.last_version,
+		     baton_release_current()->machine_max.value);
+	cr_assert_eq(tm.version_changes, 1);
 	struct result r = {0};
 	cr_assert_eq(baton_pipeline_read(p, on_done, &r), 0);
 	run(5);
@@ -440,7 +459,8 @@ Test(pipeline, snapshot_every_n_entries_records_versions)
 	run(10);
 	cr_assert(st.snapshots >= 1);
 	cr_assert(baton_version_state_valid(&st.snap_h.meta.versions));
-	cr_assert_eq(st.snap_h.meta.versions.machine.value, 1);
+	cr_assert_eq(st.snap_h.meta.versions.machine.value,
+		     baton_release_current()->machine_max.value);
 	cr_assert(st.snap_h.meta.index >= 5);
 	cr_assert_eq(status().raft.snapshot_index, st.snap_h.meta.index);
 }
@@ -497,9 +517,13 @@ Test(pipeline, version_entry_above_machine_max_stalls)
 	start(0, false);
 	for (int i = 0; i < 1000 && status().stalled_index == 0; i++)
 		run(1);
-	char want[64];
-	snprintf(want, sizeof want, "machine version %u", v.machine.value);
+	char want[128];
+	snprintf(want, sizeof want,
+		 "needs-upgrade: the effective machine version becomes %u at "
+		 "index 2",
+		 v.machine.value);
 	assert_stalled_at(2, want);
+	cr_assert_eq(status().raft.needs_machine.value, v.machine.value);
 	cr_assert_eq(status().applied_versions.machine.value, 1);
 	cr_assert_eq(tm.version_changes, 0);
 }
@@ -508,9 +532,10 @@ Test(pipeline, set_versions_applies_the_version_in_force)
 {
 	start(0, true);
 	run_until_leader();
-	struct baton_version_state v;
-	baton_version_state_initial(&v);
+	run(5);
+	struct baton_version_state v = status().raft.versions;
 	v.floor = baton_release_current()->release;
+	uint32_t changes = tm.version_changes;
 	struct result r = {0};
 	cr_assert_eq(baton_pipeline_set_versions(p, &v, on_done, &r), 0);
 	run(5);
@@ -519,7 +544,9 @@ Test(pipeline, set_versions_applies_the_version_in_force)
 	struct baton_pipeline_status s = status();
 	cr_assert_eq(baton_release_compare(s.applied_versions.floor, v.floor),
 		     0);
-	cr_assert_eq(tm.version_changes, 0); /* the machine version stayed */
+	/* The machine version stayed. */
+	cr_assert_eq(tm.version_changes, changes);
+	cr_assert_eq(s.applied_versions.machine.value, v.machine.value);
 }
 
 Test(pipeline, snapshot_the_machine_refuses_at_start_stalls)
@@ -542,8 +569,11 @@ Test(pipeline, snapshot_of_a_newer_machine_version_at_start_stalls)
 	durable_snapshot(&v, "fine");
 	start(0, false);
 	cr_assert_eq(tm.restores, 0, "restored a version it does not know");
-	char want[64];
-	snprintf(want, sizeof want, "machine version %u", v.machine.value);
+	char want[128];
+	snprintf(want, sizeof want,
+		 "needs-upgrade: the effective machine version becomes %u at "
+		 "index 5",
+		 v.machine.value);
 	assert_stalled_at(5, want);
 }
 

@@ -12,7 +12,7 @@
 #include "machine.h"
 
 static const struct baton_machine_version V1 = {1};
-static const struct baton_machine_version V2 = {2};
+static const struct baton_machine_version V3 = {3}; /* unknown */
 
 /* 'P' + id 7, "127.0.0.1:7001", "127.0.0.1:6001": an address entry as the
  * first release writes it. */
@@ -209,8 +209,8 @@ Test(machine, newer_kv_payload_format_is_refused)
 Test(machine, machine_version_not_implemented_is_refused)
 {
 	fill(&m);
-	assert_refused(golden_set, sizeof golden_set, V2, BATON_EVERSION,
-		       "machine version 2");
+	assert_refused(golden_set, sizeof golden_set, V3, BATON_EVERSION,
+		       "machine version 3");
 	struct baton_machine_version v0 = {0};
 	assert_refused(golden_address, sizeof golden_address, v0,
 		       BATON_EVERSION, "machine version 0");
@@ -346,7 +346,7 @@ Test(machine, snapshot_refusals_leave_the_state)
 			       sizeof golden_snapshot_v1 - 1, V1,
 			       BATON_ECORRUPT, "key-value");
 	assert_restore_refused(golden_snapshot_v1, sizeof golden_snapshot_v1,
-			       V2, BATON_EVERSION, "machine version 2");
+			       V3, BATON_EVERSION, "machine version 3");
 	memcpy(s, golden_snapshot_v1, sizeof s);
 	s[5] = 0xff; /* too many addresses */
 	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "addresses");
@@ -355,7 +355,7 @@ Test(machine, snapshot_refusals_leave_the_state)
 Test(machine, snapshot_under_unknown_version_is_refused)
 {
 	fill(&m);
-	cr_assert_eq(m.base.ops->snapshot(&m.base, V2, &snap), BATON_EVERSION);
+	cr_assert_eq(m.base.ops->snapshot(&m.base, V3, &snap), BATON_EVERSION);
 	cr_assert_eq(snap.len, 0);
 }
 

@@ -19,7 +19,9 @@
  * - membership safety: successive configurations differ by at most one
  *   voter; a leader appends a configuration only when every earlier one is
  *   committed and it has committed an entry of its own term;
- * - a snapshot the storage made durable reads back byte for byte.
+ * - a snapshot the storage made durable reads back byte for byte;
+ * - the invariants of the effective machine version (versions.c), on
+ *   every version entry appended.
  *
  * Everything is incremental (hash tables and arrays indexed by term or log
  * index), so checking after every step stays cheap.
@@ -502,6 +504,8 @@ void sim_check_update(struct sim_world *w, struct sim_node *n,
 		check_log_entry(w, n, e, prev);
 		if (e->type == BATON_ENTRY_CONFIG)
 			check_config_entry(w, n, u, e);
+		else if (e->type == BATON_ENTRY_VERSION)
+			sim_check_version_entry(w, n, u, e);
 	}
 	if (u->snapshot != NULL)
 		check_after_snapshot(w, n, u->snapshot);

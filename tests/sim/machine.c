@@ -15,6 +15,18 @@
  * A command (an entry's payload): op (u8), key (u32 little-endian), value
  * length (u8), the value, then padding the machine ignores (entries of
  * varied sizes, for the network's chunking).
+ *
+ * Machine versions. Version 1 is the above. Version 2 keeps the clients'
+ * semantics (the checker's model does not change) but not the state: it
+ * keeps a clock, `ticks`, that the conversion from version 1 sets to the
+ * index of the version entry and every command applied under version 2
+ * advances, and mixes it into the hash chain; its snapshots carry the
+ * clock (format 2). So a node that applies a command under the wrong
+ * version, or converts at another index, or restores a snapshot as the
+ * wrong version, reaches another state, which state machine safety sees.
+ * The machine implements the versions of its node's release and refuses
+ * (BATON_EVERSION) any other, as a real machine of that release would;
+ * being asked at all is a "version safety:" violation (versions.c).
  */
 #include "world.h"
 
@@ -22,10 +34,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Snapshot bytes: applied, hash, commands (u64 each), then each slot (key
- * u32, present u8, length u8, value), then padding derived from the hash,
- * so snapshots span several chunks and corruption shows. */
+/* Snapshot bytes: applied, hash, commands (u64 each), under version 2 the
+ * clock (u64), then each slot (key u32, present u8, length u8, value),
+ * then padding derived from the hash, so snapshots span several chunks and
+ * corruption shows. */
 #define SNAP_HEAD 24u
+#define SNAP_TICKS 8u
+/* The machine versions the simulated machine has (a release implements
+ * those up to its machine_max). */
+#define SIM_KV_VERSION_MAX 2u
 #define SNAP_SLOT_HEAD 6u
 
 static void put_u32(uint8_t *p, uint32_t v)
@@ -152,11 +169,24 @@ static int kv_command(struct sim_kv *kv, const uint8_t *b, uint32_t len,
 	}
 }
 
+/* Whether this node's release implements machine version v (asking for
+ * one it does not is a violation, reported by versions.c). */
+static bool implements(struct sim_kv *kv, uint32_t v, const char *what,
+		       baton_index index)
+{
+	if (v >= 1 && v <= SIM_KV_VERSION_MAX &&
+	    sim_check_machine_version(kv->n, v, what, index))
+		return true;
+	kv->err = "a machine version this release does not implement";
+	return false;
+}
+
 static int kv_apply(struct baton_machine *m, struct baton_machine_version v,
 		    const struct baton_entry *e, struct baton_buf *reply)
 {
-	(void)v; /* one machine version in the simulator */
 	struct sim_kv *kv = to_kv(m);
+	if (!implements(kv, v.value, "apply entry", e->index))
+		return BATON_EVERSION;
 	if (e->type != BATON_ENTRY_COMMAND || e->index <= kv->applied) {
 		kv->err = "not the next command";
 		return BATON_ECORRUPT;
@@ -167,7 +197,12 @@ static int kv_apply(struct baton_machine *m, struct baton_machine_version v,
 	if (rv != 0)
 		return rv;
 	kv->applied = e->index;
-	kv->hash = sim_hash_bytes(kv->hash ^ e->index, e->buf, e->len);
+	uint64_t seed = kv->hash ^ e->index;
+	if (v.value >= 2) {
+		kv->ticks++;
+		seed ^= kv->ticks * 0x9e3779b97f4a7c15ull;
+	}
+	kv->hash = sim_hash_bytes(seed, e->buf, e->len);
 	kv->commands++;
 	sim_node_applied(kv->n, e, kv->hash);
 	return 0;
@@ -182,15 +217,35 @@ static void put_u64(struct baton_buf *b, uint64_t v, int *rv)
 		*rv = baton_buf_append(b, p, 8);
 }
 
+/* The conversion between versions: version 2's clock starts at the index
+ * of the version entry that brings it in. */
+static int kv_version_changed(struct baton_machine *m, baton_index index,
+			      struct baton_machine_version from,
+			      struct baton_machine_version to)
+{
+	struct sim_kv *kv = to_kv(m);
+	if (!implements(kv, to.value,
+			"convert to a new machine version at entry", index))
+		return BATON_EVERSION;
+	if (from.value < 2 && to.value >= 2)
+		kv->ticks = index;
+	kv->version = to.value;
+	return 0;
+}
+
 static int kv_snapshot(struct baton_machine *m, struct baton_machine_version v,
 		       struct baton_buf *out)
 {
-	(void)v;
 	struct sim_kv *kv = to_kv(m);
+	if (!implements(kv, v.value, "write a snapshot whose last command is",
+			kv->applied))
+		return BATON_EVERSION;
 	int rv = 0;
 	put_u64(out, kv->applied, &rv);
 	put_u64(out, kv->hash, &rv);
 	put_u64(out, kv->commands, &rv);
+	if (v.value >= 2)
+		put_u64(out, kv->ticks, &rv);
 	for (uint32_t i = 0; i < SIM_KV_SLOTS && rv == 0; i++) {
 		const struct sim_kv_slot *s = &kv->slots[i];
 		uint8_t head[SNAP_SLOT_HEAD];
@@ -219,15 +274,20 @@ static uint64_t get_u64(const uint8_t *p)
 static int kv_restore(struct baton_machine *m, struct baton_machine_version v,
 		      const uint8_t *buf, size_t len)
 {
-	(void)v;
 	struct sim_kv *kv = to_kv(m);
+	if (!implements(kv, v.value, "restore a snapshot whose last command is",
+			len >= 8 ? get_u64(buf) : 0))
+		return BATON_EVERSION;
 	struct sim_kv next = *kv;
-	if (len < SNAP_HEAD)
+	size_t head = SNAP_HEAD + (v.value >= 2 ? SNAP_TICKS : 0);
+	if (len < head)
 		goto corrupt;
 	next.applied = get_u64(buf);
 	next.hash = get_u64(buf + 8);
 	next.commands = get_u64(buf + 16);
-	size_t off = SNAP_HEAD;
+	next.ticks = v.value >= 2 ? get_u64(buf + SNAP_HEAD) : 0;
+	next.version = v.value;
+	size_t off = head;
 	for (uint32_t i = 0; i < SIM_KV_SLOTS; i++) {
 		struct sim_kv_slot *s = &next.slots[i];
 		if (len - off < SNAP_SLOT_HEAD)
@@ -261,7 +321,7 @@ static const char *kv_errmsg(const struct baton_machine *m)
 
 static const struct baton_machine_ops kv_ops = {
 	.apply = kv_apply,
-	.version_changed = NULL,
+	.version_changed = kv_version_changed,
 	.snapshot = kv_snapshot,
 	.restore = kv_restore,
 	.errmsg = kv_errmsg,
@@ -272,6 +332,7 @@ void sim_kv_init(struct sim_kv *kv, struct sim_node *n)
 	memset(kv, 0, sizeof *kv);
 	kv->base.ops = &kv_ops;
 	kv->n = n;
+	kv->version = 1;
 	kv->err = "no error";
 }
 

@@ -4,6 +4,7 @@
  *   baton-sim --seed S [--swarm] [--verbose] [--trace-hash] [--history F]
  *   baton-sim --seeds N [--first-seed F] [--swarm] [--stop-on-failure]
  *             [--jobs J]
+ *   either with [--upgrade all|quorum] [--releases newest|mixed|oldest]
  *
  * A failing seed prints the broken invariant and the command that replays
  * it; the same seed always produces the same run.
@@ -33,6 +34,8 @@ struct cli {
 	uint32_t nodes;
 	uint64_t time_ms;
 	uint32_t jobs;
+	uint32_t machine_upgrade; /* 0: the seed's */
+	int start_releases;	  /* -1: the seed's */
 };
 
 /* The seed being run, for the abort handler: a core assertion kills the
@@ -67,6 +70,12 @@ static void usage(void)
 		"seed)\n"
 		"  --time-ms T         simulated time of the safety phase "
 		"(default 60000)\n"
+		"  --upgrade all|quorum  the machine upgrade strategy "
+		"(default: seed)\n"
+		"  --releases newest|mixed|oldest  the founders' releases "
+		"(default:\n"
+		"                      seed; not newest: nodes are upgraded "
+		"during the run)\n"
 		"  --stop-on-failure   stop at the first failing seed\n"
 		"  --jobs J            run the seeds in J processes (default "
 		"1)\n"
@@ -89,7 +98,8 @@ static bool parse_u64(const char *s, uint64_t *out)
 
 static int parse(int argc, char **argv, struct cli *c)
 {
-	*c = (struct cli){.first_seed = 1, .seeds = 100, .jobs = 1};
+	*c = (struct cli){
+		.first_seed = 1, .seeds = 100, .jobs = 1, .start_releases = -1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -100,6 +110,24 @@ static int parse(int argc, char **argv, struct cli *c)
 			c->verbose = true;
 		} else if (strcmp(a, "--history") == 0 && v != NULL) {
 			c->history_path = v;
+			i++;
+		} else if (strcmp(a, "--upgrade") == 0 && v != NULL) {
+			if (strcmp(v, "all") == 0)
+				c->machine_upgrade = BATON_UPGRADE_ALL;
+			else if (strcmp(v, "quorum") == 0)
+				c->machine_upgrade = BATON_UPGRADE_QUORUM;
+			else
+				return -1;
+			i++;
+		} else if (strcmp(a, "--releases") == 0 && v != NULL) {
+			if (strcmp(v, "newest") == 0)
+				c->start_releases = SIM_START_NEWEST;
+			else if (strcmp(v, "mixed") == 0)
+				c->start_releases = SIM_START_MIXED;
+			else if (strcmp(v, "oldest") == 0)
+				c->start_releases = SIM_START_OLDEST;
+			else
+				return -1;
 			i++;
 		} else if (strcmp(a, "--quiet") == 0) {
 			c->quiet = true;
@@ -164,6 +192,10 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 	t->ops_failed += s->ops_failed;
 	t->ops_unknown += s->ops_unknown;
 	t->extensions += s->extensions;
+	t->upgrades += s->upgrades;
+	t->msgs_refused += s->msgs_refused;
+	t->version_raises += s->version_raises;
+	t->needs_upgrade += s->needs_upgrade;
 }
 
 static void print_stats(const char *what, const struct sim_stats *s)
@@ -174,7 +206,9 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       "%llu installed, %llu membership changes, %llu transfers, %llu "
 	       "reads ok (%llu failed), %llu messages (%llu lost); client "
 	       "operations: %llu ok, %llu failed, %llu indeterminate; "
-	       "%llu safety phase extensions\n",
+	       "%llu safety phase extensions; %llu upgrades, %llu messages "
+	       "refused between releases, %llu machine version raises, %llu "
+	       "needs-upgrade stalls\n",
 	       what, (unsigned long long)s->proposals,
 	       (unsigned long long)s->committed,
 	       (unsigned long long)s->elections, (unsigned long long)s->crashes,
@@ -189,7 +223,11 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->msgs_lost, (unsigned long long)s->ops_ok,
 	       (unsigned long long)s->ops_failed,
 	       (unsigned long long)s->ops_unknown,
-	       (unsigned long long)s->extensions);
+	       (unsigned long long)s->extensions,
+	       (unsigned long long)s->upgrades,
+	       (unsigned long long)s->msgs_refused,
+	       (unsigned long long)s->version_raises,
+	       (unsigned long long)s->needs_upgrade);
 }
 
 static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
@@ -207,6 +245,15 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		sim_params_default(&w->p);
 	if (c->nodes != 0)
 		w->p.n_nodes = c->nodes;
+	if (c->machine_upgrade != 0)
+		w->p.machine_upgrade = c->machine_upgrade;
+	if (c->start_releases >= 0) {
+		w->p.start_releases = (uint32_t)c->start_releases;
+		if (w->p.start_releases == SIM_START_NEWEST)
+			w->p.upgrade_every_ms = 0;
+		else if (w->p.upgrade_every_ms == 0)
+			w->p.upgrade_every_ms = 2000;
+	}
 	if (c->time_ms != 0) {
 		/* A short run is a quick look, not a scenario: no target. */
 		w->p.safety_ms = c->time_ms;
@@ -228,10 +275,19 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		rv = 1;
 	}
 	if (rv != 0) {
+		static const char *const starts[] = {" --releases newest",
+						     " --releases mixed",
+						     " --releases oldest"};
 		printf("seed %llu FAILED at %llu ms (%u nodes): %s\n"
-		       "replay: build/baton-sim%s --seed %llu --verbose\n",
+		       "replay: build/baton-sim%s%s%s --seed %llu --verbose\n",
 		       (unsigned long long)seed, (unsigned long long)w->now_ms,
 		       w->p.n_nodes, w->failure, c->swarm ? " --swarm" : "",
+		       c->machine_upgrade == BATON_UPGRADE_ALL
+			       ? " --upgrade all"
+		       : c->machine_upgrade == BATON_UPGRADE_QUORUM
+			       ? " --upgrade quorum"
+			       : "",
+		       c->start_releases >= 0 ? starts[c->start_releases] : "",
 		       (unsigned long long)seed);
 	}
 	if (c->one_seed && !c->quiet)

@@ -37,6 +37,16 @@ static void partition(struct sim_world *w)
 		for (uint32_t i = 1; i <= w->n_ids; i++)
 			w->blocked[l][i] = w->blocked[i][l] = true;
 		sim_trace(w, "nemesis: isolate leader %u", l);
+		/* Its clients still reach it, while the others elect a new
+		 * leader and it may still believe it leads. */
+		uint32_t reads = (uint32_t)sim_range(&w->rng, 2, 6);
+		for (uint32_t i = 0; i < reads; i++)
+			sim_schedule(
+				w,
+				sim_range(
+					&w->rng, 0,
+					3 * (uint64_t)w->p.election_timeout_ms),
+				EV_READ_AT, l, NULL);
 	} else {
 		/* Asymmetric: some links fail one way only. */
 		uint32_t links = (uint32_t)sim_range(&w->rng, 1, 2 * w->n_ids);
@@ -70,6 +80,18 @@ void sim_nemesis(struct sim_world *w)
 			sim_trace(w, "nemesis: pause node %llu until %llu",
 				  (unsigned long long)p->id,
 				  (unsigned long long)p->paused_until_ms);
+			/* Reads reach it as soon as it wakes, while it may
+			 * still believe in a leadership it lost meanwhile. */
+			uint32_t reads = (uint32_t)sim_range(&w->rng, 2, 6);
+			for (uint32_t i = 0; i < reads; i++)
+				sim_schedule(
+					w,
+					p->paused_until_ms - w->now_ms +
+						sim_range(
+							&w->rng, 0,
+							i % 2 ? t
+							      : w->p.heartbeat_ms),
+					EV_READ_AT, (uint32_t)p->id, NULL);
 		}
 		sim_schedule(w,
 			     sim_range(&w->rng, 1, 2 * w->p.nemesis_every_ms),

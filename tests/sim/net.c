@@ -48,6 +48,10 @@ static size_t msg_bytes(const struct baton_msg *m)
 		return head + sizeof m->u.read_index;
 	case BATON_MSG_READ_INDEX_RESULT:
 		return head + sizeof m->u.read_index_result;
+	case BATON_MSG_INFO:
+		return head + sizeof m->u.info;
+	case BATON_MSG_INFO_RESULT:
+		return head + sizeof m->u.info_result;
 	default:
 		return sizeof *m;
 	}
@@ -57,6 +61,7 @@ struct sim_packet *sim_packet_copy(const struct baton_msg *m)
 {
 	struct sim_packet *p = sim_xmalloc(sizeof *p);
 	memcpy(&p->m, m, msg_bytes(m));
+	p->sender_release = 0;
 	p->entries = NULL;
 	p->chunk = NULL;
 	if (m->type == BATON_MSG_APPEND && m->u.append.n_entries > 0) {
@@ -99,8 +104,10 @@ static void trace_msg(struct sim_world *w, const struct baton_msg *m)
 		"timeout-now",
 		"read-index",
 		"read-index-result",
+		"info",
+		"info-result",
 	};
-	const char *name = m->type < 10 ? names[m->type] : "?";
+	const char *name = m->type < 12 ? names[m->type] : "?";
 	unsigned long long a = 0, b = 0, c = 0;
 	switch (m->type) {
 	case BATON_MSG_VOTE:
@@ -141,6 +148,14 @@ static void trace_msg(struct sim_world *w, const struct baton_msg *m)
 		b = m->u.snapshot_result.next_offset;
 		c = m->u.snapshot_result.done;
 		break;
+	case BATON_MSG_INFO:
+		a = m->u.info.seq;
+		break;
+	case BATON_MSG_INFO_RESULT:
+		a = m->u.info_result.seq;
+		b = m->u.info_result.profile.machine_max.value;
+		c = m->u.info_result.profile.proto_max.value;
+		break;
 	default:
 		break;
 	}
@@ -156,6 +171,14 @@ void sim_net_send(struct sim_world *w, struct sim_packet *p)
 	sim_buggify_send(w, &p->m);
 	uint32_t from = (uint32_t)p->m.from, to = (uint32_t)p->m.to;
 	w->stats.msgs_sent++;
+	p->sender_release = w->nodes[from].release;
+	/* Between releases without a common peer protocol there is no
+	 * connection (the transport refuses it): nothing is sent. */
+	if (to != 0 && to <= w->n_ids &&
+	    !sim_versions_deliverable(w, p, &w->nodes[to])) {
+		sim_packet_free(p);
+		return;
+	}
 	if (to == 0 || to > w->n_ids || w->blocked[from][to] ||
 	    w->in_flight >= SIM_MAX_IN_FLIGHT ||
 	    sim_chance(&w->rng, w->p.loss_per_mille)) {
@@ -164,10 +187,12 @@ void sim_net_send(struct sim_world *w, struct sim_packet *p)
 		return;
 	}
 	if (sim_chance(&w->rng, w->p.dup_per_mille)) {
+		struct sim_packet *dup = sim_packet_copy(&p->m);
+		dup->sender_release = p->sender_release;
 		w->in_flight++;
 		sim_schedule(
 			w, sim_range(&w->rng, w->p.net_min_ms, w->p.net_max_ms),
-			EV_DELIVER, 0, sim_packet_copy(&p->m));
+			EV_DELIVER, 0, dup);
 	}
 	/* A link keeps order (as a TCP stream does) unless this message is
 	 * one the seed chose to reorder. */

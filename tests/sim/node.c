@@ -131,12 +131,12 @@ static void env_storage_failed(void *data)
 		 n->storage->ops->errmsg(n->storage));
 }
 
-/* Every node runs the same release on the same data: nothing may stall. */
+/* A node stalls only when its release lacks the log's machine version
+ * (needs-upgrade); anything else fails the run. Judged after the step,
+ * when what caused it can be seen (versions.c). */
 static void env_stalled(void *data, baton_index index, const char *why)
 {
-	struct sim_node *n = data;
-	sim_fail(n->w, "node %llu: stopped applying at %llu: %s",
-		 (unsigned long long)n->id, (unsigned long long)index, why);
+	sim_stall_reported(data, index, why);
 }
 
 /* Every step of the core: the invariants, the faults timed to protocol
@@ -168,6 +168,8 @@ static void env_observe(void *data, const struct baton_event *ev, int rv,
 	sim_workload_observe(w, n, ev, rv, u);
 	sim_check_update(w, n, u);
 	settle(w, n);
+	if (n->stall_pending != 0)
+		sim_stall_judge(w, n, u->snapshot);
 	if (ev->type == BATON_EVENT_SNAPSHOT_TAKEN && rv == 0) {
 		w->stats.snapshots_taken++;
 		sim_check_snapshot_saved(w, n, ev->u.snapshot_taken.index,
@@ -199,6 +201,8 @@ void sim_node_turn(struct sim_world *w, struct sim_node *n)
 		return;
 	baton_pipeline_flush(n->pipe);
 	settle(w, n);
+	if (n->stall_pending != 0 || n->needs_upgrade != 0)
+		sim_stall_judge(w, n, NULL);
 }
 
 void sim_node_tick(struct sim_world *w, struct sim_node *n)
@@ -231,6 +235,8 @@ static void node_config(struct sim_world *w, struct sim_node *n,
 	struct baton_raft_options *o = &c->raft;
 	baton_raft_options_default(o);
 	o->id = n->id;
+	o->profile = *sim_profile(w, n);
+	o->machine_upgrade = w->p.machine_upgrade;
 	o->random_seed = w->seed * 1000003u + n->id * 7919u + n->incarnation;
 	o->election_timeout_ms = w->p.election_timeout_ms;
 	o->heartbeat_interval_ms = w->p.heartbeat_ms;
@@ -276,6 +282,8 @@ void sim_node_boot(struct sim_world *w, struct sim_node *n)
 	n->role = BATON_FOLLOWER;
 	n->commit = 0;
 	n->term = n->disk.term;
+	n->stall_pending = 0;
+	n->needs_upgrade = 0;
 	n->storage = sim_disk_open(&n->disk, n->id);
 	sim_disk_on_submit(n->storage, on_submit, n);
 	sim_kv_init(&n->kv, n);
@@ -316,10 +324,16 @@ void sim_node_boot(struct sim_world *w, struct sim_node *n)
 	n->raft = baton_pipeline_raft(n->pipe);
 	settle(w, n);
 	n->booting = false;
+	char rel[BATON_RELEASE_STR_MAX];
 	sim_trace(w,
-		  "node %llu boots (incarnation %llu, term %llu, %u entries)",
-		  (unsigned long long)n->id, (unsigned long long)n->incarnation,
+		  "node %llu boots at release %s (incarnation %llu, term %llu, "
+		  "%u entries)",
+		  (unsigned long long)n->id,
+		  sim_release_name(w, n->release, rel),
+		  (unsigned long long)n->incarnation,
 		  (unsigned long long)n->disk.term, n->disk.log_n);
+	if (n->stall_pending != 0)
+		sim_stall_judge(w, n, NULL);
 	start_ticking(w, n);
 	sim_node_turn(w, n);
 }

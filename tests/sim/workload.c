@@ -317,7 +317,13 @@ void sim_membership_change(struct sim_world *w)
 		} else if (grow && voters < w->p.n_nodes + 2 &&
 			   w->next_fresh_id <= SIM_MAX_NODES) {
 			struct sim_node *fresh = &w->nodes[w->next_fresh_id];
+			uint32_t release;
+			if (!sim_fresh_release(w, l, &release)) {
+				sim_trace(w, "addition: no release may join");
+				return;
+			}
 			fresh->id = w->next_fresh_id++;
+			fresh->release = release;
 			w->n_ids = (uint32_t)fresh->id;
 			sim_node_boot(w, fresh);
 			admin_request(w, l, "addition", fresh->id,
@@ -398,10 +404,13 @@ void sim_liveness_check(struct sim_world *w)
 {
 	if (w->now_ms >= w->liveness_from_ms + w->p.liveness_ms) {
 		sim_fail(w,
-			 "liveness: cluster not live %llu ms after healing "
-			 "(marker index %llu)",
+			 "liveness: cluster not live %llu ms after healing and "
+			 "upgrading every node (marker index %llu; highest "
+			 "machine version appended %u, the newest release "
+			 "implements %u)",
 			 (unsigned long long)w->p.liveness_ms,
-			 (unsigned long long)w->marker_index);
+			 (unsigned long long)w->marker_index, w->max_machine,
+			 w->releases[w->n_releases - 1].machine_max.value);
 		return;
 	}
 	sim_schedule(w, 50, EV_LIVENESS, 0, NULL);
@@ -411,7 +420,10 @@ void sim_liveness_check(struct sim_world *w)
 	if (w->marker_index != 0) {
 		struct baton_raft_status s;
 		baton_raft_status(l->raft, &s);
-		if (member_caught_up(w, &s.config)) {
+		/* Every member runs the newest release now: the effective
+		 * machine version must reach its machine_max too. */
+		if (member_caught_up(w, &s.config) &&
+		    sim_versions_live(w, &s.config)) {
 			sim_trace(w, "liveness: marker %llu applied everywhere",
 				  (unsigned long long)w->marker_index);
 			w->done = true;

@@ -104,6 +104,10 @@ void sim_params_default(struct sim_params *p)
 		.crash_undurable_leader_per_mille = 200,
 		.link_at_transfer_per_mille = 200,
 		.member_after_election_per_mille = 100,
+		.start_releases = SIM_START_NEWEST,
+		.upgrade_every_ms = 0,
+		.fresh_old_per_mille = 0,
+		.machine_upgrade = BATON_UPGRADE_ALL,
 		.safety_ms = 60000,
 		.liveness_ms = 60000,
 		.min_proposals = SIM_MIN_PROPOSALS,
@@ -162,6 +166,21 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 		sim_chance(g, 700) ? (uint32_t)sim_range(g, 0, 1000) : 0;
 	p->member_after_election_per_mille =
 		sim_chance(g, 700) ? (uint32_t)sim_range(g, 0, 500) : 0;
+	/* Releases (versions.c), drawn after everything above for the same
+	 * reason: a quarter of the seeds run the newest release throughout,
+	 * the others start mixed or all at an old release and are upgraded
+	 * while the faults go on; the machine upgrade's strategy is either. */
+	uint64_t start = sim_range(g, 0, 99);
+	p->start_releases = start < 25	 ? SIM_START_NEWEST
+			    : start < 65 ? SIM_START_MIXED
+					 : SIM_START_OLDEST;
+	p->upgrade_every_ms = (uint32_t)sim_range(g, 300, 6000);
+	if (p->start_releases == SIM_START_NEWEST)
+		p->upgrade_every_ms = 0;
+	p->fresh_old_per_mille =
+		sim_chance(g, 500) ? (uint32_t)sim_range(g, 0, 700) : 0;
+	p->machine_upgrade =
+		sim_chance(g, 550) ? BATON_UPGRADE_ALL : BATON_UPGRADE_QUORUM;
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -197,7 +216,7 @@ void sim_fail(struct sim_world *w, const char *fmt, ...)
 static const char *const kind_names[] = {
 	"?",	 "tick",     "deliver", "disk",	      "restart",  "nemesis",
 	"heal",	 "client",   "read",	"member",     "transfer", "read-at",
-	"phase", "liveness", "crash",	"member-now",
+	"phase", "liveness", "crash",	"member-now", "upgrade",
 };
 
 struct sim_event {
@@ -282,6 +301,9 @@ static void start_liveness(struct sim_world *w)
 	w->p.reorder_per_mille = 0;
 	for (uint32_t i = 1; i <= w->n_ids; i++)
 		w->nodes[i].paused_until_ms = 0;
+	/* The rolling upgrade completes: every node that does not run the
+	 * newest release is restarted at it (a node down comes up at it). */
+	sim_upgrade_all(w);
 	for (uint32_t i = 1; i <= w->n_ids; i++) {
 		struct sim_node *n = &w->nodes[i];
 		if (n->exists && !n->alive)
@@ -344,7 +366,8 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 		w->in_flight--;
 		struct sim_packet *p = e->packet;
 		struct sim_node *to = &w->nodes[p->m.to];
-		if (to->alive && !w->blocked[p->m.from][p->m.to])
+		if (to->alive && !w->blocked[p->m.from][p->m.to] &&
+		    sim_versions_deliverable(w, p, to))
 			sim_node_receive(w, to, &p->m);
 		sim_packet_free(p);
 		return;
@@ -392,6 +415,9 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	case EV_LIVENESS:
 		sim_liveness_check(w);
 		return;
+	case EV_UPGRADE:
+		sim_upgrade(w);
+		return;
 	default:
 		abort();
 	}
@@ -414,6 +440,7 @@ int sim_run(struct sim_world *w)
 {
 	w->rng.state = w->seed;
 	w->checks = sim_checks_new();
+	sim_versions_init(w);
 	bootstrap(w);
 	sim_schedule(w, 1, EV_CLIENT, 0, NULL);
 	sim_schedule(w, 1, EV_READ, 0, NULL);
@@ -423,6 +450,8 @@ int sim_run(struct sim_world *w)
 		sim_schedule(w, w->p.member_every_ms, EV_MEMBER, 0, NULL);
 	if (w->p.transfer_every_ms > 0)
 		sim_schedule(w, w->p.transfer_every_ms, EV_TRANSFER, 0, NULL);
+	if (w->p.upgrade_every_ms > 0)
+		sim_schedule(w, w->p.upgrade_every_ms, EV_UPGRADE, 0, NULL);
 	sim_schedule(w, w->p.safety_ms, EV_PHASE, 0, NULL);
 	while (!w->done && w->heap_n > 0) {
 		if (++w->events > SIM_MAX_EVENTS) {

@@ -15,6 +15,9 @@
  * sim_disk.c the simulated disk: a struct baton_storage (sim_disk.h) whose
  *            durable state survives crashes
  * checks.c   the invariants, checked after every step
+ * versions.c releases: each node's, the rolling upgrades, what the network
+ *            lets through between releases, and the invariants of the
+ *            effective machine version
  * main.c     the command line: seeds, swarm mode, replay, summaries
  */
 #ifndef BATON_SIM_WORLD_H
@@ -101,6 +104,14 @@ struct sim_params {
 	uint32_t crash_undurable_leader_per_mille;
 	uint32_t link_at_transfer_per_mille;
 	uint32_t member_after_election_per_mille;
+	/* Releases (versions.c): which release each founder starts at, how
+	 * often a node is restarted at a newer one (0: never in the safety
+	 * phase; the liveness phase upgrades every node to the newest), and
+	 * the strategy of the machine upgrade (enum baton_machine_upgrade). */
+	uint32_t start_releases; /* enum sim_start_releases */
+	uint32_t upgrade_every_ms;
+	uint32_t fresh_old_per_mille; /* a fresh node runs an older release */
+	uint32_t machine_upgrade;
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
 	/* The workload: the safety phase is extended (by a quarter at a
@@ -110,9 +121,17 @@ struct sim_params {
 	uint64_t safety_max_ms;
 };
 
+/* Which releases the founders start at. */
+enum sim_start_releases {
+	SIM_START_NEWEST = 0, /* all run the binary's own release */
+	SIM_START_MIXED = 1,  /* each a release drawn from the table */
+	SIM_START_OLDEST = 2, /* all an old one, then upgraded one by one */
+};
+
 /* A message in flight: a deep copy, since updates live only one step. */
 struct sim_packet {
 	struct baton_msg m;
+	uint32_t sender_release; /* what the sender ran when it sent it */
 	struct baton_entry *entries;
 	uint8_t *chunk;
 };
@@ -158,6 +177,11 @@ struct sim_kv {
 	baton_index applied; /* the last command applied */
 	uint64_t hash;
 	uint64_t commands;
+	/* Machine version 2: its own clock, advanced by every command applied
+	 * under it, set by the conversion from version 1 to the index of the
+	 * version entry, and mixed into the hash chain. */
+	uint32_t version;
+	uint64_t ticks;
 	struct sim_kv_slot slots[SIM_KV_SLOTS];
 	const char *err;
 };
@@ -180,7 +204,8 @@ struct sim_settle {
 
 struct sim_node {
 	baton_node_id id;
-	bool exists; /* started at least once */
+	uint32_t release; /* index in baton_releases(): what it runs */
+	bool exists;	  /* started at least once */
 	bool alive;
 	bool retired; /* removed from the cluster: never restarted */
 	uint64_t incarnation;
@@ -207,13 +232,21 @@ struct sim_node {
 				   * no time had passed for it */
 	baton_index leader_last_index;
 	baton_term leader_last_term;
+	/* A stall the pipeline reported, to be judged once the step is seen
+	 * (versions.c: needs-upgrade is allowed, anything else fails). */
+	baton_index stall_pending;
+	char stall_why[256];
+	/* Stalled because the log's machine version exceeds its release's
+	 * (needs-upgrade): the index, or 0. */
+	baton_index needs_upgrade;
 };
 
 struct sim_stats {
 	uint64_t steps, proposals, committed, elections, crashes, partitions,
 		snapshots_taken, snapshots_installed, member_changes, transfers,
 		reads_ok, reads_failed, msgs_sent, msgs_lost, ops_ok,
-		ops_failed, ops_unknown, extensions;
+		ops_failed, ops_unknown, extensions, upgrades, msgs_refused,
+		version_raises, needs_upgrade;
 };
 
 struct sim_event;   /* world.c */
@@ -242,6 +275,10 @@ struct sim_world {
 	uint32_t marker_key;	  /* its key field: which probe */
 	bool marker_waiting;	  /* a probe proposal awaits its completion */
 	baton_index marker_index; /* where it was applied; 0: not yet */
+	/* The releases of the table (versions.c), and what the run saw. */
+	const struct baton_profile *releases;
+	uint32_t n_releases;
+	uint32_t max_machine; /* highest machine version appended */
 	/* Clients and their recorded history (workload.c). */
 	struct sim_history *history;
 	struct sim_stats stats;
@@ -274,6 +311,7 @@ enum sim_event_kind {
 	EV_LIVENESS,
 	EV_CRASH,
 	EV_MEMBER_NOW, /* one membership request (nemesis.c, after elections) */
+	EV_UPGRADE,    /* restart a node at a newer release (versions.c) */
 };
 
 /* Queue an event `delay` ms from now. An event for a node (node != 0) is
@@ -362,6 +400,50 @@ void sim_workload_marker(struct sim_world *w, baton_index index);
 /* At the end of a run: the recorded history must be linearizable. */
 void sim_history_check(struct sim_world *w);
 void sim_history_free(struct sim_world *w);
+
+/* ---- versions.c: releases, upgrades, version invariants ------------------ */
+
+/* Draw the founders' releases (world's rng) and fill w->releases. */
+void sim_versions_init(struct sim_world *w);
+/* The profile node n runs. */
+const struct baton_profile *sim_profile(const struct sim_world *w,
+					const struct sim_node *n);
+/* May a message of packet p reach node `to` (its current release)? False
+ * when their peer protocol ranges do not meet (the transport refuses the
+ * connection) or the receiver's release predates the message type. Also
+ * strips what the negotiated protocol does not carry. */
+bool sim_versions_deliverable(struct sim_world *w, struct sim_packet *p,
+			      const struct sim_node *to);
+/* EV_UPGRADE: restart a node at a newer release, and schedule the next. */
+void sim_upgrade(struct sim_world *w);
+/* The liveness phase begins: every node moves to the newest release. */
+void sim_upgrade_all(struct sim_world *w);
+/* A release for a fresh node joining the leader l's cluster, as the join
+ * check would let it in; false if none may join. */
+bool sim_fresh_release(struct sim_world *w, struct sim_node *l,
+		       uint32_t *release);
+/* A version entry e appended by node n in update u (checks.c calls it for
+ * every appended VERSION entry). */
+void sim_check_version_entry(struct sim_world *w, struct sim_node *n,
+			     const struct baton_update *u,
+			     const struct baton_entry *e);
+/* The machine of node n was asked to work under machine version v (what:
+ * "apply entry 12", "restore the snapshot at 40", ...): a violation if
+ * its release does not implement v. True when it does. */
+bool sim_check_machine_version(struct sim_node *n, uint32_t v, const char *what,
+			       baton_index index);
+/* The pipeline of n reported a stall; judge it after the step (hint: the
+ * snapshot the step installed, or NULL). */
+void sim_stall_reported(struct sim_node *n, baton_index index, const char *why);
+void sim_stall_judge(struct sim_world *w, struct sim_node *n,
+		     const struct baton_snapshot_meta *hint);
+/* The liveness phase: has every member of configuration c applied the
+ * version entry that raises the effective machine version to the newest
+ * release's machine_max? */
+bool sim_versions_live(struct sim_world *w, const struct baton_config *c);
+/* "1.2.0" of a release index, for traces. */
+const char *sim_release_name(const struct sim_world *w, uint32_t release,
+			     char buf[BATON_RELEASE_STR_MAX]);
 
 /* world.c */
 void sim_params_swarm(struct sim_params *p, struct sim_rng *g);

@@ -25,6 +25,9 @@ static uint64_t env_now(void *data)
 static void env_send(void *data, const struct baton_msg *m)
 {
 	struct harness *h = ((struct h_node *)data)->h;
+	if (!h->info &&
+	    (m->type == BATON_MSG_INFO || m->type == BATON_MSG_INFO_RESULT))
+		return;
 	if (h->q_n == h->q_cap) {
 		h->q_cap = h->q_cap ? h->q_cap * 2 : 64;
 		h->q = realloc(h->q, h->q_cap * sizeof *h->q);
@@ -383,8 +386,10 @@ void h_deliver_all(struct harness *h)
 		baton_node_id to = x.m.to, from = x.m.from;
 		if (to >= 1 && to <= H_MAX && h->node[to].p != NULL &&
 		    !h->down[to] && !h->down[from]) {
-			if (x.m.type < 16)
+			if (x.m.type < 16) {
 				h->delivered[x.m.type]++;
+				h->delivered_to[to][x.m.type]++;
+			}
 			baton_pipeline_receive(h->node[to].p, &x.m);
 			settle(h, to);
 		}

@@ -51,6 +51,12 @@ struct harness {
 	struct baton_raft_options o[H_MAX + 1];
 	uint64_t snapshot_entries; /* every pipeline's (0: never) */
 	bool down[H_MAX + 1];	   /* messages to and from it are dropped */
+	/* Info requests and replies (the version rules) are dropped when
+	 * sent unless a test sets this (after h_init, before the first
+	 * election): most tests count entries
+	 * exactly, and the table entry a leader writes once members answer
+	 * would shift them. */
+	bool info;
 	struct fx_msg *q;
 	uint32_t q_n, q_cap;
 	uint64_t now_ms;
@@ -75,7 +81,8 @@ struct harness {
 	baton_index reads_index[H_READS_MAX];
 	int reads_status[H_READS_MAX];
 	uint32_t n_reads;
-	uint32_t delivered[16]; /* messages delivered, by type */
+	uint32_t delivered[16];		      /* messages delivered, by type */
+	uint32_t delivered_to[H_MAX + 1][16]; /* ... by receiver and type */
 	/* While h_step waits for the core's answer to one event. */
 	baton_node_id want_node;
 	uint32_t want_type;

@@ -63,6 +63,9 @@ static void env_send(void *data, const struct baton_msg *m)
 	struct cluster *c = ((struct c_node *)data)->c;
 	if (!c_link_up(c, m))
 		return;
+	if (!c->info &&
+	    (m->type == BATON_MSG_INFO || m->type == BATON_MSG_INFO_RESULT))
+		return;
 	if (c->q_n == c->q_cap) {
 		c->q_cap = c->q_cap == 0 ? 64 : c->q_cap * 2;
 		c->q = realloc(c->q, c->q_cap * sizeof *c->q);

@@ -5,7 +5,7 @@
 
 #include "harness.h"
 
-Test(election, three_nodes_elect_one_leader_with_a_noop)
+Test(election, three_nodes_elect_one_leader_with_a_version_entry)
 {
 	struct harness h;
 	h_init(&h, 3, NULL);
@@ -20,9 +20,9 @@ Test(election, three_nodes_elect_one_leader_with_a_noop)
 	cr_assert_eq(leaders, 1);
 	struct baton_raft_status s = h_status(&h, l);
 	const struct baton_entry *e = baton_raft_entry(h.r[l], s.last_index);
-	cr_assert_eq(e->type, BATON_ENTRY_NOOP);
+	cr_assert_eq(e->type, BATON_ENTRY_VERSION, "the leader's first entry");
 	cr_assert_eq(e->term, s.term);
-	cr_assert_eq(s.commit_index, s.last_index, "the no-op commits");
+	cr_assert_eq(s.commit_index, s.last_index, "it commits");
 	h_free(&h);
 }
 

@@ -208,9 +208,9 @@ Test(restore, a_restored_single_voter_leads_and_commits)
 	cr_assert_eq(baton_raft_step(r, 5000, &tick, &u), 0);
 	cr_assert_eq(u.role, BATON_LEADER);
 	cr_assert_eq(u.term, 4);
-	cr_assert_eq(u.n_entries, 1, "the no-op at index 12");
+	cr_assert_eq(u.n_entries, 1, "the version entry at index 12");
 	cr_assert_eq(u.entries[0].index, 12);
-	cr_assert_eq(u.entries[0].type, BATON_ENTRY_NOOP);
+	cr_assert_eq(u.entries[0].type, BATON_ENTRY_VERSION);
 	cr_assert(u.persist_needed);
 	baton_index pi = u.persist_index;
 	baton_term pt = u.persist_term;
@@ -219,7 +219,7 @@ Test(restore, a_restored_single_voter_leads_and_commits)
 	p.u.persisted.term = pt;
 	cr_assert_eq(baton_raft_step(r, 5000, &p, &u), 0);
 	cr_assert_eq(u.commit_index, 12);
-	cr_assert_eq(u.n_apply, 2, "11 (restored) and the no-op");
+	cr_assert_eq(u.n_apply, 2, "11 (restored) and the version entry");
 	cr_assert_eq(u.apply[0].index, 11);
 	cr_assert_eq(u.apply[1].index, 12);
 	baton_raft_destroy(r);

@@ -28,26 +28,36 @@ Test(elect, three_nodes_elect_exactly_one_leader)
 	c_free(c);
 }
 
-Test(elect, new_leader_appends_a_noop_of_its_term)
+/* The Raft no-op of a new leader is a version entry carrying the version
+ * state as the leader sees it: the log's (initial here), with its own row
+ * in the table (info replies are dropped in these scenarios). */
+Test(elect, new_leader_appends_a_version_entry_of_its_term)
 {
 	struct cluster *c = c_new(3, NULL);
 	baton_node_id l = c_tick_until_leader(c, 20000);
 	c_run(c, 300);
 	struct baton_raft_status s = c_status(c, l);
-	cr_assert_eq(s.last_index, 2, "config entry, then the no-op");
+	cr_assert_eq(s.last_index, 2, "config entry, then the version entry");
 	const struct baton_entry *e = baton_raft_entry(c_raft(c, l), 2);
 	cr_assert_not_null(e);
-	cr_assert_eq(e->type, BATON_ENTRY_NOOP);
+	cr_assert_eq(e->type, BATON_ENTRY_VERSION);
 	cr_assert_eq(e->term, s.term);
-	cr_assert_eq(e->len, 0);
+	struct baton_version_state v;
+	cr_assert_eq(baton_version_state_decode(e->buf, e->len, &v), 0);
+	cr_assert_eq(v.machine.value, 1, "no member known: no upgrade");
+	cr_assert_eq(v.n, 1);
+	cr_assert_eq(v.members[0].id, l);
+	cr_assert_eq(v.members[0].profile.machine_max.value,
+		     baton_release_current()->machine_max.value);
+	cr_assert_eq(s.versions_index, 2);
 	cr_assert_eq(baton_raft_entry(c_raft(c, l), 1)->type,
 		     BATON_ENTRY_CONFIG);
 	for (baton_node_id id = 1; id <= 3; id++) {
 		cr_assert_eq(c_commit(c, id), 2);
 		const struct c_applied *a = c_applied_at(c, id, 2);
-		cr_assert_not_null(a, "node %llu applied the no-op",
+		cr_assert_not_null(a, "node %llu applied the version entry",
 				   (unsigned long long)id);
-		cr_assert_eq(a->type, BATON_ENTRY_NOOP);
+		cr_assert_eq(a->type, BATON_ENTRY_VERSION);
 		cr_assert_eq(a->term, s.term);
 		cr_assert_eq(c_applied_at(c, id, 1)->type, BATON_ENTRY_CONFIG);
 	}
@@ -335,7 +345,7 @@ Test(elect, single_node_leads_and_commits_after_persisting)
 	cr_assert_eq(s.role, BATON_LEADER, "a single voter elects itself");
 	cr_assert_eq(s.term, 2);
 	cr_assert_eq(s.leader_id, 1);
-	cr_assert_eq(s.n_entries, 1, "its no-op");
+	cr_assert_eq(s.n_entries, 1, "its version entry");
 	cr_assert(s.persist_needed);
 	cr_assert_eq(s.persist_index, 2);
 	cr_assert_eq(s.persist_term, 2);
@@ -346,7 +356,7 @@ Test(elect, single_node_leads_and_commits_after_persisting)
 	c_persist(c, 1);
 	cr_assert_eq(c_commit(c, 1), 2);
 	cr_assert_eq(c_node(c, 1)->n_applied, 2);
-	cr_assert_eq(c_applied_at(c, 1, 2)->type, BATON_ENTRY_NOOP);
+	cr_assert_eq(c_applied_at(c, 1, 2)->type, BATON_ENTRY_VERSION);
 
 	baton_index idx;
 	cr_assert_eq(c_propose(c, 1, "solo", &idx), 0);

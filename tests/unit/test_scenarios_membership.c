@@ -268,7 +268,8 @@ Test(member, truncated_config_entry_is_undone)
 	s = c_status(c, a);
 	cr_assert_eq(s.leader_id, b);
 	cr_assert_eq(c_node(c, a)->min_truncate_from, 3);
-	cr_assert_eq(baton_raft_entry(c_raft(c, a), 3)->type, BATON_ENTRY_NOOP);
+	cr_assert_eq(baton_raft_entry(c_raft(c, a), 3)->type,
+		     BATON_ENTRY_VERSION);
 	cr_assert_eq(s.config_index, 1, "back to the bootstrap config");
 	cr_assert_eq(s.config.n, 3);
 	cr_assert_null(baton_config_find(&s.config, 4));

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Machine version `machine`, and rows for nodes 1..n as they truly run
+ * (machine3 below): a leader finds nothing in such a table to correct. */
 static struct baton_version_state table_of(uint32_t n, uint32_t machine)
 {
 	struct baton_version_state s;
@@ -18,7 +20,7 @@ static struct baton_version_state table_of(uint32_t n, uint32_t machine)
 	for (uint32_t i = 1; i <= n; i++) {
 		s.members[s.n].id = i;
 		s.members[s.n].profile = *baton_release_current();
-		s.members[s.n].profile.machine_max.value = machine;
+		s.members[s.n].profile.machine_max.value = 3;
 		s.n++;
 	}
 	return s;
@@ -49,12 +51,19 @@ static void assert_node_state(struct harness *h, baton_node_id id,
 	assert_state_eq(&s.versions, want);
 }
 
-static void assert_initial(const struct baton_raft_status *s)
+/* The state a first leader l of a fresh cluster writes in its first entry
+ * (at index 2): machine version 1, no floor, its own row alone (info
+ * replies are dropped in these tests, so it knows nobody else). */
+static void assert_first(const struct baton_raft_status *s, baton_node_id l)
 {
-	struct baton_version_state init;
-	baton_version_state_initial(&init);
-	assert_state_eq(&s->versions, &init);
-	cr_assert_eq(s->versions_index, 0);
+	cr_assert_eq(s->versions.machine.value, 1);
+	cr_assert_eq(s->versions.floor.major + s->versions.floor.minor +
+			     s->versions.floor.patch,
+		     0);
+	cr_assert_eq(s->versions.n, 1);
+	cr_assert_eq(s->versions.members[0].id, l);
+	cr_assert_eq(s->versions.members[0].profile.machine_max.value, 3);
+	cr_assert_eq(s->versions_index, 2);
 }
 
 static int append_versions(struct harness *h, baton_node_id id,
@@ -79,15 +88,25 @@ static void no_trailing(struct baton_raft_options *o)
 	o->snapshot_trailing_entries = 0;
 }
 
-Test(versions, a_fresh_cluster_has_the_initial_state)
+Test(versions, a_fresh_cluster_starts_from_the_initial_state)
 {
 	struct harness h;
 	h_init(&h, 3, machine3);
-	h_elect(&h);
+	struct baton_version_state init;
+	baton_version_state_initial(&init);
 	for (baton_node_id i = 1; i <= 3; i++) {
 		struct baton_raft_status s = h_status(&h, i);
-		assert_initial(&s);
+		assert_state_eq(&s.versions, &init);
+		cr_assert_eq(s.versions_index, 0);
+	}
+	/* Its first leader's first entry records the state it sees. */
+	baton_node_id l = h_elect(&h);
+	h_run(&h, 100);
+	for (baton_node_id i = 1; i <= 3; i++) {
+		struct baton_raft_status s = h_status(&h, i);
+		assert_first(&s, l);
 		cr_assert_eq(s.stalled_index, 0);
+		cr_assert_geq(s.applied_index, 2);
 	}
 	h_free(&h);
 }
@@ -191,14 +210,20 @@ Test(versions, a_truncated_entry_takes_its_state_with_it)
 	h_run(&h, 500);
 	struct baton_raft_status s = h_status(&h, l);
 	cr_assert_neq(s.role, BATON_LEADER);
-	assert_initial(&s);
-	cr_assert_eq(s.last_index, h_status(&h, l2).last_index);
+	/* Back to what the new leader wrote: machine version 1, the rows of
+	 * both leaders. */
+	struct baton_raft_status s2 = h_status(&h, l2);
+	assert_state_eq(&s.versions, &s2.versions);
+	cr_assert_eq(s.versions_index, s2.versions_index);
+	cr_assert_eq(s.versions.machine.value, 1);
+	cr_assert_eq(s.versions.n, 2);
+	cr_assert_eq(s.last_index, s2.last_index);
 	h_free(&h);
 }
 
-/* The log of these tests: 1 the configuration, 2 the leader's no-op, 3 the
- * version entry, then commands; a snapshot every 4 applied entries lands
- * on the first command. */
+/* The log of these tests: 1 the configuration, 2 the leader's first
+ * (version) entry, 3 the test's version entry, then commands; a snapshot every
+ * 4 applied entries lands on the first command. */
 #define SNAP_EVERY 4u
 
 Test(versions, snapshot_meta_records_the_state_in_force_at_its_index)
@@ -218,10 +243,15 @@ Test(versions, snapshot_meta_records_the_state_in_force_at_its_index)
 
 	struct baton_snapshot_meta m;
 	cr_assert_eq(baton_raft_snapshot_meta(h.r[l], before, &m), 0);
+	struct baton_raft_status first;
+	first.versions = m.versions;
+	first.versions_index = m.versions_index;
+	assert_first(&first, l);
+	cr_assert_eq(baton_raft_snapshot_meta(h.r[l], 1, &m), 0);
 	struct baton_version_state init;
 	baton_version_state_initial(&init);
 	assert_state_eq(&m.versions, &init);
-	cr_assert_eq(m.versions_index, 0);
+	cr_assert_eq(m.versions_index, 0, "before any version entry");
 	cr_assert_eq(baton_raft_snapshot_meta(h.r[l], at, &m), 0);
 	assert_state_eq(&m.versions, &v);
 	cr_assert_eq(m.versions_index, at);
@@ -275,7 +305,7 @@ Test(versions, a_leaders_snapshot_carries_the_state_to_a_follower)
 	cr_assert_eq(h_status(&h, l).snapshot_index, applied);
 	cr_assert_eq(h_status(&h, l).first_index, applied + 1);
 	struct baton_raft_status sf = h_status(&h, f);
-	assert_initial(&sf);
+	assert_first(&sf, l);
 	h.down[f] = false;
 	h_run(&h, 500);
 	cr_assert_eq(h.snapshot_installed[f], applied, "installed a snapshot");

@@ -235,7 +235,24 @@ void fix_raft(uint32_t i, struct baton_msg *m)
 		m->u.snapshot.chunk = hello;
 		break;
 	}
+	case 16:
+		m->type = BATON_MSG_INFO;
+		m->u.info.seq = UINT64_MAX - 2;
+		break;
+	case 17:
+		m->type = BATON_MSG_INFO_RESULT;
+		m->u.info_result.seq = 31;
+		m->u.info_result.profile = fix_profile(1, 2, 0, 2, 3, 2);
+		break;
 	}
+}
+
+void fix_view(uint32_t n, struct baton_peer_cluster_view *out)
+{
+	memset(out, 0, sizeof *out);
+	out->leader_id = 1003;
+	out->leader_peer_addr = "10.0.0.2:7001";
+	fix_versions(n, &out->versions);
 }
 
 void fix_encode_sample(uint32_t i, struct baton_buf *out)
@@ -293,6 +310,33 @@ void fix_encode_sample(uint32_t i, struct baton_buf *out)
 		fr.error = "NOTLEADER the leader is node 2";
 		rv = baton_peer_encode_forward_reply(FIX_P1, &fr, out);
 		break;
+	case 8: /* a refusal with the full cluster view, strict */
+		r.reason = "no common peer protocol version";
+		r.has_cluster = true;
+		fix_view(BATON_MAX_MEMBERS, &r.cluster);
+		r.cluster.strict_release = (struct baton_release){1, 2, 0};
+		rv = baton_peer_encode_handshake_reply(&r, out);
+		break;
+	case 9: {
+		struct baton_peer_join j = {
+			.node_id = 4,
+			.peer_addr = "10.0.0.4:7001",
+			.client_addr = "10.0.0.4:6379",
+			.profile = fix_profile(1, 2, 0, 2, 3, 2)};
+		rv = baton_peer_encode_join(FIX_P1, &j, out);
+		break;
+	}
+	case 10: {
+		struct baton_peer_join_reply jr = {
+			.reason = "machine_max 1 is below the effective "
+				  "machine version 2",
+			.leader_id = 2,
+			.leader_peer_addr = "10.0.0.2:7001",
+			.leader_client_addr = "10.0.0.2:6379",
+			.leader = fix_profile(1, 1, 0, 1, 2, 2)};
+		rv = baton_peer_encode_join_reply(FIX_P1, &jr, out);
+		break;
+	}
 	}
 	assert(rv == 0);
 	(void)rv;
@@ -433,6 +477,13 @@ bool fix_msg_eq(const struct baton_msg *a, const struct baton_msg *b,
 		SAME(u.read_index_result.read_index);
 		SAME(u.read_index_result.status);
 		return true;
+	case BATON_MSG_INFO:
+		SAME(u.info.seq);
+		return true;
+	case BATON_MSG_INFO_RESULT:
+		SAME(u.info_result.seq);
+		return profile_eq(&a->u.info_result.profile,
+				  &b->u.info_result.profile, diff);
 	default:
 		*diff = "type (unknown)";
 		return false;
@@ -460,10 +511,9 @@ static bool handshake_eq(const struct baton_peer_handshake *a,
 	return profile_eq(&a->profile, &b->profile, diff);
 }
 
-static bool forward_eq(const struct baton_peer_forward *a,
-		       const struct baton_peer_forward *b, const char **diff)
+static bool command_eq(const struct baton_peer_command *a,
+		       const struct baton_peer_command *b, const char **diff)
 {
-	SAME(request_id);
 	SAME(argc);
 	for (int i = 0; i < a->argc; i++) {
 		SAME(lens[i]);
@@ -473,6 +523,99 @@ static bool forward_eq(const struct baton_peer_forward *a,
 		}
 	}
 	return true;
+}
+
+static bool forward_eq(const struct baton_peer_forward *a,
+		       const struct baton_peer_forward *b, const char **diff)
+{
+	SAME(request_id);
+	SAME(transaction);
+	SAME(n_commands);
+	for (uint32_t c = 0; c < a->n_commands; c++)
+		if (!command_eq(&a->commands[c], &b->commands[c], diff))
+			return false;
+	SAME(n_watches);
+	for (uint32_t w = 0; w < a->n_watches; w++) {
+		SAME(watches[w].key_len);
+		SAME(watches[w].hash);
+		if (!bytes_eq(a->watches[w].key, b->watches[w].key,
+			      a->watches[w].key_len)) {
+			*diff = "watched key";
+			return false;
+		}
+	}
+	return true;
+}
+
+bool fix_versions_eq(const struct baton_version_state *a,
+		     const struct baton_version_state *b, const char **diff)
+{
+	SAME(machine.value);
+	SAME(floor.major);
+	SAME(floor.minor);
+	SAME(floor.patch);
+	SAME(n);
+	for (uint32_t i = 0; i < a->n; i++) {
+		SAME(members[i].id);
+		if (!profile_eq(&a->members[i].profile, &b->members[i].profile,
+				diff))
+			return false;
+	}
+	return true;
+}
+
+static bool reply_eq(const struct baton_peer_handshake_reply *a,
+		     const struct baton_peer_handshake_reply *b,
+		     const char **diff)
+{
+	SAME(accepted);
+	SAME(proto.value);
+	if (!str_eq(a->reason, b->reason)) {
+		*diff = "reason";
+		return false;
+	}
+	if (!handshake_eq(&a->self, &b->self, diff))
+		return false;
+	SAME(has_cluster);
+	if (!a->has_cluster)
+		return true;
+	SAME(cluster.leader_id);
+	if (!str_eq(a->cluster.leader_peer_addr, b->cluster.leader_peer_addr)) {
+		*diff = "cluster.leader_peer_addr";
+		return false;
+	}
+	SAME(cluster.strict_release.major);
+	SAME(cluster.strict_release.minor);
+	SAME(cluster.strict_release.patch);
+	return fix_versions_eq(&a->cluster.versions, &b->cluster.versions,
+			       diff);
+}
+
+static bool join_eq(const struct baton_peer_join *a,
+		    const struct baton_peer_join *b, const char **diff)
+{
+	SAME(node_id);
+	if (!str_eq(a->peer_addr, b->peer_addr) ||
+	    !str_eq(a->client_addr, b->client_addr)) {
+		*diff = "join address";
+		return false;
+	}
+	return profile_eq(&a->profile, &b->profile, diff);
+}
+
+static bool join_reply_eq(const struct baton_peer_join_reply *a,
+			  const struct baton_peer_join_reply *b,
+			  const char **diff)
+{
+	SAME(accepted);
+	SAME(leader_id);
+	if (!str_eq(a->reason, b->reason) ||
+	    !str_eq(a->leader_peer_addr, b->leader_peer_addr) ||
+	    !str_eq(a->leader_client_addr, b->leader_client_addr)) {
+		*diff = "join reply string";
+		return false;
+	}
+	return profile_eq(&a->leader, &b->leader, diff);
 }
 
 static bool forward_reply_eq(const struct baton_peer_forward_reply *a,
@@ -501,15 +644,7 @@ bool fix_frame_eq(const struct baton_peer_frame *a,
 	case BATON_PEER_HANDSHAKE:
 		return handshake_eq(&a->handshake, &b->handshake, diff);
 	case BATON_PEER_HANDSHAKE_REPLY:
-		SAME(handshake_reply.accepted);
-		SAME(handshake_reply.proto.value);
-		if (!str_eq(a->handshake_reply.reason,
-			    b->handshake_reply.reason)) {
-			*diff = "reason";
-			return false;
-		}
-		return handshake_eq(&a->handshake_reply.self,
-				    &b->handshake_reply.self, diff);
+		return reply_eq(&a->handshake_reply, &b->handshake_reply, diff);
 	case BATON_PEER_RAFT:
 		return fix_msg_eq(&a->raft, &b->raft, diff);
 	case BATON_PEER_FORWARD:
@@ -517,6 +652,10 @@ bool fix_frame_eq(const struct baton_peer_frame *a,
 	case BATON_PEER_FORWARD_REPLY:
 		return forward_reply_eq(&a->forward_reply, &b->forward_reply,
 					diff);
+	case BATON_PEER_JOIN:
+		return join_eq(&a->join, &b->join, diff);
+	case BATON_PEER_JOIN_REPLY:
+		return join_reply_eq(&a->join_reply, &b->join_reply, diff);
 	default:
 		SAME(unknown.body);
 		SAME(unknown.raft_type);
@@ -541,10 +680,9 @@ int fix_encode_forward(uint64_t request_id, int argc,
 		       const uint8_t *const *argv, const size_t *lens,
 		       struct baton_buf *out)
 {
-	struct baton_peer_forward f = {.request_id = request_id,
-				       .argc = argc,
-				       .argv = argv,
-				       .lens = lens};
+	struct baton_peer_command c = {argc, argv, lens};
+	struct baton_peer_forward f = {
+		.request_id = request_id, .n_commands = 1, .commands = &c};
 	return baton_peer_encode_forward(FIX_P1, &f, out);
 }
 

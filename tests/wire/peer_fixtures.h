@@ -13,9 +13,10 @@
 #include "baton/buf.h"
 #include "peer.h"
 
-/* Peer protocol version 1: the version the samples and golden vectors are
- * encoded in (the only one so far). */
+/* Peer protocol versions: the samples are encoded in version 1. */
 #define FIX_P1 ((struct baton_proto_version){1})
+#define FIX_P2 ((struct baton_proto_version){2})
+#define FIX_P3 ((struct baton_proto_version){3})
 
 struct baton_profile fix_profile(uint16_t major, uint16_t minor, uint16_t patch,
 				 uint32_t proto_min, uint32_t proto_max,
@@ -25,15 +26,20 @@ struct baton_profile fix_profile(uint16_t major, uint16_t minor, uint16_t patch,
 void fix_versions(uint32_t n, struct baton_version_state *out);
 
 /* Raft messages of every type and shape; the data they point to is static. */
-#define FIX_N_RAFT 16u
+#define FIX_N_RAFT 18u
 void fix_raft(uint32_t i, struct baton_msg *m);
 
 /* Every sample frame (Raft ones included), encoded: appends sample i to
  * out. FIX_N_FRAMES samples. */
-#define FIX_N_FRAMES (FIX_N_RAFT + 8u)
+#define FIX_N_FRAMES (FIX_N_RAFT + 11u)
 void fix_encode_sample(uint32_t i, struct baton_buf *out);
 
+/* A cluster view with leader 1003 and fix_versions(n). */
+void fix_view(uint32_t n, struct baton_peer_cluster_view *out);
+
 /* Equal field by field; on a difference, *diff names the field. */
+bool fix_versions_eq(const struct baton_version_state *a,
+		     const struct baton_version_state *b, const char **diff);
 bool fix_msg_eq(const struct baton_msg *a, const struct baton_msg *b,
 		const char **diff);
 bool fix_frame_eq(const struct baton_peer_frame *a,

@@ -174,7 +174,7 @@ Test(peer_raft, encoder_refuses_what_the_decoder_would)
 	fix_raft(0, &m);
 	m.type = 0;
 	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
-	m.type = BATON_MSG_READ_INDEX_RESULT + 1;
+	m.type = BATON_MSG_INFO_RESULT + 1;
 	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &b), BATON_EINVAL);
 
 	fix_raft(4, &m);
@@ -332,15 +332,19 @@ Test(peer_conn, forward)
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0);
 	cr_assert_eq(f.kind, BATON_PEER_FORWARD);
 	cr_assert_eq(f.forward.request_id, 99);
-	cr_assert_eq(f.forward.argc, 4);
-	cr_assert_eq(f.forward.lens[0], 3);
-	cr_assert_eq(memcmp(f.forward.argv[0], "SET", 3), 0);
-	cr_assert_eq(f.forward.lens[1], sizeof bin);
-	cr_assert_eq(memcmp(f.forward.argv[1], bin, sizeof bin), 0);
-	cr_assert_eq(f.forward.lens[2], 0);
-	cr_assert_eq(f.forward.lens[3], 0);
-	cr_assert_not_null(f.forward.argv[2]);
-	cr_assert_not_null(f.forward.argv[3]);
+	cr_assert_not(f.forward.transaction);
+	cr_assert_eq(f.forward.n_commands, 1);
+	cr_assert_eq(f.forward.n_watches, 0);
+	const struct baton_peer_command *c = &f.forward.commands[0];
+	cr_assert_eq(c->argc, 4);
+	cr_assert_eq(c->lens[0], 3);
+	cr_assert_eq(memcmp(c->argv[0], "SET", 3), 0);
+	cr_assert_eq(c->lens[1], sizeof bin);
+	cr_assert_eq(memcmp(c->argv[1], bin, sizeof bin), 0);
+	cr_assert_eq(c->lens[2], 0);
+	cr_assert_eq(c->lens[3], 0);
+	cr_assert_not_null(c->argv[2]);
+	cr_assert_not_null(c->argv[3]);
 	baton_peer_frame_free(&f);
 
 	baton_buf_reset(&b);
@@ -765,9 +769,10 @@ Test(peer_limits, forward_arguments)
 	cr_assert_eq(fix_encode_forward(3, (int)n, argv, lens, &b), 0);
 	struct baton_peer_frame f;
 	cr_assert_eq(fix_decode_one(b.data, b.len, &f), 0, "%s", f.why);
-	cr_assert_eq(f.forward.argc, (int)n);
-	cr_assert_eq(f.forward.lens[n - 1], 1);
-	cr_assert_eq(f.forward.argv[n - 1][0], 'k');
+	cr_assert_eq(f.forward.n_commands, 1);
+	cr_assert_eq(f.forward.commands[0].argc, (int)n);
+	cr_assert_eq(f.forward.commands[0].lens[n - 1], 1);
+	cr_assert_eq(f.forward.commands[0].argv[n - 1][0], 'k');
 	baton_peer_frame_free(&f);
 
 	/* One more, crafted by hand. */
@@ -889,12 +894,12 @@ Test(peer_unknown, body_of_a_newer_release)
 	cr_assert_eq(f.unknown.raft_type, 0);
 	baton_peer_frame_free(&f);
 
-	/* Scalar bodies too. */
+	/* Scalar bodies too (8: the first field number no release uses). */
 	baton_buf_reset(&env);
-	pw_uint(&env, 6, 1);
+	pw_uint(&env, 8, 1);
 	cr_assert_eq(decode_env(&env, &f), 0);
 	cr_assert_eq(f.kind, BATON_PEER_UNKNOWN);
-	cr_assert_eq(f.unknown.body, 6);
+	cr_assert_eq(f.unknown.body, 8);
 	baton_peer_frame_free(&f);
 	baton_buf_free(&inner);
 	baton_buf_free(&env);
@@ -906,12 +911,12 @@ Test(peer_unknown, raft_type_of_a_newer_release)
 	baton_buf_init(&env);
 	baton_buf_init(&body);
 	pw_uint(&body, 1, 7);
-	raft_env(&env, BATON_MSG_READ_INDEX_RESULT + 1, 14, &body);
+	raft_env(&env, BATON_MSG_INFO_RESULT + 1, 16, &body);
 	struct baton_peer_frame f;
 	cr_assert_eq(decode_env(&env, &f), 0, "%s", f.why);
 	cr_assert_eq(f.kind, BATON_PEER_UNKNOWN);
 	cr_assert_eq(f.unknown.body, 3);
-	cr_assert_eq(f.unknown.raft_type, BATON_MSG_READ_INDEX_RESULT + 1);
+	cr_assert_eq(f.unknown.raft_type, BATON_MSG_INFO_RESULT + 1);
 	baton_peer_frame_free(&f);
 
 	/* Even with a body this release knows. */

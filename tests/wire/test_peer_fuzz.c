@@ -84,7 +84,7 @@ static bool check_decode(const uint8_t *data, size_t len, uint64_t s,
 		cr_assert_not_null(f.why);
 		return false;
 	}
-	cr_assert_leq(f.kind, BATON_PEER_FORWARD_REPLY);
+	cr_assert_leq(f.kind, BATON_PEER_JOIN_REPLY);
 	if (f.kind != BATON_PEER_UNKNOWN) {
 		struct baton_buf b;
 		baton_buf_init(&b);

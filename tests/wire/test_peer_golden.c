@@ -198,9 +198,10 @@ Test(peer_golden, forward)
 	const uint8_t *argv[3] = {(const uint8_t *)"SET", (const uint8_t *)"k",
 				  (const uint8_t *)""};
 	const size_t lens[3] = {3, 1, 0};
+	struct baton_peer_command c = {3, argv, lens};
 	struct baton_peer_frame w = {.kind = BATON_PEER_FORWARD};
 	w.forward = (struct baton_peer_forward){
-		.request_id = 42, .argc = 3, .argv = argv, .lens = lens};
+		.request_id = 42, .n_commands = 1, .commands = &c};
 	CHECK(golden_forward, &w);
 
 	w.kind = BATON_PEER_FORWARD_REPLY;

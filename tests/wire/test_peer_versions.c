@@ -83,9 +83,18 @@ static void round_trip_at(struct baton_proto_version v,
 	struct baton_peer_frame f;
 	int rv = baton_peer_decode(v, b.data + BATON_PEER_PREFIX_LEN, body, &f);
 	cr_assert_eq(rv, 0, "type %u at %u: %s", m->type, v.value, f.why);
+	/* Protocol 3 dropped `from` and Append's leader profile: its decoder
+	 * reads them as zeros. */
+	struct baton_msg want = *m;
+	if (v.value >= 3) {
+		want.from = 0;
+		if (want.type == BATON_MSG_APPEND)
+			memset(&want.u.append.leader, 0,
+			       sizeof want.u.append.leader);
+	}
 	const char *diff = NULL;
-	cr_assert(fix_msg_eq(m, &f.raft, &diff), "type %u at %u: %s", m->type,
-		  v.value, diff);
+	cr_assert(fix_msg_eq(&want, &f.raft, &diff), "type %u at %u: %s",
+		  m->type, v.value, diff);
 	baton_peer_frame_free(&f);
 	baton_buf_free(&b);
 }
@@ -138,7 +147,9 @@ Test(peer_versions, a_version_not_implemented_is_refused)
 	fix_raft(4, &m);
 	const uint8_t *argv[1] = {(const uint8_t *)"GET"};
 	const size_t lens[1] = {3};
-	struct baton_peer_forward fw = {1, 1, argv, lens};
+	struct baton_peer_command cmd = {1, argv, lens};
+	struct baton_peer_forward fw = {
+		.request_id = 1, .n_commands = 1, .commands = &cmd};
 	struct baton_peer_forward_reply fr = {.request_id = 1, .error = "x"};
 	struct baton_peer_frame frame = {.kind = BATON_PEER_FORWARD};
 	frame.forward = fw;

@@ -1,0 +1,471 @@
+/*
+ * INFO and the admin commands of batonctl (docs/batond.md): BATON.NODE,
+ * BATON.MEMBERS, BATON.ADD, BATON.PROMOTE, BATON.REMOVE, BATON.TRANSFER
+ * (and BATON.TEST.PROPOSE in test builds). commands.c dispatches to them.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+
+static struct baton_buf *out(const struct command_ctx *x)
+{
+	return slot_buf(x->sl);
+}
+
+static int done(const struct command_ctx *x)
+{
+	slot_done(x->sl);
+	return 0;
+}
+
+static int wrong_args(const struct command_ctx *x)
+{
+	resp_error(out(x), "ERR wrong number of arguments for '%.*s' command",
+		   (int)(x->lens[0] < 64 ? x->lens[0] : 64),
+		   (const char *)x->argv[0]);
+	return done(x);
+}
+
+/* A decimal argument; false if it is not one. */
+static bool arg_u64(const struct command_ctx *x, int i, uint64_t *v)
+{
+	if (i >= x->argc || x->lens[i] == 0 || x->lens[i] > 20)
+		return false;
+	char buf[24];
+	memcpy(buf, x->argv[i], x->lens[i]);
+	buf[x->lens[i]] = '\0';
+	char *end;
+	unsigned long long n = strtoull(buf, &end, 10);
+	if (*end != '\0' || buf[0] == '-')
+		return false;
+	*v = n;
+	return true;
+}
+
+static void arg_str(const struct command_ctx *x, int i, char *buf, size_t cap)
+{
+	size_t n = x->lens[i] < cap - 1 ? x->lens[i] : cap - 1;
+	memcpy(buf, x->argv[i], n);
+	buf[n] = '\0';
+}
+
+static const char *role_name(uint32_t role)
+{
+	switch (role) {
+	case BATON_LEADER:
+		return "leader";
+	case BATON_CANDIDATE:
+		return "candidate";
+	case BATON_PRE_CANDIDATE:
+		return "pre-candidate";
+	default:
+		return "follower";
+	}
+}
+
+/* ---- versions ------------------------------------------------------------ */
+
+/* The version facts an operator watches (INFO "# Versions", BATON.NODE). */
+struct versions_view {
+	const struct baton_profile *profile; /* what this node runs */
+	char release[BATON_RELEASE_STR_MAX];
+	uint32_t machine; /* in force at the applied index */
+	const char *strategy;
+	/* "node 3: machine_max 1; node 2: unknown", or "". */
+	char waits[BATON_MAX_MEMBERS * 40];
+	/* "no", or "yes (machine version 2)". */
+	char needs[64];
+};
+
+static void waits_add(struct versions_view *v, baton_node_id id,
+		      const struct baton_profile *p)
+{
+	size_t used = strlen(v->waits);
+	char item[64];
+	if (p != NULL)
+		snprintf(item, sizeof item, "node %" PRIu64 ": machine_max %u",
+			 id, p->machine_max.value);
+	else
+		snprintf(item, sizeof item, "node %" PRIu64 ": unknown", id);
+	snprintf(v->waits + used, sizeof v->waits - used, "%s%s",
+		 used > 0 ? "; " : "", item);
+}
+
+/* What keeps the machine version from rising to this node's machine_max:
+ * the leader knows it live (baton_raft_upgrade_status); elsewhere the
+ * log's version table tells it, members without a row as unknown. */
+static void upgrade_waits(struct server *s, const struct baton_node_status *st,
+			  struct versions_view *v)
+{
+	static struct baton_upgrade_status us;
+	baton_node_upgrade_status(s->node, &us);
+	if (us.leader) {
+		for (uint32_t i = 0; i < us.n_waiting; i++) {
+			const struct baton_profile *p = NULL;
+			for (uint32_t k = 0; k < us.n; k++)
+				if (us.members[k].id == us.waiting[i] &&
+				    us.members[k].known)
+					p = &us.members[k].profile;
+			waits_add(v, us.waiting[i], p);
+		}
+		return;
+	}
+	uint32_t target = v->profile->machine_max.value;
+	if (st->raft.leader_id == 0 ||
+	    target <= st->raft.versions.machine.value)
+		return;
+	for (uint32_t i = 0; i < st->raft.config.n; i++) {
+		baton_node_id id = st->raft.config.members[i].id;
+		const struct baton_member_versions *row =
+			baton_version_state_find(&st->raft.versions, id);
+		if (row == NULL)
+			waits_add(v, id, NULL);
+		else if (row->profile.machine_max.value < target)
+			waits_add(v, id, &row->profile);
+	}
+}
+
+static void versions_view(struct server *s, const struct baton_node_status *st,
+			  struct versions_view *v)
+{
+	memset(v, 0, sizeof *v);
+	v->profile = &s->cfg.profile;
+	baton_release_format(v->profile->release, v->release);
+	v->machine = st->applied_versions.machine.value;
+	v->strategy = s->cfg.machine_upgrade == BATON_UPGRADE_QUORUM ? "quorum"
+								     : "all";
+	upgrade_waits(s, st, v);
+	if (st->raft.needs_machine.value != 0)
+		snprintf(v->needs, sizeof v->needs, "yes (machine version %u)",
+			 st->raft.needs_machine.value);
+	else
+		snprintf(v->needs, sizeof v->needs, "no");
+}
+
+int admin_info(struct command_ctx *x)
+{
+	struct server *s = x->s;
+	struct baton_node_status st;
+	baton_node_status(s->node, &st);
+	struct versions_view v;
+	versions_view(s, &st, &v);
+	char text[8192 + BATON_STALL_TEXT_MAX];
+	int n = snprintf(
+		text, sizeof text,
+		"# Server\r\nbaton_version:%s\r\nredis_version:7.0.0\r\n"
+		"process_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%" PRIu64
+		"\r\n\r\n# Clients\r\nconnected_clients:%u\r\n\r\n"
+		"# Replication\r\nrole:%s\r\nnode_id:%" PRIu64
+		"\r\nleader_id:%" PRIu64 "\r\nterm:%" PRIu64
+		"\r\ncommit_index:%" PRIu64 "\r\napplied_index:%" PRIu64
+		"\r\nlast_index:%" PRIu64 "\r\nsnapshot_index:%" PRIu64
+		"\r\nmembers:%u\r\nstalled_index:%" PRIu64
+		"\r\nstalled_reason:%s\r\n\r\n# Versions\r\nrelease:%s\r\n"
+		"peer_protocol:%u-%u\r\nmachine_max:%u\r\nmachine_version:%u"
+		"\r\nmachine_upgrade:%s\r\nupgrade_waits_for:%s"
+		"\r\nneeds_upgrade:%s\r\nstrict_release:%s"
+		"\r\n\r\n# Stats\r\ntotal_connections_received:%" PRIu64
+		"\r\ntotal_commands_processed:%" PRIu64
+		"\r\nrejected_connections:%" PRIu64
+		"\r\nprotocol_errors:%" PRIu64
+		"\r\npeer_frames_dropped:%" PRIu64
+		"\r\npeer_frames_unknown:%" PRIu64
+		"\r\npeer_handshakes_refused:%" PRIu64 "\r\nstorage_ok:%s\r\n",
+		v.release, (int)getpid(), strrchr(s->cfg.listen, ':') + 1,
+		(uv_now(s->loop) - s->started_ms) / 1000, s->n_clients,
+		role_name(st.raft.role), st.raft.id, st.raft.leader_id,
+		st.raft.term, st.raft.commit_index, st.applied,
+		st.raft.last_index, st.raft.snapshot_index, st.raft.config.n,
+		st.stalled_index, st.stalled_why, v.release,
+		v.profile->proto_min.value, v.profile->proto_max.value,
+		v.profile->machine_max.value, v.machine, v.strategy, v.waits,
+		v.needs, s->cfg.strict_release ? "yes" : "no",
+		s->stats.connections, s->stats.commands,
+		s->stats.rejected_clients, s->stats.protocol_errors,
+		st.transport.dropped, st.transport.unknown,
+		st.transport.refused, st.storage_failed ? "no" : "yes");
+	resp_bulk(out(x), text, n > 0 ? (size_t)n : 0);
+	return done(x);
+}
+
+/* ---- admin commands -------------------------------------------------------
+ */
+
+static void map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
+{
+	char v[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(v, sizeof v, fmt, ap);
+	va_end(ap);
+	resp_bulk(b, k, strlen(k));
+	resp_bulk(b, v, n > 0 ? (size_t)n : 0);
+}
+
+int admin_node(struct command_ctx *x)
+{
+	struct server *s = x->s;
+	struct baton_node_status st;
+	baton_node_status(s->node, &st);
+	const struct book_entry *me = server_address(s, s->cfg.id);
+	struct baton_buf *b = out(x);
+	struct versions_view v;
+	versions_view(s, &st, &v);
+	resp_array(b, 2 * 22);
+	map_field(b, "id", "%" PRIu64, st.raft.id);
+	const struct baton_member *self =
+		baton_config_find(&st.raft.config, st.raft.id);
+	map_field(b, "role", "%s",
+		  self != NULL && self->role == BATON_LEARNER
+			  ? "learner"
+			  : role_name(st.raft.role));
+	map_field(b, "term", "%" PRIu64, st.raft.term);
+	map_field(b, "leader", "%" PRIu64, st.raft.leader_id);
+	map_field(b, "commit", "%" PRIu64, st.raft.commit_index);
+	map_field(b, "applied", "%" PRIu64, st.applied);
+	map_field(b, "last_index", "%" PRIu64, st.raft.last_index);
+	map_field(b, "snapshot_index", "%" PRIu64, st.raft.snapshot_index);
+	map_field(b, "release", "%s", v.release);
+	map_field(b, "proto_min", "%u", v.profile->proto_min.value);
+	map_field(b, "proto_max", "%u", v.profile->proto_max.value);
+	map_field(b, "machine_max", "%u", v.profile->machine_max.value);
+	map_field(b, "machine_version", "%u", v.machine);
+	map_field(b, "machine_upgrade", "%s", v.strategy);
+	map_field(b, "upgrade_waits_for", "%s", v.waits);
+	map_field(b, "needs_upgrade", "%s", v.needs);
+	map_field(b, "strict_release", "%s",
+		  s->cfg.strict_release ? "yes" : "no");
+	map_field(b, "peer_addr", "%s", s->cfg.peer_listen);
+	map_field(b, "client_addr", "%s", me ? me->client : s->cfg.listen);
+	map_field(b, "storage", "%s", st.storage_failed ? "failed" : "ok");
+	map_field(b, "stalled_index", "%" PRIu64, st.stalled_index);
+	map_field(b, "stalled", "%s", st.stalled_why);
+	return done(x);
+}
+
+/* A member's versions: the leader's live table (info replies of this
+ * term) when it knows them, else the log's version table. */
+static const char *member_versions(const struct baton_node_status *st,
+				   const struct baton_upgrade_status *us,
+				   baton_node_id id, struct baton_profile *out)
+{
+	for (uint32_t k = 0; us->leader && k < us->n; k++) {
+		if (us->members[k].id == id && us->members[k].known) {
+			*out = us->members[k].profile;
+			return "live";
+		}
+	}
+	const struct baton_member_versions *row =
+		baton_version_state_find(&st->raft.versions, id);
+	if (row == NULL)
+		return "unknown";
+	*out = row->profile;
+	return "log";
+}
+
+int admin_members(struct command_ctx *x)
+{
+	struct server *s = x->s;
+	struct baton_node_status st;
+	baton_node_status(s->node, &st);
+	static struct baton_upgrade_status us;
+	baton_node_upgrade_status(s->node, &us);
+	struct baton_buf *b = out(x);
+	resp_array(b, st.raft.config.n);
+	for (uint32_t i = 0; i < st.raft.config.n; i++) {
+		const struct baton_member *m = &st.raft.config.members[i];
+		const struct book_entry *e = server_address(s, m->id);
+		resp_array(b, 2 * 10);
+		map_field(b, "id", "%" PRIu64, m->id);
+		map_field(b, "role", "%s",
+			  m->role == BATON_VOTER ? "voter" : "learner");
+		map_field(b, "peer_addr", "%s", e ? e->peer : "");
+		map_field(b, "client_addr", "%s", e ? e->client : "");
+		if (st.raft.role == BATON_LEADER)
+			map_field(b, "match", "%" PRIu64, st.match[i]);
+		else
+			map_field(b, "match", "-");
+		struct baton_profile p;
+		const char *source = member_versions(&st, &us, m->id, &p);
+		map_field(b, "versions", "%s", source);
+		if (strcmp(source, "unknown") == 0) {
+			map_field(b, "release", "-");
+			map_field(b, "proto_min", "-");
+			map_field(b, "proto_max", "-");
+			map_field(b, "machine_max", "-");
+			continue;
+		}
+		char r[BATON_RELEASE_STR_MAX];
+		map_field(b, "release", "%s",
+			  baton_release_format(p.release, r));
+		map_field(b, "proto_min", "%u", p.proto_min.value);
+		map_field(b, "proto_max", "%u", p.proto_max.value);
+		map_field(b, "machine_max", "%u", p.machine_max.value);
+	}
+	return done(x);
+}
+
+/* Admin writes go to the leader: elsewhere say where it is. */
+static bool require_leader(struct command_ctx *x)
+{
+	struct server *s = x->s;
+	if (s->leader == s->cfg.id)
+		return true;
+	const struct book_entry *e = server_address(s, s->leader);
+	if (s->leader == 0)
+		resp_error(out(x), "TRYAGAIN no leader elected yet; retry");
+	else
+		resp_error(out(x), "NOTLEADER leader is %" PRIu64 " at %s",
+			   s->leader, e ? e->client : "?");
+	done(x);
+	return false;
+}
+
+static void on_admin_done(void *data, int status)
+{
+	struct slot *sl = data;
+	if (status != 0) {
+		slot_error(sl, status);
+		return;
+	}
+	resp_simple(slot_buf(sl), "OK");
+	slot_done(sl);
+}
+
+struct add_ctx {
+	struct server *s;
+	struct slot *sl;
+	baton_node_id id;
+};
+
+static void on_address_applied(void *data, int status, const uint8_t *reply,
+			       size_t len)
+{
+	struct add_ctx *a = data;
+	(void)reply;
+	(void)len;
+	if (status == 0)
+		status = baton_node_add_learner(a->s->node, a->id,
+						on_admin_done, a->sl);
+	if (status != 0)
+		slot_error(a->sl, status);
+	free(a);
+}
+
+int admin_add(struct command_ctx *x)
+{
+	uint64_t id;
+	if (x->argc != 4)
+		return wrong_args(x);
+	if (!arg_u64(x, 1, &id) || id == 0) {
+		resp_error(out(x), "ERR node id must be a positive integer");
+		return done(x);
+	}
+	if (!require_leader(x))
+		return 0;
+	struct book_entry e = {.id = id};
+	arg_str(x, 2, e.peer, sizeof e.peer);
+	arg_str(x, 3, e.client, sizeof e.client);
+	struct sockaddr_in sa;
+	if (baton_parse_addr(e.peer, &sa) != 0 ||
+	    baton_parse_addr(e.client, &sa) != 0) {
+		resp_error(out(x), "ERR addresses must be IPv4 host:port");
+		return done(x);
+	}
+	/* First every node learns where it listens, then it joins. */
+	struct add_ctx *a = calloc(1, sizeof *a);
+	struct baton_buf b;
+	baton_buf_init(&b);
+	int rv = a == NULL ? BATON_ENOMEM
+			   : server_machine_encode_address(&e, &b);
+	if (rv == 0) {
+		*a = (struct add_ctx){x->s, x->sl, id};
+		rv = baton_node_propose(x->s->node, b.data, b.len,
+					on_address_applied, a);
+	}
+	baton_buf_free(&b);
+	if (rv != 0) {
+		free(a);
+		slot_error(x->sl, rv);
+	}
+	return 0;
+}
+
+static int cmd_member_change(struct command_ctx *x,
+			     int (*op)(struct baton_node *, baton_node_id,
+				       baton_node_done_cb, void *))
+{
+	uint64_t id = 0;
+	bool optional = op == baton_node_transfer;
+	if (x->argc != 2 && !(optional && x->argc == 1))
+		return wrong_args(x);
+	if (x->argc == 2 && !arg_u64(x, 1, &id)) {
+		resp_error(out(x), "ERR node id must be a positive integer");
+		return done(x);
+	}
+	if (!require_leader(x))
+		return 0;
+	int rv = op(x->s->node, id, on_admin_done, x->sl);
+	if (rv != 0)
+		slot_error(x->sl, rv);
+	return 0;
+}
+
+int admin_promote(struct command_ctx *x)
+{
+	return cmd_member_change(x, baton_node_promote);
+}
+
+int admin_remove(struct command_ctx *x)
+{
+	return cmd_member_change(x, baton_node_remove);
+}
+
+int admin_transfer(struct command_ctx *x)
+{
+	return cmd_member_change(x, baton_node_transfer);
+}
+
+#if BATON_TEST_HOOKS
+/* Test builds only (server.h): BATON.TEST.PROPOSE <payload> proposes the
+ * raw bytes as a command entry, whatever they hold, so a test can give the
+ * nodes an entry of a "future release". */
+static void on_raw_applied(void *data, int status, const uint8_t *reply,
+			   size_t len)
+{
+	struct slot *sl = data;
+	if (status != 0) {
+		slot_error(sl, status);
+		return;
+	}
+	int rv = len > 0 ? baton_buf_append(slot_buf(sl), reply, len)
+			 : resp_simple(slot_buf(sl), "OK");
+	if (rv != 0) {
+		slot_error(sl, rv);
+		return;
+	}
+	slot_done(sl);
+}
+
+int admin_test_propose(struct command_ctx *x)
+{
+	if (x->argc != 2)
+		return wrong_args(x);
+	if (!require_leader(x))
+		return 0;
+	int rv = baton_node_propose(x->s->node, x->argv[1], x->lens[1],
+				    on_raw_applied, x->sl);
+	if (rv != 0)
+		slot_error(x->sl, rv);
+	return 0;
+}
+#endif

@@ -1,0 +1,232 @@
+"""Rolling releases during a harness run (`--roll-releases FROM,TO`).
+
+Every node starts emulating release FROM (`batond --as-release FROM`); at
+evenly spaced moments of the run one node after the other, by increasing
+id, is stopped with SIGTERM and started again at release TO on the same
+data directory, as an operator upgrading by hand would (docs/upgrading.md).
+Fault episodes of the schedule that would overlap an upgrade are left out,
+so each restart is an upgrade and not a crash; the faults before, between
+and after still run.
+
+After each upgrade the roller looks at every live node's INFO (`# Versions`)
+and checks the machine-upgrade rule from the outside: the effective machine
+version any node reports never exceeds the machine_max of a node of the
+cluster (the releases each node runs, as each node itself reports them). A
+probe command of machine version 2 (PEXPIRE on a key outside the history's)
+must be refused with the gating error while the effective version is 1, and
+accepted once it is 2. At the end, with every node at TO, the effective
+version must reach the lowest machine_max within a bound.
+
+The timeline (each upgrade, each observation) goes into the run's report,
+with the longest gap a client saw between two acknowledged writes around
+each restart.
+"""
+
+import time
+
+import redis
+
+HOST = "127.0.0.1"
+UPGRADE_QUIET_S = 3.0  # no fault episode this close to an upgrade
+SETTLE_S = 20.0  # after the last upgrade: the effective version must rise
+GAP_WINDOW_S = (1.0, 10.0)  # write gaps measured in [t - a, t + b]
+PROBE_KEY = "roll-probe"
+GATING_TEXT = "needs machine version"
+
+
+def parse_spec(text):
+    """'1.0.0,1.1.0' -> ('1.0.0', '1.1.0'); ValueError otherwise."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ValueError("--roll-releases takes FROM,TO (e.g. 1.0.0,1.1.0)")
+    for p in parts:
+        nums = p.split(".")
+        if len(nums) != 3 or not all(n.isdigit() for n in nums):
+            raise ValueError(f"not a release: {p!r}")
+    return parts[0], parts[1]
+
+
+def merge_schedule(schedule, seconds, node_ids, release):
+    """The fault schedule with one upgrade episode per node (by id, evenly
+    spaced over the run) and without the fault episodes that would overlap
+    an upgrade."""
+    n = len(node_ids)
+    times = [seconds * (k + 1) / (n + 1) for k in range(n)]
+    kept = []
+    for ep in schedule:
+        start, end = ep["at"], ep["at"] + ep["duration"]
+        if all(end < t - UPGRADE_QUIET_S or start > t + UPGRADE_QUIET_S
+               for t in times):
+            kept.append(ep)
+    for t, node_id in zip(times, sorted(node_ids)):
+        kept.append({"at": round(t, 3), "duration": 0.5, "faults": [
+            {"kind": "upgrade", "target": node_id, "release": release}]})
+    kept.sort(key=lambda ep: ep["at"])
+    return kept
+
+
+def node_versions(node, timeout=1.0):
+    """(release, machine_max, machine_version) from INFO, or None."""
+    try:
+        info = node.client(timeout=timeout).info()
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+        return None
+    try:
+        return (str(info["release"]), int(info["machine_max"]),
+                int(info["machine_version"]))
+    except (KeyError, ValueError):
+        return None
+
+
+class Roller:
+    """Carries out the upgrade episodes and checks what it observes. Its
+    failures are raised as the harness's failure class."""
+
+    def __init__(self, run, nemesis, release_from, release_to, failure):
+        self.run = run
+        self.nemesis = nemesis
+        self.release_from = release_from
+        self.release_to = release_to
+        self.failure = failure
+        self.timeline = []  # dicts: ns, what, detail
+        self.upgraded = {}  # node id -> monotonic ns of its restart
+        self.machine_max = {}  # node id -> last machine_max it reported
+        self.highest_seen = 0
+
+    def note(self, what, **detail):
+        entry = {"ns": time.monotonic_ns(), "what": what}
+        entry.update(detail)
+        self.timeline.append(entry)
+        self.nemesis.note(what, **detail)
+
+    def upgrade(self, node_id):
+        node = self.run.cluster.node(node_id)
+        self.run.cluster.resume(node)
+        node.release = self.release_to
+        if node.alive:
+            code = node.terminate()
+            if code != 0:
+                raise self.failure(f"node {node_id} exited {code} on SIGTERM "
+                                   f"before its upgrade")
+            self.nemesis.restart(node)
+        else:
+            # Down for a fault: the heal restarts it at the new release.
+            self.nemesis.killed.add(node_id)
+        self.upgraded[node_id] = time.monotonic_ns()
+        self.note("upgrade", node=node_id, release=self.release_to)
+        self.observe()
+
+    def observe(self):
+        """Every live node's versions; check the machine-upgrade rule and
+        the gating of a version-2 command."""
+        seen = {}
+        for node in self.run.cluster.alive():
+            if node.id in self.run.cluster.paused:
+                continue
+            v = node_versions(node)
+            if v is not None:
+                seen[node.id] = v
+                self.machine_max[node.id] = v[1]
+        if not seen:
+            return None
+        effective = max(v[2] for v in seen.values())
+        self.highest_seen = max(self.highest_seen, effective)
+        floor = min(self.machine_max.values())
+        self.note("versions", effective=effective, lowest_machine_max=floor,
+                  nodes=" ".join(f"{i}:{v[0]}" for i, v in sorted(
+                      seen.items())))
+        if len(self.machine_max) == len(self.run.cluster.nodes) \
+                and effective > floor:
+            raise self.failure(
+                f"effective machine version {effective} while a node runs a "
+                f"release whose machine_max is {floor} "
+                f"({sorted(self.machine_max.items())})")
+        self.probe(effective)
+        return effective
+
+    def probe(self, effective):
+        leader = self.run.cluster.quick_leader()
+        if leader is None:
+            return
+        try:
+            reply = leader.client(timeout=2.0).execute_command(
+                "PEXPIRE", PROBE_KEY, "600000")
+        except redis.ResponseError as e:
+            text = str(e)
+            if GATING_TEXT in text:
+                if effective >= 2:
+                    # The node may lag the log by a moment: only a refusal
+                    # seen after the version rose everywhere is wrong.
+                    self.note("probe refused", effective=effective)
+                return
+            if text.startswith(("TRYAGAIN", "NOTLEADER", "STALLED")):
+                return
+            raise self.failure(f"PEXPIRE probe: unexpected error {text!r}")
+        except (redis.ConnectionError, redis.TimeoutError):
+            return
+        if self.highest_seen >= 2 or effective >= 2:
+            return
+        # The version may have risen since we looked: look again.
+        now = [node_versions(m) for m in self.run.cluster.alive()]
+        if max((v[2] for v in now if v is not None), default=0) < 2:
+            raise self.failure(f"PEXPIRE accepted ({reply!r}) while the "
+                               f"effective machine version is {effective}")
+
+    def settle(self):
+        """With every node at the new release: the effective version must
+        reach the lowest machine_max, and the probe must be accepted."""
+        end = time.monotonic() + SETTLE_S
+        target = None
+        while time.monotonic() < end:
+            effective = self.observe()
+            target = min(self.machine_max.values()) \
+                if self.machine_max else None
+            if effective is not None and target is not None \
+                    and effective >= target and self.probe_accepted():
+                self.note("settled", effective=effective)
+                return
+            time.sleep(0.25)
+        raise self.failure(f"the effective machine version did not reach "
+                           f"{target} within {SETTLE_S:g} s of the last "
+                           f"upgrade")
+
+    def probe_accepted(self):
+        leader = self.run.cluster.quick_leader()
+        if leader is None:
+            return False
+        try:
+            leader.client(timeout=2.0).execute_command(
+                "PEXPIRE", PROBE_KEY, "600000")
+            return True
+        except (redis.ResponseError, redis.ConnectionError,
+                redis.TimeoutError):
+            return False
+
+    def write_gaps(self, ops):
+        """For each upgrade: the longest time, in ms, between two
+        consecutive acknowledged writes completing around it."""
+        done = sorted(op.complete_ns for op in ops
+                      if op.status == "ok" and op.f != "get"
+                      and op.complete_ns is not None)
+        gaps = {}
+        for node_id, t in sorted(self.upgraded.items(), key=lambda x: x[1]):
+            lo = t - int(GAP_WINDOW_S[0] * 1e9)
+            hi = t + int(GAP_WINDOW_S[1] * 1e9)
+            inside = [x for x in done if lo <= x <= hi]
+            longest = max((b - a for a, b in zip(inside, inside[1:])),
+                          default=None)
+            gaps[node_id] = None if longest is None else longest / 1e6
+        return gaps
+
+    def summary(self, ops, t0_ns):
+        lines = []
+        for e in self.timeline:
+            detail = " ".join(f"{k}={v}" for k, v in e.items()
+                              if k not in ("ns", "what"))
+            lines.append(f"t+{(e['ns'] - t0_ns) / 1e9:6.1f}s {e['what']} "
+                         f"{detail}")
+        for node_id, gap in self.write_gaps(ops).items():
+            lines.append(f"node {node_id} upgrade: longest write gap "
+                         + ("(no writes)" if gap is None
+                            else f"{gap:.0f} ms"))
+        return "\n".join(lines)

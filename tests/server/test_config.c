@@ -1,0 +1,185 @@
+/*
+ * batond's flags and config file (src/server/config.c): the release flags
+ * (--as-release, --version, --strict-release, --machine-upgrade) and
+ * active join (--join-seeds), on the command line and in a config file,
+ * with their refusals.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server.h"
+
+static struct server_config c;
+
+/* Parse the common required flags followed by `extra`. */
+static int parse(const char *const *extra, int n_extra)
+{
+	const char *base[] = {
+		"batond",	  "--id",	    "7",
+		"--listen",	  "127.0.0.1:6001", "--peer-listen",
+		"127.0.0.1:7001", "--data",	    "/tmp/x"};
+	char *argv[64];
+	int argc = 0;
+	for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+		argv[argc++] = (char *)base[i];
+	for (int i = 0; i < n_extra && argc < 63; i++)
+		argv[argc++] = (char *)extra[i];
+	argv[argc] = NULL;
+	return server_config_parse(&c, argc, argv);
+}
+
+#define PARSE(...)                                                             \
+	parse((const char *const[]){__VA_ARGS__},                              \
+	      (int)(sizeof((const char *const[]){__VA_ARGS__}) /               \
+		    sizeof(const char *)))
+
+static char *write_config(const char *text)
+{
+	static char path[] = "/tmp/baton-config-test-XXXXXX";
+	strcpy(path, "/tmp/baton-config-test-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	size_t n = strlen(text);
+	cr_assert_eq(write(fd, text, n), (ssize_t)n);
+	close(fd);
+	return path;
+}
+
+static bool same_release(struct baton_release a, const char *s)
+{
+	struct baton_release b;
+	cr_assert_eq(baton_release_parse(s, &b), 0);
+	return baton_release_compare(a, b) == 0;
+}
+
+Test(config, defaults_are_the_binary_release_and_all)
+{
+	cr_assert_eq(PARSE("--bootstrap", "7=127.0.0.1:7001/127.0.0.1:6001"),
+		     0);
+	const struct baton_profile *own = baton_release_current();
+	cr_assert_eq(baton_release_compare(c.profile.release, own->release), 0);
+	cr_assert_eq(c.profile.proto_max.value, own->proto_max.value);
+	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_ALL);
+	cr_assert(!c.strict_release);
+	cr_assert(!c.join);
+	cr_assert_eq(c.n_seeds, 0);
+}
+
+Test(config, as_release_takes_that_release_profile)
+{
+	cr_assert_eq(PARSE("--join", "--as-release", "1.0.0"), 0);
+	cr_assert(same_release(c.profile.release, "1.0.0"));
+	cr_assert_eq(c.profile.proto_min.value, 1);
+	cr_assert_eq(c.profile.proto_max.value, 1);
+	cr_assert_eq(c.profile.machine_max.value, 1);
+	cr_assert_eq(PARSE("--join", "--as-release", "1.1.0"), 0);
+	cr_assert_eq(c.profile.proto_max.value, 2);
+	cr_assert_eq(c.profile.machine_max.value, 2);
+	/* The last one wins, as for every flag. */
+	cr_assert_eq(PARSE("--join", "--as-release", "1.0.0", "--as-release",
+			   "1.1.0"),
+		     0);
+	cr_assert(same_release(c.profile.release, "1.1.0"));
+}
+
+Test(config, unknown_or_malformed_release_is_refused)
+{
+	cr_assert_eq(PARSE("--join", "--as-release", "9.9.9"), -1);
+	cr_assert_eq(PARSE("--join", "--as-release", "1.0"), -1);
+	cr_assert_eq(PARSE("--join", "--as-release", ""), -1);
+	cr_assert_eq(PARSE("--join", "--as-release", "1.0.0x"), -1);
+}
+
+Test(config, version_needs_no_other_flag)
+{
+	char *argv[] = {"batond", "--version", "--as-release", "1.0.0", NULL};
+	cr_assert_eq(server_config_parse(&c, 4, argv), 1);
+	cr_assert(same_release(c.profile.release, "1.0.0"));
+	char *bad[] = {"batond", "--as-release", "0.0.9", "--version", NULL};
+	cr_assert_eq(server_config_parse(&c, 4, bad), -1);
+}
+
+Test(config, strict_release_and_machine_upgrade)
+{
+	cr_assert_eq(PARSE("--join", "--strict-release", "--machine-upgrade",
+			   "quorum"),
+		     0);
+	cr_assert(c.strict_release);
+	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_QUORUM);
+	cr_assert_eq(PARSE("--join", "--machine-upgrade", "all"), 0);
+	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_ALL);
+	cr_assert_eq(PARSE("--join", "--machine-upgrade", "most"), -1);
+	cr_assert_eq(PARSE("--join", "--machine-upgrade", "ALL"), -1);
+}
+
+Test(config, join_seeds_are_parsed_and_imply_join)
+{
+	cr_assert_eq(PARSE("--join-seeds", "127.0.0.1:7001,10.0.0.2:7002"), 0);
+	cr_assert(c.join);
+	cr_assert_eq(c.n_seeds, 2);
+	cr_assert_str_eq(c.seeds[0], "127.0.0.1:7001");
+	cr_assert_str_eq(c.seeds[1], "10.0.0.2:7002");
+}
+
+Test(config, bad_join_seeds_are_refused)
+{
+	cr_assert_eq(PARSE("--join-seeds", "localhost"), -1);
+	cr_assert_eq(PARSE("--join-seeds", "127.0.0.1:7001,nowhere:x"), -1);
+	cr_assert_eq(PARSE("--join-seeds", ","), -1);
+	cr_assert_eq(PARSE("--join-seeds", "127.0.0.1:99999"), -1);
+	/* Joining and founding exclude each other. */
+	cr_assert_eq(PARSE("--join-seeds", "127.0.0.1:7002", "--bootstrap",
+			   "7=127.0.0.1:7001/127.0.0.1:6001"),
+		     -1);
+}
+
+Test(config, too_many_join_seeds_are_refused)
+{
+	char list[BATON_MAX_MEMBERS * 24 + 64] = "";
+	for (uint32_t i = 0; i <= BATON_MAX_MEMBERS; i++) {
+		char one[32];
+		snprintf(one, sizeof one, "%s127.0.0.1:%u", i ? "," : "",
+			 7000 + i);
+		strcat(list, one);
+	}
+	cr_assert_eq(PARSE("--join-seeds", list), -1);
+}
+
+Test(config, config_file_keys_and_flags_over_them)
+{
+	char *path = write_config("# a comment\n"
+				  "as-release 1.1.0\n"
+				  "strict-release\n"
+				  "machine-upgrade quorum\n"
+				  "join-seeds 127.0.0.1:7002,127.0.0.1:7003\n");
+	cr_assert_eq(PARSE("--config", path), 0);
+	cr_assert(same_release(c.profile.release, "1.1.0"));
+	cr_assert(c.strict_release);
+	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_QUORUM);
+	cr_assert(c.join);
+	cr_assert_eq(c.n_seeds, 2);
+	cr_assert_eq(PARSE("--config", path, "--as-release", "1.0.0",
+			   "--machine-upgrade", "all"),
+		     0);
+	cr_assert(same_release(c.profile.release, "1.0.0"));
+	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_ALL);
+	unlink(path);
+}
+
+Test(config, config_file_switches_take_on_and_off)
+{
+	char *path = write_config("join\nstrict-release off\n");
+	cr_assert_eq(PARSE("--config", path), 0);
+	cr_assert(c.join);
+	cr_assert(!c.strict_release);
+	unlink(path);
+	path = write_config("join yes\nstrict-release maybe\n");
+	cr_assert_eq(PARSE("--config", path), -1);
+	unlink(path);
+	path = write_config("as-release 2.0.0\njoin\n");
+	cr_assert_eq(PARSE("--config", path), -1);
+	unlink(path);
+}
