@@ -177,6 +177,7 @@ struct baton_raft {
 	struct baton__live live[BATON_MAX_MEMBERS];
 	uint32_t n_live;
 	uint64_t info_seq;	       /* the last info round sent */
+	uint64_t info_deadline_ms;     /* next round (unknown or behind) */
 	uint64_t info_all_deadline_ms; /* next round asking every member */
 
 	/* A snapshot arriving in chunks (follower). */
@@ -326,7 +327,7 @@ void baton__upgrade_desired(const struct baton_raft *r,
 void baton__upgrade_tick(struct baton_raft *r);
 /* A heartbeat round: info requests to members unknown or behind us, and
  * to every member once per election timeout. */
-void baton__upgrade_heartbeat(struct baton_raft *r);
+void baton__upgrade_info_tick(struct baton_raft *r);
 /* The configuration changed: drop live rows of non-members. */
 void baton__upgrade_config_changed(struct baton_raft *r);
 void baton__recv_info(struct baton_raft *r, const struct baton_msg *m);

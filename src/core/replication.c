@@ -292,8 +292,8 @@ void baton__leader_tick(struct baton_raft *r)
 	if (r->now_ms >= r->heartbeat_deadline_ms) {
 		r->heartbeat_seq++;
 		baton__broadcast_heartbeat(r);
-		baton__upgrade_heartbeat(r);
 	}
+	baton__upgrade_info_tick(r);
 	/* Every tick, so a membership change re-checks upgrade readiness
 	 * at once (removing the member that held it back lets it go). */
 	baton__upgrade_tick(r);

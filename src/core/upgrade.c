@@ -103,15 +103,24 @@ void baton__upgrade_start(struct baton_raft *r)
 	/* Answers of earlier terms say nothing of now: members may have
 	 * restarted on other releases meanwhile. */
 	r->n_live = 0;
+	r->info_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
 	r->info_all_deadline_ms = r->now_ms + r->o.election_timeout_ms;
 	info_round(r, true);
 }
 
-void baton__upgrade_heartbeat(struct baton_raft *r)
+void baton__upgrade_info_tick(struct baton_raft *r)
 {
 	BATON_ASSERT(r->role == BATON_LEADER);
 	BATON_ASSERT(r->info_all_deadline_ms <=
 		     r->now_ms + r->o.election_timeout_ms);
+	/* A clock of its own, not the heartbeat's: reads and appends push
+	 * the heartbeat deadline back, and under steady load it may never
+	 * fire, while the rounds must go on (found by the rolling-upgrade
+	 * run of the fault harness: a member upgraded under load stayed
+	 * "machine_max 1" for the leader). */
+	if (r->now_ms < r->info_deadline_ms)
+		return;
+	r->info_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
 	/* Once per election timeout everyone, known or not: a member that
 	 * restarted on another release says so. */
 	bool all = r->now_ms >= r->info_all_deadline_ms;

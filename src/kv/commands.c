@@ -286,7 +286,7 @@ static int run_keys(struct baton_kv *kv, const struct kv__args *a,
 	do {
 		const struct kv__entry *e =
 			kv__table_bucket(&kv->table, cursor);
-		for (; rv == 0 && e != NULL; e = e->next)
+		for (; rv == 0 && e != NULL; e = kv__table_after(&kv->table, e))
 			if (matches(pattern, plen, e, kv->now_ms))
 				rv = list_push(&l, e);
 		cursor = kv__table_next(&kv->table, cursor);
@@ -312,7 +312,8 @@ static int run_scan(struct baton_kv *kv, const struct kv__args *a,
 	do {
 		const struct kv__entry *e =
 			kv__table_bucket(&kv->table, cursor);
-		for (; rv == 0 && e != NULL; e = e->next) {
+		for (; rv == 0 && e != NULL;
+		     e = kv__table_after(&kv->table, e)) {
 			seen++;
 			if (matches(o.pattern, o.pattern_len, e, kv->now_ms))
 				rv = list_push(&l, e);

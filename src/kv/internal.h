@@ -62,10 +62,19 @@ struct kv__heap {
 
 /* Every chain is sorted by (kv__rev64(hash), key), so walking the buckets
  * in reverse-binary order (kv__table_next) visits keys in an order that
- * depends on the keys alone, not on the table's size or history. */
+ * depends on the keys alone, not on the table's size, history or resize.
+ *
+ * Resizing is incremental: while `old` is set, the old bucket array is
+ * being emptied into `buckets`, a bounded number of buckets per insert or
+ * delete (kv__table_step). Old buckets below `moved` have moved; a key
+ * whose old bucket has not lives there still (inserts too), so each key is
+ * in exactly one chain, found from its hash alone. */
 struct kv__table {
-	struct kv__entry **buckets;
-	uint64_t size; /* a power of two, >= KV_TABLE_BUCKETS_MIN */
+	struct kv__entry **buckets; /* during a resize, the new array */
+	uint64_t size;		/* a power of two, >= KV_TABLE_BUCKETS_MIN */
+	struct kv__entry **old; /* the array being emptied, or NULL */
+	uint64_t old_size;	/* 0 when not resizing */
+	uint64_t moved;		/* old buckets [0, moved) are empty */
 	uint64_t count;
 	struct kv__heap expiring; /* the entries with an expiry */
 };
@@ -73,6 +82,12 @@ struct kv__table {
 #define KV_TABLE_BUCKETS_MIN 4u
 /* Grow (double) when count > size; shrink when count * this < size. */
 #define KV_TABLE_SHRINK_RATIO 8u
+/* One resize step moves old buckets until it has visited this many or
+ * moved at least KV_TABLE_STEP_ENTRIES keys (a bucket moves whole). A
+ * shrink to a quarter must move every old bucket before about 3/32 of
+ * them have been deleted, so it needs > 11 buckets per delete. */
+#define KV_TABLE_STEP_BUCKETS 32u
+#define KV_TABLE_STEP_ENTRIES 64u
 
 /* An empty table with room for `hint` keys. 0 or BATON_ENOMEM. */
 int kv__table_init(struct kv__table *t, uint64_t hint);
@@ -93,19 +108,33 @@ int kv__entry_append(struct kv__entry *e, const uint8_t *val, size_t len);
 
 struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
 				 size_t len);
-/* Insert e, whose key must be absent. May grow the table (best effort: a
- * failed allocation leaves longer chains, never a failure). */
+/* Insert e, whose key must be absent. Takes a resize step, and may start
+ * a growth (best effort: a failed allocation postpones it, leaving longer
+ * chains, never a failure). */
 void kv__table_insert(struct kv__table *t, struct kv__entry *e);
 /* Insert e, or if its key is present give that entry e's value (dropping
  * its expiry, as SET does) and free e. Cannot fail. */
 void kv__table_put(struct kv__table *t, struct kv__entry *e);
-/* Remove and free the key's entry (and its expiry); false if absent. May
- * shrink. */
+/* Remove and free the key's entry (and its expiry); false if absent.
+ * Takes a resize step, and may start a shrink. */
 bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len);
 
-/* The chain of the bucket a scan cursor points at. */
+/* Move a bounded number of old buckets if a resize is under way (inserts
+ * and deletes call it; reads never change the table). */
+void kv__table_step(struct kv__table *t);
+static inline bool kv__table_resizing(const struct kv__table *t)
+{
+	return t->old != NULL;
+}
+
+/* Iteration: the keys of the bucket a scan cursor points at, in order, are
+ * kv__table_bucket(), then kv__table_after() of each until NULL (during a
+ * resize a bucket's keys may be a run in the middle of a chain). Buckets
+ * are those of the larger array while resizing. */
 const struct kv__entry *kv__table_bucket(const struct kv__table *t,
 					 uint64_t cursor);
+const struct kv__entry *kv__table_after(const struct kv__table *t,
+					const struct kv__entry *e);
 /* The cursor after `cursor`, Redis's dictScan way: increment the masked
  * cursor with its bits reversed. 0 when the scan is complete. Every key
  * present for a whole scan is visited at least once even if the table is

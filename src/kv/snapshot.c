@@ -112,7 +112,8 @@ static int write_all(struct writer *w, const struct baton_kv *kv,
 	uint64_t written = 0, cursor = 0;
 	do {
 		const struct kv__entry *e = kv__table_bucket(t, cursor);
-		for (; rv == 0 && e != NULL; e = e->next, written++)
+		for (; rv == 0 && e != NULL;
+		     e = kv__table_after(t, e), written++)
 			rv = put_entry(w, e, format);
 		cursor = kv__table_next(t, cursor);
 	} while (rv == 0 && cursor != 0);

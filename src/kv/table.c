@@ -1,11 +1,14 @@
 /*
- * The hash table: 2^n buckets of chains, resized at once (a write that
- * crosses a threshold rehashes everything; reads never change the table).
+ * The hash table: 2^n buckets of chains, resized incrementally, a bounded
+ * number of buckets per insert or delete (reads never change the table).
  *
  * A key lives in bucket hash & (size - 1), and each chain is kept sorted
  * by (rev64(hash), key). Visiting the buckets in reverse-binary order
  * therefore yields the keys sorted by (rev64(hash), key) for any table
  * size: the order of KEYS, SCAN and snapshots depends on the keys alone.
+ * During a resize the same holds with the buckets of the larger array: the
+ * keys of one are either a whole chain or a run of one chain of the other
+ * array (its keys share their low bits, so they are adjacent in the sort).
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -38,24 +41,36 @@ static struct kv__entry **buckets_new(uint64_t size)
 
 int kv__table_init(struct kv__table *t, uint64_t hint)
 {
+	memset(t, 0, sizeof *t);
 	t->size = pow2_at_least(hint);
-	t->count = 0;
-	memset(&t->expiring, 0, sizeof t->expiring);
 	t->buckets = buckets_new(t->size);
 	return t->buckets != NULL ? 0 : BATON_ENOMEM;
 }
 
-static void free_chains(struct kv__table *t)
+static void free_array(struct kv__entry **buckets, uint64_t size)
 {
-	for (uint64_t i = 0; i < t->size; i++) {
-		struct kv__entry *e = t->buckets[i];
+	for (uint64_t i = 0; i < size; i++) {
+		struct kv__entry *e = buckets[i];
 		while (e != NULL) {
 			struct kv__entry *next = e->next;
 			kv__entry_free(e);
 			e = next;
 		}
-		t->buckets[i] = NULL;
+		buckets[i] = NULL;
 	}
+}
+
+/* Free every entry and the old array, ending any resize. */
+static void free_chains(struct kv__table *t)
+{
+	if (t->old != NULL) {
+		free_array(t->old, t->old_size);
+		free(t->old);
+		t->old = NULL;
+	}
+	t->old_size = 0;
+	t->moved = 0;
+	free_array(t->buckets, t->size);
 	t->count = 0;
 	t->expiring.n = 0;
 }
@@ -179,11 +194,9 @@ static int order(uint64_t hash, const uint8_t *key, size_t len,
 	return len < b->key_len ? -1 : len > b->key_len ? 1 : 0;
 }
 
-/* Link e into its place in a sorted chain of `buckets`. */
-static void link_sorted(struct kv__entry **buckets, uint64_t size,
-			struct kv__entry *e)
+/* Link e into its place in the sorted chain *pp. */
+static void link_sorted(struct kv__entry **pp, struct kv__entry *e)
 {
-	struct kv__entry **pp = &buckets[e->hash & (size - 1)];
 	while (*pp != NULL && order(e->hash, e->key, e->key_len, *pp) > 0)
 		pp = &(*pp)->next;
 	assert(*pp == NULL || order(e->hash, e->key, e->key_len, *pp) < 0);
@@ -191,33 +204,104 @@ static void link_sorted(struct kv__entry **buckets, uint64_t size,
 	*pp = e;
 }
 
-static void resize(struct kv__table *t, uint64_t size)
+/* The chain that holds (or would hold) the keys whose hash has these low
+ * bits: the old array's bucket if it has not moved yet, else the new one.
+ * Only the bits of the larger array's mask matter. */
+static struct kv__entry **chain_of(const struct kv__table *t, uint64_t hash)
+{
+	if (t->old != NULL) {
+		uint64_t o = hash & (t->old_size - 1);
+		if (o >= t->moved)
+			return &t->old[o];
+	}
+	return &t->buckets[hash & (t->size - 1)];
+}
+
+/* Start resizing to `size` buckets. The one allocation of a resize is
+ * here: if it fails, the table stays as it is (longer or sparser chains,
+ * same contents and order) and a later write tries again. */
+static void resize_start(struct kv__table *t, uint64_t size)
 {
 	assert(size >= KV_TABLE_BUCKETS_MIN && (size & (size - 1)) == 0);
+	assert(t->old == NULL);
 	if (size == t->size)
 		return;
 	struct kv__entry **buckets = buckets_new(size);
 	if (buckets == NULL)
-		return; /* best effort: longer chains are still correct */
-	for (uint64_t i = 0; i < t->size; i++) {
-		struct kv__entry *e = t->buckets[i];
-		while (e != NULL) {
-			struct kv__entry *next = e->next;
-			link_sorted(buckets, size, e);
-			e = next;
-		}
-	}
-	free(t->buckets);
+		return;
+	t->old = t->buckets;
+	t->old_size = t->size;
+	t->moved = 0;
 	t->buckets = buckets;
 	t->size = size;
+}
+
+static void maybe_resize(struct kv__table *t)
+{
+	if (t->old != NULL)
+		return; /* one at a time: the next starts once this ends */
+	if (t->count > t->size && t->size < KV_TABLE_BUCKETS_MAX)
+		resize_start(t, t->size * 2);
+	else if (t->size > KV_TABLE_BUCKETS_MIN &&
+		 t->count * KV_TABLE_SHRINK_RATIO < t->size)
+		resize_start(t, pow2_at_least(t->count * 2));
+}
+
+/* Move old bucket o into the new array; the number of keys moved. Its
+ * chain splits into runs, one per new bucket (growing), or is one run
+ * (shrinking); a run's keys are adjacent in the order of the new chain
+ * too, so each is spliced in whole after a walk to its place. */
+static uint64_t move_bucket(struct kv__table *t, uint64_t o)
+{
+	struct kv__entry *e = t->old[o];
+	t->old[o] = NULL;
+	uint64_t mask = t->size - 1, moved = 0;
+	while (e != NULL) {
+		struct kv__entry *last = e;
+		moved++;
+		while (last->next != NULL &&
+		       ((last->next->hash ^ e->hash) & mask) == 0) {
+			last = last->next;
+			moved++;
+		}
+		struct kv__entry *rest = last->next;
+		struct kv__entry **pp = &t->buckets[e->hash & mask];
+		while (*pp != NULL &&
+		       order(e->hash, e->key, e->key_len, *pp) > 0)
+			pp = &(*pp)->next;
+		assert(*pp == NULL ||
+		       order(last->hash, last->key, last->key_len, *pp) < 0);
+		last->next = *pp;
+		*pp = e;
+		e = rest;
+	}
+	return moved;
+}
+
+void kv__table_step(struct kv__table *t)
+{
+	if (t->old == NULL)
+		return;
+	uint64_t visited = 0, moved = 0;
+	while (t->moved < t->old_size && visited < KV_TABLE_STEP_BUCKETS &&
+	       moved < KV_TABLE_STEP_ENTRIES) {
+		moved += move_bucket(t, t->moved);
+		t->moved++;
+		visited++;
+	}
+	if (t->moved < t->old_size)
+		return;
+	free(t->old);
+	t->old = NULL;
+	t->old_size = 0;
+	t->moved = 0;
 }
 
 struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
 				 size_t len)
 {
 	uint64_t h = kv__hash(key, len);
-	for (struct kv__entry *e = t->buckets[h & (t->size - 1)]; e != NULL;
-	     e = e->next) {
+	for (struct kv__entry *e = *chain_of(t, h); e != NULL; e = e->next) {
 		if (e->hash == h && e->key_len == len &&
 		    (len == 0 || memcmp(e->key, key, len) == 0))
 			return e;
@@ -228,10 +312,10 @@ struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
 void kv__table_insert(struct kv__table *t, struct kv__entry *e)
 {
 	assert(kv__table_find(t, e->key, e->key_len) == NULL);
-	link_sorted(t->buckets, t->size, e);
+	kv__table_step(t);
+	link_sorted(chain_of(t, e->hash), e);
 	t->count++;
-	if (t->count > t->size && t->size < KV_TABLE_BUCKETS_MAX)
-		resize(t, t->size * 2);
+	maybe_resize(t);
 }
 
 void kv__table_put(struct kv__table *t, struct kv__entry *e)
@@ -256,8 +340,9 @@ void kv__table_put(struct kv__table *t, struct kv__entry *e)
 bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
 {
 	uint64_t h = kv__hash(key, len);
-	struct kv__entry **pp = &t->buckets[h & (t->size - 1)];
-	for (; *pp != NULL; pp = &(*pp)->next) {
+	kv__table_step(t);
+	for (struct kv__entry **pp = chain_of(t, h); *pp != NULL;
+	     pp = &(*pp)->next) {
 		struct kv__entry *e = *pp;
 		if (e->hash != h || e->key_len != len ||
 		    (len > 0 && memcmp(e->key, key, len) != 0))
@@ -267,23 +352,39 @@ bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
 		kv__entry_free(e);
 		assert(t->count > 0);
 		t->count--;
-		if (t->size > KV_TABLE_BUCKETS_MIN &&
-		    t->count * KV_TABLE_SHRINK_RATIO < t->size)
-			resize(t, pow2_at_least(t->count * 2));
+		maybe_resize(t);
 		return true;
 	}
 	return false;
 }
 
+/* The mask of the buckets iteration walks: the larger array's. */
+static uint64_t scan_mask(const struct kv__table *t)
+{
+	return (t->old_size > t->size ? t->old_size : t->size) - 1;
+}
+
 const struct kv__entry *kv__table_bucket(const struct kv__table *t,
 					 uint64_t cursor)
 {
-	return t->buckets[cursor & (t->size - 1)];
+	uint64_t mask = scan_mask(t), b = cursor & mask;
+	const struct kv__entry *e = *chain_of(t, b);
+	while (e != NULL && (e->hash & mask) != b)
+		e = e->next;
+	return e;
+}
+
+const struct kv__entry *kv__table_after(const struct kv__table *t,
+					const struct kv__entry *e)
+{
+	const struct kv__entry *n = e->next;
+	return n != NULL && ((n->hash ^ e->hash) & scan_mask(t)) == 0 ? n
+								      : NULL;
 }
 
 uint64_t kv__table_next(const struct kv__table *t, uint64_t cursor)
 {
-	uint64_t mask = t->size - 1;
+	uint64_t mask = scan_mask(t);
 	/* Set the bits above the mask so that the increment of the reversed
 	 * cursor carries through them into the masked bits. */
 	cursor |= ~mask;

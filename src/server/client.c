@@ -44,6 +44,7 @@ static void client_maybe_free(struct client *c)
 {
 	if (!c->handle_closed || c->in_flight > 0 || c->head != NULL)
 		return;
+	txn_free(&c->st);
 	resp_parser_free(&c->parser);
 	free(c);
 }

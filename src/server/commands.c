@@ -1,7 +1,9 @@
 /*
  * The command table: connection commands answered here, key-value commands
- * sent through Raft (writes) or the read index (reads), and the admin
- * commands of batonctl (admin.c, docs/batond.md).
+ * sent through Raft (writes) or the read index (reads), transactions
+ * (txn.c) and the admin commands of batonctl (admin.c, docs/batond.md).
+ * A command of a later machine version than the log's is refused here,
+ * before anything is appended.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -193,10 +195,25 @@ static void on_read_ready(void *data, int status)
 	read_ctx_free(r);
 }
 
+/* May c run under the machine version of the log? If not, its error is
+ * appended (nothing goes to the log). The cached version is looked up
+ * again before refusing. */
+static bool gate(struct command_ctx *x, const struct kv_command *c)
+{
+	struct baton_buf *b = out(x);
+	size_t mark = b->len;
+	struct baton_machine_version v = {server_machine_version(x->s)};
+	if (kv_gate(c, x->argc, x->argv, x->lens, v, b) == 0)
+		return true;
+	b->len = mark;
+	v.value = server_machine_version_refresh(x->s);
+	return kv_gate(c, x->argc, x->argv, x->lens, v, b) == 0;
+}
+
 static int kv_command(struct command_ctx *x, const struct kv_command *c)
 {
 	struct baton_buf *b = out(x);
-	if (kv_check(c, x->argc, x->argv, x->lens, b) != 0)
+	if (!gate(x, c) || kv_check(c, x->argc, x->argv, x->lens, b) != 0)
 		return done(x);
 	bool stale = x->cs->stale_reads || BATON_PLANTED_BUG_STALE_READS;
 	/* A node that stopped applying says so at once rather than let the
@@ -205,10 +222,12 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 	    server_reply_if_stalled(x->s, b))
 		return done(x);
 	if (c->flags & KV_WRITE) {
+		struct kv_txn_command one = {x->argc, x->argv, x->lens};
+		struct write_req w = {false, 0, NULL, 1, &one};
 		if (x->s->leader == x->s->cfg.id)
-			propose_write(x->s, x->sl, x->argc, x->argv, x->lens);
+			propose_write(x->s, x->sl, &w);
 		else
-			forward_write(x->s, x->sl, x->argc, x->argv, x->lens);
+			forward_write(x->s, x->sl, &w);
 		return 0;
 	}
 	if (stale) {
@@ -258,27 +277,33 @@ struct local_command {
 	const char *name;
 	int (*fn)(struct command_ctx *x);
 	bool before_auth;
+	bool in_multi; /* runs at once inside MULTI (else: queued/refused) */
 };
 
 static const struct local_command local_commands[] = {
-	{"PING", cmd_ping, false},
-	{"ECHO", cmd_echo, false},
-	{"SELECT", cmd_select, false},
-	{"QUIT", cmd_quit, true},
-	{"AUTH", cmd_auth, true},
-	{"CLIENT", cmd_client, false},
-	{"COMMAND", cmd_command, false},
-	{"CONFIG", cmd_config, false},
-	{"INFO", admin_info, false},
-	{"BATON.NODE", admin_node, false},
-	{"BATON.MEMBERS", admin_members, false},
-	{"BATON.ADD", admin_add, false},
-	{"BATON.PROMOTE", admin_promote, false},
-	{"BATON.REMOVE", admin_remove, false},
-	{"BATON.TRANSFER", admin_transfer, false},
-	{"BATON.STALE", cmd_stale, false},
+	{"PING", cmd_ping, false, false},
+	{"ECHO", cmd_echo, false, false},
+	{"SELECT", cmd_select, false, false},
+	{"QUIT", cmd_quit, true, true},
+	{"AUTH", cmd_auth, true, false},
+	{"CLIENT", cmd_client, false, false},
+	{"COMMAND", cmd_command, false, false},
+	{"CONFIG", cmd_config, false, false},
+	{"INFO", admin_info, false, false},
+	{"MULTI", txn_multi, false, true},
+	{"EXEC", txn_exec, false, true},
+	{"DISCARD", txn_discard, false, true},
+	{"WATCH", txn_watch, false, true},
+	{"UNWATCH", txn_unwatch, false, false},
+	{"BATON.NODE", admin_node, false, false},
+	{"BATON.MEMBERS", admin_members, false, false},
+	{"BATON.ADD", admin_add, false, false},
+	{"BATON.PROMOTE", admin_promote, false, false},
+	{"BATON.REMOVE", admin_remove, false, false},
+	{"BATON.TRANSFER", admin_transfer, false, false},
+	{"BATON.STALE", cmd_stale, false, false},
 #if BATON_TEST_HOOKS
-	{"BATON.TEST.PROPOSE", admin_test_propose, false},
+	{"BATON.TEST.PROPOSE", admin_test_propose, false, false},
 #endif
 };
 
@@ -287,12 +312,21 @@ void command_dispatch(struct server *s, struct client_state *cs,
 		      const size_t *lens)
 {
 	struct command_ctx x = {s, cs, sl, argc, argv, lens};
+	const struct local_command *c = NULL;
 	for (size_t i = 0; i < sizeof local_commands / sizeof local_commands[0];
 	     i++) {
-		const struct local_command *c = &local_commands[i];
-		if (!arg_is(&x, 0, c->name))
-			continue;
-		if (!cs->authenticated && !c->before_auth) {
+		if (arg_is(&x, 0, local_commands[i].name)) {
+			c = &local_commands[i];
+			break;
+		}
+	}
+	bool allowed = cs->authenticated || (c != NULL && c->before_auth);
+	if (txn_in_multi(cs) && (c == NULL || !c->in_multi)) {
+		txn_queue(&x, allowed, c != NULL);
+		return;
+	}
+	if (c != NULL) {
+		if (!allowed) {
 			resp_error(out(&x), "NOAUTH Authentication required.");
 			done(&x);
 			return;

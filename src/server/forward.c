@@ -1,14 +1,19 @@
 /*
- * Writes reach the log only through the leader. A follower sends a client's
- * write to the leader as a Forward frame and relays the leader's reply; the
- * leader proposes it like its own client's. A forwarded write whose leader
- * changes, or that does not come back in time, gets a retryable error that
- * says its outcome is unknown.
+ * Writes reach the log only through the leader. The leader checks a write
+ * against the machine version of its log (a command of a later version is
+ * refused and nothing is appended), encodes it in the payload format of
+ * that version (version 2: stamped with the leader's wall clock) and
+ * proposes it. A follower sends a client's write (one command, or a
+ * transaction from EXEC) to the leader as a Forward frame and relays the
+ * leader's reply; the leader checks, encodes and proposes it like its own
+ * client's. A forwarded write whose leader changes, or that does not come
+ * back in time, gets a retryable error that says its outcome is unknown.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "baton/assert.h"
 #include "log.h"
 #include "server.h"
 
@@ -27,6 +32,44 @@ struct proposal_ctx {
 	uint64_t forward_id;
 	bool acked; /* BATON_PLANTED_BUG_EARLY_ACK answered already */
 };
+
+/* ---- the machine version of the log ------------------------------------- */
+
+uint32_t server_machine_version_refresh(struct server *s)
+{
+	if (s->node == NULL)
+		return s->machine_version != 0 ? s->machine_version : 1;
+	struct baton_node_status st;
+	baton_node_status(s->node, &st);
+	uint32_t v = st.raft.versions.machine.value;
+	s->machine_version = v != 0 ? v : 1;
+	return s->machine_version;
+}
+
+/* Looking it up copies the node's whole status: the cache keeps that off
+ * the path of every write. A stale cache is safe: the version only rises
+ * while this node leads (forward_fail_all clears it when leadership
+ * changes), so a stale value is lower, which at worst writes payload
+ * format 1 (valid under every version) or refuses a command, and every
+ * refusal looks again before it answers (the sweeper's timer refreshes it
+ * too). */
+uint32_t server_machine_version(struct server *s)
+{
+	if (s->machine_version == 0)
+		return server_machine_version_refresh(s);
+	return s->machine_version;
+}
+
+void reply_needs_version(struct baton_buf *b, const char *command,
+			 uint32_t need, uint32_t have)
+{
+	resp_error(b,
+		   "ERR command '%s' needs machine version %u; the effective "
+		   "machine version is %u",
+		   command, need, have);
+}
+
+/* ---- on the leader ------------------------------------------------------- */
 
 /* The transport encodes it in the protocol version of its connection. */
 static void send_forward_reply(struct server *s, baton_node_id to, uint64_t id,
@@ -71,42 +114,133 @@ static void on_proposed(void *data, int status, const uint8_t *reply,
 	free(p);
 }
 
-/* Check and encode a write, then propose it. On failure the error reply
- * goes to `err` and nothing is proposed. */
-static int propose(struct server *s, struct proposal_ctx *p, int argc,
-		   const uint8_t *const *argv, const size_t *lens,
-		   struct baton_buf *err)
+/* Check a transaction's commands as queueing did (a follower's may come
+ * from another release): known, with a valid arity, allowed under v. */
+static int check_txn(const struct write_req *w, uint32_t v,
+		     struct baton_buf *err)
 {
-	const struct kv_command *c = kv_lookup(argv[0], lens[0]);
-	if (c == NULL || kv_check(c, argc, argv, lens, err) != 0) {
-		if (err->len == 0)
-			resp_error(err, "ERR unknown command");
+	if (v < 2) {
+		reply_needs_version(err, "exec", 2, v);
 		return -1;
 	}
+	for (uint32_t i = 0; i < w->n_commands; i++) {
+		const struct kv_txn_command *t = &w->commands[i];
+		const struct kv_command *c =
+			t->argc >= 1 ? kv_lookup(t->argv[0], t->lens[0]) : NULL;
+		if (c == NULL) {
+			resp_error(err,
+				   "EXECABORT Transaction discarded: "
+				   "command %u is unknown to the leader",
+				   i + 1);
+			return -1;
+		}
+		bool arity_ok = c->arity >= 0 ? t->argc == c->arity
+					      : t->argc >= -c->arity;
+		if (!arity_ok) {
+			resp_error(err,
+				   "EXECABORT Transaction discarded: wrong "
+				   "number of arguments for '%s' command",
+				   c->name);
+			return -1;
+		}
+		if (kv_gate(c, t->argc, t->argv, t->lens,
+			    (struct baton_machine_version){v}, err) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Check and encode a write in the payload format of machine version v
+ * (kind byte first). On failure the error reply goes to `err`. */
+static int encode(struct server *s, const struct write_req *w, uint32_t v,
+		  struct baton_buf *payload, struct baton_buf *err)
+{
+	const struct kv_txn_command *t = &w->commands[0];
+	const struct kv_command *c = NULL;
+	if (w->transaction) {
+		if (check_txn(w, v, err) != 0)
+			return -1;
+	} else {
+		BATON_ASSERT(w->n_commands == 1 && w->n_watches == 0);
+		c = kv_lookup(t->argv[0], t->lens[0]);
+		if (c == NULL ||
+		    kv_gate(c, t->argc, t->argv, t->lens,
+			    (struct baton_machine_version){v}, err) != 0 ||
+		    kv_check(c, t->argc, t->argv, t->lens, err) != 0) {
+			if (err->len == 0)
+				resp_error(err, "ERR unknown command");
+			return -1;
+		}
+		if (!(c->flags & KV_WRITE)) {
+			resp_error(err, "ERR '%s' is not a write", c->name);
+			return -1;
+		}
+	}
+	uint8_t kind = PAYLOAD_KV;
+	int rv = baton_buf_append(payload, &kind, 1);
+	uint64_t stamp_ms = server_wall_ms();
+	if (rv == 0 && w->transaction)
+		rv = kv_encode_txn(stamp_ms, w->n_watches, w->watches,
+				   w->n_commands, w->commands, payload);
+	else if (rv == 0 && v >= 2)
+		rv = kv_encode_v2(stamp_ms, t->argc, t->argv, t->lens, payload);
+	else if (rv == 0)
+		rv = kv_encode(t->argc, t->argv, t->lens, payload);
+	if (rv == BATON_EINVAL) {
+		resp_error(err, "ERR the write exceeds the limits of a log "
+				"entry");
+		return -1;
+	}
+	if (rv != 0) {
+		server_reply_error(s, err, rv);
+		return -1;
+	}
+	return 0;
+}
+
+/* Check, encode and propose a write. On failure the error reply goes to
+ * `err` and nothing is proposed. */
+static int propose(struct server *s, struct proposal_ctx *p,
+		   const struct write_req *w, struct baton_buf *err)
+{
 	struct baton_buf payload;
 	baton_buf_init(&payload);
-	uint8_t kind = PAYLOAD_KV;
-	int rv = baton_buf_append(&payload, &kind, 1);
-	if (rv == 0)
-		rv = kv_encode(argc, argv, lens, &payload);
-	if (rv == 0)
-		rv = baton_node_propose(s->node, payload.data, payload.len,
-					on_proposed, p);
+	size_t mark = err->len;
+	uint32_t v = server_machine_version(s);
+	int rv = encode(s, w, v, &payload, err);
+	if (rv != 0 && v < KV_MACHINE_VERSION_MAX) {
+		/* Refused under a cached version: look again. */
+		uint32_t fresh = server_machine_version_refresh(s);
+		if (fresh != v) {
+			err->len = mark;
+			baton_buf_reset(&payload);
+			rv = encode(s, w, fresh, &payload, err);
+		}
+	}
+	if (rv != 0) {
+		baton_buf_free(&payload);
+		return -1;
+	}
+	rv = baton_node_propose(s->node, payload.data, payload.len, on_proposed,
+				p);
 	baton_buf_free(&payload);
 	if (rv != 0) {
 		server_reply_error(s, err, rv);
 		return -1;
 	}
-	if (BATON_PLANTED_BUG_EARLY_ACK && strcmp(c->name, "set") == 0) {
-		static const uint8_t ok[] = "+OK\r\n";
-		deliver(p, ok, sizeof ok - 1);
-		p->acked = true;
+	if (BATON_PLANTED_BUG_EARLY_ACK && !w->transaction) {
+		const struct kv_command *c = kv_lookup(w->commands[0].argv[0],
+						       w->commands[0].lens[0]);
+		if (c != NULL && strcmp(c->name, "set") == 0) {
+			static const uint8_t ok[] = "+OK\r\n";
+			deliver(p, ok, sizeof ok - 1);
+			p->acked = true;
+		}
 	}
 	return 0;
 }
 
-void propose_write(struct server *s, struct slot *sl, int argc,
-		   const uint8_t *const *argv, const size_t *lens)
+void propose_write(struct server *s, struct slot *sl, const struct write_req *w)
 {
 	struct proposal_ctx *p = calloc(1, sizeof *p);
 	if (p == NULL) {
@@ -115,38 +249,79 @@ void propose_write(struct server *s, struct slot *sl, int argc,
 	}
 	p->s = s;
 	p->sl = sl;
-	if (propose(s, p, argc, argv, lens, slot_buf(sl)) != 0) {
+	if (propose(s, p, w, slot_buf(sl)) != 0) {
 		free(p);
 		slot_done(sl);
 	}
 }
 
-void forward_write(struct server *s, struct slot *sl, int argc,
-		   const uint8_t *const *argv, const size_t *lens)
+/* ---- on a follower ------------------------------------------------------- */
+
+void forward_write(struct server *s, struct slot *sl, const struct write_req *w)
 {
 	if (s->leader == 0) {
 		slot_error(sl, BATON_ENOLEADER);
 		return;
 	}
-	/* Refuse what the leader would refuse, without a round trip. */
-	const struct kv_command *c = kv_lookup(argv[0], lens[0]);
-	if (c != NULL && kv_check(c, argc, argv, lens, slot_buf(sl)) != 0) {
-		slot_done(sl);
-		return;
+	if (!w->transaction) {
+		/* Refuse what the leader would refuse, without a round trip. */
+		const struct kv_txn_command *t = &w->commands[0];
+		const struct kv_command *c = kv_lookup(t->argv[0], t->lens[0]);
+		if (c != NULL &&
+		    kv_check(c, t->argc, t->argv, t->lens, slot_buf(sl)) != 0) {
+			slot_done(sl);
+			return;
+		}
 	}
+	struct baton_peer_command one;
+	struct baton_peer_command *cmds = &one;
+	struct baton_peer_watch *watches = NULL;
+	if (w->n_commands > 1)
+		cmds = calloc(w->n_commands, sizeof *cmds);
+	if (w->n_watches > 0)
+		watches = calloc(w->n_watches, sizeof *watches);
 	struct pending_forward *f = calloc(1, sizeof *f);
-	if (f == NULL) {
-		slot_error(sl, BATON_ENOMEM);
+	int rv = 0;
+	if (f == NULL || cmds == NULL || (w->n_watches > 0 && watches == NULL))
+		rv = BATON_ENOMEM;
+	for (uint32_t i = 0; rv == 0 && i < w->n_commands; i++)
+		cmds[i] = (struct baton_peer_command){w->commands[i].argc,
+						      w->commands[i].argv,
+						      w->commands[i].lens};
+	for (uint32_t i = 0; rv == 0 && i < w->n_watches; i++)
+		watches[i] = (struct baton_peer_watch){w->watches[i].key,
+						       w->watches[i].key_len,
+						       w->watches[i].hash};
+	if (rv == 0) {
+		f->id = ++s->next_forward_id;
+		f->deadline_ms = uv_now(s->loop) + SERVER_FORWARD_TIMEOUT_MS;
+		f->sl = sl;
+		struct baton_peer_frame fr = {.kind = BATON_PEER_FORWARD};
+		fr.forward = (struct baton_peer_forward){
+			.request_id = f->id,
+			.transaction = w->transaction,
+			.n_commands = w->n_commands,
+			.commands = cmds,
+			.n_watches = w->n_watches,
+			.watches = watches};
+		rv = baton_node_send_frame(s->node, s->leader, &fr);
+	}
+	if (cmds != &one)
+		free(cmds);
+	free(watches);
+	if (rv == BATON_EVERSION) {
+		/* Protocol 1 carries single commands only; machine version
+		 * 2 (transactions) needs every member at 1.1.0 or later, so
+		 * this is a link to a leader of an older release. */
+		resp_error(slot_buf(sl),
+			   "ERR cannot forward a transaction to leader %" PRIu64
+			   ": its connection speaks peer protocol 1; run it on "
+			   "the leader",
+			   s->leader);
+		slot_done(sl);
+		free(f);
 		return;
 	}
-	f->id = ++s->next_forward_id;
-	f->deadline_ms = uv_now(s->loop) + SERVER_FORWARD_TIMEOUT_MS;
-	f->sl = sl;
-	struct baton_peer_frame fr = {.kind = BATON_PEER_FORWARD};
-	struct baton_peer_command cmd = {argc, argv, lens};
-	fr.forward = (struct baton_peer_forward){
-		.request_id = f->id, .n_commands = 1, .commands = &cmd};
-	int rv = baton_node_send_frame(s->node, s->leader, &fr);
 	if (rv != 0) {
 		free(f);
 		slot_error(sl, rv == BATON_ENOTFOUND ? BATON_ENOLEADER : rv);
@@ -169,52 +344,84 @@ static struct pending_forward *take(struct server *s, uint64_t id)
 	return NULL;
 }
 
-void forward_on_frame(struct server *s, baton_node_id from,
-		      const struct baton_peer_frame *f)
+static void on_forward_reply(struct server *s,
+			     const struct baton_peer_forward_reply *r)
 {
-	if (f->kind == BATON_PEER_FORWARD_REPLY) {
-		struct pending_forward *pf =
-			take(s, f->forward_reply.request_id);
-		if (pf == NULL)
-			return; /* expired already */
-		int rv = f->forward_reply.error != NULL
-				 ? resp_error(slot_buf(pf->sl), "ERR %s",
-					      f->forward_reply.error)
-				 : baton_buf_append(slot_buf(pf->sl),
-						    f->forward_reply.resp_reply,
-						    f->forward_reply.resp_len);
-		if (rv != 0)
-			slot_error(pf->sl, rv);
-		else
-			slot_done(pf->sl);
-		free(pf);
-		return;
-	}
-	if (f->kind != BATON_PEER_FORWARD)
-		return; /* not for this module (a join frame, ...) */
-	/* A follower's client write. */
+	struct pending_forward *pf = take(s, r->request_id);
+	if (pf == NULL)
+		return; /* expired already */
+	int rv = r->error != NULL
+			 ? resp_error(slot_buf(pf->sl), "ERR %s", r->error)
+			 : baton_buf_append(slot_buf(pf->sl), r->resp_reply,
+					    r->resp_len);
+	if (rv != 0)
+		slot_error(pf->sl, rv);
+	else
+		slot_done(pf->sl);
+	free(pf);
+}
+
+/* A follower's client write, on the leader. */
+static void on_forward(struct server *s, baton_node_id from,
+		       const struct baton_peer_forward *f)
+{
 	struct baton_buf err;
 	baton_buf_init(&err);
 	struct proposal_ctx *p = calloc(1, sizeof *p);
-	const struct baton_peer_command *cmd = f->forward.commands;
-	if (p == NULL || f->forward.transaction || f->forward.n_commands != 1) {
-		reply_error_for(&err, p == NULL ? BATON_ENOMEM : BATON_EINVAL);
+	struct kv_txn_command one;
+	struct kv_txn_command *cmds = &one;
+	struct kv_watch *watches = NULL;
+	if (f->n_commands > 1)
+		cmds = calloc(f->n_commands, sizeof *cmds);
+	if (f->n_watches > 0)
+		watches = calloc(f->n_watches, sizeof *watches);
+	if (p == NULL || cmds == NULL ||
+	    (f->n_watches > 0 && watches == NULL)) {
+		reply_error_for(&err, BATON_ENOMEM);
+	} else if (!f->transaction &&
+		   (f->n_commands != 1 || f->n_watches != 0)) {
+		reply_error_for(&err, BATON_EINVAL); /* the codec forbids it */
 	} else {
+		for (uint32_t i = 0; i < f->n_commands; i++)
+			cmds[i] = (struct kv_txn_command){f->commands[i].argc,
+							  f->commands[i].argv,
+							  f->commands[i].lens};
+		for (uint32_t i = 0; i < f->n_watches; i++)
+			watches[i] = (struct kv_watch){f->watches[i].key,
+						       f->watches[i].key_len,
+						       f->watches[i].hash};
+		struct write_req w = {f->transaction, f->n_watches, watches,
+				      f->n_commands, cmds};
 		p->s = s;
 		p->from = from;
-		p->forward_id = f->forward.request_id;
-		if (propose(s, p, cmd->argc, cmd->argv, cmd->lens, &err) == 0)
+		p->forward_id = f->request_id;
+		if (propose(s, p, &w, &err) == 0)
 			p = NULL; /* on_proposed replies */
 	}
 	if (err.len > 0)
-		send_forward_reply(s, from, f->forward.request_id, err.data,
-				   err.len);
+		send_forward_reply(s, from, f->request_id, err.data, err.len);
 	free(p);
+	if (cmds != &one)
+		free(cmds);
+	free(watches);
 	baton_buf_free(&err);
+}
+
+void forward_on_frame(struct server *s, baton_node_id from,
+		      const struct baton_peer_frame *f)
+{
+	if (f->kind == BATON_PEER_FORWARD_REPLY)
+		on_forward_reply(s, &f->forward_reply);
+	else if (f->kind == BATON_PEER_FORWARD)
+		on_forward(s, from, &f->forward);
+	/* else not for this module (a join frame, ...) */
 }
 
 void forward_fail_all(struct server *s, const char *why)
 {
+	/* Leadership changed: the version cached under the old leader may
+	 * not hold under the new one. */
+	s->machine_version = 0;
 	struct pending_forward *f = s->forwards;
 	s->forwards = NULL;
 	if (f != NULL)

@@ -154,9 +154,9 @@ static int apply_kv(struct server_machine *m, struct baton_machine_version v,
 		return refuse(m, rv,
 			      "entry %" PRIu64 " holds a kv payload of format "
 			      "%u that machine version %u cannot apply (this "
-			      "release reads kv payload format %u)",
+			      "release reads kv payload formats up to %u): %s",
 			      e->index, e->len > 1 ? e->buf[1] : 0u, v.value,
-			      KV_PAYLOAD_FORMAT_MAX);
+			      KV_PAYLOAD_FORMAT_MAX, kv_errmsg(m->kv));
 	default:
 		return refuse(m, BATON_ECORRUPT,
 			      "entry %" PRIu64 " holds a malformed kv payload "
@@ -305,6 +305,26 @@ static int machine_restore(struct baton_machine *bm,
 	return 0;
 }
 
+/* Version 1 to 2 needs no conversion: kv applies each entry under the
+ * version in force (format-1 payloads included) and writes snapshots of
+ * the version asked for. A version beyond kv's stops the node here (the
+ * core stalls on such a version entry before; this is the backstop). */
+static int machine_version_changed(struct baton_machine *bm, baton_index index,
+				   struct baton_machine_version from,
+				   struct baton_machine_version to)
+{
+	struct server_machine *m = (struct server_machine *)bm;
+	(void)from;
+	if (to.value >= KV_MACHINE_VERSION_MIN &&
+	    to.value <= KV_MACHINE_VERSION_MAX)
+		return 0;
+	return refuse(m, BATON_EVERSION,
+		      "entry %" PRIu64 " makes the machine version %u; this "
+		      "release implements %u..%u",
+		      index, to.value, KV_MACHINE_VERSION_MIN,
+		      KV_MACHINE_VERSION_MAX);
+}
+
 static const char *machine_errmsg(const struct baton_machine *bm)
 {
 	const struct server_machine *m = (const struct server_machine *)bm;
@@ -313,7 +333,7 @@ static const char *machine_errmsg(const struct baton_machine *bm)
 
 static const struct baton_machine_ops ops = {
 	.apply = machine_apply,
-	.version_changed = NULL, /* one machine version so far */
+	.version_changed = machine_version_changed,
 	.snapshot = machine_snapshot,
 	.restore = machine_restore,
 	.errmsg = machine_errmsg,

@@ -6,7 +6,9 @@
  * a node restored from one knows every address.
  *
  * Entry payloads (docs/batond.md, "Log payloads"): a kind byte, then
- *   'K'  a kv payload (kv_encode);
+ *   'K'  a kv payload: format 1 (kv_encode) under machine version 1; the
+ *        leader writes format 2 under version 2 (stamped with its wall
+ *        clock: one command, a transaction or an expiry sweep);
  *   'P'  an address entry: u64 id, u16 length + peer address, u16 length +
  *        client address (little endian; bytes after them are left for a
  *        later release to append and ignored).

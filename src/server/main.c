@@ -29,6 +29,7 @@ static void after_handover(void *data)
 	LOG_INFO("closing storage and exiting");
 	clients_close_all(s);
 	forward_fail_all(s, "shutting down");
+	expiry_stop(s);
 	join_stop(s);
 	baton_node_close(s->node);
 	s->node = NULL;
@@ -121,6 +122,7 @@ static int run(struct server *s)
 	uv_timer_init(s->loop, &s->housekeeping);
 	s->housekeeping.data = s;
 	uv_timer_start(&s->housekeeping, on_housekeeping, 500, 500);
+	expiry_start(s);
 	char release[BATON_RELEASE_STR_MAX], own[BATON_RELEASE_STR_MAX];
 	const struct baton_profile *p = &s->cfg.profile;
 	baton_release_format(baton_release_current()->release, own);

@@ -282,8 +282,9 @@ int txn_unwatch(struct command_ctx *x);
 bool txn_in_multi(const struct client_state *cs);
 /* Inside MULTI: queue the command (+QUEUED) or refuse it (an error that
  * makes EXEC fail with EXECABORT). `allowed`: the client may run it (it
- * authenticated, or the command needs no AUTH). */
-void txn_queue(struct command_ctx *x, bool allowed);
+ * authenticated, or the command needs no AUTH); `local`: one of the
+ * server's own commands (not key-value). */
+void txn_queue(struct command_ctx *x, bool allowed, bool local);
 /* The connection closed: free its queue and watches. */
 void txn_free(struct client_state *cs);
 

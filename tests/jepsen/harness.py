@@ -959,6 +959,8 @@ class Nemesis:
             if now >= min(when, stop_at):
                 return now < stop_at
             self.check_nodes()
+            if self.roller is not None:
+                self.roller.maybe_observe()
             time.sleep(min(0.1, min(when, stop_at) - now))
 
     def check_nodes(self):

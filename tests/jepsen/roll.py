@@ -28,6 +28,7 @@ import redis
 
 HOST = "127.0.0.1"
 UPGRADE_QUIET_S = 3.0  # no fault episode this close to an upgrade
+OBSERVE_EVERY_S = 1.0  # versions looked at between upgrades too
 SETTLE_S = 20.0  # after the last upgrade: the effective version must rise
 GAP_WINDOW_S = (1.0, 10.0)  # write gaps measured in [t - a, t + b]
 PROBE_KEY = "roll-probe"
@@ -66,14 +67,16 @@ def merge_schedule(schedule, seconds, node_ids, release):
 
 
 def node_versions(node, timeout=1.0):
-    """(release, machine_max, machine_version) from INFO, or None."""
+    """(release, machine_max, machine_version, role, upgrade_waits_for)
+    from INFO, or None."""
     try:
         info = node.client(timeout=timeout).info()
     except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
         return None
     try:
         return (str(info["release"]), int(info["machine_max"]),
-                int(info["machine_version"]))
+                int(info["machine_version"]), str(info.get("role", "")),
+                str(info.get("upgrade_waits_for", "")))
     except (KeyError, ValueError):
         return None
 
@@ -92,6 +95,8 @@ class Roller:
         self.upgraded = {}  # node id -> monotonic ns of its restart
         self.machine_max = {}  # node id -> last machine_max it reported
         self.highest_seen = 0
+        self.last_observed = 0.0  # monotonic s
+        self.last_effective = None
 
     def note(self, what, **detail):
         entry = {"ns": time.monotonic_ns(), "what": what}
@@ -116,9 +121,16 @@ class Roller:
         self.note("upgrade", node=node_id, release=self.release_to)
         self.observe()
 
-    def observe(self):
+    def maybe_observe(self):
+        """observe() about once a second during the run; the timeline keeps
+        only the observations where the effective version changed."""
+        if time.monotonic() - self.last_observed >= OBSERVE_EVERY_S:
+            self.observe(quiet=True)
+
+    def observe(self, quiet=False):
         """Every live node's versions; check the machine-upgrade rule and
         the gating of a version-2 command."""
+        self.last_observed = time.monotonic()
         seen = {}
         for node in self.run.cluster.alive():
             if node.id in self.run.cluster.paused:
@@ -132,9 +144,15 @@ class Roller:
         effective = max(v[2] for v in seen.values())
         self.highest_seen = max(self.highest_seen, effective)
         floor = min(self.machine_max.values())
-        self.note("versions", effective=effective, lowest_machine_max=floor,
-                  nodes=" ".join(f"{i}:{v[0]}" for i, v in sorted(
-                      seen.items())))
+        waits = [v[4] for v in seen.values() if v[3] == "leader" and v[4]]
+        changed = effective != self.last_effective
+        self.last_effective = effective
+        if changed or not quiet:
+            self.note("versions", effective=effective, lowest_machine_max=floor,
+                      nodes=" ".join(f"{i}:{v[0]}" for i, v in sorted(
+                          seen.items())),
+                      **({"leader_waits_for": repr(waits[0])}
+                         if waits else {}))
         if len(self.machine_max) == len(self.run.cluster.nodes) \
                 and effective > floor:
             raise self.failure(
@@ -178,7 +196,7 @@ class Roller:
         end = time.monotonic() + SETTLE_S
         target = None
         while time.monotonic() < end:
-            effective = self.observe()
+            effective = self.observe(quiet=True)
             target = min(self.machine_max.values()) \
                 if self.machine_max else None
             if effective is not None and target is not None \
@@ -204,14 +222,19 @@ class Roller:
 
     def write_gaps(self, ops):
         """For each upgrade: the longest time, in ms, between two
-        consecutive acknowledged writes completing around it."""
+        consecutive acknowledged writes completing from GAP_WINDOW_S[0]
+        before it to GAP_WINDOW_S[1] after it (or to just before the next
+        upgrade, so that each gap belongs to one restart)."""
         done = sorted(op.complete_ns for op in ops
                       if op.status == "ok" and op.f != "get"
                       and op.complete_ns is not None)
+        order = sorted(self.upgraded.items(), key=lambda x: x[1])
         gaps = {}
-        for node_id, t in sorted(self.upgraded.items(), key=lambda x: x[1]):
+        for k, (node_id, t) in enumerate(order):
             lo = t - int(GAP_WINDOW_S[0] * 1e9)
             hi = t + int(GAP_WINDOW_S[1] * 1e9)
+            if k + 1 < len(order):
+                hi = min(hi, order[k + 1][1] - int(GAP_WINDOW_S[0] * 1e9))
             inside = [x for x in done if lo <= x <= hi]
             longest = max((b - a for a, b in zip(inside, inside[1:])),
                           default=None)

@@ -356,6 +356,28 @@ Test(upgrade, all_waits_for_a_member_behind_and_goes_once_it_upgrades)
 	h_free(&h);
 }
 
+/* Reads start heartbeat rounds of their own, which push the heartbeat
+ * timer back: under a steady stream of them the timer never fires. Info
+ * rounds keep their own clock, so the upgrade still goes through. */
+Test(upgrade, info_rounds_go_on_under_a_steady_stream_of_reads)
+{
+	struct harness h;
+	baton_node_id l = mixed(&h);
+	cr_assert_eq(upgrade_status(&h, l).n_waiting, 1);
+	restart_on(&h, 3, rel(1, 1));
+	uint64_t id = 1;
+	for (int t = 0; t < 60 && machine(&h, l) < 2; t++) {
+		struct baton_event ev = {.type = BATON_EVENT_READ};
+		ev.u.read.request_id = id++;
+		h_step(&h, l, &ev);
+		h_run(&h, 10);
+		cr_assert_eq(h_leader(&h), l, "no election in between");
+	}
+	cr_assert_eq(machine(&h, l), 2,
+		     "the leader learnt node 3's upgrade while serving reads");
+	h_free(&h);
+}
+
 Test(upgrade, removing_the_member_behind_lets_the_upgrade_go)
 {
 	struct harness h;
