@@ -10,9 +10,11 @@
  * keys of one are either a whole chain or a run of one chain of the other
  * array (its keys share their low bits, so they are adjacent in the sort).
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -23,6 +25,12 @@
 #define KV_VALUE_SLACK_BYTES 64u
 /* The largest table: 2^40 buckets is far beyond any memory. */
 #define KV_TABLE_BUCKETS_MAX ((uint64_t)1 << 40)
+/* Bucket arrays from this size on are mapped from the system, not taken
+ * from malloc: glibc's malloc merges every small block freed since its
+ * last large request or large free before serving the next one, so after
+ * a million expired keys were freed one 2 MiB array took 40 ms. Smaller
+ * arrays are small-bin requests, which never merge. */
+#define KV_TABLE_MAP_BYTES_MIN 1024u
 
 static uint64_t pow2_at_least(uint64_t n)
 {
@@ -32,11 +40,29 @@ static uint64_t pow2_at_least(uint64_t n)
 	return size;
 }
 
+/* A zeroed array of `size` buckets, or NULL. */
 static struct kv__entry **buckets_new(uint64_t size)
 {
 	if (size > SIZE_MAX / sizeof(struct kv__entry *))
 		return NULL;
-	return calloc((size_t)size, sizeof(struct kv__entry *));
+	size_t bytes = (size_t)size * sizeof(struct kv__entry *);
+	if (bytes < KV_TABLE_MAP_BYTES_MIN)
+		return calloc((size_t)size, sizeof(struct kv__entry *));
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p != MAP_FAILED ? p : NULL;
+}
+
+static void buckets_free(struct kv__entry **buckets, uint64_t size)
+{
+	size_t bytes = (size_t)size * sizeof(struct kv__entry *);
+	if (buckets == NULL || bytes < KV_TABLE_MAP_BYTES_MIN) {
+		free(buckets);
+		return;
+	}
+	int rv = munmap(buckets, bytes);
+	assert(rv == 0);
+	(void)rv;
 }
 
 int kv__table_init(struct kv__table *t, uint64_t hint)
@@ -65,7 +91,7 @@ static void free_chains(struct kv__table *t)
 {
 	if (t->old != NULL) {
 		free_array(t->old, t->old_size);
-		free(t->old);
+		buckets_free(t->old, t->old_size);
 		t->old = NULL;
 	}
 	t->old_size = 0;
@@ -79,7 +105,7 @@ void kv__table_free(struct kv__table *t)
 {
 	if (t->buckets != NULL)
 		free_chains(t);
-	free(t->buckets);
+	buckets_free(t->buckets, t->size);
 	t->buckets = NULL;
 	t->size = 0;
 	kv__heap_free(&t->expiring);
@@ -93,7 +119,7 @@ void kv__table_clear(struct kv__table *t)
 	struct kv__entry **small = buckets_new(KV_TABLE_BUCKETS_MIN);
 	if (small == NULL)
 		return; /* keep the big, now empty, table */
-	free(t->buckets);
+	buckets_free(t->buckets, t->size);
 	t->buckets = small;
 	t->size = KV_TABLE_BUCKETS_MIN;
 }
@@ -291,7 +317,7 @@ void kv__table_step(struct kv__table *t)
 	}
 	if (t->moved < t->old_size)
 		return;
-	free(t->old);
+	buckets_free(t->old, t->old_size);
 	t->old = NULL;
 	t->old_size = 0;
 	t->moved = 0;

@@ -60,6 +60,8 @@ static void usage(FILE *f)
 		"(quorum) can\n"
 		"  --strict-release        refuse peers and joiners of another "
 		"release\n"
+		"  --accept-joins          as leader, add nodes that ask to join "
+		"(--join-seeds)\n"
 		"  --as-release X.Y.Z      run as an older release this binary "
 		"contains (tests)\n"
 		"  --help\n"
@@ -312,6 +314,8 @@ static int read_config_file(struct server_config *c, const char *path)
 			rv = parse_switch(k, v, &c->join);
 		else if (strcmp(k, "strict-release") == 0)
 			rv = parse_switch(k, v, &c->strict_release);
+		else if (strcmp(k, "accept-joins") == 0)
+			rv = parse_switch(k, v, &c->accept_joins);
 		else
 			rv = set_option(c, k, v);
 		if (rv != 0)
@@ -370,6 +374,10 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 		}
 		if (strcmp(a, "--strict-release") == 0) {
 			c->strict_release = true;
+			continue;
+		}
+		if (strcmp(a, "--accept-joins") == 0) {
+			c->accept_joins = true;
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0 || i + 1 == argc) {

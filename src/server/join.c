@@ -537,6 +537,17 @@ static void on_request(struct join *j, baton_node_id from,
 		send_reply(s, from, true, "");
 		return;
 	}
+	if (!s->cfg.accept_joins) {
+		snprintf(why, sizeof why,
+			 "node %" PRIu64 " does not accept joins: start the "
+			 "members with --accept-joins, or have an operator "
+			 "run batonctl add",
+			 s->cfg.id);
+		LOG_WARN("join: refused node %" PRIu64 " (%s): %s", from,
+			 theirs, why);
+		send_reply(s, from, false, why);
+		return;
+	}
 	const struct baton_release *strict =
 		s->cfg.strict_release ? &s->cfg.profile.release : NULL;
 	if (baton_join_check(&st.raft.versions, from, &r->profile, strict, why,

@@ -90,6 +90,10 @@ struct server_config {
 	 * contains (--as-release); used for everything versioned. */
 	struct baton_profile profile;
 	bool strict_release;
+	/* Add nodes that ask to join (--join-seeds) without an operator's
+	 * BATON.ADD. Off by default: until peers prove they hold the
+	 * cluster's secret, anyone who reaches the peer port could ask. */
+	bool accept_joins;
 	uint32_t machine_upgrade; /* enum baton_machine_upgrade */
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];

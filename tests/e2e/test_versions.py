@@ -300,8 +300,24 @@ def test_quorum_upgrade_leaves_a_member_needing_an_upgrade(cluster):
 # ---- active join -------------------------------------------------------------------
 
 
+def test_a_cluster_without_accept_joins_refuses_a_joiner(cluster):
+    """The joiner may join by the versions, so it asks; the leader refuses
+    (its members were not started with --accept-joins) and says why, and
+    the joiner logs the leader's reason and keeps trying."""
+    cluster.start(3)
+    j = add_node(cluster, ["--join-seeds", seeds(cluster, [1, 2, 3])])
+    wait_for(f"{j} to log the leader's refusal", lambda: re.search(
+        r"does not accept joins", j.log_text()))
+    assert "trying again in" in j.log_text()
+    lead = cluster.leader()
+    wait_for("the leader to log the refusal", lambda: re.search(
+        rf"join: refused node {j.id} .*does not accept joins",
+        lead.log_text()))
+    assert j.id not in members_by_id(lead)
+
+
 def test_1_0_0_joiner_joins_at_machine_1_and_is_refused_at_2(cluster):
-    cluster.start(3, extra=["--as-release", "1.0.0"])
+    cluster.start(3, extra=["--as-release", "1.0.0", "--accept-joins"])
     restart_at(cluster.node(1), "1.1.0")
     restart_at(cluster.node(2), "1.1.0")
     cluster.leader()
@@ -336,7 +352,7 @@ def test_1_0_0_joiner_joins_at_machine_1_and_is_refused_at_2(cluster):
 
 
 def test_1_2_0_joiner_waits_for_a_1_0_0_cluster_then_joins(cluster):
-    cluster.start(3, extra=["--as-release", "1.0.0"])
+    cluster.start(3, extra=["--as-release", "1.0.0", "--accept-joins"])
     j = add_node(cluster, ["--as-release", "1.2.0", "--join-seeds",
                            seeds(cluster, [1, 2, 3])])
     # No protocol in common (1 vs 2-3): it waits and says why.
