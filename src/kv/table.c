@@ -262,14 +262,19 @@ static void resize_start(struct kv__table *t, uint64_t size)
 	t->size = size;
 }
 
-static void maybe_resize(struct kv__table *t)
+/* Start a growth (inserts) or a shrink (deletes) if due and no resize is
+ * under way (the next starts once it ends). */
+static void maybe_grow(struct kv__table *t)
 {
-	if (t->old != NULL)
-		return; /* one at a time: the next starts once this ends */
-	if (t->count > t->size && t->size < KV_TABLE_BUCKETS_MAX)
+	if (t->old == NULL && t->count > t->size &&
+	    t->size < KV_TABLE_BUCKETS_MAX)
 		resize_start(t, t->size * 2);
-	else if (t->size > KV_TABLE_BUCKETS_MIN &&
-		 t->count * KV_TABLE_SHRINK_RATIO < t->size)
+}
+
+static void maybe_shrink(struct kv__table *t)
+{
+	if (t->old == NULL && t->size > KV_TABLE_BUCKETS_MIN &&
+	    t->count * KV_TABLE_SHRINK_RATIO < t->size)
 		resize_start(t, pow2_at_least(t->count * 2));
 }
 
@@ -341,7 +346,7 @@ void kv__table_insert(struct kv__table *t, struct kv__entry *e)
 	kv__table_step(t);
 	link_sorted(chain_of(t, e->hash), e);
 	t->count++;
-	maybe_resize(t);
+	maybe_grow(t);
 }
 
 void kv__table_put(struct kv__table *t, struct kv__entry *e)
@@ -378,7 +383,7 @@ bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
 		kv__entry_free(e);
 		assert(t->count > 0);
 		t->count--;
-		maybe_resize(t);
+		maybe_shrink(t);
 		return true;
 	}
 	return false;

@@ -19,6 +19,7 @@
  * A timer checks every SWEEP_PERIOD_MS, on every node (it also refreshes
  * the cached machine version, forward.c); only the leader proposes.
  */
+#include <inttypes.h>
 #include <time.h>
 
 #include "log.h"
@@ -61,6 +62,8 @@ static void on_swept(void *data, int status, const uint8_t *reply, size_t len)
 	s->sweeper.entries++;
 	s->sweeper.deleted += n;
 	s->sweeper.backlog = n >= KV_SWEEP_BATCH_KEYS;
+	LOG_DEBUG("expiry sweep: %" PRIu64 " keys deleted%s", n,
+		  s->sweeper.backlog ? ", more due" : "");
 	sweep(s);
 }
 
