@@ -140,6 +140,15 @@ void baton__transport_close(struct conn *c, const char *why)
 	if (c->ready && c->t->stats.connected_peers > 0 &&
 	    (p == NULL || (p->out == NULL && p->in == NULL)))
 		c->t->stats.connected_peers--;
+	/* A node we never dial (a joiner, or anyone who reached the port)
+	 * holds its slot only while connected: otherwise 64 made-up ids
+	 * would leave no room for the next real one. */
+	if (p != NULL && p->addr[0] == '\0' && !p->redial_init &&
+	    p->out == NULL && p->in == NULL) {
+		BATON_ASSERT(!c->outbound);
+		c->peer = NULL;
+		memset(p, 0, sizeof *p);
+	}
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 

@@ -85,10 +85,13 @@ static bool give_view(void *data, struct baton_peer_cluster_view *out)
 	return true;
 }
 
-static void start(struct node *n, baton_node_id id, uint16_t minor, bool strict)
+/* Node id listens on port_base + slot (a test's ports are port_base + 0..9). */
+static void start_at(struct node *n, baton_node_id id, uint16_t slot,
+		     uint16_t minor, bool strict)
 {
+	cr_assert_lt(slot, 10);
 	snprintf(n->addr, sizeof n->addr, "127.0.0.1:%u",
-		 (unsigned)(port_base + id));
+		 (unsigned)(port_base + slot));
 	struct baton_transport_config c = {.loop = &loop,
 					   .cluster_id = "test",
 					   .id = id,
@@ -99,6 +102,11 @@ static void start(struct node *n, baton_node_id id, uint16_t minor, bool strict)
 					   .data = n,
 					   .strict_release = strict};
 	cr_assert_eq(baton_transport_start(&c, &n->t), 0);
+}
+
+static void start(struct node *n, baton_node_id id, uint16_t minor, bool strict)
+{
+	start_at(n, id, (uint16_t)id, minor, strict);
 }
 
 /* Run the loop until *flag or 5 s. */
@@ -287,4 +295,43 @@ Test(transport, strict_release_with_the_same_release_connects, .init = setup)
 	}
 	cr_assert(up);
 	stop(&a, &b);
+}
+
+/* Nodes a transport never dials (joiners, or anyone who reached the port)
+ * hold a peer slot only while connected: more of them than there are
+ * slots, one after the other, still leave room for the next. */
+Test(transport, slots_of_unknown_nodes_are_freed_when_they_leave, .init = setup)
+{
+	struct node a = {.view = true};
+	start(&a, 1, 2, false);
+	for (baton_node_id id = 100; id < 100 + BATON_TRANSPORT_PEERS_MAX + 8;
+	     id++) {
+		struct node b = {0};
+		/* Ports in turn: a closed listener may linger a moment. */
+		start_at(&b, id, (uint16_t)(2 + id % 8), 2, false);
+		cr_assert_eq(baton_transport_set_peer(b.t, 1, a.addr), 0);
+		bool up = false;
+		for (int i = 0; i < 500 && !up; i++) {
+			uv_run(&loop, UV_RUN_NOWAIT);
+			usleep(1000);
+			up = baton_transport_peer_proto(b.t, 1).value != 0;
+		}
+		cr_assert(up, "node %llu connected", (unsigned long long)id);
+		baton_transport_stop(b.t);
+		/* Let a see the connection close. */
+		struct baton_transport_stats st;
+		for (int i = 0; i < 500; i++) {
+			uv_run(&loop, UV_RUN_NOWAIT);
+			baton_transport_stats(a.t, &st);
+			if (st.n_peers == 0)
+				break;
+			usleep(1000);
+		}
+		cr_assert_eq(st.n_peers, 0, "node %llu's slot was freed",
+			     (unsigned long long)id);
+	}
+	cr_assert_eq(a.joins, 0);
+	baton_transport_stop(a.t);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
 }
