@@ -27,7 +27,7 @@ import time
 import redis
 
 HOST = "127.0.0.1"
-UPGRADE_QUIET_S = 3.0  # no fault episode this close to an upgrade
+UPGRADE_QUIET_S = 1.0  # no fault episode this close to an upgrade
 OBSERVE_EVERY_S = 1.0  # versions looked at between upgrades too
 SETTLE_S = 20.0  # after the last upgrade: the effective version must rise
 GAP_WINDOW_S = (1.0, 10.0)  # write gaps measured in [t - a, t + b]

@@ -117,13 +117,17 @@ def test_teeth_planted_bug(tmp_path, bug):
 # command is refused before and accepted after, and the history must be
 # linearizable (no acknowledged write lost).
 ROLL_SECONDS = 30
+# With kills between the upgrades: long enough for fault episodes (1-6 s)
+# to fit between them.
+ROLL_KILL_SECONDS = 40
 
 
 @pytest.mark.parametrize("nemesis", ["none", "kill"])
 def test_rolling_upgrade_under_load(tmp_path, nemesis):
     require_binaries()
     seed = seed_from_env()
-    seconds = env_int("JEPSEN_ROLL_SECONDS", ROLL_SECONDS)
+    seconds = env_int("JEPSEN_ROLL_SECONDS",
+                      ROLL_KILL_SECONDS if nemesis == "kill" else ROLL_SECONDS)
     args = harness_args(tmp_path, seed, seconds, 3,
                         ["--roll-releases", "1.0.0,1.1.0", "--nemesis",
                          nemesis], label=f"roll-{nemesis}-")
@@ -143,3 +147,6 @@ def test_rolling_upgrade_under_load(tmp_path, nemesis):
     settled = [e for e in res.roller.timeline if e["what"] == "settled"]
     assert settled and settled[-1]["effective"] == 2, res.roll_summary
     assert res.counts["ok"] > 0
+    if nemesis == "kill":
+        assert res.faults.get("kill", 0) + res.faults.get("power-loss", 0) \
+            > 0, f"no kill between the upgrades: {res.faults}"
