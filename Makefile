@@ -68,6 +68,7 @@ bench: build
 	$(BUILD)/bench-core
 	$(BUILD)/bench-storage
 	$(BUILD)/bench-lincheck
+	$(BUILD)/bench-kv-expiry
 
 # batond against redis-server --appendfsync always, with redis-benchmark.
 bench-server: build
