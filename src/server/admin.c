@@ -13,25 +13,6 @@
 #include "log.h"
 #include "server.h"
 
-static struct baton_buf *out(const struct command_ctx *x)
-{
-	return slot_buf(x->sl);
-}
-
-static int done(const struct command_ctx *x)
-{
-	slot_done(x->sl);
-	return 0;
-}
-
-static int wrong_args(const struct command_ctx *x)
-{
-	resp_error(out(x), "ERR wrong number of arguments for '%.*s' command",
-		   (int)(x->lens[0] < 64 ? x->lens[0] : 64),
-		   (const char *)x->argv[0]);
-	return done(x);
-}
-
 /* A decimal argument; false if it is not one. */
 static bool arg_u64(const struct command_ctx *x, int i, uint64_t *v)
 {
@@ -46,13 +27,6 @@ static bool arg_u64(const struct command_ctx *x, int i, uint64_t *v)
 		return false;
 	*v = n;
 	return true;
-}
-
-static void arg_str(const struct command_ctx *x, int i, char *buf, size_t cap)
-{
-	size_t n = x->lens[i] < cap - 1 ? x->lens[i] : cap - 1;
-	memcpy(buf, x->argv[i], n);
-	buf[n] = '\0';
 }
 
 static const char *role_name(uint32_t role)
@@ -190,8 +164,8 @@ int admin_info(struct command_ctx *x)
 		s->stats.rejected_clients, s->stats.protocol_errors,
 		st.transport.dropped, st.transport.unknown,
 		st.transport.refused, st.storage_failed ? "no" : "yes");
-	resp_bulk(out(x), text, n > 0 ? (size_t)n : 0);
-	return done(x);
+	resp_bulk(command_out(x), text, n > 0 ? (size_t)n : 0);
+	return command_done(x);
 }
 
 /* ---- admin commands -------------------------------------------------------
@@ -217,7 +191,7 @@ int admin_node(struct command_ctx *x)
 	struct baton_node_status st;
 	baton_node_status(s->node, &st);
 	const struct book_entry *me = server_address(s, s->cfg.id);
-	struct baton_buf *b = out(x);
+	struct baton_buf *b = command_out(x);
 	struct versions_view v;
 	versions_view(s, &st, &v);
 	resp_array(b, 2 * 22);
@@ -249,7 +223,7 @@ int admin_node(struct command_ctx *x)
 	map_field(b, "storage", "%s", st.storage_failed ? "failed" : "ok");
 	map_field(b, "stalled_index", "%" PRIu64, st.stalled_index);
 	map_field(b, "stalled", "%s", st.stalled_why);
-	return done(x);
+	return command_done(x);
 }
 
 /* A member's versions: the leader's live table (info replies of this
@@ -279,7 +253,7 @@ int admin_members(struct command_ctx *x)
 	baton_node_status(s->node, &st);
 	static struct baton_upgrade_status us;
 	baton_node_upgrade_status(s->node, &us);
-	struct baton_buf *b = out(x);
+	struct baton_buf *b = command_out(x);
 	resp_array(b, st.raft.config.n);
 	for (uint32_t i = 0; i < st.raft.config.n; i++) {
 		const struct baton_member *m = &st.raft.config.members[i];
@@ -311,7 +285,7 @@ int admin_members(struct command_ctx *x)
 		map_field(b, "proto_max", "%u", p.proto_max.value);
 		map_field(b, "machine_max", "%u", p.machine_max.value);
 	}
-	return done(x);
+	return command_done(x);
 }
 
 /* Admin writes go to the leader: elsewhere say where it is. */
@@ -322,11 +296,13 @@ static bool require_leader(struct command_ctx *x)
 		return true;
 	const struct book_entry *e = server_address(s, s->leader);
 	if (s->leader == 0)
-		resp_error(out(x), "TRYAGAIN no leader elected yet; retry");
+		resp_error(command_out(x),
+			   "TRYAGAIN no leader elected yet; retry");
 	else
-		resp_error(out(x), "NOTLEADER leader is %" PRIu64 " at %s",
-			   s->leader, e ? e->client : "?");
-	done(x);
+		resp_error(command_out(x),
+			   "NOTLEADER leader is %" PRIu64 " at %s", s->leader,
+			   e ? e->client : "?");
+	command_done(x);
 	return false;
 }
 
@@ -365,21 +341,23 @@ int admin_add(struct command_ctx *x)
 {
 	uint64_t id;
 	if (x->argc != 4)
-		return wrong_args(x);
+		return command_wrong_args(x);
 	if (!arg_u64(x, 1, &id) || id == 0) {
-		resp_error(out(x), "ERR node id must be a positive integer");
-		return done(x);
+		resp_error(command_out(x),
+			   "ERR node id must be a positive integer");
+		return command_done(x);
 	}
 	if (!require_leader(x))
 		return 0;
 	struct book_entry e = {.id = id};
-	arg_str(x, 2, e.peer, sizeof e.peer);
-	arg_str(x, 3, e.client, sizeof e.client);
+	command_arg_str(x, 2, e.peer, sizeof e.peer);
+	command_arg_str(x, 3, e.client, sizeof e.client);
 	struct sockaddr_in sa;
 	if (baton_parse_addr(e.peer, &sa) != 0 ||
 	    baton_parse_addr(e.client, &sa) != 0) {
-		resp_error(out(x), "ERR addresses must be IPv4 host:port");
-		return done(x);
+		resp_error(command_out(x),
+			   "ERR addresses must be IPv4 host:port");
+		return command_done(x);
 	}
 	/* First every node learns where it listens, then it joins. */
 	struct add_ctx *a = calloc(1, sizeof *a);
@@ -407,10 +385,11 @@ static int cmd_member_change(struct command_ctx *x,
 	uint64_t id = 0;
 	bool optional = op == baton_node_transfer;
 	if (x->argc != 2 && !(optional && x->argc == 1))
-		return wrong_args(x);
+		return command_wrong_args(x);
 	if (x->argc == 2 && !arg_u64(x, 1, &id)) {
-		resp_error(out(x), "ERR node id must be a positive integer");
-		return done(x);
+		resp_error(command_out(x),
+			   "ERR node id must be a positive integer");
+		return command_done(x);
 	}
 	if (!require_leader(x))
 		return 0;
@@ -459,7 +438,7 @@ static void on_raw_applied(void *data, int status, const uint8_t *reply,
 int admin_test_propose(struct command_ctx *x)
 {
 	if (x->argc != 2)
-		return wrong_args(x);
+		return command_wrong_args(x);
 	if (!require_leader(x))
 		return 0;
 	int rv = baton_node_propose(x->s->node, x->argv[1], x->lens[1],

@@ -14,38 +14,39 @@
 #include "log.h"
 #include "server.h"
 
-static bool arg_is(const struct command_ctx *x, int i, const char *word)
+bool command_arg_is(const struct command_ctx *x, int i, const char *word)
 {
 	return i < x->argc && x->lens[i] == strlen(word) &&
 	       strncasecmp((const char *)x->argv[i], word, x->lens[i]) == 0;
 }
 
-static struct baton_buf *out(const struct command_ctx *x)
+struct baton_buf *command_out(const struct command_ctx *x)
 {
 	return slot_buf(x->sl);
 }
 
-static int done(const struct command_ctx *x)
+int command_done(const struct command_ctx *x)
 {
 	slot_done(x->sl);
 	return 0;
 }
 
-static int fail(const struct command_ctx *x, int code)
+int command_fail(const struct command_ctx *x, int code)
 {
 	slot_error(x->sl, code);
 	return 0;
 }
 
-static int wrong_args(const struct command_ctx *x)
+int command_wrong_args(const struct command_ctx *x)
 {
-	resp_error(out(x), "ERR wrong number of arguments for '%.*s' command",
+	resp_error(command_out(x),
+		   "ERR wrong number of arguments for '%.*s' command",
 		   (int)(x->lens[0] < 64 ? x->lens[0] : 64),
 		   (const char *)x->argv[0]);
-	return done(x);
+	return command_done(x);
 }
 
-static void arg_str(const struct command_ctx *x, int i, char *buf, size_t cap)
+void command_arg_str(const struct command_ctx *x, int i, char *buf, size_t cap)
 {
 	size_t n = x->lens[i] < cap - 1 ? x->lens[i] : cap - 1;
 	memcpy(buf, x->argv[i], n);
@@ -57,107 +58,115 @@ static void arg_str(const struct command_ctx *x, int i, char *buf, size_t cap)
 static int cmd_ping(struct command_ctx *x)
 {
 	if (x->argc > 2)
-		return wrong_args(x);
+		return command_wrong_args(x);
 	if (x->argc == 2)
-		resp_bulk(out(x), x->argv[1], x->lens[1]);
+		resp_bulk(command_out(x), x->argv[1], x->lens[1]);
 	else
-		resp_simple(out(x), "PONG");
-	return done(x);
+		resp_simple(command_out(x), "PONG");
+	return command_done(x);
 }
 
 static int cmd_echo(struct command_ctx *x)
 {
 	if (x->argc != 2)
-		return wrong_args(x);
-	resp_bulk(out(x), x->argv[1], x->lens[1]);
-	return done(x);
+		return command_wrong_args(x);
+	resp_bulk(command_out(x), x->argv[1], x->lens[1]);
+	return command_done(x);
 }
 
 static int cmd_select(struct command_ctx *x)
 {
 	if (x->argc != 2)
-		return wrong_args(x);
-	if (arg_is(x, 1, "0"))
-		resp_simple(out(x), "OK");
+		return command_wrong_args(x);
+	if (command_arg_is(x, 1, "0"))
+		resp_simple(command_out(x), "OK");
 	else
-		resp_error(out(x), "ERR DB index is out of range (baton has "
-				   "database 0 only)");
-	return done(x);
+		resp_error(command_out(x),
+			   "ERR DB index is out of range (baton has "
+			   "database 0 only)");
+	return command_done(x);
 }
 
 static int cmd_quit(struct command_ctx *x)
 {
-	resp_simple(out(x), "OK");
+	resp_simple(command_out(x), "OK");
 	x->cs->quit = true;
-	return done(x);
+	return command_done(x);
 }
 
 static int cmd_auth(struct command_ctx *x)
 {
 	if (x->argc != 2 && x->argc != 3)
-		return wrong_args(x);
+		return command_wrong_args(x);
 	const char *pw = x->s->cfg.password;
 	size_t i = (size_t)x->argc - 1;
 	if (pw[0] == '\0') {
-		resp_error(out(x), "ERR AUTH called without any password "
-				   "configured");
+		resp_error(command_out(x),
+			   "ERR AUTH called without any password "
+			   "configured");
 	} else if (x->lens[i] == strlen(pw) &&
 		   memcmp(x->argv[i], pw, x->lens[i]) == 0) {
 		x->cs->authenticated = true;
-		resp_simple(out(x), "OK");
+		resp_simple(command_out(x), "OK");
 	} else {
-		resp_error(out(x), "WRONGPASS invalid password");
+		resp_error(command_out(x), "WRONGPASS invalid password");
 	}
-	return done(x);
+	return command_done(x);
 }
 
 static int cmd_client(struct command_ctx *x)
 {
-	if (arg_is(x, 1, "SETNAME") && x->argc == 3) {
-		arg_str(x, 2, x->cs->name, sizeof x->cs->name);
-		resp_simple(out(x), "OK");
-	} else if (arg_is(x, 1, "GETNAME") && x->argc == 2) {
+	if (command_arg_is(x, 1, "SETNAME") && x->argc == 3) {
+		command_arg_str(x, 2, x->cs->name, sizeof x->cs->name);
+		resp_simple(command_out(x), "OK");
+	} else if (command_arg_is(x, 1, "GETNAME") && x->argc == 2) {
 		if (x->cs->name[0] == '\0')
-			resp_null(out(x));
+			resp_null(command_out(x));
 		else
-			resp_bulk(out(x), x->cs->name, strlen(x->cs->name));
-	} else if (arg_is(x, 1, "SETINFO") || arg_is(x, 1, "ID")) {
-		resp_simple(out(x), "OK");
+			resp_bulk(command_out(x), x->cs->name,
+				  strlen(x->cs->name));
+	} else if (command_arg_is(x, 1, "SETINFO") ||
+		   command_arg_is(x, 1, "ID")) {
+		resp_simple(command_out(x), "OK");
 	} else {
-		resp_error(out(x), "ERR unknown CLIENT subcommand (baton has "
-				   "SETNAME and GETNAME)");
+		resp_error(command_out(x),
+			   "ERR unknown CLIENT subcommand (baton has "
+			   "SETNAME and GETNAME)");
 	}
-	return done(x);
+	return command_done(x);
 }
 
 static int cmd_command(struct command_ctx *x)
 {
-	if (arg_is(x, 1, "COUNT"))
-		resp_int(out(x), 0);
+	if (command_arg_is(x, 1, "COUNT"))
+		resp_int(command_out(x), 0);
 	else
-		resp_array(out(x), 0); /* COMMAND, COMMAND DOCS, ... */
-	return done(x);
+		resp_array(command_out(x), 0); /* COMMAND, COMMAND DOCS, ... */
+	return command_done(x);
 }
 
 /* Enough for redis-benchmark and redis-cli. */
 static int cmd_config(struct command_ctx *x)
 {
-	if (!arg_is(x, 1, "GET") || x->argc != 3) {
-		resp_error(out(x), "ERR baton supports CONFIG GET only");
-		return done(x);
+	if (!command_arg_is(x, 1, "GET") || x->argc != 3) {
+		resp_error(command_out(x),
+			   "ERR baton supports CONFIG GET only");
+		return command_done(x);
 	}
 	static const char *const known[][2] = {
 		{"save", ""}, {"appendonly", "yes"}, {"databases", "1"}};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-		if (arg_is(x, 2, known[i][0])) {
-			resp_array(out(x), 2);
-			resp_bulk(out(x), known[i][0], strlen(known[i][0]));
-			resp_bulk(out(x), known[i][1], strlen(known[i][1]));
-			return done(x);
+		if (command_arg_is(x, 2, known[i][0])) {
+			resp_array(command_out(x), 2);
+			resp_bulk(command_out(x), known[i][0],
+				  strlen(known[i][0]));
+			resp_bulk(command_out(x), known[i][1],
+				  strlen(known[i][1]));
+			return command_done(x);
 		}
 	}
-	resp_array(out(x), 0);
-	return done(x);
+	resp_array(command_out(x), 0);
+	return command_done(x);
 }
 
 /* ---- key-value commands ---------------------------------------------------
@@ -200,7 +209,7 @@ static void on_read_ready(void *data, int status)
  * again before refusing. */
 static bool gate(struct command_ctx *x, const struct kv_command *c)
 {
-	struct baton_buf *b = out(x);
+	struct baton_buf *b = command_out(x);
 	size_t mark = b->len;
 	struct baton_machine_version v = {server_machine_version(x->s)};
 	if (kv_gate(c, x->argc, x->argv, x->lens, v, b) == 0)
@@ -212,15 +221,15 @@ static bool gate(struct command_ctx *x, const struct kv_command *c)
 
 static int kv_command(struct command_ctx *x, const struct kv_command *c)
 {
-	struct baton_buf *b = out(x);
+	struct baton_buf *b = command_out(x);
 	if (!gate(x, c) || kv_check(c, x->argc, x->argv, x->lens, b) != 0)
-		return done(x);
+		return command_done(x);
 	bool stale = x->cs->stale_reads || BATON_PLANTED_BUG_STALE_READS;
 	/* A node that stopped applying says so at once rather than let the
 	 * client time out; stale reads serve what it applied. */
 	if ((!stale || (c->flags & KV_WRITE)) &&
 	    server_reply_if_stalled(x->s, b))
-		return done(x);
+		return command_done(x);
 	if (c->flags & KV_WRITE) {
 		struct kv_txn_command one = {x->argc, x->argv, x->lens};
 		struct write_req w = {false, 0, NULL, 1, &one};
@@ -232,12 +241,12 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 	}
 	if (stale) {
 		kv_read(x->s->machine.kv, x->argc, x->argv, x->lens, b);
-		return done(x);
+		return command_done(x);
 	}
 	/* The arguments must outlive this call: copy them. */
 	struct read_ctx *r = calloc(1, sizeof *r);
 	if (r == NULL)
-		return fail(x, BATON_ENOMEM);
+		return command_fail(x, BATON_ENOMEM);
 	r->s = x->s;
 	r->sl = x->sl;
 	r->argc = x->argc;
@@ -257,18 +266,19 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 	if (rv != 0) {
 		read_ctx_free(r);
 		server_reply_error(x->s, b, rv);
-		return done(x);
+		return command_done(x);
 	}
 	return 0;
 }
 
 static int cmd_stale(struct command_ctx *x)
 {
-	if (x->argc != 2 || !(arg_is(x, 1, "ON") || arg_is(x, 1, "OFF")))
-		return wrong_args(x);
-	x->cs->stale_reads = arg_is(x, 1, "ON");
-	resp_simple(out(x), "OK");
-	return done(x);
+	if (x->argc != 2 ||
+	    !(command_arg_is(x, 1, "ON") || command_arg_is(x, 1, "OFF")))
+		return command_wrong_args(x);
+	x->cs->stale_reads = command_arg_is(x, 1, "ON");
+	resp_simple(command_out(x), "OK");
+	return command_done(x);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
@@ -315,7 +325,7 @@ void command_dispatch(struct server *s, struct client_state *cs,
 	const struct local_command *c = NULL;
 	for (size_t i = 0; i < sizeof local_commands / sizeof local_commands[0];
 	     i++) {
-		if (arg_is(&x, 0, local_commands[i].name)) {
+		if (command_arg_is(&x, 0, local_commands[i].name)) {
 			c = &local_commands[i];
 			break;
 		}
@@ -327,16 +337,17 @@ void command_dispatch(struct server *s, struct client_state *cs,
 	}
 	if (c != NULL) {
 		if (!allowed) {
-			resp_error(out(&x), "NOAUTH Authentication required.");
-			done(&x);
+			resp_error(command_out(&x),
+				   "NOAUTH Authentication required.");
+			command_done(&x);
 			return;
 		}
 		c->fn(&x);
 		return;
 	}
 	if (!cs->authenticated) {
-		resp_error(out(&x), "NOAUTH Authentication required.");
-		done(&x);
+		resp_error(command_out(&x), "NOAUTH Authentication required.");
+		command_done(&x);
 		return;
 	}
 	const struct kv_command *kc = kv_lookup(argv[0], lens[0]);
@@ -344,7 +355,7 @@ void command_dispatch(struct server *s, struct client_state *cs,
 		kv_command(&x, kc);
 		return;
 	}
-	resp_error(out(&x), "ERR unknown command '%.*s'",
+	resp_error(command_out(&x), "ERR unknown command '%.*s'",
 		   (int)(lens[0] < 64 ? lens[0] : 64), (const char *)argv[0]);
-	done(&x);
+	command_done(&x);
 }

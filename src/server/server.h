@@ -214,6 +214,16 @@ struct command_ctx {
 	const uint8_t *const *argv;
 	const size_t *lens;
 };
+/* Helpers of the command files (commands.c, admin.c, txn.c). */
+struct baton_buf *command_out(const struct command_ctx *x); /* the reply */
+int command_done(const struct command_ctx *x);		    /* send it */
+int command_fail(const struct command_ctx *x, int code);    /* a BATON_E* */
+/* -ERR wrong number of arguments for the command; done. */
+int command_wrong_args(const struct command_ctx *x);
+/* Argument i, case-insensitively equal to word. */
+bool command_arg_is(const struct command_ctx *x, int i, const char *word);
+/* Argument i as a NUL-terminated string, cut to cap - 1 bytes. */
+void command_arg_str(const struct command_ctx *x, int i, char *buf, size_t cap);
 /* Run one client command; fills sl now or later. */
 void command_dispatch(struct server *s, struct client_state *cs,
 		      struct slot *sl, int argc, const uint8_t *const *argv,

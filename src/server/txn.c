@@ -48,22 +48,11 @@ struct txn {
 	struct kv_watch *watches; /* keys owned */
 };
 
-static struct baton_buf *out(const struct command_ctx *x)
-{
-	return slot_buf(x->sl);
-}
-
-static int done(const struct command_ctx *x)
-{
-	slot_done(x->sl);
-	return 0;
-}
-
 static int wrong_args(const struct command_ctx *x, const char *name)
 {
-	resp_error(out(x), "ERR wrong number of arguments for '%s' command",
-		   name);
-	return done(x);
+	resp_error(command_out(x),
+		   "ERR wrong number of arguments for '%s' command", name);
+	return command_done(x);
 }
 
 static struct txn *txn_get(struct client_state *cs)
@@ -126,7 +115,7 @@ static bool gate(const struct command_ctx *x, const char *name)
 		v = server_machine_version_refresh(x->s);
 	if (v >= 2)
 		return true;
-	reply_needs_version(out(x), name, 2, v);
+	reply_needs_version(command_out(x), name, 2, v);
 	return false;
 }
 
@@ -152,8 +141,8 @@ int txn_multi(struct command_ctx *x)
 	if (x->argc != 1)
 		return wrong_args(x, "multi");
 	if (txn_in_multi(x->cs)) {
-		resp_error(out(x), "ERR MULTI calls can not be nested");
-		return done(x);
+		resp_error(command_out(x), "ERR MULTI calls can not be nested");
+		return command_done(x);
 	}
 	struct txn *t = txn_get(x->cs);
 	if (t == NULL) {
@@ -163,17 +152,17 @@ int txn_multi(struct command_ctx *x)
 	t->multi = true;
 	if (!gate(x, "multi")) {
 		t->refused = true;
-		return done(x);
+		return command_done(x);
 	}
-	resp_simple(out(x), "OK");
-	return done(x);
+	resp_simple(command_out(x), "OK");
+	return command_done(x);
 }
 
 /* A refused command makes EXEC answer EXECABORT. */
 static int refuse(const struct command_ctx *x)
 {
 	x->cs->txn->aborted = true;
-	return done(x);
+	return command_done(x);
 }
 
 /* Copy a command: argv's array, then lens, then the bytes, in one block. */
@@ -212,25 +201,26 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local)
 	int name_len = (int)(x->lens[0] < 64 ? x->lens[0] : 64);
 	const char *name = (const char *)x->argv[0];
 	if (t->refused) {
-		resp_error(out(x), "ERR not queued: this connection's MULTI "
-				   "was refused; DISCARD or EXEC ends it");
-		done(x);
+		resp_error(command_out(x),
+			   "ERR not queued: this connection's MULTI "
+			   "was refused; DISCARD or EXEC ends it");
+		command_done(x);
 		return;
 	}
 	if (!allowed) {
-		resp_error(out(x), "NOAUTH Authentication required.");
+		resp_error(command_out(x), "NOAUTH Authentication required.");
 		refuse(x);
 		return;
 	}
 	const struct kv_command *c = kv_lookup(x->argv[0], x->lens[0]);
 	if (c == NULL) {
 		if (local)
-			resp_error(out(x),
+			resp_error(command_out(x),
 				   "ERR command '%.*s' cannot be queued: a "
 				   "transaction holds key-value commands only",
 				   name_len, name);
 		else
-			resp_error(out(x), "ERR unknown command '%.*s'",
+			resp_error(command_out(x), "ERR unknown command '%.*s'",
 				   name_len, name);
 		refuse(x);
 		return;
@@ -238,7 +228,7 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local)
 	bool arity_ok =
 		c->arity >= 0 ? x->argc == c->arity : x->argc >= -c->arity;
 	if (!arity_ok) {
-		resp_error(out(x),
+		resp_error(command_out(x),
 			   "ERR wrong number of arguments for '%s' command",
 			   c->name);
 		refuse(x);
@@ -246,12 +236,13 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local)
 	}
 	/* Commands and options of a later machine version: refused now, as
 	 * outside a transaction (under version 2 all of today's pass). */
-	size_t mark = out(x)->len;
+	size_t mark = command_out(x)->len;
 	struct baton_machine_version v = {server_machine_version(x->s)};
-	if (kv_gate(c, x->argc, x->argv, x->lens, v, out(x)) != 0) {
-		out(x)->len = mark;
+	if (kv_gate(c, x->argc, x->argv, x->lens, v, command_out(x)) != 0) {
+		command_out(x)->len = mark;
 		v.value = server_machine_version_refresh(x->s);
-		if (kv_gate(c, x->argc, x->argv, x->lens, v, out(x)) != 0) {
+		if (kv_gate(c, x->argc, x->argv, x->lens, v, command_out(x)) !=
+		    0) {
 			refuse(x);
 			return;
 		}
@@ -261,7 +252,7 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local)
 		bytes += 4 + x->lens[i];
 	if (t->n_commands == TXN_COMMANDS_MAX ||
 	    bytes > TXN_BYTES_MAX - t->bytes) {
-		resp_error(out(x),
+		resp_error(command_out(x),
 			   "ERR transaction too large: at most %u commands "
 			   "and %zu bytes",
 			   TXN_COMMANDS_MAX, TXN_BYTES_MAX);
@@ -269,12 +260,13 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local)
 		return;
 	}
 	if (queue(t, x, bytes) != 0) {
-		resp_error(out(x), "ERR out of memory queueing the command");
+		resp_error(command_out(x),
+			   "ERR out of memory queueing the command");
 		refuse(x);
 		return;
 	}
-	resp_simple(out(x), "QUEUED");
-	done(x);
+	resp_simple(command_out(x), "QUEUED");
+	command_done(x);
 }
 
 int txn_exec(struct command_ctx *x)
@@ -284,21 +276,22 @@ int txn_exec(struct command_ctx *x)
 	struct client_state *cs = x->cs;
 	if (!txn_in_multi(cs)) {
 		if (gate(x, "exec"))
-			resp_error(out(x), "ERR EXEC without MULTI");
-		return done(x);
+			resp_error(command_out(x), "ERR EXEC without MULTI");
+		return command_done(x);
 	}
 	struct txn *t = cs->txn;
 	if (t->aborted || t->refused) {
 		end(cs);
-		resp_error(out(x), "EXECABORT Transaction discarded because "
-				   "of previous errors.");
-		return done(x);
+		resp_error(command_out(x),
+			   "EXECABORT Transaction discarded because "
+			   "of previous errors.");
+		return command_done(x);
 	}
 	/* The log's version fell back (a follower whose uncommitted version
 	 * entry was overwritten): refuse rather than forward. */
-	if (server_reply_if_stalled(x->s, out(x)) || !gate(x, "exec")) {
+	if (server_reply_if_stalled(x->s, command_out(x)) || !gate(x, "exec")) {
 		end(cs);
-		return done(x);
+		return command_done(x);
 	}
 	struct write_req w = {true, t->n_watches, t->watches, t->n_commands,
 			      t->commands};
@@ -316,12 +309,12 @@ int txn_discard(struct command_ctx *x)
 	if (x->argc != 1)
 		return wrong_args(x, "discard");
 	if (!txn_in_multi(x->cs)) {
-		resp_error(out(x), "ERR DISCARD without MULTI");
-		return done(x);
+		resp_error(command_out(x), "ERR DISCARD without MULTI");
+		return command_done(x);
 	}
 	end(x->cs);
-	resp_simple(out(x), "OK");
-	return done(x);
+	resp_simple(command_out(x), "OK");
+	return command_done(x);
 }
 
 /* ---- WATCH, UNWATCH ------------------------------------------------------ */
@@ -364,20 +357,22 @@ int txn_watch(struct command_ctx *x)
 		return wrong_args(x, "watch");
 	struct client_state *cs = x->cs;
 	if (txn_in_multi(cs)) {
-		resp_error(out(x), "ERR WATCH inside MULTI is not allowed");
-		return done(x);
+		resp_error(command_out(x),
+			   "ERR WATCH inside MULTI is not allowed");
+		return command_done(x);
 	}
 	if (!gate(x, "watch"))
-		return done(x);
+		return command_done(x);
 	bool stale = cs->stale_reads || BATON_PLANTED_BUG_STALE_READS;
-	if (!stale && server_reply_if_stalled(x->s, out(x)))
-		return done(x);
+	if (!stale && server_reply_if_stalled(x->s, command_out(x)))
+		return command_done(x);
 	struct txn *t = txn_get(cs);
 	uint32_t n = (uint32_t)x->argc - 1;
 	if (t != NULL && n > TXN_WATCHES_MAX - t->n_watches) {
-		resp_error(out(x), "ERR too many watched keys (at most %u)",
+		resp_error(command_out(x),
+			   "ERR too many watched keys (at most %u)",
 			   TXN_WATCHES_MAX);
-		return done(x);
+		return command_done(x);
 	}
 	if (t == NULL || !grow((void **)&t->watches, &t->cap_watches,
 			       t->n_watches + n, sizeof *t->watches)) {
@@ -398,8 +393,8 @@ int txn_watch(struct command_ctx *x)
 			key, len, kv_watch_hash(x->s->machine.kv, key, len)};
 	}
 	if (stale) {
-		resp_simple(out(x), "OK");
-		return done(x);
+		resp_simple(command_out(x), "OK");
+		return command_done(x);
 	}
 	struct watch_read *w = calloc(1, sizeof *w);
 	int rv = BATON_ENOMEM;
@@ -411,8 +406,8 @@ int txn_watch(struct command_ctx *x)
 	if (rv != 0) {
 		/* The keys stay watched with their first hashes. */
 		free(w);
-		server_reply_error(x->s, out(x), rv);
-		return done(x);
+		server_reply_error(x->s, command_out(x), rv);
+		return command_done(x);
 	}
 	return 0;
 }
@@ -426,6 +421,6 @@ int txn_unwatch(struct command_ctx *x)
 		free(x->cs->txn);
 		x->cs->txn = NULL;
 	}
-	resp_simple(out(x), "OK");
-	return done(x);
+	resp_simple(command_out(x), "OK");
+	return command_done(x);
 }

@@ -367,6 +367,7 @@ Test(table, snapshot_bytes_do_not_depend_on_the_resize_stage)
 #endif
 #endif
 
+#ifndef SANITIZED
 /* The process's address space in bytes, from /proc/self/statm. */
 static uint64_t address_space_bytes(void)
 {
@@ -377,6 +378,7 @@ static uint64_t address_space_bytes(void)
 	fclose(f);
 	return pages * 4096u;
 }
+#endif
 
 /* Criterion runs each test in its own process, so the limit set here
  * ends with it. */
