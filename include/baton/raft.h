@@ -531,6 +531,12 @@ void baton_raft_status(const struct baton_raft *r,
  * (the pipeline asks after every step). */
 baton_index baton_raft_stalled_index(const struct baton_raft *r);
 
+/* The effective machine version of the log's latest version state
+ * (status.versions.machine), without copying the whole status: servers
+ * gate every command on it. */
+struct baton_machine_version
+baton_raft_machine_version(const struct baton_raft *r);
+
 /* The leader's view of how far member `id` matches its log (its own
  * persisted index for itself); 0 on a non-leader or for an unknown id. */
 baton_index baton_raft_match_index(const struct baton_raft *r,

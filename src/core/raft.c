@@ -635,6 +635,14 @@ void baton_raft_status(const struct baton_raft *r,
 	BATON_ASSERT(out->applied_index <= out->commit_index);
 }
 
+struct baton_machine_version
+baton_raft_machine_version(const struct baton_raft *r)
+{
+	BATON_ASSERT(r != NULL);
+	BATON_ASSERT(r->versions.machine.value >= 1);
+	return r->versions.machine;
+}
+
 baton_index baton_raft_stalled_index(const struct baton_raft *r)
 {
 	BATON_ASSERT(r != NULL);

@@ -251,6 +251,11 @@ void baton_node_upgrade_status(struct baton_node *n,
 	baton_raft_upgrade_status(baton_pipeline_raft(n->pipeline), out);
 }
 
+struct baton_machine_version baton_node_machine_version(struct baton_node *n)
+{
+	return baton_raft_machine_version(baton_pipeline_raft(n->pipeline));
+}
+
 void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 {
 	memset(out, 0, sizeof *out);

@@ -135,6 +135,9 @@ int baton_node_probe(struct baton_node *n, const char *addr,
  * (baton_raft_upgrade_status(); out->leader false elsewhere). */
 void baton_node_upgrade_status(struct baton_node *n,
 			       struct baton_upgrade_status *out);
+/* The effective machine version of this node's log (its latest version
+ * entry, committed or not): cheap, for every command. */
+struct baton_machine_version baton_node_machine_version(struct baton_node *n);
 
 struct baton_node_status {
 	struct baton_raft_status raft;

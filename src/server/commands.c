@@ -205,18 +205,11 @@ static void on_read_ready(void *data, int status)
 }
 
 /* May c run under the machine version of the log? If not, its error is
- * appended (nothing goes to the log). The cached version is looked up
- * again before refusing. */
+ * appended (nothing goes to the log). */
 static bool gate(struct command_ctx *x, const struct kv_command *c)
 {
-	struct baton_buf *b = command_out(x);
-	size_t mark = b->len;
 	struct baton_machine_version v = {server_machine_version(x->s)};
-	if (kv_gate(c, x->argc, x->argv, x->lens, v, b) == 0)
-		return true;
-	b->len = mark;
-	v.value = server_machine_version_refresh(x->s);
-	return kv_gate(c, x->argc, x->argv, x->lens, v, b) == 0;
+	return kv_gate(c, x->argc, x->argv, x->lens, v, command_out(x)) == 0;
 }
 
 static int kv_command(struct command_ctx *x, const struct kv_command *c)

@@ -17,8 +17,8 @@
  *     but none is due, one at least every SWEEP_CLOCK_MS keeps TTL and
  *     PTTL counting down on an idle cluster.
  *
- * A timer checks every SWEEP_PERIOD_MS, on every node (it also refreshes
- * the cached machine version, forward.c); only the leader proposes.
+ * A timer checks every SWEEP_PERIOD_MS, on every node; only the leader
+ * proposes.
  */
 #include <inttypes.h>
 #include <time.h>
@@ -107,7 +107,6 @@ static void on_timer(uv_timer_t *t)
 	struct server *s = t->data;
 	if (s->node == NULL || s->shutting_down)
 		return;
-	server_machine_version_refresh(s);
 	sweep(s);
 }
 

@@ -35,29 +35,11 @@ struct proposal_ctx {
 
 /* ---- the machine version of the log ------------------------------------- */
 
-uint32_t server_machine_version_refresh(struct server *s)
+uint32_t server_machine_version(const struct server *s)
 {
-	if (s->node == NULL)
-		return s->machine_version != 0 ? s->machine_version : 1;
-	struct baton_node_status st;
-	baton_node_status(s->node, &st);
-	uint32_t v = st.raft.versions.machine.value;
-	s->machine_version = v != 0 ? v : 1;
-	return s->machine_version;
-}
-
-/* Looking it up copies the node's whole status: the cache keeps that off
- * the path of every write. A stale cache is safe: the version only rises
- * while this node leads (forward_fail_all clears it when leadership
- * changes), so a stale value is lower, which at worst writes payload
- * format 1 (valid under every version) or refuses a command, and every
- * refusal looks again before it answers (the sweeper's timer refreshes it
- * too). */
-uint32_t server_machine_version(struct server *s)
-{
-	if (s->machine_version == 0)
-		return server_machine_version_refresh(s);
-	return s->machine_version;
+	/* Before the node starts (a snapshot restored at start) there is no
+	 * log yet: version 1, the initial state. */
+	return s->node != NULL ? baton_node_machine_version(s->node).value : 1;
 }
 
 void reply_needs_version(struct baton_buf *b, const char *command,
@@ -205,18 +187,7 @@ static int propose(struct server *s, struct proposal_ctx *p,
 {
 	struct baton_buf payload;
 	baton_buf_init(&payload);
-	size_t mark = err->len;
-	uint32_t v = server_machine_version(s);
-	int rv = encode(s, w, v, &payload, err);
-	if (rv != 0 && v < KV_MACHINE_VERSION_MAX) {
-		/* Refused under a cached version: look again. */
-		uint32_t fresh = server_machine_version_refresh(s);
-		if (fresh != v) {
-			err->len = mark;
-			baton_buf_reset(&payload);
-			rv = encode(s, w, fresh, &payload, err);
-		}
-	}
+	int rv = encode(s, w, server_machine_version(s), &payload, err);
 	if (rv != 0) {
 		baton_buf_free(&payload);
 		return -1;
@@ -419,9 +390,6 @@ void forward_on_frame(struct server *s, baton_node_id from,
 
 void forward_fail_all(struct server *s, const char *why)
 {
-	/* Leadership changed: the version cached under the old leader may
-	 * not hold under the new one. */
-	s->machine_version = 0;
 	struct pending_forward *f = s->forwards;
 	s->forwards = NULL;
 	if (f != NULL)

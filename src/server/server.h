@@ -136,11 +136,6 @@ struct server {
 	struct pending_forward *forwards; /* a list */
 	uint64_t next_forward_id;
 	baton_node_id leader;
-	/* The machine version of this node's log (its last version entry,
-	 * committed or not) as last looked up; 0: look again. On the leader
-	 * it only rises while it leads, so forward_fail_all (leadership
-	 * changed) clears it; see server_machine_version(). */
-	uint32_t machine_version;
 
 	/* The leader's expiry sweeper (expiry.c). */
 	struct {
@@ -262,10 +257,9 @@ struct write_req {
 	uint32_t n_commands;
 	const struct kv_txn_command *commands;
 };
-/* The machine version of this node's log, cached (cheap; see
- * struct server), and looked up afresh. */
-uint32_t server_machine_version(struct server *s);
-uint32_t server_machine_version_refresh(struct server *s);
+/* The effective machine version of this node's log (its latest version
+ * entry, committed or not); 1 before the node starts. */
+uint32_t server_machine_version(const struct server *s);
 /* Append to b the error of a command that needs machine version `need`
  * while the log's is `have` (the text kv_gate gives). */
 void reply_needs_version(struct baton_buf *b, const char *command,

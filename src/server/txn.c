@@ -111,8 +111,6 @@ bool txn_in_multi(const struct client_state *cs)
 static bool gate(const struct command_ctx *x, const char *name)
 {
 	uint32_t v = server_machine_version(x->s);
-	if (v < 2)
-		v = server_machine_version_refresh(x->s);
 	if (v >= 2)
 		return true;
 	reply_needs_version(command_out(x), name, 2, v);
@@ -236,16 +234,10 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local)
 	}
 	/* Commands and options of a later machine version: refused now, as
 	 * outside a transaction (under version 2 all of today's pass). */
-	size_t mark = command_out(x)->len;
 	struct baton_machine_version v = {server_machine_version(x->s)};
 	if (kv_gate(c, x->argc, x->argv, x->lens, v, command_out(x)) != 0) {
-		command_out(x)->len = mark;
-		v.value = server_machine_version_refresh(x->s);
-		if (kv_gate(c, x->argc, x->argv, x->lens, v, command_out(x)) !=
-		    0) {
-			refuse(x);
-			return;
-		}
+		refuse(x);
+		return;
 	}
 	size_t bytes = 4;
 	for (int i = 0; i < x->argc; i++)

@@ -265,3 +265,52 @@ void fx_machine_init(struct fx_machine *m)
 	memset(m, 0, sizeof *m);
 	m->base.ops = &fx_machine_ops;
 }
+
+/* ---- driving a pipeline -------------------------------------------------- */
+
+void fx_settle(struct baton_pipeline *p, const struct fx_disk *d)
+{
+	baton_pipeline_flush(p);
+	while (fx_disk_unreported(d)) {
+		baton_pipeline_storage_ready(p);
+		baton_pipeline_flush(p);
+	}
+}
+
+static void request_done(void *data, int status)
+{
+	(void)data;
+	(void)status;
+}
+
+int fx_feed_request(struct baton_pipeline *p, const struct baton_event *ev,
+		    bool *handled)
+{
+	*handled = true;
+	switch (ev->type) {
+	case BATON_EVENT_TICK:
+		baton_pipeline_tick(p);
+		return 0;
+	case BATON_EVENT_RECEIVE:
+		baton_pipeline_receive(p, ev->u.receive.msg);
+		return 0;
+	case BATON_EVENT_TRANSFER:
+		return baton_pipeline_transfer(p, ev->u.transfer.target,
+					       request_done, NULL);
+	case BATON_EVENT_ADD_LEARNER:
+		return baton_pipeline_add_learner(p, ev->u.member.id,
+						  request_done, NULL);
+	case BATON_EVENT_PROMOTE:
+		return baton_pipeline_promote(p, ev->u.member.id, request_done,
+					      NULL);
+	case BATON_EVENT_REMOVE:
+		return baton_pipeline_remove(p, ev->u.member.id, request_done,
+					     NULL);
+	case BATON_EVENT_VERSIONS:
+		return baton_pipeline_set_versions(p, ev->u.versions.state,
+						   request_done, NULL);
+	default:
+		*handled = false;
+		return 0;
+	}
+}

@@ -86,4 +86,20 @@ struct fx_machine {
 
 void fx_machine_init(struct fx_machine *m);
 
+/* ---- driving a pipeline -------------------------------------------------- */
+
+struct baton_pipeline;
+
+/* End of a turn: flush, and hand the disk's completions back until there
+ * are none (a held disk has none until it completes a write). */
+void fx_settle(struct baton_pipeline *p, const struct fx_disk *d);
+
+/* The requests a test makes of a pipeline that carry nothing back but
+ * success (TICK, RECEIVE, TRANSFER, ADD_LEARNER, PROMOTE, REMOVE,
+ * VERSIONS): feed ev to p and return the pipeline's own refusal, or 0.
+ * *handled is false for any other event (PROPOSE and READ, whose answers
+ * each harness collects its own way, and the pipeline's own events). */
+int fx_feed_request(struct baton_pipeline *p, const struct baton_event *ev,
+		    bool *handled);
+
 #endif /* BATON_UNIT_FIXTURE_H */

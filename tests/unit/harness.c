@@ -103,11 +103,7 @@ static void env_observe(void *data, const struct baton_event *ev, int rv,
 static void settle(struct harness *h, baton_node_id id)
 {
 	struct h_node *n = node_of(h, id);
-	baton_pipeline_flush(n->p);
-	while (fx_disk_unreported(&n->disk)) {
-		baton_pipeline_storage_ready(n->p);
-		baton_pipeline_flush(n->p);
-	}
+	fx_settle(n->p, &n->disk);
 	struct baton_pipeline_status s;
 	baton_pipeline_status(n->p, &s);
 	h->applied[id] = s.applied;
@@ -311,12 +307,6 @@ static int step_read(struct harness *h, struct h_node *n, uint64_t id)
 	return rv;
 }
 
-static void on_done(void *data, int status)
-{
-	(void)data;
-	(void)status;
-}
-
 int h_step(struct harness *h, baton_node_id id, struct baton_event *ev)
 {
 	struct h_node *n = node_of(h, id);
@@ -324,13 +314,8 @@ int h_step(struct harness *h, baton_node_id id, struct baton_event *ev)
 	h->want_type = ev->type;
 	h->got = false;
 	int refused = 0, rv = 0;
+	bool handled;
 	switch (ev->type) {
-	case BATON_EVENT_TICK:
-		baton_pipeline_tick(n->p);
-		break;
-	case BATON_EVENT_RECEIVE:
-		baton_pipeline_receive(n->p, ev->u.receive.msg);
-		break;
 	case BATON_EVENT_PROPOSE:
 		h->proposal_error = 0;
 		for (uint32_t i = 0; i < ev->u.propose.n && refused == 0; i++)
@@ -342,29 +327,11 @@ int h_step(struct harness *h, baton_node_id id, struct baton_event *ev)
 		rv = step_read(h, n, ev->u.read.request_id);
 		collect_reads(h);
 		return rv;
-	case BATON_EVENT_TRANSFER:
-		refused = baton_pipeline_transfer(n->p, ev->u.transfer.target,
-						  on_done, NULL);
-		break;
-	case BATON_EVENT_ADD_LEARNER:
-		refused = baton_pipeline_add_learner(n->p, ev->u.member.id,
-						     on_done, NULL);
-		break;
-	case BATON_EVENT_PROMOTE:
-		refused = baton_pipeline_promote(n->p, ev->u.member.id, on_done,
-						 NULL);
-		break;
-	case BATON_EVENT_REMOVE:
-		refused = baton_pipeline_remove(n->p, ev->u.member.id, on_done,
-						NULL);
-		break;
-	case BATON_EVENT_VERSIONS:
-		refused = baton_pipeline_set_versions(
-			n->p, ev->u.versions.state, on_done, NULL);
-		break;
 	default:
-		cr_assert_fail("event %u is the pipeline's own, not a test's",
-			       ev->type);
+		refused = fx_feed_request(n->p, ev, &handled);
+		cr_assert(handled,
+			  "event %u is the pipeline's own, not a test's",
+			  ev->type);
 	}
 	settle(h, id);
 	if (refused == 0 && ev->type == BATON_EVENT_PROPOSE)

@@ -328,11 +328,7 @@ static uint64_t env_now(void *data)
 static void settle(struct cluster *c, baton_node_id id)
 {
 	struct c_node *nd = c_node(c, id);
-	baton_pipeline_flush(nd->p);
-	while (fx_disk_unreported(&nd->disk)) {
-		baton_pipeline_storage_ready(nd->p);
-		baton_pipeline_flush(nd->p);
-	}
+	fx_settle(nd->p, &nd->disk);
 }
 
 /* ---- feeding events ------------------------------------------------------ */
@@ -358,13 +354,8 @@ static void on_done(void *data, int status)
  * refusal of the pipeline's own (the core never saw the event), or 0. */
 static int feed(struct cluster *c, struct c_node *nd, struct baton_event *ev)
 {
+	bool handled;
 	switch (ev->type) {
-	case BATON_EVENT_TICK:
-		baton_pipeline_tick(nd->p);
-		return 0;
-	case BATON_EVENT_RECEIVE:
-		baton_pipeline_receive(nd->p, ev->u.receive.msg);
-		return 0;
 	case BATON_EVENT_PROPOSE: {
 		cr_assert_gt(ev->u.propose.n, 0,
 			     "the pipeline never sends "
@@ -382,25 +373,14 @@ static int feed(struct cluster *c, struct c_node *nd, struct baton_event *ev)
 		nd->read_id[nd->n_read_map] = ev->u.read.request_id;
 		nd->read_group[nd->n_read_map++] = 0;
 		return baton_pipeline_read(nd->p, on_done, NULL);
-	case BATON_EVENT_TRANSFER:
-		return baton_pipeline_transfer(nd->p, ev->u.transfer.target,
-					       on_done, NULL);
-	case BATON_EVENT_ADD_LEARNER:
-		return baton_pipeline_add_learner(nd->p, ev->u.member.id,
-						  on_done, NULL);
-	case BATON_EVENT_PROMOTE:
-		return baton_pipeline_promote(nd->p, ev->u.member.id, on_done,
-					      NULL);
-	case BATON_EVENT_REMOVE:
-		return baton_pipeline_remove(nd->p, ev->u.member.id, on_done,
-					     NULL);
-	case BATON_EVENT_VERSIONS:
-		return baton_pipeline_set_versions(nd->p, ev->u.versions.state,
-						   on_done, NULL);
+	default: {
+		int rv = fx_feed_request(nd->p, ev, &handled);
+		cr_assert(handled,
+			  "event %u is the pipeline's own, not a test's",
+			  ev->type);
+		return rv;
 	}
-	cr_assert_fail("event %u is the pipeline's own, not a test's",
-		       ev->type);
-	return 0;
+	}
 }
 
 /* Feed ev to node id through its pipeline, let it settle, and return what
