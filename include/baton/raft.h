@@ -280,6 +280,17 @@ enum baton_event_type {
 	 * at min(stalled_index, index) (see "Stalling" at the top).
 	 * BATON_EINVAL for index 0. */
 	BATON_EVENT_APPLY_STOPPED = 12,
+	/* Leader only: enable or cancel an explicit downgrade to
+	 * u.downgrade.target (DESIGN.md, "Downgrade"); the same checks as
+	 * baton_raft_downgrade_check(), whose errors it returns, then a
+	 * version entry recording it. The state machine's half of validate
+	 * (can it convert down?) is the driver's, before it sends this. */
+	BATON_EVENT_DOWNGRADE = 13,
+};
+
+enum baton_downgrade_op {
+	BATON_DOWNGRADE_ENABLE = 1,
+	BATON_DOWNGRADE_CANCEL = 2,
 };
 
 struct baton_buffer {
@@ -325,6 +336,10 @@ struct baton_event {
 		struct {
 			baton_index index;
 		} apply_stopped;
+		struct {
+			uint32_t op; /* enum baton_downgrade_op */
+			struct baton_release target;
+		} downgrade;
 	} u;
 };
 
@@ -408,6 +423,25 @@ enum baton_machine_upgrade {
 	BATON_UPGRADE_QUORUM = 2,
 };
 
+/* Who may lead (DESIGN.md, "Leader eligibility"). */
+enum baton_election_policy {
+	/* Rule 1 (hard): a node whose release is below the release floor in
+	 * its log never stands, voters refuse it, and it does not apply
+	 * (future data). Rule 2 (preference): a node whose release is not a
+	 * majority release among the voters of the version table waits
+	 * BATON_MINORITY_WAIT_TIMEOUTS election timeouts before standing; a
+	 * leader that stops meeting it hands leadership to a preferred voter.
+	 * A leader above the floor raises it. */
+	BATON_ELECTION_VERSION_AWARE = 1,
+	/* Plain Raft: any voter stands and is voted for, whatever its
+	 * release; the floor is still raised and recorded but not enforced. */
+	BATON_ELECTION_ANY = 2,
+};
+
+/* Election timeouts a node not of a majority release lets pass, without a
+ * leader, before it stands (rule 2). */
+#define BATON_MINORITY_WAIT_TIMEOUTS 3u
+
 struct baton_raft_options {
 	baton_node_id id;
 	/* What this node runs: advertised in votes, appends and info
@@ -417,6 +451,9 @@ struct baton_raft_options {
 	/* enum baton_machine_upgrade (default ALL; anything else is
 	 * BATON_EINVAL from baton_raft_create). */
 	uint32_t machine_upgrade;
+	/* enum baton_election_policy (default VERSION_AWARE; anything else
+	 * is BATON_EINVAL from baton_raft_create). */
+	uint32_t election_policy;
 	uint64_t random_seed; /* all randomness comes from here */
 	/* Each election timeout is drawn from [ms, 2*ms). */
 	uint32_t election_timeout_ms;
@@ -523,6 +560,12 @@ struct baton_raft_status {
 	 * makes the effective machine version this value, above this node's
 	 * profile.machine_max: the node needs a newer release. */
 	struct baton_machine_version needs_machine;
+	/* Non-zero when the stall is a version entry (or a snapshot) whose
+	 * release floor is this, above this node's own release (future
+	 * data: DESIGN.md). Under BATON_ELECTION_ANY never set. */
+	struct baton_release needs_release;
+	/* enum baton_eligibility: whether this node may stand now. */
+	uint32_t eligibility;
 };
 void baton_raft_status(const struct baton_raft *r,
 		       struct baton_raft_status *out);
@@ -567,6 +610,68 @@ struct baton_upgrade_status {
 };
 void baton_raft_upgrade_status(const struct baton_raft *r,
 			       struct baton_upgrade_status *out);
+
+/* Leader eligibility (DESIGN.md): what this node's release allows. */
+enum baton_eligibility {
+	BATON_ELIGIBLE = 0,
+	/* Rule 1: the release is below the floor of the log (the node does
+	 * not stand, voters refuse it, it does not apply). */
+	BATON_INELIGIBLE_FLOOR = 1,
+	/* Rule 2: not a majority release among the voters of the version
+	 * table; the node stands only after BATON_MINORITY_WAIT_TIMEOUTS. */
+	BATON_INELIGIBLE_MINORITY = 2,
+	/* Not a voter (a learner, or removed): never stands. */
+	BATON_INELIGIBLE_NOT_VOTER = 3,
+};
+
+/* Rule 2 alone, pure: whether `release` is a majority release among the
+ * voters of c with a row in s, the row of `self` (0: none) replaced by
+ * `release` (a node knows what it runs better than the table). A tie
+ * counts every tied release; voters without a row do not count. */
+bool baton_majority_release(const struct baton_version_state *s,
+			    const struct baton_config *c, baton_node_id self,
+			    struct baton_release release);
+
+/* This node's eligibility now (enum baton_eligibility) and, when `why` is
+ * not NULL, a line naming the rule and the versions behind it ("release
+ * 1.0.0 is below the release floor 1.1.0 of the log", ...). Always
+ * BATON_ELIGIBLE (or NOT_VOTER) under BATON_ELECTION_ANY. */
+uint32_t baton_raft_eligibility(const struct baton_raft *r, char *why,
+				size_t cap);
+
+/* The last refusal this node made under the version rules (a vote or
+ * pre-vote refused by rule 1, a candidacy deferred by rule 2, a leader
+ * handing over or stepping down by them), for the driver to log: the text
+ * (NUL-terminated, static until the next step) and a counter that grows by
+ * one per refusal (seq_out may be NULL), so a driver logs each once. ""
+ * and 0 before any. */
+const char *baton_raft_last_refusal(const struct baton_raft *r,
+				    uint64_t *seq_out);
+
+/* What an explicit downgrade to `target` would do, checked by the leader
+ * (DESIGN.md, "Downgrade"; op as in BATON_EVENT_DOWNGRADE):
+ *   ENABLE: no downgrade in progress; target is the release one step back
+ *     from the floor (baton_release_previous) and this binary contains
+ *     it; every member answered an info request this term (reachable) and
+ *     runs a release >= target; no version entry uncommitted;
+ *   CANCEL: a downgrade to target is in progress and no member runs a
+ *     release <= target yet (none has been downgraded);
+ * 0 with *out filled (the floor and machine version before and after),
+ * else BATON_ENOTLEADER, BATON_EINVAL (target not one step back, or not
+ * in the table), BATON_ESTATE (in progress / none to cancel / a member
+ * downgraded already), BATON_EBUSY (a member unknown this term, a version
+ * entry or a transfer in flight), with why (NUL-terminated, `cap` bytes)
+ * naming the rule and versions. The state machine's conversion check
+ * (machine_from -> machine_to) is the driver's. */
+struct baton_downgrade_plan {
+	struct baton_release target;
+	struct baton_release floor_from, floor_to;
+	struct baton_machine_version machine_from, machine_to;
+};
+int baton_raft_downgrade_check(const struct baton_raft *r, uint32_t op,
+			       struct baton_release target,
+			       struct baton_downgrade_plan *out, char *why,
+			       size_t cap);
 
 /* The entry at index, or NULL if not held (compacted or beyond the end). */
 const struct baton_entry *baton_raft_entry(const struct baton_raft *r,

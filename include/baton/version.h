@@ -75,6 +75,9 @@ const struct baton_profile *baton_releases(uint32_t *n_out);
 const struct baton_profile *baton_release_find(struct baton_release r);
 /* The binary's own (newest) release. */
 const struct baton_profile *baton_release_current(void);
+/* The release just before r in the table (one step back: the only target
+ * of an explicit downgrade), or NULL when r is the oldest or not in it. */
+const struct baton_profile *baton_release_previous(struct baton_release r);
 
 /* ---- the version facts of the log -------------------------------------- */
 
@@ -84,12 +87,30 @@ struct baton_member_versions {
 	struct baton_profile profile;
 };
 
+/* An explicit downgrade in progress (DESIGN.md, "Downgrade"), recorded by
+ * the entry that enabled it, which also lowered the floor to `target` and
+ * the machine version to target's machine_max. While one is in progress no
+ * leader raises the floor or the machine version; it ends (the leader
+ * writes the state without it) once every member runs `target`. */
+struct baton_downgrade {
+	struct baton_release target; /* 0.0.0: no downgrade in progress */
+	/* What a cancel restores (all zero when target is). */
+	struct baton_release prev_floor;
+	struct baton_machine_version prev_machine;
+	/* The index of the entry that enabled it. Every node snapshots once
+	 * it applied that entry: a node may restart on the target release
+	 * once its snapshot covers this index (its log then holds nothing
+	 * written under the newer versions). */
+	baton_index since;
+};
+
 struct baton_version_state {
 	/* The effective machine version: every entry is applied with the
 	 * version in force at its index. */
 	struct baton_machine_version machine;
 	/* The newest release that has led the cluster (0.0.0: none yet). */
 	struct baton_release floor;
+	struct baton_downgrade downgrade;
 	/* The version table, one row per known member, by increasing id. */
 	uint32_t n;
 	struct baton_member_versions members[BATON_MAX_MEMBERS];
@@ -105,13 +126,18 @@ baton_version_state_find(const struct baton_version_state *s, baton_node_id id);
 
 /* Whether s is a state the log may hold: machine version >= 1, n <=
  * BATON_MAX_MEMBERS, rows with ids > 0 in strictly increasing order, each
- * with proto_min <= proto_max. Decoders of snapshot metadata check it. */
+ * with proto_min <= proto_max; a downgrade either all zero, or with a
+ * target below prev_floor, prev_machine >= 1, machine <= prev_machine and
+ * since >= 1.
+ * Decoders of snapshot metadata check it. */
 bool baton_version_state_valid(const struct baton_version_state *s);
 
 /* Encoding of a BATON_ENTRY_VERSION payload (docs/core.md, "The version
  * entry"): a format byte, then the fields, little endian; later formats
- * only append. At most 12 + 26 * BATON_MAX_MEMBERS bytes: */
-#define BATON_VERSION_STATE_BYTES_MAX (12u + 26u * BATON_MAX_MEMBERS)
+ * only append. A downgrade in progress is an optional 25-byte tail after
+ * the rows (format 1 decoders before it ignore it). At most
+ * 12 + 26 * BATON_MAX_MEMBERS + 25 bytes: */
+#define BATON_VERSION_STATE_BYTES_MAX (12u + 26u * BATON_MAX_MEMBERS + 25u)
 /* Encoded size in bytes (s->n <= BATON_MAX_MEMBERS). */
 size_t baton_version_state_encoded_len(const struct baton_version_state *s);
 /* BATON_ETOOBIG if cap is too small, BATON_EINVAL if the state is not
@@ -132,6 +158,8 @@ int baton_version_state_decode(const uint8_t *buf, size_t len,
  * BATON_EVERSION with why (NUL-terminated, truncated to cap) naming the
  * versions on both sides. A joiner is refused when
  *   - strict (non-NULL: the cluster's release) and its release differs;
+ *   - its release is below the release floor s->floor (it could neither
+ *     lead nor apply: DESIGN.md, "Future data");
  *   - its machine_max is below s->machine (the effective version);
  *   - no peer protocol version is spoken by it and by every member with a
  *     row in s (the intersection of all the ranges is empty).

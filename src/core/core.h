@@ -7,7 +7,9 @@
  * read_index.c (linearizable reads), transfer.c (leadership transfer),
  * versions.c (the version state of the log, and stalling on data this
  * node cannot interpret), upgrade.c (the version rules a leader follows:
- * info requests, the version table, the effective machine version), log.c
+ * info requests, the version table, the effective machine version, the
+ * release floor), eligibility.c (who may lead, by release), downgrade.c
+ * (explicit downgrades), log.c
  * (the in-memory log), raft.c (lifecycle, step dispatch, the update). config.c
  * and version.c hold the public codecs of configurations and version states,
  * and the table of releases.
@@ -141,8 +143,18 @@ struct baton_raft {
 	/* Non-zero when the stall is a version entry or a snapshot raising
 	 * the machine version to this, above our own machine_max. */
 	struct baton_machine_version needs_machine;
+	/* Non-zero when the stall is the floor hold: the log's floor (this
+	 * one, the latest) is above our release (versions.c). */
+	struct baton_release needs_release;
 	/* A stalled leader tried to hand its leadership over once. */
 	bool handover_tried;
+	/* Rule 2's wait (eligibility.c): election timeouts let pass without
+	 * a leader, since when. */
+	uint32_t minority_waits;
+	uint64_t minority_since_ms;
+	/* The last refusal under the version rules, for the driver's log. */
+	char refusal[320];
+	uint64_t refusal_seq;
 
 	/* Timers (absolute, in ms). */
 	uint64_t election_deadline_ms;
@@ -308,6 +320,12 @@ void baton__stall_needs(struct baton_raft *r, baton_index index,
 /* Whether this release implements the machine version (<= machine_max). */
 bool baton__machine_ok(const struct baton_raft *r,
 		       struct baton_machine_version machine);
+/* Whether this node may live under the floor: its release is at least it
+ * (always, under BATON_ELECTION_ANY). */
+bool baton__floor_ok(const struct baton_raft *r, struct baton_release floor);
+/* The latest version state changed: hold applying while its floor is above
+ * our release, and resume once it is not (a downgrade lowered it). */
+void baton__floor_check(struct baton_raft *r);
 /* Leader only: append a version entry recording *s, without sending it
  * (the caller broadcasts). 0 or the error of baton__leader_append. */
 int baton__versions_entry(struct baton_raft *r,
@@ -315,6 +333,10 @@ int baton__versions_entry(struct baton_raft *r,
 
 /* ---- upgrade.c --------------------------------------------------------- */
 
+/* What the leader knows of member id this term (itself: its own profile),
+ * or NULL while it is unknown. */
+const struct baton_profile *baton__upgrade_known(const struct baton_raft *r,
+						 baton_node_id id);
 /* A new leader: forget the live table, ask every member. */
 void baton__upgrade_start(struct baton_raft *r);
 /* The version state the log should hold now: the table corrected with what
@@ -332,6 +354,30 @@ void baton__upgrade_info_tick(struct baton_raft *r);
 void baton__upgrade_config_changed(struct baton_raft *r);
 void baton__recv_info(struct baton_raft *r, const struct baton_msg *m);
 void baton__recv_info_result(struct baton_raft *r, const struct baton_msg *m);
+
+/* ---- eligibility.c ----------------------------------------------------- */
+
+/* Record a refusal under the version rules (baton_raft_last_refusal). */
+void baton__refuse(struct baton_raft *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* enum baton_eligibility of this node now, with why (may be NULL). */
+uint32_t baton__eligibility(const struct baton_raft *r, char *why, size_t cap);
+/* Rule 1 for a voter: may it grant this (pre-)vote? Records a refusal. */
+bool baton__vote_allowed(struct baton_raft *r, const struct baton_msg *m);
+/* Rule 2 for a node whose election timer fired: true while it should let
+ * this timeout pass (and it counts it). */
+bool baton__candidacy_deferred(struct baton_raft *r);
+/* Every heartbeat interval: a leader no longer of a majority release hands
+ * over to a preferred voter, if one is reachable. */
+void baton__eligibility_leader_check(struct baton_raft *r);
+
+/* ---- downgrade.c ------------------------------------------------------- */
+
+int baton__downgrade(struct baton_raft *r, uint32_t op,
+		     struct baton_release target);
+/* For upgrade_desired: whether the downgrade in progress is over (every
+ * member known this term runs the target). */
+bool baton__downgrade_done(const struct baton_raft *r);
 
 /* ---- read_index.c ------------------------------------------------------ */
 

@@ -187,9 +187,12 @@ void baton__election_tick(struct baton_raft *r)
 	BATON_ASSERT(r->stalled_index == 0 || r->role == BATON_FOLLOWER);
 	if (r->now_ms < r->election_deadline_ms)
 		return;
-	if (!baton__is_voter(r, r->o.id) || r->stalled_index != 0) {
+	if (!baton__is_voter(r, r->o.id) || r->stalled_index != 0 ||
+	    baton__candidacy_deferred(r)) {
 		/* Learners and removed nodes never stand, nor does a node
-		 * that stopped applying: it could not serve as leader. */
+		 * that stopped applying (it could not serve as leader; the
+		 * floor hold is one such stop: rule 1), and a node of a
+		 * minority release lets a few timeouts pass first (rule 2). */
 		baton__reset_election_timer(r);
 		return;
 	}
@@ -213,7 +216,8 @@ void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m)
 	/* recv_msg() lets through an older term only for a pre-vote. */
 	BATON_ASSERT(m->term >= r->term || v->pre_vote);
 	bool up_to_date =
-		log_up_to_date(r, v->last_log_term, v->last_log_index);
+		log_up_to_date(r, v->last_log_term, v->last_log_index) &&
+		baton__vote_allowed(r, m);
 	bool granted;
 	if (v->pre_vote) {
 		/* Would we vote in the candidate's next term? */

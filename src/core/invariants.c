@@ -48,9 +48,12 @@ static void check_leader(const struct baton_raft *r, baton_index last)
 			     baton__is_member(r, r->live[i].id));
 		BATON_ASSERT(r->live[i].seq <= r->info_seq);
 	}
-	/* A leader never holds a machine version it cannot apply. */
+	/* A leader never holds a machine version it cannot apply, nor a
+	 * floor above its release (rule 1), unless on its way out. */
 	BATON_ASSERT(r->stalled_index != 0 ||
 		     baton__machine_ok(r, r->versions.machine));
+	BATON_ASSERT(r->stalled_index != 0 ||
+		     baton__floor_ok(r, r->versions.floor));
 }
 
 void baton__assert_invariants(const struct baton_raft *r)
@@ -89,6 +92,12 @@ void baton__assert_invariants(const struct baton_raft *r)
 		      !baton__machine_ok(r, r->needs_machine)));
 	BATON_ASSERT(r->stalled_index == 0 || r->role == BATON_FOLLOWER ||
 		     r->role == BATON_LEADER);
+	/* The floor hold is a stall, and only while a floor is above us. */
+	BATON_ASSERT((r->needs_release.major == 0 &&
+		      r->needs_release.minor == 0 &&
+		      r->needs_release.patch == 0) ||
+		     (r->stalled_index != 0 &&
+		      !baton__floor_ok(r, r->needs_release)));
 	/* Roles. */
 	BATON_ASSERT(r->role >= BATON_FOLLOWER && r->role <= BATON_LEADER);
 	BATON_ASSERT(r->role != BATON_CANDIDATE || r->vote == r->o.id);

@@ -11,6 +11,7 @@ void baton_raft_options_default(struct baton_raft_options *o)
 	memset(o, 0, sizeof *o);
 	o->profile = *baton_release_current();
 	o->machine_upgrade = BATON_UPGRADE_ALL;
+	o->election_policy = BATON_ELECTION_VERSION_AWARE;
 	o->election_timeout_ms = 1000;
 	o->heartbeat_interval_ms = 100;
 	o->max_inflight_appends = 16;
@@ -43,7 +44,9 @@ static bool options_valid(const struct baton_raft_options *o)
 	       o->profile.proto_min.value <= o->profile.proto_max.value &&
 	       o->profile.machine_max.value >= 1 &&
 	       (o->machine_upgrade == BATON_UPGRADE_ALL ||
-		o->machine_upgrade == BATON_UPGRADE_QUORUM);
+		o->machine_upgrade == BATON_UPGRADE_QUORUM) &&
+	       (o->election_policy == BATON_ELECTION_VERSION_AWARE ||
+		o->election_policy == BATON_ELECTION_ANY);
 }
 
 static bool state_empty(const struct baton_raft *r)
@@ -149,6 +152,9 @@ int baton_raft_restore(struct baton_raft *r, baton_term term,
 	if (snap != NULL && snap->index > 0 &&
 	    !baton__machine_ok(r, snap->versions.machine))
 		baton__stall_needs(r, snap->index, snap->versions.machine);
+	/* A floor above our release, from the snapshot or the entries:
+	 * hold (future data). */
+	baton__floor_check(r);
 	baton__assert_invariants(r);
 	return 0;
 corrupt:
@@ -477,6 +483,9 @@ static int dispatch(struct baton_raft *r, struct baton_event *ev)
 			return BATON_EINVAL;
 		baton__stall(r, ev->u.apply_stopped.index);
 		return 0;
+	case BATON_EVENT_DOWNGRADE:
+		return baton__downgrade(r, ev->u.downgrade.op,
+					ev->u.downgrade.target);
 	default:
 		return BATON_EINVAL;
 	}
@@ -631,6 +640,8 @@ void baton_raft_status(const struct baton_raft *r,
 	out->versions_index = r->versions_index;
 	out->stalled_index = r->stalled_index;
 	out->needs_machine = r->needs_machine;
+	out->needs_release = r->needs_release;
+	out->eligibility = baton__eligibility(r, NULL, 0);
 	BATON_ASSERT(out->commit_index <= out->last_index);
 	BATON_ASSERT(out->applied_index <= out->commit_index);
 }

@@ -198,6 +198,15 @@ void baton__recv_snapshot(struct baton_raft *r, const struct baton_msg *m)
 		reply_snapshot(r, m->from, s->meta.index, s->total_len, false);
 		return;
 	}
+	if (!baton__floor_ok(r, s->meta.versions.floor)) {
+		/* Future data: a newer release has led; hold, never install
+		 * (the floor of our own log may still be below it). */
+		baton__stall(r, s->meta.index);
+		if (r->stalled_index == s->meta.index)
+			r->needs_release = s->meta.versions.floor;
+		reply_snapshot(r, m->from, s->meta.index, s->total_len, false);
+		return;
+	}
 	if (s->offset == 0) {
 		uint8_t *buf =
 			realloc(r->incoming_data,

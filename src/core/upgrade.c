@@ -27,8 +27,8 @@ static struct baton__live *live_find(const struct baton_raft *r,
 
 /* What the leader knows of member id this term (itself: its own profile),
  * or NULL while it is unknown. */
-static const struct baton_profile *known(const struct baton_raft *r,
-					 baton_node_id id)
+const struct baton_profile *baton__upgrade_known(const struct baton_raft *r,
+						 baton_node_id id)
 {
 	BATON_ASSERT(r->role == BATON_LEADER);
 	if (id == r->o.id)
@@ -55,7 +55,8 @@ static bool state_equal(const struct baton_version_state *a,
 	BATON_ASSERT(baton_version_state_valid(a));
 	BATON_ASSERT(baton_version_state_valid(b));
 	if (a->machine.value != b->machine.value ||
-	    baton_release_compare(a->floor, b->floor) != 0 || a->n != b->n)
+	    baton_release_compare(a->floor, b->floor) != 0 || a->n != b->n ||
+	    memcmp(&a->downgrade, &b->downgrade, sizeof a->downgrade) != 0)
 		return false;
 	for (uint32_t i = 0; i < a->n; i++)
 		if (a->members[i].id != b->members[i].id ||
@@ -87,7 +88,7 @@ static void info_round(struct baton_raft *r, bool all)
 		baton_node_id id = r->config.members[i].id;
 		if (id == r->o.id)
 			continue;
-		const struct baton_profile *p = known(r, id);
+		const struct baton_profile *p = baton__upgrade_known(r, id);
 		if (!all && p != NULL && !behind(r, p))
 			continue;
 		struct baton_msg *m = baton__send(r, BATON_MSG_INFO, id);
@@ -127,6 +128,8 @@ void baton__upgrade_info_tick(struct baton_raft *r)
 	if (all)
 		r->info_all_deadline_ms = r->now_ms + r->o.election_timeout_ms;
 	info_round(r, all);
+	/* The lease is renewed on this clock too: re-check rule 2. */
+	baton__eligibility_leader_check(r);
 }
 
 void baton__upgrade_config_changed(struct baton_raft *r)
@@ -188,7 +191,7 @@ static uint32_t ready_all(const struct baton_raft *r)
 	BATON_ASSERT(r->config.n >= 1);
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		const struct baton_profile *p =
-			known(r, r->config.members[i].id);
+			baton__upgrade_known(r, r->config.members[i].id);
 		if (p == NULL)
 			return 0;
 		if (p->machine_max.value < v)
@@ -208,7 +211,8 @@ static uint32_t ready_quorum(const struct baton_raft *r, uint32_t now)
 		uint32_t ready = 0;
 		for (uint32_t i = 0; i < r->config.n; i++) {
 			const struct baton_member *mb = &r->config.members[i];
-			const struct baton_profile *p = known(r, mb->id);
+			const struct baton_profile *p =
+				baton__upgrade_known(r, mb->id);
 			ready += mb->role == BATON_VOTER && p != NULL &&
 				 p->machine_max.value >= v;
 		}
@@ -257,12 +261,23 @@ void baton__upgrade_desired(const struct baton_raft *r,
 	struct baton_version_state s;
 	memset(&s, 0, sizeof s);
 	s.floor = r->versions.floor;
+	s.downgrade = r->versions.downgrade;
+	if (baton__downgrade_done(r))
+		memset(&s.downgrade, 0, sizeof s.downgrade);
+	bool downgrading = s.downgrade.target.major != 0 ||
+			   s.downgrade.target.minor != 0 ||
+			   s.downgrade.target.patch != 0;
+	/* The release floor (DESIGN.md): the newest release that has led.
+	 * Not while a downgrade lowers it on purpose. */
+	if (!downgrading &&
+	    baton_release_compare(r->o.profile.release, s.floor) > 0)
+		s.floor = r->o.profile.release;
 	/* One row per member: what it told us this term, else the row the
 	 * log has (an unknown member keeps its old row), else none. Rows of
 	 * non-members go. */
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		baton_node_id id = r->config.members[i].id;
-		const struct baton_profile *p = known(r, id);
+		const struct baton_profile *p = baton__upgrade_known(r, id);
 		const struct baton_member_versions *old =
 			baton_version_state_find(&r->versions, id);
 		if (p == NULL && old != NULL)
@@ -270,7 +285,7 @@ void baton__upgrade_desired(const struct baton_raft *r,
 		if (p != NULL)
 			put_row(&s, id, p);
 	}
-	s.machine = machine_allowed(r);
+	s.machine = downgrading ? r->versions.machine : machine_allowed(r);
 	BATON_ASSERT(baton_version_state_valid(&s));
 	*out = s;
 }
@@ -303,7 +318,7 @@ void baton__upgrade_tick(struct baton_raft *r)
 static bool waits_for(const struct baton_raft *r, const struct baton_member *mb,
 		      uint32_t target)
 {
-	const struct baton_profile *p = known(r, mb->id);
+	const struct baton_profile *p = baton__upgrade_known(r, mb->id);
 	BATON_ASSERT(target >= 1);
 	if (r->o.machine_upgrade == BATON_UPGRADE_QUORUM &&
 	    mb->role != BATON_VOTER)
@@ -340,7 +355,7 @@ void baton_raft_upgrade_status(const struct baton_raft *r,
 	for (uint32_t i = 0; i < n; i++) {
 		const struct baton_member *mb =
 			baton_config_find(&r->config, ids[i]);
-		const struct baton_profile *p = known(r, ids[i]);
+		const struct baton_profile *p = baton__upgrade_known(r, ids[i]);
 		out->members[i].id = ids[i];
 		out->members[i].known = p != NULL;
 		if (p != NULL)

@@ -11,6 +11,9 @@
  *   n times: u64 id (> 0, strictly increasing), u16 major, u16 minor,
  *            u16 patch, u32 proto_min, u32 proto_max (>= proto_min),
  *            u32 machine_max
+ *   then, only while an explicit downgrade is in progress, its tail:
+ *   u8  1, u16 x3 target, u16 x3 previous floor, u32 previous machine,
+ *   u64 the index of the entry that enabled it
  * A later format only appends, so a decoder of format 1 ignores bytes after
  * the fields it knows; a higher format byte is a format it does not know.
  */
@@ -23,7 +26,10 @@
 #define VERSION_FORMAT 1u
 #define VERSION_HEADER_LEN 12u
 #define VERSION_ROW_LEN 26u
-_Static_assert(VERSION_HEADER_LEN + VERSION_ROW_LEN * BATON_MAX_MEMBERS ==
+#define VERSION_DOWNGRADE_LEN 25u
+#define VERSION_DOWNGRADE_TAG 1u
+_Static_assert(VERSION_HEADER_LEN + VERSION_ROW_LEN * BATON_MAX_MEMBERS +
+			       VERSION_DOWNGRADE_LEN ==
 		       BATON_VERSION_STATE_BYTES_MAX,
 	       "version.h states the largest encoding");
 
@@ -147,7 +153,21 @@ const struct baton_profile *baton_release_current(void)
 	return p;
 }
 
+const struct baton_profile *baton_release_previous(struct baton_release r)
+{
+	const struct baton_profile *p = baton_release_find(r);
+	if (p == NULL || p == releases)
+		return NULL;
+	BATON_ASSERT(baton_release_compare(p[-1].release, r) < 0);
+	return p - 1;
+}
+
 /* ---- the version state -------------------------------------------------- */
+
+static bool release_none(struct baton_release r)
+{
+	return r.major == 0 && r.minor == 0 && r.patch == 0;
+}
 
 void baton_version_state_initial(struct baton_version_state *out)
 {
@@ -169,13 +189,28 @@ baton_version_state_find(const struct baton_version_state *s, baton_node_id id)
 size_t baton_version_state_encoded_len(const struct baton_version_state *s)
 {
 	BATON_ASSERT(s->n <= BATON_MAX_MEMBERS);
-	return VERSION_HEADER_LEN + (size_t)s->n * VERSION_ROW_LEN;
+	return VERSION_HEADER_LEN + (size_t)s->n * VERSION_ROW_LEN +
+	       (release_none(s->downgrade.target) ? 0 : VERSION_DOWNGRADE_LEN);
+}
+
+/* A downgrade is all zero, or lowers the floor below what it was and the
+ * machine version to at most what it was. */
+static bool downgrade_valid(const struct baton_version_state *s)
+{
+	const struct baton_downgrade *d = &s->downgrade;
+	if (release_none(d->target))
+		return release_none(d->prev_floor) &&
+		       d->prev_machine.value == 0 && d->since == 0;
+	return baton_release_compare(d->target, d->prev_floor) < 0 &&
+	       d->prev_machine.value >= 1 && d->since >= 1 &&
+	       s->machine.value <= d->prev_machine.value;
 }
 
 /* Encode and decode both insist on it, so whatever is encoded decodes. */
 bool baton_version_state_valid(const struct baton_version_state *s)
 {
-	if (s->n > BATON_MAX_MEMBERS || s->machine.value == 0)
+	if (s->n > BATON_MAX_MEMBERS || s->machine.value == 0 ||
+	    !downgrade_valid(s))
 		return false;
 	for (uint32_t i = 0; i < s->n; i++) {
 		const struct baton_member_versions *m = &s->members[i];
@@ -215,6 +250,14 @@ int baton_version_state_encode(const struct baton_version_state *s,
 		baton_le_put_u32(p, m->profile.proto_min.value);
 		baton_le_put_u32(p + 4, m->profile.proto_max.value);
 		baton_le_put_u32(p + 8, m->profile.machine_max.value);
+		p += 12;
+	}
+	if (!release_none(s->downgrade.target)) {
+		*p++ = VERSION_DOWNGRADE_TAG;
+		p = put_release(p, s->downgrade.target);
+		p = put_release(p, s->downgrade.prev_floor);
+		baton_le_put_u32(p, s->downgrade.prev_machine.value);
+		baton_le_put_u64(p + 4, s->downgrade.since);
 		p += 12;
 	}
 	BATON_ASSERT((size_t)(p - buf) == len);
@@ -260,9 +303,19 @@ int baton_version_state_decode(const uint8_t *buf, size_t len,
 	for (uint32_t i = 0; i < s.n; i++)
 		if (!read_row(&rd, &s.members[i]))
 			return BATON_ECORRUPT;
-	/* Whatever follows was appended by a later release in format 1. */
-	BATON_ASSERT((size_t)(rd.p - buf) ==
-		     baton_version_state_encoded_len(&s));
+	/* The downgrade tail, when there is one; an unknown tag is what a
+	 * later release appended after the fields we know. */
+	const uint8_t *tag;
+	if (baton_le_read_bytes(&rd, 1, &tag) &&
+	    *tag == VERSION_DOWNGRADE_TAG) {
+		struct baton_downgrade *d = &s.downgrade;
+		if (!read_release(&rd, &d->target) ||
+		    !read_release(&rd, &d->prev_floor) ||
+		    !baton_le_read_u32(&rd, &d->prev_machine.value) ||
+		    !baton_le_read_u64(&rd, &d->since) ||
+		    release_none(d->target))
+			return BATON_ECORRUPT;
+	}
 	if (!baton_version_state_valid(&s))
 		return BATON_ECORRUPT;
 	*out = s;
@@ -357,6 +410,17 @@ int baton_join_check(const struct baton_version_state *s, baton_node_id id,
 		    "no other, the joiner runs %s",
 		    baton_release_format(*strict, a),
 		    baton_release_format(joiner->release, b));
+		return BATON_EVERSION;
+	}
+	if (baton_release_compare(joiner->release, s->floor) < 0) {
+		say(why, cap,
+		    "release %s is below the cluster's release floor %s (the "
+		    "newest release that has led it): it could neither lead "
+		    "nor apply; join with release %s or newer, or downgrade "
+		    "the cluster first",
+		    baton_release_format(joiner->release, a),
+		    baton_release_format(s->floor, b),
+		    baton_release_format(s->floor, b));
 		return BATON_EVERSION;
 	}
 	if (joiner->machine_max.value < s->machine.value) {

@@ -20,6 +20,71 @@ bool baton__machine_ok(const struct baton_raft *r,
 	return machine.value <= r->o.profile.machine_max.value;
 }
 
+bool baton__floor_ok(const struct baton_raft *r, struct baton_release floor)
+{
+	return r->o.election_policy == BATON_ELECTION_ANY ||
+	       baton_release_compare(r->o.profile.release, floor) >= 0;
+}
+
+/* ---- the floor hold ------------------------------------------------------
+ * Unlike a machine version, a floor above our release is not a property
+ * of the entries: a later entry (an explicit downgrade) may lower it again,
+ * and then everything is applied as usual. So the node holds while the
+ * latest floor of its log is above its release, from the entry where the
+ * floor went above it for the last time. */
+
+/* The first index of the last stretch of the log under a floor above our
+ * release (the snapshot's own floor counts as one at base + 1); 0 if the
+ * latest floor is not above it. */
+static baton_index floor_since(const struct baton_raft *r)
+{
+	if (baton__floor_ok(r, r->versions.floor))
+		return 0;
+	baton_index since = r->log.base + 1;
+	for (baton_index i = baton__last_index(r); i > r->log.base; i--) {
+		const struct baton_entry *e = baton__log_get(&r->log, i);
+		struct baton_version_state v;
+		if (e->type != BATON_ENTRY_VERSION ||
+		    baton_version_state_decode(e->buf, e->len, &v) != 0)
+			continue;
+		if (baton__floor_ok(r, v.floor))
+			break;
+		since = i;
+	}
+	BATON_ASSERT(since > r->log.base);
+	return since;
+}
+
+/* Hold at the floor if it is above us and we are not held already. */
+static void floor_hold(struct baton_raft *r)
+{
+	baton_index since = floor_since(r);
+	if (since == 0 || r->needs_release.major != 0 ||
+	    r->needs_release.minor != 0 || r->needs_release.patch != 0)
+		return;
+	baton_index at =
+		since > r->applied_index ? since : r->applied_index + 1;
+	baton__stall(r, at);
+	if (r->stalled_index == at)
+		r->needs_release = r->versions.floor;
+}
+
+void baton__floor_check(struct baton_raft *r)
+{
+	bool held = r->needs_release.major != 0 ||
+		    r->needs_release.minor != 0 || r->needs_release.patch != 0;
+	if (held && baton__floor_ok(r, r->versions.floor)) {
+		/* The floor came down (a downgrade): apply again, unless
+		 * something else stops us. */
+		baton__stall_recheck(r);
+		return;
+	}
+	if (held)
+		r->needs_release = r->versions.floor; /* the latest, for logs */
+	else
+		floor_hold(r);
+}
+
 /* Whether this node can interpret e; *needs is set (else 0) when e is a
  * version entry raising the machine version above our machine_max. */
 static bool entry_known(const struct baton_raft *r, const struct baton_entry *e,
@@ -58,9 +123,11 @@ void baton__versions_appended(struct baton_raft *r, const struct baton_entry *e)
 	r->versions_index = e->index;
 	BATON_ASSERT(baton_version_state_valid(&r->versions));
 	/* Facts we can read but not honour: the state machine of this
-	 * release cannot apply what follows (needs-upgrade). */
+	 * release cannot apply what follows (needs-upgrade), or the floor
+	 * says a newer release has led (future data). */
 	if (!baton__machine_ok(r, v.machine))
 		baton__stall_needs(r, e->index, v.machine);
+	baton__floor_check(r);
 }
 
 void baton__versions_at(const struct baton_raft *r, baton_index index,
@@ -87,12 +154,14 @@ void baton__versions_refresh(struct baton_raft *r)
 			   &r->versions_index);
 	BATON_ASSERT(r->versions_index <= baton__last_index(r));
 	BATON_ASSERT(r->versions.machine.value >= 1);
+	baton__floor_check(r);
 }
 
 void baton__stall_recheck(struct baton_raft *r)
 {
 	r->stalled_index = 0;
 	r->needs_machine.value = 0;
+	memset(&r->needs_release, 0, sizeof r->needs_release);
 	for (baton_index i = r->log.base + 1; i <= baton__last_index(r); i++) {
 		struct baton_machine_version needs;
 		if (!entry_known(r, baton__log_get(&r->log, i), &needs)) {
@@ -105,6 +174,7 @@ void baton__stall_recheck(struct baton_raft *r)
 	 * past a stall, so what is left to find lies beyond the applied. */
 	BATON_ASSERT(r->stalled_index == 0 ||
 		     r->stalled_index > r->applied_index);
+	floor_hold(r);
 }
 
 void baton__stall(struct baton_raft *r, baton_index index)
@@ -112,7 +182,9 @@ void baton__stall(struct baton_raft *r, baton_index index)
 	BATON_ASSERT(index > 0);
 	if (r->stalled_index == 0 || index < r->stalled_index) {
 		r->stalled_index = index;
-		r->needs_machine.value = 0; /* until the caller says why */
+		/* until the caller says why */
+		r->needs_machine.value = 0;
+		memset(&r->needs_release, 0, sizeof r->needs_release);
 	}
 	/* Entries handed to the driver but not interpreted were not
 	 * applied: the applied index tells the truth again. */
@@ -180,9 +252,10 @@ int baton__append_versions(struct baton_raft *r,
 {
 	if (r->role != BATON_LEADER)
 		return BATON_ENOTLEADER;
-	/* Never a machine version the leader itself cannot apply. */
+	/* Never a machine version the leader itself cannot apply, nor a
+	 * floor it could not lead under. */
 	if (s == NULL || !baton_version_state_valid(s) ||
-	    !baton__machine_ok(r, s->machine))
+	    !baton__machine_ok(r, s->machine) || !baton__floor_ok(r, s->floor))
 		return BATON_EINVAL;
 	/* Like a proposal: a transfer needs the target to catch up with a
 	 * log that stops growing. */

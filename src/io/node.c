@@ -256,6 +256,28 @@ struct baton_machine_version baton_node_machine_version(struct baton_node *n)
 	return baton_raft_machine_version(baton_pipeline_raft(n->pipeline));
 }
 
+uint32_t baton_node_eligibility(struct baton_node *n, char *why, size_t cap)
+{
+	return baton_raft_eligibility(baton_pipeline_raft(n->pipeline), why,
+				      cap);
+}
+
+int baton_node_downgrade_check(struct baton_node *n, uint32_t op,
+			       struct baton_release target,
+			       struct baton_downgrade_plan *plan, char *why,
+			       size_t cap)
+{
+	return baton_raft_downgrade_check(baton_pipeline_raft(n->pipeline), op,
+					  target, plan, why, cap);
+}
+
+int baton_node_downgrade(struct baton_node *n, uint32_t op,
+			 struct baton_release target, baton_node_done_cb cb,
+			 void *data)
+{
+	return baton_pipeline_downgrade(n->pipeline, op, target, cb, data);
+}
+
 void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 {
 	memset(out, 0, sizeof *out);
@@ -289,6 +311,8 @@ static void pipeline_config(struct baton_node *n,
 	pc->raft.profile = c->profile;
 	if (c->machine_upgrade != 0)
 		pc->raft.machine_upgrade = c->machine_upgrade;
+	if (c->election_policy != 0)
+		pc->raft.election_policy = c->election_policy;
 	pc->raft.random_seed =
 		(uint64_t)uv_hrtime() ^ (c->id * 0x9e3779b97f4a7c15ull);
 	if (c->election_timeout_ms)

@@ -77,6 +77,8 @@ struct baton_node_config {
 	bool strict_release;
 	/* enum baton_machine_upgrade; 0: the core's default (all). */
 	uint32_t machine_upgrade;
+	/* enum baton_election_policy; 0: the core's default (version-aware). */
+	uint32_t election_policy;
 };
 
 /* Recover from the data directory, start the transport and the timers.
@@ -138,6 +140,20 @@ void baton_node_upgrade_status(struct baton_node *n,
 /* The effective machine version of this node's log (its latest version
  * entry, committed or not): cheap, for every command. */
 struct baton_machine_version baton_node_machine_version(struct baton_node *n);
+
+/* Leader eligibility of this node now (baton_raft_eligibility()). */
+uint32_t baton_node_eligibility(struct baton_node *n, char *why, size_t cap);
+/* The core's half of an explicit downgrade (baton_raft_downgrade_check()):
+ * validate before asking the state machine, and before enabling. */
+int baton_node_downgrade_check(struct baton_node *n, uint32_t op,
+			       struct baton_release target,
+			       struct baton_downgrade_plan *plan, char *why,
+			       size_t cap);
+/* Enable or cancel a downgrade (BATON_EVENT_DOWNGRADE), on the leader; cb
+ * once the version entry is applied here. Returns the check's errors. */
+int baton_node_downgrade(struct baton_node *n, uint32_t op,
+			 struct baton_release target, baton_node_done_cb cb,
+			 void *data);
 
 struct baton_node_status {
 	struct baton_raft_status raft;

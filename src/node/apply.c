@@ -56,6 +56,7 @@ static void stall(struct baton_pipeline *p, baton_index index, baton_term term,
 	p->stalled_index = index;
 	p->stalled_term = term;
 	p->stalled_snapshot = snapshot;
+	p->stalled_by_core = false; /* describe_core_stall says otherwise */
 	p->stop_due = index;
 	p->snapshot_due = false;
 	if (again)
@@ -71,6 +72,7 @@ static void clear_stall(struct baton_pipeline *p)
 	p->stalled_index = 0;
 	p->stalled_term = 0;
 	p->stalled_snapshot = false;
+	p->stalled_by_core = false;
 	p->stalled_why[0] = '\0';
 }
 
@@ -92,6 +94,26 @@ static void stall_needs(struct baton_pipeline *p, baton_index index,
 	     machine, index, baton_release_format(pr->release, rel),
 	     pr->machine_max.value, machine);
 	stall(p, index, term, snapshot, why);
+}
+
+/* Future data: the release floor of the log (`floor`, from index) is above
+ * this node's release. Held, not broken: a newer binary, or an explicit
+ * downgrade that lowers the floor, lets it go on. */
+static void stall_floor(struct baton_pipeline *p, baton_index index,
+			baton_term term, struct baton_release floor)
+{
+	char rel[BATON_RELEASE_STR_MAX], fl[BATON_RELEASE_STR_MAX];
+	char why[BATON_STALL_TEXT_MAX];
+	const struct baton_profile *pr = &p->c.raft.profile;
+	text(why, sizeof why,
+	     "future data: the release floor of this log is %s (release %s "
+	     "or newer has led the cluster), from index %" PRIu64
+	     ", and release %s may neither lead nor apply under it; restart "
+	     "this node with release %s or newer, or run an explicit "
+	     "downgrade (batonctl downgrade) before running older releases",
+	     baton_release_format(floor, fl), fl, index,
+	     baton_release_format(pr->release, rel), fl);
+	stall(p, index, term, false, why);
 }
 
 static void stall_entry(struct baton_pipeline *p, const struct baton_entry *e,
@@ -145,6 +167,11 @@ static int apply_versions(struct baton_pipeline *p, const struct baton_entry *e)
 		}
 	}
 	p->versions = v;
+	/* The entry that enabled a downgrade: snapshot at once, so that this
+	 * node's log soon holds nothing written under the newer versions
+	 * and it may restart on the target release (downgrade.since). */
+	if (v.downgrade.since == e->index)
+		p->snapshot_due = true;
 	return 0;
 }
 
@@ -317,6 +344,12 @@ static void describe_core_stall(struct baton_pipeline *p,
 	baton_index index = s->stalled_index;
 	const struct baton_entry *e = baton_raft_entry(p->raft, index);
 	char found[160];
+	if (s->needs_release.major != 0 || s->needs_release.minor != 0 ||
+	    s->needs_release.patch != 0) {
+		stall_floor(p, index, e != NULL ? e->term : 0,
+			    s->needs_release);
+		return;
+	}
 	if (s->needs_machine.value != 0) {
 		/* A version entry, or a leader's snapshot it refused. */
 		stall_needs(p, index, e != NULL ? e->term : 0, false,
@@ -353,7 +386,9 @@ void pl_stall_sync(struct baton_pipeline *p)
 		 * there (the core looks again only at what it decodes
 		 * itself), tell it again. */
 		bool still = false;
-		if (p->stalled_snapshot) {
+		if (p->stalled_by_core) {
+			still = false; /* the core knows its own */
+		} else if (p->stalled_snapshot) {
 			still = s.snapshot_index == p->stalled_index &&
 				p->applied < p->stalled_index;
 		} else {
@@ -377,6 +412,7 @@ void pl_stall_sync(struct baton_pipeline *p)
 	 * cannot decode. */
 	if (s.stalled_index != 0 && s.stalled_index != p->stalled_index) {
 		describe_core_stall(p, &s);
+		p->stalled_by_core = true;
 		p->stop_due = 0; /* the core knows */
 	}
 }

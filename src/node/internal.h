@@ -127,6 +127,11 @@ struct baton_pipeline {
 	baton_index stalled_index;
 	baton_term stalled_term;
 	bool stalled_snapshot;
+	/* The core stalled first (it decodes what stopped it itself, and
+	 * lifts the stall itself: a floor lowered by a downgrade). */
+	bool stalled_by_core;
+	/* The last core refusal logged (baton_raft_last_refusal). */
+	uint64_t refusal_logged;
 	char stalled_why[BATON_STALL_TEXT_MAX];
 	baton_index stop_due;
 };

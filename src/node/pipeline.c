@@ -64,9 +64,22 @@ static int step_once(struct baton_pipeline *p, struct baton_event *ev)
 	return rv;
 }
 
+/* The core's refusals under the version rules (a vote, a candidacy, a
+ * handover), each logged once with the rule and the versions. */
+static void log_refusal(struct baton_pipeline *p)
+{
+	uint64_t seq;
+	const char *why = baton_raft_last_refusal(p->raft, &seq);
+	if (seq == p->refusal_logged)
+		return;
+	p->refusal_logged = seq;
+	pl_log(p, BATON_PIPELINE_LOG_WARN, "%s", why);
+}
+
 int pl_step(struct baton_pipeline *p, struct baton_event *ev)
 {
 	int rv = step_once(p, ev);
+	log_refusal(p);
 	/* What the machine could not interpret goes to the core at once,
 	 * before anything else happens: it must not lead or apply on. */
 	while (p->stop_due != 0) {

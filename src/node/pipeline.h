@@ -159,6 +159,13 @@ int baton_pipeline_transfer(struct baton_pipeline *p, baton_node_id id,
 int baton_pipeline_set_versions(struct baton_pipeline *p,
 				const struct baton_version_state *s,
 				baton_done_cb cb, void *data);
+/* Leader only: enable or cancel an explicit downgrade
+ * (BATON_EVENT_DOWNGRADE; op is enum baton_downgrade_op). cb once its
+ * version entry is applied here. BATON_EBUSY when called from inside a
+ * step (a callback): call it from the loop. */
+int baton_pipeline_downgrade(struct baton_pipeline *p, uint32_t op,
+			     struct baton_release target, baton_done_cb cb,
+			     void *data);
 
 /* ---- messages that outlive a step ----------------------------------------
  * A message and what it points to (entries and their payloads, a snapshot

@@ -507,6 +507,37 @@ int baton_pipeline_set_versions(struct baton_pipeline *p,
 	return request(p, PL_WAIT_VERSIONS, 0, s, cb, data);
 }
 
+int baton_pipeline_downgrade(struct baton_pipeline *p, uint32_t op,
+			     struct baton_release target, baton_done_cb cb,
+			     void *data)
+{
+	if (p->stepping)
+		return BATON_EBUSY;
+	if (p->waiters_n == p->waiters_cap &&
+	    pl_grow((void **)&p->waiters, &p->waiters_cap,
+		    sizeof *p->waiters) != 0)
+		return BATON_ENOMEM;
+	struct baton_event ev;
+	memset(&ev, 0, sizeof ev);
+	ev.type = BATON_EVENT_DOWNGRADE;
+	ev.u.downgrade.op = op;
+	ev.u.downgrade.target = target;
+	int rv = pl_step(p, &ev);
+	if (rv != 0)
+		return rv;
+	/* Its version entry, like any other: done once applied. */
+	struct baton_raft_status s;
+	baton_raft_status(p->raft, &s);
+	struct pl_waiter w = {.kind = PL_WAIT_VERSIONS,
+			      .index = s.versions_index,
+			      .term = s.term,
+			      .cb = cb,
+			      .data = data};
+	rv = add_waiter(p, w);
+	BATON_ASSERT(rv == 0); /* the room was made above */
+	return 0;
+}
+
 static void flush_deferred(struct baton_pipeline *p)
 {
 	while (p->deferred_n > 0) {

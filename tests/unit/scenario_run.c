@@ -170,6 +170,10 @@ struct baton_msg c_msg(uint32_t type, baton_term term, baton_node_id from,
 	m.term = term;
 	m.from = from;
 	m.to = to;
+	/* A made-up vote comes from a node of this binary's release, as a
+	 * real one would (voters refuse a release below their floor). */
+	if (type == BATON_MSG_VOTE)
+		m.u.vote.candidate = *baton_release_current();
 	return m;
 }
 

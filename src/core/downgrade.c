@@ -1,0 +1,242 @@
+/*
+ * Explicit downgrade (DESIGN.md, "Downgrade", after etcd 3.6): the one way
+ * to bring a cluster back to the previous release once the floor rose.
+ *
+ * Enable appends one version entry that lowers the floor to the target and
+ * the effective machine version to the target's machine_max at the same
+ * index (the state machine converts down there), and records the downgrade
+ * so that no leader raises either again while it lasts. Nodes of the target
+ * release may then join, apply and lead. Cancel restores both while no
+ * member runs the target yet. The downgrade ends, and the record goes, once
+ * every member runs the target.
+ */
+#include "core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+__attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap,
+						      const char *fmt, ...)
+{
+	if (why == NULL || cap == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, cap, fmt, ap);
+	va_end(ap);
+}
+
+static bool release_none(struct baton_release r)
+{
+	return r.major == 0 && r.minor == 0 && r.patch == 0;
+}
+
+/* Every member known this term: 0, or the first unknown member's id. */
+static baton_node_id first_unknown(const struct baton_raft *r)
+{
+	for (uint32_t i = 0; i < r->config.n; i++)
+		if (baton__upgrade_known(r, r->config.members[i].id) == NULL)
+			return r->config.members[i].id;
+	return 0;
+}
+
+/* The first member (the leader included) whose release is below `target`
+ * (or at it, unless strictly_below), or 0. */
+static baton_node_id first_at_or_below(const struct baton_raft *r,
+				       struct baton_release target,
+				       bool strictly_below,
+				       struct baton_release *rel_out)
+{
+	for (uint32_t i = 0; i < r->config.n; i++) {
+		const struct baton_profile *p =
+			baton__upgrade_known(r, r->config.members[i].id);
+		if (p == NULL)
+			continue;
+		int c = baton_release_compare(p->release, target);
+		if (c < 0 || (!strictly_below && c == 0)) {
+			*rel_out = p->release;
+			return r->config.members[i].id;
+		}
+	}
+	return 0;
+}
+
+static int check_enable(const struct baton_raft *r, struct baton_release target,
+			struct baton_downgrade_plan *out, char *why, size_t cap)
+{
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX],
+		c[BATON_RELEASE_STR_MAX];
+	const struct baton_version_state *v = &r->versions;
+	if (!release_none(v->downgrade.target)) {
+		say(why, cap, "a downgrade to %s is already in progress",
+		    baton_release_format(v->downgrade.target, a));
+		return BATON_ESTATE;
+	}
+	if (release_none(v->floor)) {
+		say(why, cap,
+		    "the log records no release floor yet: there "
+		    "is nothing to downgrade from");
+		return BATON_ESTATE;
+	}
+	const struct baton_profile *prev = baton_release_previous(v->floor);
+	if (prev == NULL) {
+		say(why, cap,
+		    "the release floor is %s and this binary contains no "
+		    "release before it",
+		    baton_release_format(v->floor, a));
+		return BATON_EINVAL;
+	}
+	if (baton_release_compare(prev->release, target) != 0) {
+		say(why, cap,
+		    "a downgrade goes one step back: from the release floor "
+		    "%s only to %s, not to %s",
+		    baton_release_format(v->floor, a),
+		    baton_release_format(prev->release, b),
+		    baton_release_format(target, c));
+		return BATON_EINVAL;
+	}
+	baton_node_id id = first_unknown(r);
+	if (id != 0) {
+		say(why, cap,
+		    "member %llu has not answered an info request this term: "
+		    "every member must be reachable",
+		    (unsigned long long)id);
+		return BATON_EBUSY;
+	}
+	struct baton_release rel;
+	id = first_at_or_below(r, target, true, &rel);
+	if (id != 0) {
+		say(why, cap,
+		    "member %llu runs release %s, below the target %s",
+		    (unsigned long long)id, baton_release_format(rel, a),
+		    baton_release_format(target, b));
+		return BATON_EINVAL;
+	}
+	out->target = target;
+	out->floor_from = v->floor;
+	out->floor_to = target;
+	out->machine_from = v->machine;
+	out->machine_to = v->machine;
+	if (prev->machine_max.value < out->machine_to.value)
+		out->machine_to = prev->machine_max;
+	return 0;
+}
+
+static int check_cancel(const struct baton_raft *r, struct baton_release target,
+			struct baton_downgrade_plan *out, char *why, size_t cap)
+{
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
+	const struct baton_downgrade *d = &r->versions.downgrade;
+	if (release_none(d->target) ||
+	    baton_release_compare(d->target, target) != 0) {
+		if (release_none(d->target))
+			say(why, cap, "no downgrade is in progress");
+		else
+			say(why, cap,
+			    "the downgrade in progress is to %s, "
+			    "not to %s",
+			    baton_release_format(d->target, a),
+			    baton_release_format(target, b));
+		return BATON_ESTATE;
+	}
+	baton_node_id id = first_unknown(r);
+	if (id != 0) {
+		say(why, cap,
+		    "member %llu has not answered an info request this term: "
+		    "cannot tell whether it was downgraded already",
+		    (unsigned long long)id);
+		return BATON_EBUSY;
+	}
+	struct baton_release rel;
+	id = first_at_or_below(r, target, false, &rel);
+	if (id != 0) {
+		say(why, cap,
+		    "member %llu runs release %s already: finish the "
+		    "downgrade (or upgrade that node again first)",
+		    (unsigned long long)id, baton_release_format(rel, a));
+		return BATON_ESTATE;
+	}
+	out->target = target;
+	out->floor_from = r->versions.floor;
+	out->floor_to = d->prev_floor;
+	out->machine_from = r->versions.machine;
+	out->machine_to = d->prev_machine;
+	if (!baton__machine_ok(r, out->machine_to) ||
+	    !baton__floor_ok(r, out->floor_to)) {
+		say(why, cap, "this leader (release %s) could not restore it",
+		    baton_release_format(r->o.profile.release, a));
+		return BATON_ESTATE;
+	}
+	return 0;
+}
+
+int baton_raft_downgrade_check(const struct baton_raft *r, uint32_t op,
+			       struct baton_release target,
+			       struct baton_downgrade_plan *out, char *why,
+			       size_t cap)
+{
+	memset(out, 0, sizeof *out);
+	say(why, cap, "%s", "");
+	if (r->role != BATON_LEADER) {
+		say(why, cap, "not the leader");
+		return BATON_ENOTLEADER;
+	}
+	if (r->transfer_target != 0 || r->versions_index > r->commit_index) {
+		say(why, cap,
+		    "a leadership transfer or a version entry is "
+		    "in flight; try again");
+		return BATON_EBUSY;
+	}
+	if (op == BATON_DOWNGRADE_ENABLE)
+		return check_enable(r, target, out, why, cap);
+	if (op == BATON_DOWNGRADE_CANCEL)
+		return check_cancel(r, target, out, why, cap);
+	say(why, cap, "unknown downgrade operation %u", op);
+	return BATON_EINVAL;
+}
+
+int baton__downgrade(struct baton_raft *r, uint32_t op,
+		     struct baton_release target)
+{
+	struct baton_downgrade_plan plan;
+	char why[256];
+	int rv = baton_raft_downgrade_check(r, op, target, &plan, why,
+					    sizeof why);
+	if (rv != 0)
+		return rv;
+	struct baton_version_state s;
+	baton__upgrade_desired(r, &s);
+	s.floor = plan.floor_to;
+	s.machine = plan.machine_to;
+	memset(&s.downgrade, 0, sizeof s.downgrade);
+	if (op == BATON_DOWNGRADE_ENABLE) {
+		s.downgrade.target = target;
+		s.downgrade.prev_floor = plan.floor_from;
+		s.downgrade.prev_machine = plan.machine_from;
+		s.downgrade.since = baton__last_index(r) + 1;
+	}
+	BATON_ASSERT(baton_version_state_valid(&s));
+	rv = baton__versions_entry(r, &s);
+	if (rv != 0)
+		return rv;
+	BATON_ASSERT(op != BATON_DOWNGRADE_ENABLE ||
+		     r->versions.downgrade.since == r->versions_index);
+	baton__broadcast_append(r);
+	return 0;
+}
+
+bool baton__downgrade_done(const struct baton_raft *r)
+{
+	const struct baton_downgrade *d = &r->versions.downgrade;
+	BATON_ASSERT(r->role == BATON_LEADER);
+	if (release_none(d->target))
+		return false;
+	for (uint32_t i = 0; i < r->config.n; i++) {
+		const struct baton_profile *p =
+			baton__upgrade_known(r, r->config.members[i].id);
+		if (p == NULL || baton_release_compare(p->release, d->target))
+			return false;
+	}
+	return true;
+}
