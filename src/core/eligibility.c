@@ -173,10 +173,9 @@ uint32_t baton__eligibility(const struct baton_raft *r, char *why, size_t cap)
 			describe_voters(r, voters, sizeof voters);
 			snprintf(why, cap,
 				 "rule 2: release %s is not a majority release "
-				 "among the voters (%s); it stands only after "
-				 "%u election timeouts without a leader",
+				 "among the voters (%s)",
 				 baton_release_format(r->o.profile.release, a),
-				 voters, BATON_MINORITY_WAIT_TIMEOUTS);
+				 voters);
 		}
 		return BATON_INELIGIBLE_MINORITY;
 	}
@@ -186,7 +185,14 @@ uint32_t baton__eligibility(const struct baton_raft *r, char *why, size_t cap)
 uint32_t baton_raft_eligibility(const struct baton_raft *r, char *why,
 				size_t cap)
 {
-	return baton__eligibility(r, why, cap);
+	uint32_t e = baton__eligibility(r, why, cap);
+	size_t used = why != NULL ? strlen(why) : 0;
+	if (e == BATON_INELIGIBLE_MINORITY && used + 1 < cap)
+		snprintf(why + used, cap - used,
+			 "; it stands only after %u election timeouts without "
+			 "a leader",
+			 BATON_MINORITY_WAIT_TIMEOUTS);
+	return e;
 }
 
 /* ---- voters: rule 1 ------------------------------------------------------ */
@@ -233,7 +239,9 @@ bool baton__candidacy_deferred(struct baton_raft *r)
 	if (r->minority_waits >= BATON_MINORITY_WAIT_TIMEOUTS)
 		return false; /* waited long enough: no preferred node won */
 	r->minority_waits++;
-	baton__refuse(r, "not standing for election yet (%s); waited %u of %u",
+	baton__refuse(r,
+		      "not standing for election yet (%s): election timeout "
+		      "%u of %u without a leader",
 		      why, r->minority_waits, BATON_MINORITY_WAIT_TIMEOUTS);
 	return true;
 }
