@@ -653,13 +653,15 @@ const char *baton_raft_last_refusal(const struct baton_raft *r,
  *   ENABLE: no downgrade in progress; target is the release one step back
  *     from the floor (baton_release_previous) and this binary contains
  *     it; every member answered an info request this term (reachable) and
- *     runs a release >= target; no version entry uncommitted;
+ *     runs a release >= target, and none runs the target already when
+ *     the machine version must come down (its log would hold entries it
+ *     cannot apply); no version entry uncommitted;
  *   CANCEL: a downgrade to target is in progress and no member runs a
  *     release <= target yet (none has been downgraded);
  * 0 with *out filled (the floor and machine version before and after),
  * else BATON_ENOTLEADER, BATON_EINVAL (target not one step back, or not
- * in the table), BATON_ESTATE (in progress / none to cancel / a member
- * downgraded already), BATON_EBUSY (a member unknown this term, a version
+ * in the table, or a member below it), BATON_ESTATE (in progress / none to
+ * cancel / a member downgraded already), BATON_EBUSY (a member unknown this term, a version
  * entry or a transfer in flight), with why (NUL-terminated, `cap` bytes)
  * naming the rule and versions. The state machine's conversion check
  * (machine_from -> machine_to) is the driver's. */

@@ -120,6 +120,23 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 	out->machine_to = v->machine;
 	if (prev->machine_max.value < out->machine_to.value)
 		out->machine_to = prev->machine_max;
+	/* A member rolled back to the target before the downgrade: its log
+	 * holds entries under a machine version it lacks, before `since`,
+	 * which it could never apply (nothing sends it a snapshot: its log
+	 * matches). With no machine conversion, its log holds nothing it
+	 * lacks, and lowering the floor lets it go on. */
+	id = first_at_or_below(r, target, false, &rel);
+	if (id != 0 && out->machine_to.value < out->machine_from.value) {
+		say(why, cap,
+		    "member %llu runs release %s already, and the log holds "
+		    "entries under machine version %u that it cannot apply: "
+		    "restart it on release %s, enable the downgrade, let it "
+		    "take its snapshot, then roll it back",
+		    (unsigned long long)id, baton_release_format(rel, a),
+		    out->machine_from.value, baton_release_format(v->floor, b));
+		memset(out, 0, sizeof *out);
+		return BATON_ESTATE;
+	}
 	return 0;
 }
 

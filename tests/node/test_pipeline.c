@@ -144,6 +144,9 @@ struct test_machine {
 	uint64_t applied, sum;
 	uint32_t last_version;
 	uint32_t restores, version_changes;
+	/* The last change of the machine version: where, from, to. */
+	baton_index changed_at;
+	uint32_t changed_from, changed_to;
 };
 
 static int tm_apply(struct baton_machine *bm, struct baton_machine_version v,
@@ -165,8 +168,11 @@ static int tm_version_changed(struct baton_machine *bm, baton_index index,
 			      struct baton_machine_version from,
 			      struct baton_machine_version to)
 {
-	(void)index, (void)from, (void)to;
-	((struct test_machine *)bm)->version_changes++;
+	struct test_machine *m = (struct test_machine *)bm;
+	m->version_changes++;
+	m->changed_at = index;
+	m->changed_from = from.value;
+	m->changed_to = to.value;
 	return 0;
 }
 
@@ -212,6 +218,7 @@ static const struct baton_machine_ops tm_ops = {
 static struct mem_storage st;
 static struct test_machine tm;
 static struct baton_pipeline *p;
+static const struct baton_profile *runs; /* NULL: the newest release */
 static uint64_t now;
 static uint32_t stalls, sends;
 static baton_index stalled_at;
@@ -244,6 +251,7 @@ static void setup(void)
 	memset(&tm, 0, sizeof tm);
 	tm.base.ops = &tm_ops;
 	p = NULL;
+	runs = NULL;
 	now = 1000;
 	stalls = sends = 0;
 	stalled_at = 0;
@@ -266,6 +274,8 @@ static void start(uint64_t snapshot_entries, bool bootstrap)
 	baton_raft_options_default(&c.raft);
 	c.raft.id = 1;
 	c.raft.random_seed = 7;
+	if (runs != NULL)
+		c.raft.profile = *runs;
 	c.storage = &st.base;
 	c.machine = &tm.base;
 	c.snapshot_entries = snapshot_entries;
@@ -607,4 +617,111 @@ Test(pipeline, destroy_fails_what_waits)
 	cr_assert_eq(a.status, BATON_ESTATE);
 	cr_assert_eq(rd.calls, 1);
 	cr_assert_eq(rd.status, BATON_ESTATE);
+}
+
+/* ---- the version rules of the log ------------------------------------------
+ */
+
+Test(pipeline, a_floor_above_this_release_stalls_and_says_what_to_do)
+{
+	/* Data whose floor a newer release raised: this binary neither
+	 * applies nor leads, and keeps the data. */
+	struct baton_version_state v;
+	baton_version_state_initial(&v);
+	v.floor = (struct baton_release){9, 0, 0};
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len;
+	cr_assert_eq(baton_version_state_encode(&v, buf, sizeof buf, &len), 0);
+	durable_log(BATON_ENTRY_VERSION, buf, (uint32_t)len);
+	start(0, false);
+	for (int i = 0; i < 1000 && status().stalled_index == 0; i++)
+		run(1);
+	struct baton_pipeline_status s = status();
+	cr_assert_eq(s.stalled_index, 2);
+	cr_assert_eq(s.raft.stalled_index, 2);
+	cr_assert_eq(baton_release_compare(s.raft.needs_release, v.floor), 0);
+	cr_assert_eq(s.raft.needs_machine.value, 0);
+	cr_assert_eq(s.raft.eligibility, BATON_INELIGIBLE_FLOOR);
+	cr_assert_eq(stalls, 1);
+	cr_assert_eq(stalled_at, 2);
+	cr_assert_str_eq(s.stalled_why, stalled_why);
+	char rel[BATON_RELEASE_STR_MAX];
+	baton_release_format(baton_release_current()->release, rel);
+	cr_assert(strstr(s.stalled_why, "9.0.0") != NULL, "%s", s.stalled_why);
+	cr_assert(strstr(s.stalled_why, rel) != NULL, "%s", s.stalled_why);
+	cr_assert(strstr(s.stalled_why, "downgrade") != NULL, "%s",
+		  s.stalled_why);
+	struct result r = {0};
+	cr_assert_eq(baton_pipeline_read(p, on_done, &r), BATON_ESTALLED);
+	baton_index applied = s.applied;
+	cr_assert_lt(applied, 2);
+	run(300);
+	cr_assert_eq(status().applied, applied);
+	cr_assert_eq(status().stalled_index, 2);
+	cr_assert_eq(stalls, 1, "announced once");
+	cr_assert_neq(status().raft.role, BATON_LEADER);
+	cr_assert_eq(tm.version_changes, 0);
+}
+
+Test(pipeline, a_downgrade_converts_the_machine_at_its_index)
+{
+	runs = baton_release_find((struct baton_release){1, 1, 0});
+	cr_assert_not_null(runs);
+	cr_assert_eq(runs->machine_max.value, 2);
+	start(0, true);
+	run_until_leader();
+	run(5);
+	/* Alone, it upgraded to machine version 2 in its first entry. */
+	cr_assert_eq(tm.version_changes, 1);
+	cr_assert_eq(tm.changed_to, 2);
+	struct result d = {0};
+	struct baton_release target = {1, 0, 0};
+	cr_assert_eq(baton_pipeline_downgrade(p, BATON_DOWNGRADE_ENABLE, target,
+					      on_done, &d),
+		     0);
+	run(5);
+	cr_assert_eq(d.calls, 1);
+	cr_assert_eq(d.status, 0);
+	struct baton_pipeline_status s = status();
+	cr_assert_eq(tm.version_changes, 2);
+	cr_assert_eq(tm.changed_from, 2);
+	cr_assert_eq(tm.changed_to, 1);
+	cr_assert_eq(tm.changed_at, s.raft.versions_index);
+	cr_assert_eq(s.applied_versions.machine.value, 1);
+	cr_assert_eq(baton_release_compare(s.applied_versions.floor, target),
+		     0);
+	cr_assert_eq(baton_release_compare(s.applied_versions.downgrade.target,
+					   target),
+		     0);
+	/* Commands after it are applied under version 1. */
+	struct result a = {0};
+	propose("a", &a);
+	run(5);
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(tm.last_version, 1);
+	/* Refused requests are refused at once, without the callback. */
+	struct result again = {0};
+	cr_assert_eq(baton_pipeline_downgrade(p, BATON_DOWNGRADE_ENABLE, target,
+					      on_done, &again),
+		     BATON_ESTATE);
+	run(5);
+	cr_assert_eq(again.calls, 0);
+	/* Cancelled: back to version 2 at the cancel's index. */
+	struct result c = {0};
+	cr_assert_eq(baton_pipeline_downgrade(p, BATON_DOWNGRADE_CANCEL, target,
+					      on_done, &c),
+		     0);
+	run(5);
+	cr_assert_eq(c.calls, 1);
+	cr_assert_eq(c.status, 0);
+	s = status();
+	cr_assert_eq(tm.version_changes, 3);
+	cr_assert_eq(tm.changed_from, 1);
+	cr_assert_eq(tm.changed_to, 2);
+	cr_assert_eq(tm.changed_at, s.raft.versions_index);
+	cr_assert_eq(s.applied_versions.machine.value, 2);
+	struct result b = {0};
+	propose("b", &b);
+	run(5);
+	cr_assert_eq(tm.last_version, 2);
 }

@@ -248,6 +248,18 @@ static int m_restore(struct baton_machine *bm, struct baton_machine_version v,
 	return 0;
 }
 
+static int m_version_changed(struct baton_machine *bm, baton_index index,
+			     struct baton_machine_version from,
+			     struct baton_machine_version to)
+{
+	struct fx_machine *m = to_machine(bm);
+	m->version_changes++;
+	m->changed_at = index;
+	m->changed_from = from.value;
+	m->changed_to = to.value;
+	return 0;
+}
+
 static const char *m_errmsg(const struct baton_machine *bm)
 {
 	return ((const struct fx_machine *)bm)->errmsg;
@@ -255,6 +267,7 @@ static const char *m_errmsg(const struct baton_machine *bm)
 
 static const struct baton_machine_ops fx_machine_ops = {
 	.apply = m_apply,
+	.version_changed = m_version_changed,
 	.snapshot = m_snapshot,
 	.restore = m_restore,
 	.errmsg = m_errmsg,
@@ -309,6 +322,10 @@ int fx_feed_request(struct baton_pipeline *p, const struct baton_event *ev,
 	case BATON_EVENT_VERSIONS:
 		return baton_pipeline_set_versions(p, ev->u.versions.state,
 						   request_done, NULL);
+	case BATON_EVENT_DOWNGRADE:
+		return baton_pipeline_downgrade(p, ev->u.downgrade.op,
+						ev->u.downgrade.target,
+						request_done, NULL);
 	default:
 		*handled = false;
 		return 0;

@@ -72,7 +72,7 @@ void fx_disk_free(struct fx_disk *d);
  * bytes restore (a count of 0 when shorter than 8).
  * Refuses (BATON_EVERSION) any entry at or after `refuse_from` (0: none),
  * and every snapshot while `refuse_restore` is set, as a machine of an
- * older release would. */
+ * older release would. Records every change of the machine version. */
 struct fx_machine {
 	struct baton_machine base;
 	uint64_t commands; /* applied since the start (or the last restore) */
@@ -81,6 +81,11 @@ struct fx_machine {
 	baton_index refuse_from;
 	bool refuse_restore;
 	size_t snapshot_pad;
+	/* Changes of the effective machine version it was told of, and the
+	 * last one: at which index, from which version to which. */
+	uint32_t version_changes;
+	baton_index changed_at;
+	uint32_t changed_from, changed_to;
 	char errmsg[128];
 };
 
@@ -96,8 +101,8 @@ void fx_settle(struct baton_pipeline *p, const struct fx_disk *d);
 
 /* The requests a test makes of a pipeline that carry nothing back but
  * success (TICK, RECEIVE, TRANSFER, ADD_LEARNER, PROMOTE, REMOVE,
- * VERSIONS): feed ev to p and return the pipeline's own refusal, or 0.
- * *handled is false for any other event (PROPOSE and READ, whose answers
+ * VERSIONS, DOWNGRADE): feed ev to p and return the pipeline's own refusal, or
+ * 0. *handled is false for any other event (PROPOSE and READ, whose answers
  * each harness collects its own way, and the pipeline's own events). */
 int fx_feed_request(struct baton_pipeline *p, const struct baton_event *ev,
 		    bool *handled);

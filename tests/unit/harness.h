@@ -105,8 +105,8 @@ void h_free(struct harness *h);
 
 /* Feed the event to node id through its pipeline (TICK, RECEIVE with a
  * hand-made message, PROPOSE, READ, TRANSFER, ADD_LEARNER, PROMOTE, REMOVE,
- * VERSIONS), let it settle, and return what the core answered (or what
- * the pipeline refused with). PERSISTED, SNAPSHOT_TAKEN and APPLY_STOPPED
+ * VERSIONS, DOWNGRADE), let it settle, and return what the core answered (or
+ * what the pipeline refused with). PERSISTED, SNAPSHOT_TAKEN and APPLY_STOPPED
  * are the pipeline's own events: a test cannot feed them. */
 int h_step(struct harness *h, baton_node_id id, struct baton_event *ev);
 /* Advance time by ms, ticking every running node every 10 ms, delivering

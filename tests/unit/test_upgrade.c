@@ -29,6 +29,12 @@ static const struct baton_profile *rel(uint16_t major, uint16_t minor)
 static const struct baton_profile *runs[H_MAX + 1]; /* NULL: the newest */
 static uint32_t slow[H_MAX + 1];		    /* election timeouts */
 static uint32_t strategy = BATON_UPGRADE_ALL;
+/* 0: the core's default (version-aware). The tests of the machine version
+ * alone that keep a node on a release below a leader's run under ANY:
+ * otherwise the release floor the leader raises would hold that node from
+ * the leader's first entry on, and rule 2 would move leadership
+ * (test_eligibility.c tests those). */
+static uint32_t policy;
 
 static void tweak(struct baton_raft_options *o)
 {
@@ -37,6 +43,8 @@ static void tweak(struct baton_raft_options *o)
 	if (slow[o->id] != 0)
 		o->election_timeout_ms = slow[o->id];
 	o->machine_upgrade = strategy;
+	if (policy != 0)
+		o->election_policy = policy;
 }
 
 static void no_trailing(struct baton_raft_options *o)
@@ -314,9 +322,11 @@ Test(upgrade, all_waits_for_an_unknown_member)
 	h_free(&h);
 }
 
-/* Nodes 1 and 2 run 1.1.0 (machine 2), node 3 1.0.0 (machine 1). */
+/* Nodes 1 and 2 run 1.1.0 (machine 2), node 3 1.0.0 (machine 1), under
+ * ANY (see `policy`). */
 static baton_node_id mixed(struct harness *h)
 {
+	policy = BATON_ELECTION_ANY;
 	runs[1] = rel(1, 1);
 	runs[2] = rel(1, 1);
 	runs[3] = rel(1, 0);
@@ -505,6 +515,7 @@ Test(upgrade, quorum_goes_without_the_member_behind_which_stalls)
 Test(upgrade, a_leader_never_raises_above_its_own_machine_max)
 {
 	strategy = BATON_UPGRADE_QUORUM;
+	policy = BATON_ELECTION_ANY; /* node 1 leads on: no rule 2 */
 	runs[1] = rel(1, 0);
 	runs[2] = rel(1, 1);
 	runs[3] = rel(1, 1);
@@ -730,4 +741,49 @@ Test(join, malformed_input_and_short_buffers)
 	cr_assert_eq(strlen(tiny), sizeof tiny - 1);
 	cr_assert_eq(baton_join_check(&s, 4, rel(1, 0), NULL, NULL, 0),
 		     BATON_EVERSION);
+}
+
+Test(join, a_joiner_below_the_release_floor_is_refused)
+{
+	/* The cluster has been led by 1.1.0: a 1.0.0 node could neither lead
+	 * nor apply (DESIGN.md, "Future data"). */
+	struct baton_version_state s =
+		cluster_of(1, rel(1, 1), rel(1, 1), NULL);
+	s.floor = rel(1, 1)->release;
+	char why[512];
+	cr_assert_eq(baton_join_check(&s, 4, rel(1, 0), NULL, why, sizeof why),
+		     BATON_EVERSION);
+	cr_assert(strstr(why, "release 1.0.0 is below") != NULL, "%s", why);
+	cr_assert(strstr(why, "release floor 1.1.0") != NULL, "%s", why);
+	cr_assert(strstr(why, "downgrade") != NULL, "says what to do: %s", why);
+	/* At or above the floor: welcome. */
+	cr_assert_eq(baton_join_check(&s, 4, rel(1, 1), NULL, why, sizeof why),
+		     0);
+	cr_assert_eq(baton_join_check(&s, 4, rel(1, 2), NULL, why, sizeof why),
+		     0);
+	/* A node re-joining is judged by what it runs now, not by its row. */
+	cr_assert_eq(baton_join_check(&s, 1, rel(1, 0), NULL, why, sizeof why),
+		     BATON_EVERSION);
+	/* The floor comes before the machine version: with both broken the
+	 * reason is the floor's. */
+	s.machine.value = 2;
+	cr_assert_eq(baton_join_check(&s, 4, rel(1, 0), NULL, why, sizeof why),
+		     BATON_EVERSION);
+	cr_assert(strstr(why, "release floor 1.1.0") != NULL, "%s", why);
+	/* And strict comes before the floor. */
+	struct baton_release strict = {1, 1, 0};
+	cr_assert_eq(
+		baton_join_check(&s, 4, rel(1, 0), &strict, why, sizeof why),
+		BATON_EVERSION);
+	cr_assert(strncmp(why, "strict release", 14) == 0, "%s", why);
+	/* Once a downgrade to 1.0.0 lowered the floor, 1.0.0 may join. */
+	s.downgrade.target = rel(1, 0)->release;
+	s.downgrade.prev_floor = s.floor;
+	s.downgrade.prev_machine.value = 2;
+	s.downgrade.since = 9;
+	s.floor = rel(1, 0)->release;
+	s.machine.value = 1;
+	cr_assert_eq(baton_join_check(&s, 4, rel(1, 0), NULL, why, sizeof why),
+		     0);
+	cr_assert_str_eq(why, "");
 }

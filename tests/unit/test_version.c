@@ -110,6 +110,9 @@ static struct baton_version_state sample(void)
 	return s;
 }
 
+/* The tail a downgrade in progress adds after the rows. */
+#define DOWNGRADE_TAIL_LEN 25u
+
 /* Golden bytes of sample(): format 1, little endian throughout. */
 static const uint8_t SAMPLE_BYTES[] = {
 	0x01,						/* format */
@@ -128,6 +131,15 @@ static void assert_state_eq(const struct baton_version_state *a,
 {
 	cr_assert_eq(a->machine.value, b->machine.value);
 	cr_assert_eq(baton_release_compare(a->floor, b->floor), 0);
+	cr_assert_eq(
+		baton_release_compare(a->downgrade.target, b->downgrade.target),
+		0);
+	cr_assert_eq(baton_release_compare(a->downgrade.prev_floor,
+					   b->downgrade.prev_floor),
+		     0);
+	cr_assert_eq(a->downgrade.prev_machine.value,
+		     b->downgrade.prev_machine.value);
+	cr_assert_eq(a->downgrade.since, b->downgrade.since);
 	cr_assert_eq(a->n, b->n);
 	for (uint32_t i = 0; i < a->n; i++) {
 		const struct baton_profile *p = &a->members[i].profile;
@@ -194,6 +206,18 @@ Test(version_state, a_full_table_round_trips)
 	}
 	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
 	size_t len = 0;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	/* Without a downgrade, the largest encoding lacks only its tail. */
+	cr_assert_eq(len, BATON_VERSION_STATE_BYTES_MAX - DOWNGRADE_TAIL_LEN);
+	cr_assert_eq(baton_version_state_encode(&s, buf, len - 1, &len),
+		     BATON_ETOOBIG);
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d), 0);
+	assert_state_eq(&d, &s);
+	/* With one, it is the largest there is. */
+	s.downgrade.target = rel(3, 0, 0);
+	s.downgrade.prev_floor = s.floor;
+	s.downgrade.prev_machine = s.machine;
+	s.downgrade.since = UINT64_MAX;
 	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
 	cr_assert_eq(len, BATON_VERSION_STATE_BYTES_MAX);
 	cr_assert_eq(baton_version_state_encode(&s, buf, len - 1, &len),
@@ -286,4 +310,213 @@ Test(version_state, states_the_log_cannot_hold_are_refused_both_ways)
 	buf[12 + 26] = 0x07; /* row 2's id now below row 1's */
 	struct baton_version_state d;
 	cr_assert_eq(baton_version_state_decode(buf, len, &d), BATON_ECORRUPT);
+}
+
+/* ---- one step back, and the downgrade tail -------------------------------*/
+
+Test(release, previous_is_one_step_back_in_the_table)
+{
+	uint32_t n = 0;
+	const struct baton_profile *t = baton_releases(&n);
+	cr_assert_null(baton_release_previous(t[0].release), "the oldest");
+	for (uint32_t i = 1; i < n; i++)
+		cr_assert_eq(baton_release_previous(t[i].release), &t[i - 1]);
+	cr_assert_eq(baton_release_previous(baton_release_current()->release),
+		     &t[n - 1] - 1);
+	/* Not in the table: a patch release this binary does not contain,
+	 * nothing at all, a release from the future. */
+	cr_assert_null(baton_release_previous(rel(1, 1, 1)));
+	cr_assert_null(baton_release_previous(rel(0, 0, 0)));
+	cr_assert_null(baton_release_previous(rel(9, 9, 9)));
+	/* The steps the downgrade tests take. */
+	const struct baton_profile *p = baton_release_previous(rel(1, 1, 0));
+	cr_assert_not_null(p);
+	cr_assert_eq(baton_release_compare(p->release, rel(1, 0, 0)), 0);
+}
+
+/* sample() during a downgrade from floor 1.2.3, machine 2 to 1.1.0. */
+static struct baton_version_state sample_downgrade(void)
+{
+	struct baton_version_state s = sample();
+	s.downgrade.target = rel(1, 1, 0);
+	s.downgrade.prev_floor = rel(1, 2, 3);
+	s.downgrade.prev_machine.value = 2;
+	s.downgrade.since = 0x1122334455667788ull;
+	s.floor = rel(1, 1, 0);
+	s.machine.value = 1;
+	return s;
+}
+
+/* Golden bytes of sample_downgrade(): sample's fields with the new floor
+ * and machine version, then the 25-byte tail. */
+static const uint8_t DOWNGRADE_BYTES[] = {
+	0x01,						/* format */
+	0x01, 0x00, 0x00, 0x00,				/* machine version 1 */
+	0x01, 0x00, 0x01, 0x00, 0x00, 0x00,		/* floor 1.1.0 */
+	0x01,						/* one row */
+	0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* id */
+	0x04, 0x00, 0x05, 0x00, 0x06, 0x00,		/* release 4.5.6 */
+	0x01, 0x00, 0x00, 0x00,				/* proto_min 1 */
+	0x03, 0x00, 0x00, 0x00,				/* proto_max 3 */
+	0x02, 0x00, 0x00, 0x00,				/* machine_max 2 */
+	0x01,						/* downgrade tag */
+	0x01, 0x00, 0x01, 0x00, 0x00, 0x00,		/* target 1.1.0 */
+	0x01, 0x00, 0x02, 0x00, 0x03, 0x00,		/* prev floor 1.2.3 */
+	0x02, 0x00, 0x00, 0x00,				/* prev machine 2 */
+	0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* since */
+};
+
+Test(version_state, a_downgrade_is_a_tail_after_the_rows)
+{
+	struct baton_version_state s = sample_downgrade(), d;
+	cr_assert(baton_version_state_valid(&s));
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len = 0;
+	cr_assert_eq(baton_version_state_encoded_len(&s),
+		     sizeof DOWNGRADE_BYTES);
+	cr_assert_eq(sizeof DOWNGRADE_BYTES,
+		     sizeof SAMPLE_BYTES + DOWNGRADE_TAIL_LEN);
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	cr_assert_eq(len, sizeof DOWNGRADE_BYTES);
+	cr_assert_arr_eq(buf, DOWNGRADE_BYTES, len);
+	cr_assert_eq(baton_version_state_encode(&s, buf, len - 1, &len),
+		     BATON_ETOOBIG);
+	memset(&d, 0xab, sizeof d);
+	cr_assert_eq(baton_version_state_decode(DOWNGRADE_BYTES,
+						sizeof DOWNGRADE_BYTES, &d),
+		     0);
+	assert_state_eq(&d, &s);
+	/* What a later release appends after the tail is ignored. */
+	uint8_t more[sizeof DOWNGRADE_BYTES + 3];
+	memcpy(more, DOWNGRADE_BYTES, sizeof DOWNGRADE_BYTES);
+	memset(more + sizeof DOWNGRADE_BYTES, 0x77, 3);
+	cr_assert_eq(baton_version_state_decode(more, sizeof more, &d), 0);
+	assert_state_eq(&d, &s);
+}
+
+Test(version_state, without_a_downgrade_the_bytes_are_the_old_ones)
+{
+	/* Written only while a downgrade is in progress: a state without
+	 * one encodes as before the tail existed (the goldens above), and
+	 * a format-1 entry without it decodes as "no downgrade". */
+	struct baton_version_state s = sample(), d;
+	cr_assert_eq(baton_version_state_encoded_len(&s), sizeof SAMPLE_BYTES);
+	memset(&d, 0xab, sizeof d);
+	cr_assert_eq(baton_version_state_decode(SAMPLE_BYTES,
+						sizeof SAMPLE_BYTES, &d),
+		     0);
+	cr_assert_eq(d.downgrade.target.major + d.downgrade.target.minor +
+			     d.downgrade.target.patch,
+		     0);
+	cr_assert_eq(d.downgrade.prev_floor.major +
+			     d.downgrade.prev_floor.minor +
+			     d.downgrade.prev_floor.patch,
+		     0);
+	cr_assert_eq(d.downgrade.prev_machine.value, 0);
+	/* Round trip of a state that had one and lost it: the same bytes as
+	 * one that never had it. */
+	s = sample_downgrade();
+	memset(&s.downgrade, 0, sizeof s.downgrade);
+	s.floor = rel(1, 2, 3);
+	s.machine.value = 2;
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len = 0;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	cr_assert_eq(len, sizeof SAMPLE_BYTES);
+	cr_assert_arr_eq(buf, SAMPLE_BYTES, len);
+}
+
+Test(version_state, a_cut_or_empty_downgrade_tail_is_corrupt)
+{
+	struct baton_version_state d;
+	/* Every cut of the tail after its tag, in a buffer of exactly that
+	 * length (never read past). */
+	for (size_t n = sizeof SAMPLE_BYTES + 1; n < sizeof DOWNGRADE_BYTES;
+	     n++) {
+		uint8_t *p = malloc(n);
+		memcpy(p, DOWNGRADE_BYTES, n);
+		d.machine.value = 99;
+		cr_assert_eq(baton_version_state_decode(p, n, &d),
+			     BATON_ECORRUPT, "%zu bytes", n);
+		cr_assert_eq(d.machine.value, 99, "*out untouched on error");
+		free(p);
+	}
+	/* The tag alone, right after the rows. */
+	uint8_t tag[sizeof SAMPLE_BYTES + 1];
+	memcpy(tag, SAMPLE_BYTES, sizeof SAMPLE_BYTES);
+	tag[sizeof SAMPLE_BYTES] = 1;
+	cr_assert_eq(baton_version_state_decode(tag, sizeof tag, &d),
+		     BATON_ECORRUPT);
+}
+
+/* Patch the downgrade golden bytes and expect the decoder to refuse. */
+static void expect_corrupt_downgrade(size_t off, const uint8_t *v, size_t n,
+				     const char *what)
+{
+	uint8_t buf[sizeof DOWNGRADE_BYTES];
+	memcpy(buf, DOWNGRADE_BYTES, sizeof buf);
+	memcpy(buf + off, v, n);
+	struct baton_version_state d;
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d),
+		     BATON_ECORRUPT, "%s", what);
+}
+
+Test(version_state, downgrade_fields_the_log_cannot_hold_are_refused)
+{
+	/* Offsets in DOWNGRADE_BYTES: the tag at 38, target at 39, previous
+	 * floor at 45, previous machine at 51, since at 55; machine version
+	 * at 1. */
+	const uint8_t zero6[6] = {0}, zero4[4] = {0}, zero8[8] = {0},
+		      rel123[6] = {1, 0, 2, 0, 3, 0},
+		      rel130[6] = {1, 0, 3, 0, 0, 0},
+		      machine3[4] = {3, 0, 0, 0};
+	expect_corrupt_downgrade(39, zero6, 6, "target 0.0.0 with a tag");
+	expect_corrupt_downgrade(39, rel123, 6, "target equal to prev floor");
+	expect_corrupt_downgrade(39, rel130, 6, "target above prev floor");
+	expect_corrupt_downgrade(51, zero4, 4, "previous machine version 0");
+	expect_corrupt_downgrade(55, zero8, 8, "enabled at index 0");
+	expect_corrupt_downgrade(1, machine3, 4,
+				 "machine version above the previous one");
+
+	/* The same states are refused by valid() and by encode. */
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len;
+	struct baton_version_state s = sample_downgrade();
+	s.downgrade.target = s.downgrade.prev_floor;
+	cr_assert_not(baton_version_state_valid(&s));
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	s = sample_downgrade();
+	s.downgrade.prev_machine.value = 0;
+	cr_assert_not(baton_version_state_valid(&s));
+	s = sample_downgrade();
+	s.machine.value = 3;
+	cr_assert_not(baton_version_state_valid(&s));
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	/* No target: the other fields must be zero too. */
+	s = sample();
+	s.downgrade.prev_floor = rel(1, 2, 3);
+	cr_assert_not(baton_version_state_valid(&s));
+	s = sample();
+	s.downgrade.prev_machine.value = 2;
+	cr_assert_not(baton_version_state_valid(&s));
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	s = sample();
+	s.downgrade.since = 5;
+	cr_assert_not(baton_version_state_valid(&s));
+	s = sample_downgrade();
+	s.downgrade.since = 0;
+	cr_assert_not(baton_version_state_valid(&s));
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len),
+		     BATON_EINVAL);
+	/* The edges that are fine: the machine version kept as it was (a
+	 * downgrade between releases of the same machine version), a
+	 * target one patch below. */
+	s = sample_downgrade();
+	s.machine.value = 2;
+	cr_assert(baton_version_state_valid(&s));
+	s.downgrade.target = rel(1, 2, 2);
+	cr_assert(baton_version_state_valid(&s));
 }
