@@ -72,17 +72,25 @@
  *  then n_versions rows of the version table, 32 bytes each: id u64,
  *     release major/minor/patch u16 + pad u16, proto_min u32, proto_max
  *     u32, machine_max u32, pad u32
- *  format 2 only: versions_index u64 (the index of the version entry that
- *     made the version state; 0: the initial state)
+ *  format 2 and 3: versions_index u64 (the index of the version entry
+ *     that made the version state; 0: the initial state)
+ *  format 3 only: the downgrade in progress (struct baton_downgrade),
+ *     32 bytes: target major/minor/patch u16 + pad u16, prev_floor
+ *     major/minor/patch u16 + pad u16, prev_machine u32, pad u32, since u64
  *  then checksum u64 of the header before it (header_len includes it)
  * then data_len bytes of the state machine's snapshot.
  * Format 1 (release 0.1.0) has no versions_index: it reads as 0. Release
  * 0.1.0 only knew machine version 1 and wrote 0 for an unknown one, so a
- * machine version 0 in format 1 reads as 1. */
+ * machine version 0 in format 1 reads as 1. Formats 1 and 2 read with no
+ * downgrade in progress. Format 3 is written only while a downgrade is in
+ * progress, format 2 otherwise: a snapshot without one stays byte for byte
+ * what a release reading only formats 1 and 2 wrote and reads. */
 #define SNAP_MAGIC "BATONSNP"
-#define SNAP_FORMAT 2u
+#define SNAP_FORMAT 3u /* the newest: read, and written in downgrades */
+#define SNAP_FORMAT_NO_DOWNGRADE 2u /* written when none is in progress */
 #define SNAP_FIXED_LEN 80u
 #define SNAP_VERSION_ENTRY_LEN 32u
+#define SNAP_DOWNGRADE_LEN 32u
 
 static inline size_t pad8(size_t n)
 {

@@ -29,20 +29,51 @@ struct baton__snap_writer {
 };
 
 /* The header's length in `format`: the fixed part, the configuration, the
- * version table, format 2's versions_index, the checksum. */
+ * version table, versions_index (2 and later), the downgrade (3), the
+ * checksum. */
 static size_t header_len_of(uint32_t format, size_t config_len,
 			    uint32_t n_versions)
 {
 	return SNAP_FIXED_LEN + pad8(config_len) +
 	       (size_t)n_versions * SNAP_VERSION_ENTRY_LEN +
-	       (format >= 2 ? 8u : 0u) + 8u;
+	       (format >= 2 ? 8u : 0u) +
+	       (format >= 3 ? SNAP_DOWNGRADE_LEN : 0u) + 8u;
+}
+
+static bool release_none(struct baton_release r)
+{
+	return r.major == 0 && r.minor == 0 && r.patch == 0;
+}
+
+/* Format 3 only while a downgrade is in progress (see format.h). */
+static uint32_t format_of(const struct baton_snapshot_header *h)
+{
+	return release_none(h->meta.versions.downgrade.target)
+		       ? SNAP_FORMAT_NO_DOWNGRADE
+		       : SNAP_FORMAT;
 }
 
 static size_t header_len(const struct baton_snapshot_header *h)
 {
-	return header_len_of(SNAP_FORMAT,
+	return header_len_of(format_of(h),
 			     baton_config_encoded_len(&h->meta.config),
 			     h->meta.versions.n);
+}
+
+static uint8_t *put_release(uint8_t *p, struct baton_release r)
+{
+	baton_le_put_u16(p, r.major);
+	baton_le_put_u16(p + 2, r.minor);
+	baton_le_put_u16(p + 4, r.patch);
+	return p + 8; /* and the pad */
+}
+
+static const uint8_t *get_release(const uint8_t *p, struct baton_release *r)
+{
+	r->major = baton_le_get_u16(p);
+	r->minor = baton_le_get_u16(p + 2);
+	r->patch = baton_le_get_u16(p + 4);
+	return p + 8;
 }
 
 /* Encode the header into b (header_len_of(h) bytes, zeroed by caller). */
@@ -51,7 +82,9 @@ static void encode_header(const struct baton_snapshot_header *h,
 {
 	const struct baton_version_state *v = &h->meta.versions;
 	size_t len = header_len(h);
-	baton__file_header_start(b, &snap_kind, (uint32_t)len);
+	struct baton__file_kind kind = snap_kind;
+	kind.format = format_of(h);
+	baton__file_header_start(b, &kind, (uint32_t)len);
 	baton_le_put_u64(b + 16, h->meta.index);
 	baton_le_put_u64(b + 24, h->meta.term);
 	baton_le_put_u64(b + 32, h->meta.config_index);
@@ -82,6 +115,14 @@ static void encode_header(const struct baton_snapshot_header *h,
 	}
 	baton_le_put_u64(p, h->meta.versions_index);
 	p += 8;
+	if (kind.format >= 3) {
+		const struct baton_downgrade *d = &v->downgrade;
+		p = put_release(p, d->target);
+		p = put_release(p, d->prev_floor);
+		baton_le_put_u32(p, d->prev_machine.value);
+		baton_le_put_u64(p + 8, d->since);
+		p += 16;
+	}
 	BATON_ASSERT((size_t)(p - b) == len - FILE_HEADER_CHECKSUM_LEN);
 	baton__file_header_seal(b, (uint32_t)len);
 }
@@ -201,6 +242,32 @@ static void decode_versions(const uint8_t *p, uint32_t n,
 	}
 }
 
+/* Whether v is not valid only because of its downgrade: the refusal then
+ * names the downgrade record. */
+static bool downgrade_to_blame(const struct baton_version_state *v)
+{
+	struct baton_version_state without = *v;
+	memset(&without.downgrade, 0, sizeof without.downgrade);
+	return !baton_version_state_valid(v) &&
+	       baton_version_state_valid(&without);
+}
+
+static int downgrade_corrupt(const char *path,
+			     const struct baton_version_state *v, char *err,
+			     size_t errlen)
+{
+	const struct baton_downgrade *d = &v->downgrade;
+	char target[BATON_RELEASE_STR_MAX], prev[BATON_RELEASE_STR_MAX];
+	return baton__errf(err, errlen, BATON_ECORRUPT,
+			   "%s: snapshot downgrade record out of range "
+			   "(target %s, previous floor %s, previous machine "
+			   "version %u, since %llu, machine version %u)",
+			   path, baton_release_format(d->target, target),
+			   baton_release_format(d->prev_floor, prev),
+			   d->prev_machine.value, (unsigned long long)d->since,
+			   v->machine.value);
+}
+
 /* b holds the whole header (len bytes, checksum verified). */
 static int decode_header(const uint8_t *b, size_t len, uint32_t format,
 			 const char *path, struct baton_snapshot_header *h,
@@ -236,6 +303,15 @@ static int decode_header(const uint8_t *b, size_t len, uint32_t format,
 	p += (size_t)n_versions * SNAP_VERSION_ENTRY_LEN;
 	if (format >= 2)
 		m->versions_index = baton_le_get_u64(p);
+	if (format >= 3) {
+		struct baton_downgrade *d = &v->downgrade;
+		p = get_release(p + 8, &d->target);
+		p = get_release(p, &d->prev_floor);
+		d->prev_machine.value = baton_le_get_u32(p);
+		d->since = baton_le_get_u64(p + 8);
+		if (downgrade_to_blame(v))
+			return downgrade_corrupt(path, v, err, errlen);
+	}
 	if (!baton_version_state_valid(v) || m->versions_index > m->index ||
 	    m->config_index > m->index)
 		return baton__errf(err, errlen, BATON_ECORRUPT,

@@ -149,9 +149,10 @@ struct baton_peer_handshake {
 struct baton_peer_cluster_view {
 	baton_node_id leader_id;      /* 0: no leader known */
 	const char *leader_peer_addr; /* at most ..._ADDR_MAX; NULL as "" */
-	/* The effective machine version, the release floor and the version
-	 * table rows (id + profile), as the sender's log holds them: must be
-	 * valid (baton_version_state_valid()). */
+	/* The effective machine version, the release floor, the version
+	 * table rows (id + profile) and the downgrade in progress, if any,
+	 * as the sender's log holds them: must be valid
+	 * (baton_version_state_valid()). */
 	struct baton_version_state versions;
 	/* The cluster's release when it refuses mixed releases (strict
 	 * mode), else 0.0.0. */
@@ -348,7 +349,8 @@ int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
  *                   BATON_MAX_MEMBERS members, a member id of 0 or
  *                   repeated, an unknown role, a chunk outside total_len,
  *                   a snapshot's version state that is not valid
- *                   (baton_version_state_valid()), a release part above
+ *                   (baton_version_state_valid(); a downgrade breaking
+ *                   one of its rules is named in why), a release part above
  *                   65535, a positive read status, a forwarded command
  *                   without arguments, a single forward that is not
  *                   exactly one command without watches (or, in 2, uses
@@ -361,8 +363,9 @@ int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
  * what 2 added to Forward); an unknown body or Raft type gives kind
  * BATON_PEER_UNKNOWN and 0. A snapshot whose metadata has no version state
  * (from a release before it) reads as baton_version_state_initial() with
- * versions_index 0. The frozen handshake frames decode the same at every
- * version. */
+ * versions_index 0; a version state without a downgrade (none in
+ * progress, or from a release before downgrades) reads with an all-zero
+ * one. The frozen handshake frames decode the same at every version. */
 int baton_peer_decode(struct baton_proto_version v, const uint8_t *body,
 		      size_t len, struct baton_peer_frame *out);
 

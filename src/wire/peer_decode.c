@@ -6,7 +6,9 @@
  * BATON_PEER_DECODE_SLACK, so no frame can make a node allocate without
  * bound, then checks what the core relies on (baton__peer_check_msg, the
  * same rules the encoder applies) and exposes the result as core structs
- * pointing into the unpacked envelope.
+ * pointing into the unpacked envelope. The version facts (profiles,
+ * version states) and the frozen handshake frames are decoded in
+ * peer_decode_versions.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,99 +53,9 @@ static void plain_free(void *data, void *p)
 
 static ProtobufCAllocator free_only = {NULL, plain_free, NULL};
 
-/* A missing release reads as 0.0.0; false when a part does not fit. */
-static bool release_out(const Batonpeer__Release *r, struct baton_release *out)
-{
-	memset(out, 0, sizeof *out);
-	if (r == NULL)
-		return true;
-	if (r->major > UINT16_MAX || r->minor > UINT16_MAX ||
-	    r->patch > UINT16_MAX)
-		return false;
-	out->major = (uint16_t)r->major;
-	out->minor = (uint16_t)r->minor;
-	out->patch = (uint16_t)r->patch;
-	return true;
-}
-
-/* A missing profile reads as zeros (proto3: absent means default). */
-static int profile_out(const Batonpeer__Profile *p, struct baton_profile *out,
-		       const char **why)
-{
-	memset(out, 0, sizeof *out);
-	if (p == NULL)
-		return 0;
-	if (!release_out(p->release, &out->release)) {
-		*why = "release part above 65535";
-		return BATON_ECORRUPT;
-	}
-	out->proto_min.value = p->proto_min;
-	out->proto_max.value = p->proto_max;
-	out->machine_max.value = p->machine_max;
-	return 0;
-}
-
-static int string_out(const char *s, size_t max, const char **out,
-		      const char *what, const char **why)
-{
-	if (s == NULL)
-		s = "";
-	if (strlen(s) > max) {
-		*why = what;
-		return BATON_ETOOBIG;
-	}
-	*out = s;
-	return 0;
-}
-
 static const uint8_t *bytes_out(ProtobufCBinaryData b)
 {
 	return b.len > 0 ? b.data : empty_bytes;
-}
-
-static int handshake_out(const Batonpeer__Handshake *h,
-			 struct baton_peer_handshake *out, const char **why)
-{
-	Batonpeer__Handshake none;
-	if (h == NULL) {
-		batonpeer__handshake__init(&none);
-		h = &none;
-	}
-	out->node_id = h->node_id;
-	int rv =
-		string_out(h->cluster_id, BATON_PEER_CLUSTER_ID_MAX,
-			   &out->cluster_id, "cluster id above the limit", why);
-	if (rv == 0)
-		rv = string_out(h->peer_addr, BATON_PEER_ADDR_MAX,
-				&out->peer_addr, "address above the limit",
-				why);
-	if (rv == 0)
-		rv = profile_out(h->profile, &out->profile, why);
-	return rv;
-}
-
-static int view_out(const Batonpeer__ClusterView *v,
-		    struct baton_peer_cluster_view *out, const char **why);
-
-static int handshake_reply_out(const Batonpeer__HandshakeReply *r,
-			       struct baton_peer_handshake_reply *out,
-			       const char **why)
-{
-	out->accepted = r->accepted;
-	out->proto.value = r->proto;
-	if (r->accepted && r->proto == 0) {
-		*why = "handshake accepted without a protocol version";
-		return BATON_ECORRUPT;
-	}
-	int rv = string_out(r->reason, BATON_PEER_REASON_MAX, &out->reason,
-			    "refusal reason above the limit", why);
-	if (rv == 0)
-		rv = handshake_out(r->self, &out->self, why);
-	if (rv == 0 && r->cluster != NULL) {
-		out->has_cluster = true;
-		rv = view_out(r->cluster, &out->cluster, why);
-	}
-	return rv;
 }
 
 static int entries_out(const Batonpeer__Append *a, struct baton_msg_append *out,
@@ -184,69 +96,6 @@ static int entries_out(const Batonpeer__Append *a, struct baton_msg_append *out,
 	return 0;
 }
 
-/* An absent version state (from a release before it) reads as the state
- * of a log without version entries; baton__peer_check_msg() then checks
- * that what arrived is a valid state. */
-static int versions_out(const Batonpeer__VersionState *v,
-			struct baton_version_state *out, const char **why)
-{
-	baton_version_state_initial(out);
-	if (v == NULL)
-		return 0;
-	if (v->n_members > BATON_MAX_MEMBERS) {
-		*why = "more version table rows than BATON_MAX_MEMBERS";
-		return BATON_ECORRUPT;
-	}
-	out->machine.value = v->machine;
-	if (!release_out(v->floor, &out->floor)) {
-		*why = "release part above 65535";
-		return BATON_ECORRUPT;
-	}
-	out->n = (uint32_t)v->n_members;
-	for (size_t i = 0; i < v->n_members; i++) {
-		const Batonpeer__MemberVersions *row = v->members[i];
-		if (row == NULL) {
-			*why = "version table row missing";
-			return BATON_ECORRUPT;
-		}
-		out->members[i].id = row->id;
-		int rv = profile_out(row->profile, &out->members[i].profile,
-				     why);
-		if (rv != 0)
-			return rv;
-	}
-	return 0;
-}
-
-/* A view's version state is always sent (a missing one is garbage), and
- * must be one a log may hold. */
-static int view_out(const Batonpeer__ClusterView *v,
-		    struct baton_peer_cluster_view *out, const char **why)
-{
-	out->leader_id = v->leader_id;
-	int rv = string_out(v->leader_peer_addr, BATON_PEER_ADDR_MAX,
-			    &out->leader_peer_addr,
-			    "leader address above the limit", why);
-	if (rv != 0)
-		return rv;
-	if (v->versions == NULL) {
-		*why = "cluster view without its version state";
-		return BATON_ECORRUPT;
-	}
-	rv = versions_out(v->versions, &out->versions, why);
-	if (rv != 0)
-		return rv;
-	if (!baton_version_state_valid(&out->versions)) {
-		*why = "cluster view version state not valid";
-		return BATON_ECORRUPT;
-	}
-	if (!release_out(v->strict_release, &out->strict_release)) {
-		*why = "release part above 65535";
-		return BATON_ECORRUPT;
-	}
-	return 0;
-}
-
 static int snapshot_out(const Batonpeer__Snapshot *s,
 			struct baton_msg_snapshot *out, const char **why)
 {
@@ -271,7 +120,8 @@ static int snapshot_out(const Batonpeer__Snapshot *s,
 			out->meta.config.members[i].role = m->role;
 		}
 		out->meta.versions_index = meta->versions_index;
-		int rv = versions_out(meta->versions, &out->meta.versions, why);
+		int rv = baton__peer_versions_out(meta->versions,
+						  &out->meta.versions, why);
 		if (rv != 0)
 			return rv;
 	}
@@ -303,8 +153,9 @@ static int info_result_out(const Batonpeer__InfoResult *r,
 			return BATON_ECORRUPT;
 		}
 		const char *key = NULL;
-		int rv = string_out(kv->key, BATON_PEER_INFO_KEY_MAX, &key,
-				    "info result key above the limit", why);
+		int rv = baton__peer_string_out(
+			kv->key, BATON_PEER_INFO_KEY_MAX, &key,
+			"info result key above the limit", why);
 		if (rv != 0)
 			return rv;
 		if (kv->value.len > BATON_PEER_INFO_VALUE_MAX) {
@@ -312,7 +163,7 @@ static int info_result_out(const Batonpeer__InfoResult *r,
 			return BATON_ETOOBIG;
 		}
 	}
-	return profile_out(r->profile, &out->profile, why);
+	return baton__peer_profile_out(r->profile, &out->profile, why);
 }
 
 /* The body a Raft message of a known type must carry. */
@@ -357,7 +208,8 @@ static int raft_body_out(struct baton_proto_version v, const Batonpeer__Raft *r,
 		m->u.vote.last_log_term = vo->last_log_term;
 		m->u.vote.pre_vote = vo->pre_vote;
 		m->u.vote.leadership_transfer = vo->leadership_transfer;
-		return profile_out(vo->candidate, &m->u.vote.candidate, why);
+		return baton__peer_profile_out(vo->candidate,
+					       &m->u.vote.candidate, why);
 	}
 	case BATON_MSG_VOTE_RESULT:
 		m->u.vote_result.pre_vote = r->vote_result->pre_vote;
@@ -370,9 +222,10 @@ static int raft_body_out(struct baton_proto_version v, const Batonpeer__Raft *r,
 		m->u.append.leader_commit = a->leader_commit;
 		m->u.append.heartbeat_seq = a->heartbeat_seq;
 		/* Protocol 3 dropped the leader's profile: ignore one. */
-		int rv = v.value < 3 ? profile_out(a->leader,
-						   &m->u.append.leader, why)
-				     : 0;
+		int rv = v.value < 3
+				 ? baton__peer_profile_out(
+					   a->leader, &m->u.append.leader, why)
+				 : 0;
 		return rv != 0 ? rv : entries_out(a, &m->u.append, f, why);
 	}
 	case BATON_MSG_APPEND_RESULT: {
@@ -607,8 +460,9 @@ static int forward_reply_out(const Batonpeer__ForwardReply *r,
 	case BATONPEER__FORWARD_REPLY__RESULT_ERROR:
 		out->resp_reply = NULL;
 		out->resp_len = 0;
-		return string_out(r->error, BATON_PEER_ERROR_MAX, &out->error,
-				  "forward error text above the limit", why);
+		return baton__peer_string_out(
+			r->error, BATON_PEER_ERROR_MAX, &out->error,
+			"forward error text above the limit", why);
 	default:
 		*why = "forward reply without a result";
 		return BATON_ECORRUPT;
@@ -623,13 +477,16 @@ static int join_out(const Batonpeer__JoinRequest *j,
 		*why = "join from node id 0";
 		return BATON_ECORRUPT;
 	}
-	int rv = string_out(j->peer_addr, BATON_PEER_ADDR_MAX, &out->peer_addr,
-			    "address above the limit", why);
+	int rv = baton__peer_string_out(j->peer_addr, BATON_PEER_ADDR_MAX,
+					&out->peer_addr,
+					"address above the limit", why);
 	if (rv == 0)
-		rv = string_out(j->client_addr, BATON_PEER_ADDR_MAX,
-				&out->client_addr, "address above the limit",
-				why);
-	return rv != 0 ? rv : profile_out(j->profile, &out->profile, why);
+		rv = baton__peer_string_out(j->client_addr, BATON_PEER_ADDR_MAX,
+					    &out->client_addr,
+					    "address above the limit", why);
+	return rv != 0 ? rv
+		       : baton__peer_profile_out(j->profile, &out->profile,
+						 why);
 }
 
 static int join_reply_out(const Batonpeer__JoinReply *r,
@@ -637,17 +494,20 @@ static int join_reply_out(const Batonpeer__JoinReply *r,
 {
 	out->accepted = r->accepted;
 	out->leader_id = r->leader_id;
-	int rv = string_out(r->reason, BATON_PEER_REASON_MAX, &out->reason,
-			    "join refusal reason above the limit", why);
+	int rv = baton__peer_string_out(
+		r->reason, BATON_PEER_REASON_MAX, &out->reason,
+		"join refusal reason above the limit", why);
 	if (rv == 0)
-		rv = string_out(r->leader_peer_addr, BATON_PEER_ADDR_MAX,
-				&out->leader_peer_addr,
-				"address above the limit", why);
+		rv = baton__peer_string_out(
+			r->leader_peer_addr, BATON_PEER_ADDR_MAX,
+			&out->leader_peer_addr, "address above the limit", why);
 	if (rv == 0)
-		rv = string_out(r->leader_client_addr, BATON_PEER_ADDR_MAX,
-				&out->leader_client_addr,
-				"address above the limit", why);
-	return rv != 0 ? rv : profile_out(r->leader, &out->leader, why);
+		rv = baton__peer_string_out(r->leader_client_addr,
+					    BATON_PEER_ADDR_MAX,
+					    &out->leader_client_addr,
+					    "address above the limit", why);
+	return rv != 0 ? rv
+		       : baton__peer_profile_out(r->leader, &out->leader, why);
 }
 
 static int envelope_out(struct baton_proto_version v,
@@ -663,11 +523,12 @@ static int envelope_out(struct baton_proto_version v,
 	switch (env->body_case) {
 	case BATONPEER__ENVELOPE__BODY_HANDSHAKE:
 		f->kind = BATON_PEER_HANDSHAKE;
-		return handshake_out(env->handshake, &f->handshake, why);
+		return baton__peer_handshake_out(env->handshake, &f->handshake,
+						 why);
 	case BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY:
 		f->kind = BATON_PEER_HANDSHAKE_REPLY;
-		return handshake_reply_out(env->handshake_reply,
-					   &f->handshake_reply, why);
+		return baton__peer_handshake_reply_out(
+			env->handshake_reply, &f->handshake_reply, why);
 	case BATONPEER__ENVELOPE__BODY_RAFT:
 		return raft_out(v, env->raft, f, why);
 	case BATONPEER__ENVELOPE__BODY_FORWARD:

@@ -84,6 +84,8 @@ static Batonpeer__Profile *profile_in(struct profile_pb *pb,
 struct versions_pb {
 	Batonpeer__VersionState state;
 	Batonpeer__Release floor;
+	Batonpeer__Downgrade downgrade;
+	Batonpeer__Release target, prev_floor;
 	Batonpeer__MemberVersions rows[BATON_MAX_MEMBERS];
 	Batonpeer__MemberVersions *row_ptrs[BATON_MAX_MEMBERS];
 	struct profile_pb profiles[BATON_MAX_MEMBERS];
@@ -91,10 +93,30 @@ struct versions_pb {
 
 /* Whether s is what a log without version entries holds: then nothing is
  * sent, as a release before the version state sent nothing. */
+static bool release_none(struct baton_release r)
+{
+	return r.major == 0 && r.minor == 0 && r.patch == 0;
+}
+
 static bool versions_initial(const struct baton_version_state *s)
 {
-	return s->machine.value == 1 && s->n == 0 && s->floor.major == 0 &&
-	       s->floor.minor == 0 && s->floor.patch == 0;
+	return s->machine.value == 1 && s->n == 0 && release_none(s->floor) &&
+	       release_none(s->downgrade.target);
+}
+
+/* The downgrade in progress, or NULL when there is none: the field is
+ * then absent, and the frame what a release before downgrades sent. */
+static Batonpeer__Downgrade *downgrade_in(struct versions_pb *pb,
+					  const struct baton_downgrade *d)
+{
+	if (release_none(d->target))
+		return NULL;
+	batonpeer__downgrade__init(&pb->downgrade);
+	pb->downgrade.target = release_in(&pb->target, d->target);
+	pb->downgrade.prev_floor = release_in(&pb->prev_floor, d->prev_floor);
+	pb->downgrade.prev_machine = d->prev_machine.value;
+	pb->downgrade.since = d->since;
+	return &pb->downgrade;
 }
 
 static Batonpeer__VersionState *versions_in(struct versions_pb *pb,
@@ -117,6 +139,7 @@ static Batonpeer__VersionState *versions_in(struct versions_pb *pb,
 	}
 	pb->state.n_members = s->n;
 	pb->state.members = pb->row_ptrs;
+	pb->state.downgrade = downgrade_in(pb, &s->downgrade);
 	return &pb->state;
 }
 
@@ -409,9 +432,9 @@ static int view_in(struct view_pb *pb, const struct baton_peer_cluster_view *v)
 		pb->versions.state.machine = v->versions.machine.value;
 		pb->view.versions = &pb->versions.state;
 	}
-	const struct baton_release *r = &v->strict_release;
-	if (r->major != 0 || r->minor != 0 || r->patch != 0)
-		pb->view.strict_release = release_in(&pb->strict, *r);
+	if (!release_none(v->strict_release))
+		pb->view.strict_release =
+			release_in(&pb->strict, v->strict_release);
 	return 0;
 }
 

@@ -6,10 +6,12 @@
  * committed; a new format adds a new directory next to the others.
  *   v1  release 0.1.0: snapshot format 1 (no versions_index)
  *   v2  snapshot format 2 (versions_index after the version table)
+ *   v3  snapshot format 3 (a downgrade record after versions_index),
+ *       written only while a downgrade is in progress
  *
- * To write the directory of the current format (once, by hand):
+ * To write the directory of a format (once, by hand):
  *   BATON_WRITE_GOLDEN=<dir> build/storage_tests --filter
- * golden/v2_reads_back_exactly
+ * golden/v3_reads_back_exactly   (v2: golden/v2_reads_back_exactly)
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -21,10 +23,19 @@
 
 #define GOLDEN_SEGMENT_BYTES 8192u
 
+/* The downgrade in progress in v3: enabled by the entry at 6, which
+ * lowered the floor from 1.0.0 to 0.1.0 and the machine version from 2. */
+static const struct baton_downgrade golden_downgrade = {.target = {0, 1, 0},
+							.prev_floor = {1, 0, 0},
+							.prev_machine = {2},
+							.since = 6};
+
 /* The snapshot metadata of the golden directories; v2 also records the
- * index of the version entry (v1 could not: it reads as 0). */
+ * index of the version entry (v1 could not: it reads as 0), v3 a
+ * downgrade in progress (d; NULL: none). */
 static void golden_header(struct baton_snapshot_header *h,
-			  baton_index versions_index)
+			  baton_index versions_index,
+			  const struct baton_downgrade *d)
 {
 	memset(h, 0, sizeof *h);
 	h->meta.index = 10;
@@ -47,12 +58,16 @@ static void golden_header(struct baton_snapshot_header *h,
 		v->members[i].profile.machine_max.value = 1;
 	}
 	h->meta.versions_index = versions_index;
+	if (d != NULL)
+		v->downgrade = *d;
 }
 
 #define GOLDEN_V2_VERSIONS_INDEX 7u
+#define GOLDEN_V3_VERSIONS_INDEX 8u
 
 /* The log: 1..20 of term 2, then 16..25 replaced by term 3. */
-static void write_golden(const char *dir)
+static void write_golden(const char *dir, baton_index versions_index,
+			 const struct baton_downgrade *downgrade)
 {
 	struct baton_storage *s = store_open(dir, GOLDEN_SEGMENT_BYTES, NULL);
 	struct baton_durable_state d;
@@ -66,7 +81,7 @@ static void write_golden(const char *dir)
 	entries_free(a, 20);
 	entries_free(b, 10);
 	struct baton_snapshot_header h;
-	golden_header(&h, GOLDEN_V2_VERSIONS_INDEX);
+	golden_header(&h, versions_index, downgrade);
 	uint8_t data[100];
 	payload_fill(data, sizeof data, 10, 2);
 	struct baton_snapshot_sink *k;
@@ -103,12 +118,35 @@ static void copy_golden(const char *name, char *dir, size_t cap)
 	cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
+static bool downgrade_eq(const struct baton_downgrade *a,
+			 const struct baton_downgrade *b)
+{
+	return baton_release_compare(a->target, b->target) == 0 &&
+	       baton_release_compare(a->prev_floor, b->prev_floor) == 0 &&
+	       a->prev_machine.value == b->prev_machine.value &&
+	       a->since == b->since;
+}
+
+/* The format number in the head of the snapshot file in dir. */
+static uint32_t snapshot_format(const char *dir)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/snapshot", dir);
+	uint8_t b[4096];
+	read_all(path, b, sizeof b);
+	return baton_le_get_u32(b + 8);
+}
+
 /* Open a copy of golden/<name> (opening takes a lock file and may repair)
- * and check that it holds exactly what write_golden wrote. */
-static void check_golden(const char *name, baton_index versions_index)
+ * and check that it holds exactly what write_golden wrote, its snapshot in
+ * `format`. */
+static void check_golden(const char *name, uint32_t format,
+			 baton_index versions_index,
+			 const struct baton_downgrade *downgrade)
 {
 	char dir[256];
 	copy_golden(name, dir, sizeof dir);
+	cr_assert_eq(snapshot_format(dir), format, "%s", name);
 	struct baton_storage *s = store_open(dir, GOLDEN_SEGMENT_BYTES, NULL);
 	struct baton_durable_state d;
 	cr_assert_eq(s->ops->load(s, &d), 0);
@@ -116,7 +154,7 @@ static void check_golden(const char *name, baton_index versions_index)
 	cr_assert_eq(d.vote, 2);
 	cr_assert(d.has_snapshot);
 	struct baton_snapshot_header h;
-	golden_header(&h, versions_index);
+	golden_header(&h, versions_index, downgrade);
 	const struct baton_snapshot_meta *m = &d.snapshot.meta;
 	cr_assert_eq(m->index, h.meta.index);
 	cr_assert_eq(m->term, h.meta.term);
@@ -142,6 +180,9 @@ static void check_golden(const char *name, baton_index versions_index)
 		cr_assert_eq(got->profile.machine_max.value, 1);
 	}
 	cr_assert_eq(m->versions_index, versions_index);
+	cr_assert(downgrade_eq(&m->versions.downgrade,
+			       &h.meta.versions.downgrade),
+		  "%s: the downgrade record", name);
 	uint8_t data[100];
 	payload_fill(data, sizeof data, 10, 2);
 	cr_assert_eq(d.snapshot_len, sizeof data);
@@ -160,18 +201,179 @@ static void check_golden(const char *name, baton_index versions_index)
 
 Test(golden, v1_reads_back_exactly)
 {
-	check_golden("v1", 0);
+	check_golden("v1", 1, 0, NULL);
 }
 
 Test(golden, v2_reads_back_exactly)
 {
 	const char *out = getenv("BATON_WRITE_GOLDEN");
 	if (out != NULL) {
-		write_golden(out);
+		write_golden(out, GOLDEN_V2_VERSIONS_INDEX, NULL);
 		cr_log_info("golden files written to %s", out);
 		return;
 	}
-	check_golden("v2", GOLDEN_V2_VERSIONS_INDEX);
+	check_golden("v2", 2, GOLDEN_V2_VERSIONS_INDEX, NULL);
+}
+
+Test(golden, v3_reads_back_exactly)
+{
+	const char *out = getenv("BATON_WRITE_GOLDEN");
+	if (out != NULL) {
+		write_golden(out, GOLDEN_V3_VERSIONS_INDEX, &golden_downgrade);
+		cr_log_info("golden files written to %s", out);
+		return;
+	}
+	check_golden("v3", 3, GOLDEN_V3_VERSIONS_INDEX, &golden_downgrade);
+}
+
+/* What this release writes, with and without a downgrade in progress, is
+ * byte for byte the snapshot of v3 and of v2: without one, format 2 as a
+ * release that reads only formats 1 and 2 wrote it, so it reads it. */
+static void check_written_as(const char *name, baton_index versions_index,
+			     const struct baton_downgrade *d, uint32_t format)
+{
+	char dir[256];
+	tmpdir_make(dir, sizeof dir);
+	write_golden(dir, versions_index, d);
+	cr_assert_eq(snapshot_format(dir), format);
+	char path[512], golden[512];
+	snprintf(path, sizeof path, "%s/snapshot", dir);
+	snprintf(golden, sizeof golden, "%s/%s/snapshot", BATON_GOLDEN_DIR,
+		 name);
+	static uint8_t a[4096], b[4096];
+	size_t na = read_all(path, a, sizeof a);
+	size_t nb = read_all(golden, b, sizeof b);
+	cr_assert_eq(na, nb, "%s: %zu bytes, golden %zu", name, na, nb);
+	cr_assert_arr_eq(a, b, na, "%s: the bytes differ", name);
+	tmpdir_remove(dir);
+}
+
+Test(golden, written_without_a_downgrade_is_format_2)
+{
+	check_written_as("v2", GOLDEN_V2_VERSIONS_INDEX, NULL, 2);
+}
+
+Test(golden, written_during_a_downgrade_is_format_3)
+{
+	check_written_as("v3", GOLDEN_V3_VERSIONS_INDEX, &golden_downgrade, 3);
+	/* The record is the 32 bytes after versions_index: the same state
+	 * without it is format 2, 32 bytes shorter. */
+	char dir[256], path[512];
+	tmpdir_make(dir, sizeof dir);
+	write_golden(dir, GOLDEN_V3_VERSIONS_INDEX, NULL);
+	snprintf(path, sizeof path, "%s/snapshot", dir);
+	static uint8_t a[4096], b[4096];
+	size_t na = read_all(path, a, sizeof a);
+	snprintf(path, sizeof path, "%s/v3/snapshot", BATON_GOLDEN_DIR);
+	size_t nb = read_all(path, b, sizeof b);
+	cr_assert_eq(baton_le_get_u32(a + 8), 2);
+	cr_assert_eq(nb, na + SNAP_DOWNGRADE_LEN);
+	uint32_t hlen = baton_le_get_u32(a + 12);
+	cr_assert_eq(baton_le_get_u32(b + 12), hlen + SNAP_DOWNGRADE_LEN);
+	const uint8_t *rec = b + hlen - 8; /* where a's checksum is */
+	cr_assert_eq(baton_le_get_u16(rec), 0, "target 0.1.0");
+	cr_assert_eq(baton_le_get_u16(rec + 2), 1);
+	cr_assert_eq(baton_le_get_u16(rec + 8), 1, "previous floor 1.0.0");
+	cr_assert_eq(baton_le_get_u32(rec + 16), 2, "previous machine");
+	cr_assert_eq(baton_le_get_u64(rec + 24), 6, "since");
+	tmpdir_remove(dir);
+}
+
+/* Rewrite the snapshot of dir with `edit` applied to its header, sealed
+ * again with a valid checksum. */
+static void rewrite_header(const char *dir, void (*edit)(uint8_t *b))
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/snapshot", dir);
+	uint8_t b[4096];
+	size_t n = read_all(path, b, sizeof b);
+	edit(b);
+	uint32_t hlen = baton_le_get_u32(b + 12);
+	cr_assert(hlen <= n);
+	baton_le_put_u64(b + hlen - 8, baton__checksum(b, hlen - 8));
+	write_all(path, b, n);
+}
+
+static void make_format_4(uint8_t *b)
+{
+	baton_le_put_u32(b + 8, 4);
+}
+
+Test(golden, a_newer_snapshot_format_is_refused_by_name)
+{
+	char dir[256];
+	copy_golden("v3", dir, sizeof dir);
+	rewrite_header(dir, make_format_4);
+	char err[512];
+	cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
+		     BATON_EVERSION, "%s", err);
+	cr_assert(strstr(err, "format version 4 is newer than this release "
+			      "reads (3)") != NULL,
+		  "%s", err);
+	tmpdir_remove(dir);
+}
+
+/* The downgrade record in the header of v3's snapshot. */
+static uint8_t *record(uint8_t *b)
+{
+	return b + baton_le_get_u32(b + 12) - 8 - SNAP_DOWNGRADE_LEN;
+}
+
+static void target_at_prev_floor(uint8_t *b)
+{
+	memcpy(record(b), record(b) + 8, 6);
+}
+
+static void no_target(uint8_t *b)
+{
+	memset(record(b), 0, 6);
+}
+
+static void no_since(uint8_t *b)
+{
+	baton_le_put_u64(record(b) + 24, 0);
+}
+
+static void machine_above_prev(uint8_t *b)
+{
+	baton_le_put_u32(b + 40, 3); /* above the record's 2 */
+}
+
+Test(golden, a_bad_downgrade_record_is_damage_named_so)
+{
+	void (*edits[])(uint8_t *) = {target_at_prev_floor, no_target, no_since,
+				      machine_above_prev};
+	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+		char dir[256];
+		copy_golden("v3", dir, sizeof dir);
+		rewrite_header(dir, edits[i]);
+		char err[512];
+		cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
+			     BATON_ECORRUPT, "edit %zu: %s", i, err);
+		cr_assert(strstr(err, "snapshot downgrade record out of "
+				      "range") != NULL,
+			  "edit %zu: %s", i, err);
+		tmpdir_remove(dir);
+	}
+}
+
+static void make_format_3(uint8_t *b)
+{
+	baton_le_put_u32(b + 8, 3);
+}
+
+/* A format 3 header must have room for the record. */
+Test(golden, format_3_without_its_record_is_damage)
+{
+	char dir[256];
+	copy_golden("v2", dir, sizeof dir);
+	rewrite_header(dir, make_format_3);
+	char err[512];
+	cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
+		     BATON_ECORRUPT, "%s", err);
+	cr_assert(strstr(err, "snapshot header lengths out of range") != NULL,
+		  "%s", err);
+	tmpdir_remove(dir);
 }
 
 /* Release 0.1.0 wrote zeros for the version fields of a snapshot installed

@@ -85,6 +85,23 @@ void fix_versions(uint32_t n, struct baton_version_state *out)
 	assert(baton_version_state_valid(out));
 }
 
+void fix_downgrade(struct baton_version_state *s)
+{
+	assert(baton_version_state_valid(s) && s->machine.value >= 1);
+	struct baton_downgrade *d = &s->downgrade;
+	d->prev_floor = s->floor;
+	d->prev_machine = s->machine;
+	/* Nothing is below 0.0.0. */
+	if (s->floor.major == 0 && s->floor.minor == 0 && s->floor.patch == 0)
+		d->prev_floor = (struct baton_release){1, 0, 0};
+	d->target = (struct baton_release){0, 9, 7};
+	d->since = 4321;
+	s->floor = d->target;
+	if (s->machine.value > 1)
+		s->machine.value--;
+	assert(baton_version_state_valid(s));
+}
+
 void fix_raft(uint32_t i, struct baton_msg *m)
 {
 	assert(i < FIX_N_RAFT);
@@ -244,6 +261,12 @@ void fix_raft(uint32_t i, struct baton_msg *m)
 		m->u.info_result.seq = 31;
 		m->u.info_result.profile = fix_profile(1, 2, 0, 2, 3, 2);
 		break;
+	case 18: /* taken while a downgrade is in progress */
+		fix_raft(8, m);
+		m->term = 5 + i;
+		m->to = 2 + i;
+		fix_downgrade(&m->u.snapshot.meta.versions);
+		break;
 	}
 }
 
@@ -337,6 +360,14 @@ void fix_encode_sample(uint32_t i, struct baton_buf *out)
 		rv = baton_peer_encode_join_reply(FIX_P1, &jr, out);
 		break;
 	}
+	case 11: /* an accepted reply, its view during a downgrade */
+		r.accepted = true;
+		r.proto.value = 2;
+		r.has_cluster = true;
+		fix_view(3, &r.cluster);
+		fix_downgrade(&r.cluster.versions);
+		rv = baton_peer_encode_handshake_reply(&r, out);
+		break;
 	}
 	assert(rv == 0);
 	(void)rv;
@@ -410,17 +441,8 @@ static bool snapshot_eq(const struct baton_msg_snapshot *a,
 		SAME(meta.config.members[i].role);
 	}
 	SAME(meta.versions_index);
-	SAME(meta.versions.machine.value);
-	SAME(meta.versions.floor.major);
-	SAME(meta.versions.floor.minor);
-	SAME(meta.versions.floor.patch);
-	SAME(meta.versions.n);
-	for (uint32_t i = 0; i < a->meta.versions.n; i++) {
-		SAME(meta.versions.members[i].id);
-		if (!profile_eq(&a->meta.versions.members[i].profile,
-				&b->meta.versions.members[i].profile, diff))
-			return false;
-	}
+	if (!fix_versions_eq(&a->meta.versions, &b->meta.versions, diff))
+		return false;
 	SAME(total_len);
 	SAME(offset);
 	SAME(chunk_len);
@@ -561,6 +583,14 @@ bool fix_versions_eq(const struct baton_version_state *a,
 				diff))
 			return false;
 	}
+	SAME(downgrade.target.major);
+	SAME(downgrade.target.minor);
+	SAME(downgrade.target.patch);
+	SAME(downgrade.prev_floor.major);
+	SAME(downgrade.prev_floor.minor);
+	SAME(downgrade.prev_floor.patch);
+	SAME(downgrade.prev_machine.value);
+	SAME(downgrade.since);
 	return true;
 }
 

@@ -25,13 +25,19 @@ struct baton_profile fix_profile(uint16_t major, uint16_t minor, uint16_t patch,
 /* A version state with n rows (n <= BATON_MAX_MEMBERS), all fields set. */
 void fix_versions(uint32_t n, struct baton_version_state *out);
 
+/* Give s (valid, its floor 0.0.0 or above 0.9.7) a downgrade in progress
+ * as the entry enabling it leaves the state: the floor lowered to the
+ * target 0.9.7 (a floor of 0.0.0 recorded as 1.0.0), the machine version
+ * lowered by one if it was above 1, since 4321. */
+void fix_downgrade(struct baton_version_state *s);
+
 /* Raft messages of every type and shape; the data they point to is static. */
-#define FIX_N_RAFT 18u
+#define FIX_N_RAFT 19u
 void fix_raft(uint32_t i, struct baton_msg *m);
 
 /* Every sample frame (Raft ones included), encoded: appends sample i to
  * out. FIX_N_FRAMES samples. */
-#define FIX_N_FRAMES (FIX_N_RAFT + 11u)
+#define FIX_N_FRAMES (FIX_N_RAFT + 12u)
 void fix_encode_sample(uint32_t i, struct baton_buf *out);
 
 /* A cluster view with leader 1003 and fix_versions(n). */
