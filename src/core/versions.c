@@ -55,34 +55,42 @@ static baton_index floor_since(const struct baton_raft *r)
 	return since;
 }
 
-/* Hold at the floor if it is above us and we are not held already. */
+static bool release_none(struct baton_release r)
+{
+	return r.major == 0 && r.minor == 0 && r.patch == 0;
+}
+
+/* Hold from where the log's floor rose above us, if it is above us now:
+ * at that entry, or just after what is applied. An earlier stall, or a
+ * hold already there, stands (a hold that began later, at a leader's
+ * snapshot we refused, moves back to the entry in our own log). */
 static void floor_hold(struct baton_raft *r)
 {
 	baton_index since = floor_since(r);
-	if (since == 0 || r->needs_release.major != 0 ||
-	    r->needs_release.minor != 0 || r->needs_release.patch != 0)
+	if (since == 0)
 		return;
-	baton_index at =
-		since > r->applied_index ? since : r->applied_index + 1;
-	baton__stall(r, at);
-	if (r->stalled_index == at)
+	baton_index at = since > r->applied_index ? since
+						  : r->applied_index + 1;
+	if (r->stalled_index == 0 || at < r->stalled_index) {
+		baton__stall(r, at);
+		BATON_ASSERT(r->stalled_index == at);
 		r->needs_release = r->versions.floor;
+	} else if (r->stalled_index == at || !release_none(r->needs_release)) {
+		r->needs_release = r->versions.floor; /* the latest, for logs */
+	}
 }
 
 void baton__floor_check(struct baton_raft *r)
 {
-	bool held = r->needs_release.major != 0 ||
-		    r->needs_release.minor != 0 || r->needs_release.patch != 0;
-	if (held && baton__floor_ok(r, r->versions.floor)) {
-		/* The floor came down (a downgrade): apply again, unless
-		 * something else stops us. */
+	if (!release_none(r->needs_release) &&
+	    baton__floor_ok(r, r->versions.floor)) {
+		/* The floor came down (a downgrade), or the hold came from a
+		 * leader's snapshot our log does not reach yet: apply again,
+		 * unless something else stops us. */
 		baton__stall_recheck(r);
 		return;
 	}
-	if (held)
-		r->needs_release = r->versions.floor; /* the latest, for logs */
-	else
-		floor_hold(r);
+	floor_hold(r);
 }
 
 /* Whether this node can interpret e; *needs is set (else 0) when e is a
