@@ -109,3 +109,45 @@ void ctl_conn_close(struct ctl_conn *c)
 		redisFree(c->ctx);
 	c->ctx = NULL;
 }
+
+#define NOTLEADER_PREFIX "NOTLEADER "
+
+/* The leader's client address from a NOTLEADER error, into `addr`. Returns
+ * true if the reply is one and names a usable address. */
+static bool notleader_addr(const redisReply *r, char *addr, size_t len)
+{
+	if (r->type != REDIS_REPLY_ERROR ||
+	    strncmp(r->str, NOTLEADER_PREFIX, strlen(NOTLEADER_PREFIX)) != 0)
+		return false;
+	const char *at = strstr(r->str, " at ");
+	if (at == NULL)
+		return false;
+	at += strlen(" at ");
+	char host[CTL_ADDR_MAX];
+	int port;
+	if (ctl_split_addr(at, host, sizeof host, &port) != 0)
+		return false;
+	snprintf(addr, len, "%s", at);
+	return true;
+}
+
+redisReply *ctl_call_leader(const struct ctl_opts *o, int argc,
+			    const char **argv, char *addr, size_t addr_len)
+{
+	ctl_opts_addr(o, addr, addr_len);
+	for (int attempt = 0;; attempt++) {
+		struct ctl_conn c;
+		redisReply *r = NULL;
+		if (ctl_conn_open(&c, o, addr) == 0)
+			r = ctl_conn_call(&c, argc, argv);
+		if (r == NULL)
+			ctl_error("node %s: %s", addr, c.err);
+		ctl_conn_close(&c);
+		char next[CTL_ADDR_MAX];
+		if (r == NULL || attempt > 0 ||
+		    !notleader_addr(r, next, sizeof next))
+			return r;
+		freeReplyObject(r);
+		snprintf(addr, addr_len, "%s", next);
+	}
+}

@@ -69,6 +69,14 @@ redisReply *ctl_conn_call(struct ctl_conn *c, int argc, const char **argv);
 
 void ctl_conn_close(struct ctl_conn *c);
 
+/* Send one command to the node of the global options and, if it answers
+ * `-NOTLEADER leader is <id> at <client_addr>`, once more to that address.
+ * Returns the last reply (an error reply too; free it), or NULL after
+ * reporting "node <addr>: <why>" on stderr. `addr` (addr_len bytes)
+ * receives the address of the node that answered last. */
+redisReply *ctl_call_leader(const struct ctl_opts *o, int argc,
+			    const char **argv, char *addr, size_t addr_len);
+
 /* ---- map.c: replies read as maps ----------------------------------------- */
 
 /* True if `r` is an array of an even number of string elements. */
@@ -123,6 +131,7 @@ int ctl_cmd_add(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_promote(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_remove(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_transfer(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_downgrade(const struct ctl_opts *o, int argc, char **argv);
 
 /* Report an error on stderr: "batonctl: <msg>". */
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

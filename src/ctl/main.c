@@ -45,6 +45,30 @@ static const struct command commands[] = {
 	 "Hand leadership to voter ID, or to the most up-to-date voter.\n"
 	 "Sent to the leader.\n",
 	 0, 1, ctl_cmd_transfer},
+	{"downgrade", "validate|enable|cancel|status [RELEASE] [--force]",
+	 "An explicit downgrade to RELEASE, the release one step back from\n"
+	 "the release floor (see docs/batond.md, \"Downgrade\"):\n"
+	 "  validate RELEASE [--force]  check that it could be enabled now:\n"
+	 "      every member reachable this term and at or above RELEASE,\n"
+	 "      nothing else in flight, and the state machine able to convert\n"
+	 "      its data back (keys with a TTL: refused unless --force, which\n"
+	 "      makes them persistent). Sent to the leader.\n"
+	 "  enable RELEASE [--force]    the same checks, then record it: the\n"
+	 "      release floor and the machine version drop at one index. Then\n"
+	 "      restart each node on RELEASE once status shows it ready.\n"
+	 "  cancel RELEASE              restore the previous floor and "
+	 "machine\n"
+	 "      version, while no member runs RELEASE yet. Sent to the "
+	 "leader.\n"
+	 "  status [RELEASE]            the downgrade in progress as the "
+	 "given\n"
+	 "      node's log has it, and per member its release and whether it\n"
+	 "      may be restarted on the target now (its snapshot covers the\n"
+	 "      entry that enabled it).\n"
+	 "Exit status: 0 done (validate: it is valid); 1 refused, or a node\n"
+	 "did not answer (status RELEASE: no downgrade to RELEASE in progress\n"
+	 "or done); 2 bad usage.\n",
+	 1, 3, ctl_cmd_downgrade},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -58,7 +82,7 @@ static void print_usage(FILE *f)
 	fputs(global_usage, f);
 	fputs("\ncommands:\n", f);
 	for (size_t i = 0; i < N_COMMANDS; i++)
-		fprintf(f, commands[i].args[0] ? "  %-9s %s\n" : "  %s\n",
+		fprintf(f, commands[i].args[0] ? "  %-10s %s\n" : "  %s\n",
 			commands[i].name, commands[i].args);
 	fprintf(f,
 		"\noptions:\n"

@@ -13,68 +13,27 @@
 
 #include "ctl.h"
 
-#define NOTLEADER_PREFIX "NOTLEADER "
-
-/* The leader's client address from a NOTLEADER error, into `addr`. Returns
- * true if the reply is one and names a usable address. */
-static bool notleader_addr(const redisReply *r, char *addr, size_t len)
-{
-	if (r->type != REDIS_REPLY_ERROR ||
-	    strncmp(r->str, NOTLEADER_PREFIX, strlen(NOTLEADER_PREFIX)) != 0)
-		return false;
-	const char *at = strstr(r->str, " at ");
-	if (at == NULL)
-		return false;
-	at += strlen(" at ");
-	char host[CTL_ADDR_MAX];
-	int port;
-	if (ctl_split_addr(at, host, sizeof host, &port) != 0)
-		return false;
-	snprintf(addr, len, "%s", at);
-	return true;
-}
-
-/* Send argv to the given node, following one NOTLEADER. On success prints
- * `done` and returns 0; else reports which node said what. */
+/* Send argv to the leader (ctl_call_leader). On +OK prints `done` and
+ * returns 0; else reports which node said what. */
 static int leader_call(const struct ctl_opts *o, int argc, const char **argv,
 		       const char *done)
 {
 	char addr[CTL_ADDR_MAX];
-	ctl_opts_addr(o, addr, sizeof addr);
-	for (int attempt = 0; attempt < 2; attempt++) {
-		struct ctl_conn c;
-		redisReply *r = NULL;
-		if (ctl_conn_open(&c, o, addr) == 0)
-			r = ctl_conn_call(&c, argc, argv);
-		if (r == NULL) {
-			ctl_error("node %s: %s", addr, c.err);
-			ctl_conn_close(&c);
-			return CTL_EXIT_ERROR;
-		}
-		ctl_conn_close(&c);
-		char next[CTL_ADDR_MAX];
-		if (attempt == 0 && notleader_addr(r, next, sizeof next)) {
-			freeReplyObject(r);
-			snprintf(addr, sizeof addr, "%s", next);
-			continue;
-		}
-		int rv = CTL_EXIT_OK;
-		if (r->type == REDIS_REPLY_ERROR) {
-			ctl_error("node %s: %s: %s", addr, argv[0], r->str);
-			rv = CTL_EXIT_ERROR;
-		} else if (r->type != REDIS_REPLY_STATUS ||
-			   strcmp(r->str, "OK") != 0) {
-			ctl_error("node %s: %s: unexpected reply", addr,
-				  argv[0]);
-			rv = CTL_EXIT_ERROR;
-		} else {
-			printf("%s\n", done);
-		}
-		freeReplyObject(r);
-		return rv;
+	redisReply *r = ctl_call_leader(o, argc, argv, addr, sizeof addr);
+	if (r == NULL)
+		return CTL_EXIT_ERROR;
+	int rv = CTL_EXIT_OK;
+	if (r->type == REDIS_REPLY_ERROR) {
+		ctl_error("node %s: %s: %s", addr, argv[0], r->str);
+		rv = CTL_EXIT_ERROR;
+	} else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
+		ctl_error("node %s: %s: unexpected reply", addr, argv[0]);
+		rv = CTL_EXIT_ERROR;
+	} else {
+		printf("%s\n", done);
 	}
-	assert(false); /* the second attempt always returns */
-	return CTL_EXIT_ERROR;
+	freeReplyObject(r);
+	return rv;
 }
 
 /* A node id argument: a positive decimal. */

@@ -47,6 +47,14 @@ struct row {
 	 * why, as it says. */
 	struct opt_u64 stalled_index;
 	char stalled[CTL_ERR_MAX];
+	/* Leader eligibility as the member sees it ("yes", or "no (rule 1:
+	 * ...)"), the release floor of its log, its election policy and
+	 * the downgrade in progress ("none", or "1.0.0 (from floor ...)");
+	 * "" from an older server. */
+	char leader_eligible[CTL_ERR_MAX];
+	char release_floor[CTL_VALUE_MAX];
+	char election_policy[CTL_VALUE_MAX];
+	char downgrade[CTL_ERR_MAX];
 };
 
 struct cluster {
@@ -157,6 +165,29 @@ static void read_node(struct row *row, const redisReply *r)
 	ctl_map_str(r, "needs_upgrade", row->needs_upgrade,
 		    sizeof row->needs_upgrade);
 	ctl_map_str(r, "stalled", row->stalled, sizeof row->stalled);
+	ctl_map_str(r, "leader_eligible", row->leader_eligible,
+		    sizeof row->leader_eligible);
+	ctl_map_str(r, "release_floor", row->release_floor,
+		    sizeof row->release_floor);
+	ctl_map_str(r, "election_policy", row->election_policy,
+		    sizeof row->election_policy);
+	ctl_map_str(r, "downgrade", row->downgrade, sizeof row->downgrade);
+}
+
+/* The eligibility column: "yes", "rule 1", "rule 2", "no" (not a voter),
+ * or "-" (not known). */
+static const char *shown_eligible(const struct row *r)
+{
+	const char *e = r->leader_eligible;
+	if (!r->up || e[0] == '\0')
+		return "-";
+	if (strcmp(e, "yes") == 0)
+		return "yes";
+	if (strncmp(e, "no (rule 1", 10) == 0)
+		return "rule 1";
+	if (strncmp(e, "no (rule 2", 10) == 0)
+		return "rule 2";
+	return "no";
 }
 
 static bool is_stalled(const struct row *r)
@@ -291,9 +322,9 @@ static void cell_u64(struct ctl_table *t, size_t col, struct opt_u64 v)
 static void print_table(const struct cluster *cl)
 {
 	static const char *const header[] = {
-		"ID",	  "ADDR",	 "ROLE",    "TERM",
-		"COMMIT", "APPLIED",	 "MATCH",   "RELEASE",
-		"PROTO",  "MACHINE_MAX", "MACHINE", "LAG"};
+		"ID",	   "ADDR",  "ROLE",    "TERM",	"COMMIT",
+		"APPLIED", "MATCH", "RELEASE", "PROTO", "MACHINE_MAX",
+		"MACHINE", "LEAD",  "LAG"};
 	static struct ctl_table t;
 	ctl_table_init(&t, sizeof header / sizeof header[0], header);
 	for (size_t i = 0; i < cl->n; i++) {
@@ -317,7 +348,8 @@ static void print_table(const struct cluster *cl)
 			ctl_table_set(&t, 8, "-");
 		cell_u64(&t, 9, r->machine_max);
 		cell_u64(&t, 10, r->machine_version);
-		cell_u64(&t, 11, r->lag);
+		ctl_table_set(&t, 11, "%s", shown_eligible(r));
+		cell_u64(&t, 12, r->lag);
 	}
 	ctl_table_print(&t);
 }
@@ -339,6 +371,12 @@ static void print_versions(const struct cluster *cl, const struct row *leader)
 		printf(", as node %" PRIu64 " sees it", v->id);
 	printf("); an upgrade waits for: %s\n",
 	       v->upgrade_waits_for[0] ? v->upgrade_waits_for : "nothing");
+	if (v->release_floor[0] == '\0')
+		return; /* an older server */
+	printf("release floor: %s (election policy %s); downgrade: %s\n",
+	       v->release_floor,
+	       v->election_policy[0] ? v->election_policy : "?",
+	       v->downgrade[0] ? v->downgrade : "?");
 }
 
 static void print_summary(struct cluster *cl)
@@ -370,6 +408,15 @@ static void print_summary(struct cluster *cl)
 			       needs_upgrade(r) ? "needs an upgrade"
 						: "stalled",
 			       r->stalled[0] ? r->stalled : "no reason given");
+		if (strncmp(shown_eligible(r), "rule", 4) == 0) {
+			/* "no (rule 1: ...)": the text in the brackets. */
+			const char *e = r->leader_eligible + 4;
+			size_t n = strlen(e);
+			if (n > 0 && e[n - 1] == ')')
+				n--;
+			printf("node %" PRIu64 " may not lead now: %.*s\n",
+			       r->id, (int)n, e);
+		}
 	}
 }
 
@@ -423,6 +470,10 @@ static void print_json(const struct cluster *cl)
 			fputs("null", stdout);
 		fputs(", ", stdout);
 		json_str("needs_upgrade", r->up ? r->needs_upgrade : "");
+		json_str("leader_eligible", r->up ? r->leader_eligible : "");
+		json_str("release_floor", r->up ? r->release_floor : "");
+		json_str("election_policy", r->up ? r->election_policy : "");
+		json_str("downgrade", r->up ? r->downgrade : "");
 		json_str("versions_source", r->versions);
 		json_str("table_release", r->table_release);
 		json_u64("table_machine_max", r->table_machine_max, false);

@@ -258,15 +258,24 @@ int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 		return fail(kv, rv, "%s payload",
 			    rv == BATON_ENOMEM ? "out of memory decoding a"
 					       : "a malformed");
-	if (d.format > v.value) {
-		kv__decoded_free(&d);
-		return fail(kv, BATON_EVERSION,
-			    "a payload of format %u under machine version %u "
-			    "(format 2 needs machine version 2)",
-			    d.format, v.value);
-	}
 	struct baton_buf *out = reply != NULL ? reply : &kv->scratch;
 	size_t start = out->len;
+	if (d.format > v.value) {
+		/* Written under version 2 but logged after the entry that
+		 * lowered the version (a downgrade): known, so refused alike
+		 * everywhere, as kv_gate refuses a version-2 command. */
+		rv = resp_error(out,
+				"ERR this write was encoded for machine "
+				"version %u but its entry applies under "
+				"machine version %u (a downgrade came first "
+				"in the log); it was not applied",
+				d.format, v.value);
+		if (rv != 0)
+			out->len = start;
+		baton_buf_reset(&kv->scratch);
+		kv__decoded_free(&d);
+		return rv != 0 ? fail(kv, BATON_ENOMEM, "out of memory") : 0;
+	}
 	int64_t now = kv->now_ms;
 	switch (d.kind) {
 	case KV_KIND_COMMAND:

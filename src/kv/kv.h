@@ -196,15 +196,18 @@ void kv_destroy(struct baton_kv *kv);
  * reply to `reply` (NULL when nobody waits). A command that Redis would
  * refuse (wrong arguments, a value that is not an integer, ...) is applied
  * as a no-op with its -ERR reply: that is still 0; so is a command of
- * version 2 in a format-1 payload under version 1 (kv_gate's reply).
+ * version 2 in a format-1 payload under version 1 (kv_gate's reply), and
+ * a format-2 payload under version 1 (written before a downgrade's entry,
+ * logged after it: "-ERR this write was encoded for machine version 2 but
+ * its entry applies under machine version 1 ...", machine time unchanged).
  * Replies: a command's own; a transaction's array of its commands'
  * replies, or the null array *-1 when a watched key changed (nothing
  * ran); a sweep's integer count of keys deleted. Errors, after which the
  * map is unchanged and nothing was appended (kv_errmsg() says why):
- *   BATON_EVERSION  v is not a known machine version, the payload format
- *                   is newer than v allows (format 2 under version 1), or
- *                   a command is unknown to this release (every node of
- *                   this release refuses it alike);
+ *   BATON_EVERSION  v is not a known machine version, the payload's
+ *                   format or kind is unknown to this release, or a
+ *                   command is (every node of this release refuses it
+ *                   alike);
  *   BATON_ECORRUPT  the payload is malformed, or a single command is a
  *                   read command;
  *   BATON_ENOMEM    this node could not apply it and must stop, never
@@ -241,8 +244,27 @@ bool kv_expiry_due(const struct baton_kv *kv, uint64_t now_ms);
  * one (for the sweeper's timer). */
 bool kv_expiry_next(const struct baton_kv *kv, uint64_t *at_ms);
 
-/* Why the last kv_apply(), kv_snapshot() or kv_restore() failed: a static
- * or owned string, valid until the next call on kv. */
+/* Converting between machine versions (docs/kv.md, "Converting down"):
+ * the state machine's version_changed hook, at the index of a version
+ * entry. Up (1 -> 2) changes nothing. Down to version 1 (an explicit
+ * downgrade): keys expired at machine time are deleted, every other key
+ * loses its expiry and persists, machine time becomes 0: the map a
+ * version-1 snapshot of it restores to. Deterministic (the map alone
+ * decides) and it cannot fail: 0, or BATON_EVERSION (nothing changed,
+ * kv_errmsg() says why) when from or to is not a version kv implements. */
+int kv_convert(struct baton_kv *kv, struct baton_machine_version from,
+	       struct baton_machine_version to);
+
+/* What kv_convert(from, to) would lose now: the number of keys live at
+ * machine time with an expiry, when converting down to version 1 (which
+ * cannot keep one); 0 otherwise. The downgrade's validate step refuses
+ * unless forced when it is not 0. */
+uint64_t kv_convert_loss(const struct baton_kv *kv,
+			 struct baton_machine_version from,
+			 struct baton_machine_version to);
+
+/* Why the last kv_apply(), kv_convert(), kv_snapshot() or kv_restore()
+ * failed: a static or owned string, valid until the next call on kv. */
 const char *kv_errmsg(const struct baton_kv *kv);
 
 /* Stream the whole map to sink, in pieces, as machine version v writes it

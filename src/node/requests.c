@@ -513,6 +513,10 @@ int baton_pipeline_downgrade(struct baton_pipeline *p, uint32_t op,
 {
 	if (p->stepping)
 		return BATON_EBUSY;
+	/* Proposals queued this loop iteration were encoded under the
+	 * machine version in force before the downgrade: into the log
+	 * first, so that every entry after it is of the lower version. */
+	flush_proposals(p);
 	if (p->waiters_n == p->waiters_cap &&
 	    pl_grow((void **)&p->waiters, &p->waiters_cap,
 		    sizeof *p->waiters) != 0)

@@ -96,9 +96,31 @@ bool server_reply_if_stalled(struct server *s, struct baton_buf *b)
 	baton_index at = baton_node_stalled(s->node, &why);
 	if (at == 0)
 		return false;
-	/* The text starts "stopped applying at index N: ...". */
-	resp_error(b, "STALLED this node %s", why);
+	/* The text usually starts "stopped applying at index N: ...". */
+	if (strncmp(why, "stopped applying", 16) == 0)
+		resp_error(b, "STALLED this node %s", why);
+	else
+		resp_error(b,
+			   "STALLED this node stopped applying at index "
+			   "%" PRIu64 ": %s",
+			   at, why);
 	return true;
+}
+
+bool server_stall_forwards(struct server *s)
+{
+	const char *why;
+	if (baton_node_stalled(s->node, &why) == 0 || s->leader == 0 ||
+	    s->leader == s->cfg.id)
+		return false;
+	/* Only a stall for want of a newer release: the leader runs one and
+	 * serves what this node cannot (an entry no release knows stalls
+	 * the leader too). Rare, so the full status is fine here. */
+	static struct baton_node_status st;
+	baton_node_status(s->node, &st);
+	const struct baton_release *r = &st.raft.needs_release;
+	return st.raft.needs_machine.value != 0 || r->major != 0 ||
+	       r->minor != 0 || r->patch != 0;
 }
 
 void server_reply_error(struct server *s, struct baton_buf *b, int code)
@@ -135,6 +157,17 @@ static void leader_changed(void *data, baton_node_id leader)
 		server_publish_founders(s);
 }
 
+static void converted(void *data, baton_index index,
+		      struct baton_machine_version from,
+		      struct baton_machine_version to, uint64_t dropped)
+{
+	(void)data;
+	LOG_INFO("machine version %u -> %u at index %" PRIu64
+		 ": converted down; %" PRIu64 " keys lost their expiry and "
+		 "persist, keys already expired were deleted",
+		 from.value, to.value, index, dropped);
+}
+
 void server_node_app(struct server *s, struct baton_node_app *app)
 {
 	memset(app, 0, sizeof *app);
@@ -144,5 +177,6 @@ void server_node_app(struct server *s, struct baton_node_app *app)
 	app->leader_changed = leader_changed;
 	app->peer_addr = peer_addr;
 	s->machine.address_changed = address_changed;
+	s->machine.converted = converted;
 	s->machine.data = s;
 }

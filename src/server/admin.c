@@ -1,7 +1,8 @@
 /*
  * INFO and the admin commands of batonctl (docs/batond.md): BATON.NODE,
  * BATON.MEMBERS, BATON.ADD, BATON.PROMOTE, BATON.REMOVE, BATON.TRANSFER
- * (and BATON.TEST.PROPOSE in test builds). commands.c dispatches to them.
+ * (and BATON.TEST.PROPOSE in test builds); BATON.DOWNGRADE is downgrade.c's.
+ * commands.c dispatches to them.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -53,8 +54,14 @@ struct versions_view {
 	const char *strategy;
 	/* "node 3: machine_max 1; node 2: unknown", or "". */
 	char waits[BATON_MAX_MEMBERS * 40];
-	/* "no", or "yes (machine version 2)". */
+	/* "no", "yes (machine version 2)" or "yes (release 1.1.0)". */
 	char needs[64];
+	/* Leader eligibility and the release floor (of the log's latest
+	 * version entry, committed or not: what rule 1 reads). */
+	char floor[BATON_RELEASE_STR_MAX];
+	char eligible[BATON_STALL_TEXT_MAX];
+	const char *policy;
+	char downgrade[96];
 };
 
 static void waits_add(struct versions_view *v, baton_node_id id,
@@ -115,11 +122,24 @@ static void versions_view(struct server *s, const struct baton_node_status *st,
 	v->strategy = s->cfg.machine_upgrade == BATON_UPGRADE_QUORUM ? "quorum"
 								     : "all";
 	upgrade_waits(s, st, v);
+	char r[BATON_RELEASE_STR_MAX];
 	if (st->raft.needs_machine.value != 0)
 		snprintf(v->needs, sizeof v->needs, "yes (machine version %u)",
 			 st->raft.needs_machine.value);
+	else if (st->raft.needs_release.major != 0 ||
+		 st->raft.needs_release.minor != 0 ||
+		 st->raft.needs_release.patch != 0)
+		snprintf(v->needs, sizeof v->needs, "yes (release %s)",
+			 baton_release_format(st->raft.needs_release, r));
 	else
 		snprintf(v->needs, sizeof v->needs, "no");
+	versions_floor_text(st->raft.versions.floor, v->floor);
+	char why[BATON_STALL_TEXT_MAX - 8];
+	uint32_t e = baton_node_eligibility(s->node, why, sizeof why);
+	versions_eligible_text(e, why, v->eligible, sizeof v->eligible);
+	v->policy = versions_policy_name(s->cfg.election_policy);
+	versions_downgrade_text(&st->raft.versions.downgrade, v->downgrade,
+				sizeof v->downgrade);
 }
 
 int admin_info(struct command_ctx *x)
@@ -129,7 +149,7 @@ int admin_info(struct command_ctx *x)
 	baton_node_status(s->node, &st);
 	struct versions_view v;
 	versions_view(s, &st, &v);
-	char text[8192 + BATON_STALL_TEXT_MAX];
+	char text[8192 + 2 * BATON_STALL_TEXT_MAX];
 	int n = snprintf(
 		text, sizeof text,
 		"# Server\r\nbaton_version:%s\r\nredis_version:7.0.0\r\n"
@@ -144,6 +164,8 @@ int admin_info(struct command_ctx *x)
 		"peer_protocol:%u-%u\r\nmachine_max:%u\r\nmachine_version:%u"
 		"\r\nmachine_upgrade:%s\r\nupgrade_waits_for:%s"
 		"\r\nneeds_upgrade:%s\r\nstrict_release:%s"
+		"\r\nrelease_floor:%s\r\nleader_eligible:%s"
+		"\r\nelection_policy:%s\r\ndowngrade:%s"
 		"\r\n\r\n# Stats\r\ntotal_connections_received:%" PRIu64
 		"\r\ntotal_commands_processed:%" PRIu64
 		"\r\nrejected_connections:%" PRIu64
@@ -159,11 +181,12 @@ int admin_info(struct command_ctx *x)
 		st.stalled_index, st.stalled_why, v.release,
 		v.profile->proto_min.value, v.profile->proto_max.value,
 		v.profile->machine_max.value, v.machine, v.strategy, v.waits,
-		v.needs, s->cfg.strict_release ? "yes" : "no",
-		s->stats.connections, s->stats.commands,
-		s->stats.rejected_clients, s->stats.protocol_errors,
-		st.transport.dropped, st.transport.unknown,
-		st.transport.refused, st.storage_failed ? "no" : "yes");
+		v.needs, s->cfg.strict_release ? "yes" : "no", v.floor,
+		v.eligible, v.policy, v.downgrade, s->stats.connections,
+		s->stats.commands, s->stats.rejected_clients,
+		s->stats.protocol_errors, st.transport.dropped,
+		st.transport.unknown, st.transport.refused,
+		st.storage_failed ? "no" : "yes");
 	resp_bulk(command_out(x), text, n > 0 ? (size_t)n : 0);
 	return command_done(x);
 }
@@ -171,10 +194,7 @@ int admin_info(struct command_ctx *x)
 /* ---- admin commands -------------------------------------------------------
  */
 
-static void map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
+void admin_map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
 {
 	char v[512];
 	va_list ap;
@@ -194,35 +214,42 @@ int admin_node(struct command_ctx *x)
 	struct baton_buf *b = command_out(x);
 	struct versions_view v;
 	versions_view(s, &st, &v);
-	resp_array(b, 2 * 22);
-	map_field(b, "id", "%" PRIu64, st.raft.id);
+	resp_array(b, 2 * 26);
+	admin_map_field(b, "id", "%" PRIu64, st.raft.id);
 	const struct baton_member *self =
 		baton_config_find(&st.raft.config, st.raft.id);
-	map_field(b, "role", "%s",
-		  self != NULL && self->role == BATON_LEARNER
-			  ? "learner"
-			  : role_name(st.raft.role));
-	map_field(b, "term", "%" PRIu64, st.raft.term);
-	map_field(b, "leader", "%" PRIu64, st.raft.leader_id);
-	map_field(b, "commit", "%" PRIu64, st.raft.commit_index);
-	map_field(b, "applied", "%" PRIu64, st.applied);
-	map_field(b, "last_index", "%" PRIu64, st.raft.last_index);
-	map_field(b, "snapshot_index", "%" PRIu64, st.raft.snapshot_index);
-	map_field(b, "release", "%s", v.release);
-	map_field(b, "proto_min", "%u", v.profile->proto_min.value);
-	map_field(b, "proto_max", "%u", v.profile->proto_max.value);
-	map_field(b, "machine_max", "%u", v.profile->machine_max.value);
-	map_field(b, "machine_version", "%u", v.machine);
-	map_field(b, "machine_upgrade", "%s", v.strategy);
-	map_field(b, "upgrade_waits_for", "%s", v.waits);
-	map_field(b, "needs_upgrade", "%s", v.needs);
-	map_field(b, "strict_release", "%s",
-		  s->cfg.strict_release ? "yes" : "no");
-	map_field(b, "peer_addr", "%s", s->cfg.peer_listen);
-	map_field(b, "client_addr", "%s", me ? me->client : s->cfg.listen);
-	map_field(b, "storage", "%s", st.storage_failed ? "failed" : "ok");
-	map_field(b, "stalled_index", "%" PRIu64, st.stalled_index);
-	map_field(b, "stalled", "%s", st.stalled_why);
+	admin_map_field(b, "role", "%s",
+			self != NULL && self->role == BATON_LEARNER
+				? "learner"
+				: role_name(st.raft.role));
+	admin_map_field(b, "term", "%" PRIu64, st.raft.term);
+	admin_map_field(b, "leader", "%" PRIu64, st.raft.leader_id);
+	admin_map_field(b, "commit", "%" PRIu64, st.raft.commit_index);
+	admin_map_field(b, "applied", "%" PRIu64, st.applied);
+	admin_map_field(b, "last_index", "%" PRIu64, st.raft.last_index);
+	admin_map_field(b, "snapshot_index", "%" PRIu64,
+			st.raft.snapshot_index);
+	admin_map_field(b, "release", "%s", v.release);
+	admin_map_field(b, "proto_min", "%u", v.profile->proto_min.value);
+	admin_map_field(b, "proto_max", "%u", v.profile->proto_max.value);
+	admin_map_field(b, "machine_max", "%u", v.profile->machine_max.value);
+	admin_map_field(b, "machine_version", "%u", v.machine);
+	admin_map_field(b, "machine_upgrade", "%s", v.strategy);
+	admin_map_field(b, "upgrade_waits_for", "%s", v.waits);
+	admin_map_field(b, "needs_upgrade", "%s", v.needs);
+	admin_map_field(b, "strict_release", "%s",
+			s->cfg.strict_release ? "yes" : "no");
+	admin_map_field(b, "release_floor", "%s", v.floor);
+	admin_map_field(b, "leader_eligible", "%s", v.eligible);
+	admin_map_field(b, "election_policy", "%s", v.policy);
+	admin_map_field(b, "downgrade", "%s", v.downgrade);
+	admin_map_field(b, "peer_addr", "%s", s->cfg.peer_listen);
+	admin_map_field(b, "client_addr", "%s",
+			me ? me->client : s->cfg.listen);
+	admin_map_field(b, "storage", "%s",
+			st.storage_failed ? "failed" : "ok");
+	admin_map_field(b, "stalled_index", "%" PRIu64, st.stalled_index);
+	admin_map_field(b, "stalled", "%s", st.stalled_why);
 	return command_done(x);
 }
 
@@ -259,37 +286,36 @@ int admin_members(struct command_ctx *x)
 		const struct baton_member *m = &st.raft.config.members[i];
 		const struct book_entry *e = server_address(s, m->id);
 		resp_array(b, 2 * 10);
-		map_field(b, "id", "%" PRIu64, m->id);
-		map_field(b, "role", "%s",
-			  m->role == BATON_VOTER ? "voter" : "learner");
-		map_field(b, "peer_addr", "%s", e ? e->peer : "");
-		map_field(b, "client_addr", "%s", e ? e->client : "");
+		admin_map_field(b, "id", "%" PRIu64, m->id);
+		admin_map_field(b, "role", "%s",
+				m->role == BATON_VOTER ? "voter" : "learner");
+		admin_map_field(b, "peer_addr", "%s", e ? e->peer : "");
+		admin_map_field(b, "client_addr", "%s", e ? e->client : "");
 		if (st.raft.role == BATON_LEADER)
-			map_field(b, "match", "%" PRIu64, st.match[i]);
+			admin_map_field(b, "match", "%" PRIu64, st.match[i]);
 		else
-			map_field(b, "match", "-");
+			admin_map_field(b, "match", "-");
 		struct baton_profile p;
 		const char *source = member_versions(&st, &us, m->id, &p);
-		map_field(b, "versions", "%s", source);
+		admin_map_field(b, "versions", "%s", source);
 		if (strcmp(source, "unknown") == 0) {
-			map_field(b, "release", "-");
-			map_field(b, "proto_min", "-");
-			map_field(b, "proto_max", "-");
-			map_field(b, "machine_max", "-");
+			admin_map_field(b, "release", "-");
+			admin_map_field(b, "proto_min", "-");
+			admin_map_field(b, "proto_max", "-");
+			admin_map_field(b, "machine_max", "-");
 			continue;
 		}
 		char r[BATON_RELEASE_STR_MAX];
-		map_field(b, "release", "%s",
-			  baton_release_format(p.release, r));
-		map_field(b, "proto_min", "%u", p.proto_min.value);
-		map_field(b, "proto_max", "%u", p.proto_max.value);
-		map_field(b, "machine_max", "%u", p.machine_max.value);
+		admin_map_field(b, "release", "%s",
+				baton_release_format(p.release, r));
+		admin_map_field(b, "proto_min", "%u", p.proto_min.value);
+		admin_map_field(b, "proto_max", "%u", p.proto_max.value);
+		admin_map_field(b, "machine_max", "%u", p.machine_max.value);
 	}
 	return command_done(x);
 }
 
-/* Admin writes go to the leader: elsewhere say where it is. */
-static bool require_leader(struct command_ctx *x)
+bool admin_require_leader(struct command_ctx *x)
 {
 	struct server *s = x->s;
 	if (s->leader == s->cfg.id)
@@ -347,7 +373,7 @@ int admin_add(struct command_ctx *x)
 			   "ERR node id must be a positive integer");
 		return command_done(x);
 	}
-	if (!require_leader(x))
+	if (!admin_require_leader(x))
 		return 0;
 	struct book_entry e = {.id = id};
 	command_arg_str(x, 2, e.peer, sizeof e.peer);
@@ -391,7 +417,7 @@ static int cmd_member_change(struct command_ctx *x,
 			   "ERR node id must be a positive integer");
 		return command_done(x);
 	}
-	if (!require_leader(x))
+	if (!admin_require_leader(x))
 		return 0;
 	int rv = op(x->s->node, id, on_admin_done, x->sl);
 	if (rv != 0)
@@ -439,7 +465,7 @@ int admin_test_propose(struct command_ctx *x)
 {
 	if (x->argc != 2)
 		return command_wrong_args(x);
-	if (!require_leader(x))
+	if (!admin_require_leader(x))
 		return 0;
 	int rv = baton_node_propose(x->s->node, x->argv[1], x->lens[1],
 				    on_raw_applied, x->sl);

@@ -218,14 +218,21 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 	if (!gate(x, c) || kv_check(c, x->argc, x->argv, x->lens, b) != 0)
 		return command_done(x);
 	bool stale = x->cs->stale_reads || BATON_PLANTED_BUG_STALE_READS;
-	/* A node that stopped applying says so at once rather than let the
-	 * client time out; stale reads serve what it applied. */
-	if ((!stale || (c->flags & KV_WRITE)) &&
-	    server_reply_if_stalled(x->s, b))
-		return command_done(x);
+	struct kv_txn_command one = {x->argc, x->argv, x->lens};
+	struct write_req w = {false, 0, NULL, 1, &one};
+	/* A node that stopped applying for want of a newer release sends
+	 * reads and writes to the leader, which runs one; stopped for any
+	 * other reason it says so at once rather than let the client time
+	 * out. Stale reads serve what it applied. */
+	if (!stale || (c->flags & KV_WRITE)) {
+		if (server_stall_forwards(x->s)) {
+			forward_write(x->s, x->sl, &w);
+			return 0;
+		}
+		if (server_reply_if_stalled(x->s, b))
+			return command_done(x);
+	}
 	if (c->flags & KV_WRITE) {
-		struct kv_txn_command one = {x->argc, x->argv, x->lens};
-		struct write_req w = {false, 0, NULL, 1, &one};
 		if (x->s->leader == x->s->cfg.id)
 			propose_write(x->s, x->sl, &w);
 		else
@@ -304,6 +311,7 @@ static const struct local_command local_commands[] = {
 	{"BATON.PROMOTE", admin_promote, false, false},
 	{"BATON.REMOVE", admin_remove, false, false},
 	{"BATON.TRANSFER", admin_transfer, false, false},
+	{"BATON.DOWNGRADE", admin_downgrade, false, false},
 	{"BATON.STALE", cmd_stale, false, false},
 #if BATON_TEST_HOOKS
 	{"BATON.TEST.PROPOSE", admin_test_propose, false, false},

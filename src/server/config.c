@@ -58,6 +58,11 @@ static void usage(FILE *f)
 		"members (all,\n"
 		"                          the default) or a quorum of voters "
 		"(quorum) can\n"
+		"  --election-policy P     who may lead: version-aware (the "
+		"default: not below\n"
+		"                          the release floor, the majority "
+		"release first) or\n"
+		"                          any (plain Raft)\n"
 		"  --strict-release        refuse peers and joiners of another "
 		"release\n"
 		"  --accept-joins          as leader, add nodes that ask to "
@@ -276,6 +281,18 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 				v);
 			return -1;
 		}
+	} else if (strcmp(name, "election-policy") == 0) {
+		if (strcmp(v, "version-aware") == 0) {
+			c->election_policy = BATON_ELECTION_VERSION_AWARE;
+		} else if (strcmp(v, "any") == 0) {
+			c->election_policy = BATON_ELECTION_ANY;
+		} else {
+			fprintf(stderr,
+				"batond: --election-policy is version-aware "
+				"or any, not '%s'\n",
+				v);
+			return -1;
+		}
 	} else if (strcmp(name, "log-level") == 0) {
 		c->log_level = baton_log_level_parse(v);
 		if (c->log_level < 0) {
@@ -353,6 +370,7 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 	c->log_level = BATON_LOG_INFO;
 	c->profile = *baton_release_current();
 	c->machine_upgrade = BATON_UPGRADE_ALL;
+	c->election_policy = BATON_ELECTION_VERSION_AWARE;
 	bool version = false;
 	/* The config file first, so flags override it. */
 	for (int i = 1; i + 1 < argc; i++)

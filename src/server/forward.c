@@ -8,6 +8,10 @@
  * leader's reply; the leader checks, encodes and proposes it like its own
  * client's. A forwarded write whose leader changes, or that does not come
  * back in time, gets a retryable error that says its outcome is unknown.
+ *
+ * A node that stopped applying for want of a newer release forwards its
+ * clients' reads the same way (server_stall_forwards): the leader runs
+ * them after a read index and sends the reply back.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -332,10 +336,104 @@ static void on_forward_reply(struct server *s,
 	free(pf);
 }
 
-/* A follower's client write, on the leader. */
+/* A read from a node that stalled for want of a newer release
+ * (server_stall_forwards): run here after a read index, as a local client's
+ * read, and send the reply back. The arguments are copied: the frame is
+ * gone once this returns. */
+struct forwarded_read {
+	struct server *s;
+	baton_node_id from;
+	uint64_t id;
+	int argc;
+	uint8_t **argv;
+	size_t *lens;
+};
+
+static void forwarded_read_free(struct forwarded_read *r)
+{
+	for (int i = 0; r->argv != NULL && i < r->argc; i++)
+		free(r->argv[i]);
+	free(r->argv);
+	free(r->lens);
+	free(r);
+}
+
+static void on_forwarded_read_ready(void *data, int status)
+{
+	struct forwarded_read *r = data;
+	struct baton_buf out;
+	baton_buf_init(&out);
+	if (status != 0)
+		server_reply_error(r->s, &out, status);
+	else if (kv_read(r->s->machine.kv, r->argc,
+			 (const uint8_t *const *)r->argv, r->lens,
+			 &out) == BATON_ENOMEM)
+		reply_error_for(&out, BATON_ENOMEM);
+	send_forward_reply(r->s, r->from, r->id, out.data, out.len);
+	baton_buf_free(&out);
+	forwarded_read_free(r);
+}
+
+/* Gate, check and start the read; an error reply goes to `err`. */
+static void forwarded_read(struct server *s, baton_node_id from, uint64_t id,
+			   const struct baton_peer_command *cmd,
+			   const struct kv_command *c, struct baton_buf *err)
+{
+	struct baton_machine_version v = {server_machine_version(s)};
+	if (kv_gate(c, cmd->argc, cmd->argv, cmd->lens, v, err) != 0 ||
+	    kv_check(c, cmd->argc, cmd->argv, cmd->lens, err) != 0)
+		return;
+	struct forwarded_read *r = calloc(1, sizeof *r);
+	bool ok = r != NULL;
+	if (ok) {
+		*r = (struct forwarded_read){s,		from, id,
+					     cmd->argc, NULL, NULL};
+		r->argv = calloc((size_t)cmd->argc, sizeof *r->argv);
+		r->lens = calloc((size_t)cmd->argc, sizeof *r->lens);
+		ok = r->argv != NULL && r->lens != NULL;
+	}
+	for (int i = 0; ok && i < cmd->argc; i++) {
+		r->argv[i] = malloc(cmd->lens[i] + 1);
+		ok = r->argv[i] != NULL;
+		if (ok && cmd->lens[i] > 0)
+			memcpy(r->argv[i], cmd->argv[i], cmd->lens[i]);
+		r->lens[i] = cmd->lens[i];
+	}
+	int rv = ok ? baton_node_read(s->node, on_forwarded_read_ready, r)
+		    : BATON_ENOMEM;
+	if (rv != 0) {
+		server_reply_error(s, err, rv);
+		if (r != NULL)
+			forwarded_read_free(r);
+	}
+}
+
+/* The forwarded command, if it is a single read command. */
+static const struct kv_command *read_command(const struct baton_peer_forward *f)
+{
+	if (f->transaction || f->n_commands != 1 || f->commands[0].argc < 1)
+		return NULL;
+	const struct kv_command *c =
+		kv_lookup(f->commands[0].argv[0], f->commands[0].lens[0]);
+	return c != NULL && (c->flags & KV_READ) ? c : NULL;
+}
+
+/* A follower's client write (or a stalled node's read), on the leader. */
 static void on_forward(struct server *s, baton_node_id from,
 		       const struct baton_peer_forward *f)
 {
+	const struct kv_command *rc = read_command(f);
+	if (rc != NULL) {
+		struct baton_buf err;
+		baton_buf_init(&err);
+		forwarded_read(s, from, f->request_id, &f->commands[0], rc,
+			       &err);
+		if (err.len > 0)
+			send_forward_reply(s, from, f->request_id, err.data,
+					   err.len);
+		baton_buf_free(&err);
+		return;
+	}
 	struct baton_buf err;
 	baton_buf_init(&err);
 	struct proposal_ctx *p = calloc(1, sizeof *p);

@@ -305,24 +305,34 @@ static int machine_restore(struct baton_machine *bm,
 	return 0;
 }
 
-/* Version 1 to 2 needs no conversion: kv applies each entry under the
+/* Up (1 to 2) needs no conversion: kv applies each entry under the
  * version in force (format-1 payloads included) and writes snapshots of
- * the version asked for. A version beyond kv's stops the node here (the
- * core stalls on such a version entry before; this is the backstop). */
+ * the version asked for. Down (2 to 1, an explicit downgrade's entry) kv
+ * converts: every expiry dropped, the same on every node (kv_convert). A
+ * version beyond kv's stops the node here (the core stalls on such a
+ * version entry before; this is the backstop). */
 static int machine_version_changed(struct baton_machine *bm, baton_index index,
 				   struct baton_machine_version from,
 				   struct baton_machine_version to)
 {
 	struct server_machine *m = (struct server_machine *)bm;
-	(void)from;
-	if (to.value >= KV_MACHINE_VERSION_MIN &&
-	    to.value <= KV_MACHINE_VERSION_MAX)
-		return 0;
-	return refuse(m, BATON_EVERSION,
-		      "entry %" PRIu64 " makes the machine version %u; this "
-		      "release implements %u..%u",
-		      index, to.value, KV_MACHINE_VERSION_MIN,
-		      KV_MACHINE_VERSION_MAX);
+	if (to.value < KV_MACHINE_VERSION_MIN ||
+	    to.value > KV_MACHINE_VERSION_MAX)
+		return refuse(m, BATON_EVERSION,
+			      "entry %" PRIu64 " makes the machine version %u; "
+			      "this release implements %u..%u",
+			      index, to.value, KV_MACHINE_VERSION_MIN,
+			      KV_MACHINE_VERSION_MAX);
+	uint64_t dropped = kv_convert_loss(m->kv, from, to);
+	int rv = kv_convert(m->kv, from, to);
+	if (rv != 0)
+		return refuse(m, rv,
+			      "entry %" PRIu64 " changes the machine version "
+			      "from %u to %u: %s",
+			      index, from.value, to.value, kv_errmsg(m->kv));
+	if (to.value < from.value && m->converted != NULL)
+		m->converted(m->data, index, from, to, dropped);
+	return 0;
 }
 
 static const char *machine_errmsg(const struct baton_machine *bm)

@@ -57,6 +57,13 @@ struct server_machine {
 	/* Told of each address the book takes (applied or restored); may be
 	 * NULL. */
 	void (*address_changed)(void *data, const struct book_entry *e);
+	/* Told of each conversion down (version_changed to a lower machine
+	 * version, docs/kv.md "Converting down") once done: the index and
+	 * how many keys lost an expiry; may be NULL. */
+	void (*converted)(void *data, baton_index index,
+			  struct baton_machine_version from,
+			  struct baton_machine_version to,
+			  uint64_t expiries_dropped);
 	void *data;
 	char err[256];
 };

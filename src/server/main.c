@@ -89,6 +89,7 @@ static int run(struct server *s)
 		.n_founders = s->cfg.n_founders,
 		.strict_release = s->cfg.strict_release,
 		.machine_upgrade = s->cfg.machine_upgrade,
+		.election_policy = s->cfg.election_policy,
 	};
 	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
 		nc.founders[i] = s->cfg.founders[i];
@@ -128,13 +129,16 @@ static int run(struct server *s)
 	baton_release_format(baton_release_current()->release, own);
 	baton_release_format(p->release, release);
 	LOG_INFO("batond %s ready (id %" PRIu64 ", data %s; release %s, peer "
-		 "protocol %u-%u, machine_max %u%s%s%s)",
+		 "protocol %u-%u, machine_max %u%s%s%s%s)",
 		 own, s->cfg.id, s->cfg.data_dir, release, p->proto_min.value,
 		 p->proto_max.value, p->machine_max.value,
 		 strcmp(release, own) != 0 ? ", emulated" : "",
 		 s->cfg.strict_release ? ", strict release" : "",
 		 s->cfg.machine_upgrade == BATON_UPGRADE_QUORUM
 			 ? ", machine upgrade by quorum"
+			 : "",
+		 s->cfg.election_policy == BATON_ELECTION_ANY
+			 ? ", election policy any"
 			 : "");
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);

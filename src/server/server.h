@@ -6,6 +6,8 @@
  *   client.c     client connections: RESP in, replies out in request order
  *   commands.c   the command table: connection and key-value commands
  *   admin.c      INFO and the admin commands of batonctl
+ *   downgrade.c  BATON.DOWNGRADE: an explicit downgrade
+ *   versions.c   the version facts as operators read them (pure)
  *   join.c       active join: the joiner's client and the leader's side
  *   machine.c    the replicated state machine: key-value map + address book
  *                (machine.h; free of the server, unit-tested alone)
@@ -95,6 +97,7 @@ struct server_config {
 	 * cluster's secret, anyone who reaches the peer port could ask. */
 	bool accept_joins;
 	uint32_t machine_upgrade; /* enum baton_machine_upgrade */
+	uint32_t election_policy; /* enum baton_election_policy */
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];
 	char founder_peer[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
@@ -170,6 +173,11 @@ void server_publish_founders(struct server *s);
 /* If this node stopped applying, append the -STALLED error naming the
  * index and why to b and return true. */
 bool server_reply_if_stalled(struct server *s, struct baton_buf *b);
+/* This node stopped applying because it needs a newer release (the log's
+ * machine version or release floor is above its own) and knows another
+ * node leads: its clients' commands, reads included, go to the leader
+ * (forward_write) instead of failing with -STALLED. */
+bool server_stall_forwards(struct server *s);
 /* The RESP error for a BATON_E* code, the stall's text for ESTALLED. */
 void server_reply_error(struct server *s, struct baton_buf *b, int code);
 
@@ -237,6 +245,59 @@ int admin_transfer(struct command_ctx *x);
 #if BATON_TEST_HOOKS
 int admin_test_propose(struct command_ctx *x);
 #endif
+/* Admin writes go to the leader: true here; elsewhere the reply says where
+ * it is (-NOTLEADER leader is <id> at <client_addr>, or -TRYAGAIN), the
+ * slot is done and false. */
+bool admin_require_leader(struct command_ctx *x);
+/* One field of a map reply: the name and the printf-formatted value, both
+ * bulk strings. */
+void admin_map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- downgrade.c ---- */
+/* BATON.DOWNGRADE VALIDATE|ENABLE <release> [FORCE] | CANCEL <release> |
+ * STATUS (docs/batond.md, "Downgrade"). */
+int admin_downgrade(struct command_ctx *x);
+
+/* ---- versions.c: the version facts as operators read them (pure) ---- */
+/* "1.1.0", or "none" for 0.0.0; returns buf. */
+const char *versions_floor_text(struct baton_release floor,
+				char buf[BATON_RELEASE_STR_MAX]);
+/* "none", or "1.0.0 (from floor 1.1.0, machine 2)". */
+void versions_downgrade_text(const struct baton_downgrade *d, char *buf,
+			     size_t cap);
+/* "yes", or "no (<why>)" with baton_node_eligibility's text ("rule 1:
+ * release 1.0.0 is below the release floor 1.1.0 of the log"). */
+void versions_eligible_text(uint32_t eligibility, const char *why, char *buf,
+			    size_t cap);
+/* "version-aware" or "any". */
+const char *versions_policy_name(uint32_t policy);
+/* The members of c whose row in s runs a release other than target, as
+ * "node 2: 1.1.0; node 3: unknown" ("" when none). */
+void versions_pending_text(const struct baton_version_state *s,
+			   const struct baton_config *c,
+			   struct baton_release target, char *buf, size_t cap);
+/* "N keys have a TTL that machine version 1 cannot keep; with FORCE they
+ * become persistent". */
+void versions_loss_text(uint64_t keys, struct baton_machine_version to,
+			char *buf, size_t cap);
+
+enum downgrade_sub {
+	DOWNGRADE_VALIDATE = 1,
+	DOWNGRADE_ENABLE = 2,
+	DOWNGRADE_CANCEL = 3,
+	DOWNGRADE_STATUS = 4,
+};
+struct downgrade_args {
+	enum downgrade_sub sub;
+	struct baton_release target; /* 0.0.0 for STATUS */
+	bool force;
+};
+/* BATON.DOWNGRADE's arguments (argv[0] is the command's name): 0, or -1
+ * with the error reply's text (no leading '-') in err. */
+int versions_downgrade_parse(int argc, const uint8_t *const *argv,
+			     const size_t *lens, struct downgrade_args *out,
+			     char *err, size_t cap);
 
 /* ---- join.c ---- */
 /* Joining by itself (--join-seeds) and the leader's side of joins; after
@@ -264,7 +325,9 @@ uint32_t server_machine_version(const struct server *s);
  * while the log's is `have` (the text kv_gate gives). */
 void reply_needs_version(struct baton_buf *b, const char *command,
 			 uint32_t need, uint32_t have);
-/* A write on a follower: send it to the leader; fill sl with the reply. */
+/* A write on a follower (or a read on a node that stalled for want of a
+ * newer release: server_stall_forwards): send it to the leader; fill sl
+ * with the reply. */
 void forward_write(struct server *s, struct slot *sl,
 		   const struct write_req *w);
 /* Frames from peers: forwarded writes (leader side) and replies. */

@@ -281,7 +281,9 @@ int txn_exec(struct command_ctx *x)
 	}
 	/* The log's version fell back (a follower whose uncommitted version
 	 * entry was overwritten): refuse rather than forward. */
-	if (server_reply_if_stalled(x->s, command_out(x)) || !gate(x, "exec")) {
+	if ((!server_stall_forwards(x->s) &&
+	     server_reply_if_stalled(x->s, command_out(x))) ||
+	    !gate(x, "exec")) {
 		end(cs);
 		return command_done(x);
 	}

@@ -157,7 +157,7 @@ def test_status_table_with_a_down_member(fakes):
     header = lines[0].split()
     assert header == ["ID", "ADDR", "ROLE", "TERM", "COMMIT", "APPLIED",
                       "MATCH", "RELEASE", "PROTO", "MACHINE_MAX", "MACHINE",
-                      "LAG"]
+                      "LEAD", "LAG"]
     rows = {int(line.split()[0]): line for line in lines[1:4]}
     # Aligned: every row's ROLE column starts where the header's does.
     col = lines[0].index("ROLE")

@@ -1,6 +1,7 @@
 /*
  * batond's flags and config file (src/server/config.c): the release flags
- * (--as-release, --version, --strict-release, --machine-upgrade) and
+ * (--as-release, --version, --strict-release, --machine-upgrade,
+ * --election-policy) and
  * active join (--join-seeds), on the command line and in a config file,
  * with their refusals.
  */
@@ -113,6 +114,26 @@ Test(config, strict_release_and_machine_upgrade)
 	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_ALL);
 	cr_assert_eq(PARSE("--join", "--machine-upgrade", "most"), -1);
 	cr_assert_eq(PARSE("--join", "--machine-upgrade", "ALL"), -1);
+}
+
+Test(config, election_policy)
+{
+	cr_assert_eq(PARSE("--join"), 0);
+	cr_assert_eq(c.election_policy, BATON_ELECTION_VERSION_AWARE);
+	cr_assert_eq(PARSE("--join", "--election-policy", "any"), 0);
+	cr_assert_eq(c.election_policy, BATON_ELECTION_ANY);
+	cr_assert_eq(PARSE("--join", "--election-policy", "version-aware"), 0);
+	cr_assert_eq(c.election_policy, BATON_ELECTION_VERSION_AWARE);
+	cr_assert_eq(PARSE("--join", "--election-policy", "Any"), -1);
+	cr_assert_eq(PARSE("--join", "--election-policy", "strict"), -1);
+	char *path = write_config("election-policy any\njoin\n");
+	cr_assert_eq(PARSE("--config", path), 0);
+	cr_assert_eq(c.election_policy, BATON_ELECTION_ANY);
+	cr_assert_eq(
+		PARSE("--config", path, "--election-policy", "version-aware"),
+		0);
+	cr_assert_eq(c.election_policy, BATON_ELECTION_VERSION_AWARE);
+	unlink(path);
 }
 
 Test(config, join_seeds_are_parsed_and_imply_join)

@@ -4,15 +4,17 @@
  * payload kinds (golden bytes), refusals that leave the state untouched
  * (an unknown payload kind, a newer kv format, a machine version this
  * release does not implement, damage), the address book and its limit,
- * and the snapshot wrapper (golden bytes, round trips, refusals).
+ * the snapshot wrapper (golden bytes, round trips, refusals), and version
+ * changes (converting down to version 1).
  */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "machine.h"
 
-static const struct baton_machine_version V1 = {1};
+static const struct baton_machine_version V1 = {1}, V2 = {2};
 static const struct baton_machine_version V3 = {3}; /* unknown */
+#define T0 1700000000000ull
 
 /* 'P' + id 7, "127.0.0.1:7001", "127.0.0.1:6001": an address entry as the
  * first release writes it. */
@@ -216,6 +218,36 @@ Test(machine, machine_version_not_implemented_is_refused)
 		       BATON_EVERSION, "machine version 0");
 }
 
+/* A format-2 payload whose entry applies under version 1 (written before
+ * a downgrade's entry, logged after it): a deterministic -ERR for the
+ * client, the state unchanged, and no stall. */
+Test(machine, format_2_payload_under_version_1_is_an_error_reply)
+{
+	fill(&m);
+	struct baton_buf before, p;
+	baton_buf_init(&before);
+	baton_buf_init(&p);
+	snapshot_of(&m, &before);
+	const uint8_t *argv[] = {(const uint8_t *)"SET", (const uint8_t *)"a",
+				 (const uint8_t *)"1"};
+	const size_t lens[] = {3, 1, 1};
+	cr_assert_eq(baton_buf_append(&p, "K", 1), 0);
+	cr_assert_eq(kv_encode_v2(T0, 3, argv, lens, &p), 0);
+	baton_buf_reset(&reply);
+	cr_assert_eq(apply_bytes(&m, V1, p.data, p.len, &reply), 0);
+	static const char want[] = "-ERR this write was encoded for machine "
+				   "version 2 but its entry applies under "
+				   "machine version 1";
+	cr_assert(reply.len > sizeof want - 1 &&
+			  memcmp(reply.data, want, sizeof want - 1) == 0,
+		  "%.*s", (int)reply.len, (const char *)reply.data);
+	snapshot_of(&m, &snap);
+	cr_assert_eq(snap.len, before.len);
+	cr_assert_eq(memcmp(snap.data, before.data, snap.len), 0);
+	baton_buf_free(&before);
+	baton_buf_free(&p);
+}
+
 Test(machine, damaged_payloads_are_refused)
 {
 	fill(&m);
@@ -371,6 +403,95 @@ Test(machine, replicas_agree)
 	baton_buf_init(&sb);
 	snapshot_of(&a, &sa);
 	snapshot_of(&b, &sb);
+	cr_assert_eq(sa.len, sb.len);
+	cr_assert_eq(memcmp(sa.data, sb.data, sa.len), 0);
+	baton_buf_free(&sa);
+	baton_buf_free(&sb);
+	server_machine_free(&a);
+	server_machine_free(&b);
+}
+
+/* ---- version changes ----------------------------------------------------- */
+
+static int conversions;
+static uint64_t dropped_seen;
+static baton_index converted_at;
+
+static void converted(void *data, baton_index index,
+		      struct baton_machine_version from,
+		      struct baton_machine_version to, uint64_t dropped)
+{
+	(void)data;
+	cr_assert_eq(from.value, 2);
+	cr_assert_eq(to.value, 1);
+	conversions++;
+	converted_at = index;
+	dropped_seen = dropped;
+}
+
+static void apply_v2(struct server_machine *sm, uint64_t stamp, const char *a0,
+		     const char *a1, const char *a2, const char *a3,
+		     const char *a4)
+{
+	const char *args[] = {a0, a1, a2, a3, a4};
+	const uint8_t *argv[5];
+	size_t lens[5];
+	int argc = 0;
+	for (; argc < 5 && args[argc] != NULL; argc++) {
+		argv[argc] = (const uint8_t *)args[argc];
+		lens[argc] = strlen(args[argc]);
+	}
+	struct baton_buf p;
+	baton_buf_init(&p);
+	cr_assert_eq(baton_buf_append(&p, "K", 1), 0);
+	cr_assert_eq(kv_encode_v2(stamp, argc, argv, lens, &p), 0);
+	cr_assert_eq(apply_bytes(sm, V2, p.data, p.len, NULL), 0);
+	baton_buf_free(&p);
+}
+
+/* Down to version 1 (a downgrade's entry): every expiry dropped, keys kept
+ * (expired ones deleted), the same on every replica, and a version-1
+ * snapshot possible again; up changes nothing. */
+Test(machine, version_change_down_converts_alike)
+{
+	struct server_machine a, b;
+	cr_assert_eq(server_machine_init(&a), 0);
+	cr_assert_eq(server_machine_init(&b), 0);
+	a.converted = converted;
+	conversions = 0;
+	const struct baton_machine_version v2 = V2;
+	for (int i = 0; i < 2; i++) {
+		struct server_machine *sm = i == 0 ? &a : &b;
+		fill(sm);
+		cr_assert_eq(
+			sm->base.ops->version_changed(&sm->base, 4, V1, v2), 0);
+		apply_v2(sm, T0, "SET", "t", "1", "PX", "100000");
+		apply_v2(sm, T0, "SET", "gone", "1", "PX", "10");
+		apply_v2(sm, T0 + 50, "SET", "u", "2", NULL, NULL);
+		cr_assert_eq(kv_expiry_count(sm->kv), 2);
+		cr_assert_eq(sm->base.ops->snapshot(&sm->base, V1, &snap),
+			     BATON_EVERSION); /* format 1 holds no expiry */
+		cr_assert_eq(
+			sm->base.ops->version_changed(&sm->base, 9, v2, V1), 0);
+		cr_assert_eq(kv_expiry_count(sm->kv), 0);
+		cr_assert_eq(kv_dbsize(sm->kv), 3); /* b, t, u */
+	}
+	cr_assert_eq(conversions, 1);
+	cr_assert_eq(converted_at, 9);
+	cr_assert_eq(dropped_seen, 1);
+	struct baton_buf sa, sb;
+	baton_buf_init(&sa);
+	baton_buf_init(&sb);
+	snapshot_of(&a, &sa);
+	snapshot_of(&b, &sb);
+	cr_assert_eq(sa.len, sb.len);
+	cr_assert_eq(memcmp(sa.data, sb.data, sa.len), 0);
+	/* An unknown version is refused, the state left alone. */
+	cr_assert_eq(a.base.ops->version_changed(&a.base, 10, V1, V3),
+		     BATON_EVERSION);
+	cr_assert(strstr(a.base.ops->errmsg(&a.base), "machine version 3") !=
+		  NULL);
+	snapshot_of(&a, &sb);
 	cr_assert_eq(sa.len, sb.len);
 	cr_assert_eq(memcmp(sa.data, sb.data, sa.len), 0);
 	baton_buf_free(&sa);

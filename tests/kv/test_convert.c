@@ -1,0 +1,215 @@
+/*
+ * Converting the map between machine versions (kv_convert, kv_convert_loss;
+ * docs/kv.md, "Converting down"): down to version 1 every live key keeps
+ * its value and loses its expiry, keys already expired are deleted,
+ * machine time goes back to 0, and the result is the map a version-1
+ * snapshot restores to; the same content converts to the same bytes
+ * whatever its history; up to version 2 nothing changes.
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kv_util.h"
+
+static const struct baton_machine_version V1 = {1}, V2 = {2};
+#define T0 1700000000000ull
+
+static struct baton_kv *kv;
+
+static void setup(void)
+{
+	kv = kvt_new();
+}
+
+static void teardown(void)
+{
+	kv_destroy(kv);
+}
+
+TestSuite(convert, .init = setup, .fini = teardown);
+
+static int sink(void *arg, const void *buf, size_t len)
+{
+	return baton_buf_append(arg, buf, len);
+}
+
+static void snap(const struct baton_kv *k, struct baton_machine_version v,
+		 struct baton_buf *out)
+{
+	baton_buf_reset(out);
+	cr_assert_eq(kv_snapshot(k, v, sink, out), 0);
+}
+
+static void assert_same(const struct baton_buf *a, const struct baton_buf *b)
+{
+	cr_assert_eq(a->len, b->len, "%zu != %zu bytes", a->len, b->len);
+	cr_assert_eq(memcmp(a->data, b->data, a->len), 0);
+}
+
+static void run(struct baton_kv *k, const char *line, const char *want)
+{
+	const char *got = kvt_run(k, line);
+	cr_assert_str_eq(got, want, "%s: %s", line, got);
+}
+
+/* Under version 2 at T0: a persistent key, two keys with a live expiry,
+ * and one that expired (not yet swept) once machine time moved on. */
+static void fill(struct baton_kv *k)
+{
+	kvt_use(2, T0);
+	run(k, "SET plain 1", "+OK\r\n");
+	run(k, "SET soon 2 PX 50", "+OK\r\n");
+	run(k, "SET later 3 EX 100", "+OK\r\n");
+	run(k, "SET counter 7", "+OK\r\n");
+	run(k, "PEXPIRE counter 200000", ":1\r\n");
+	kvt_use(2, T0 + 1000);
+	run(k, "SET other 4", "+OK\r\n"); /* machine time T0 + 1000 */
+}
+
+Test(convert, down_keeps_live_keys_without_expiry)
+{
+	fill(kv);
+	cr_assert_eq(kv_dbsize(kv), 5);
+	cr_assert_eq(kv_expiry_count(kv), 3);
+	cr_assert_eq(kv_convert_loss(kv, V2, V1), 2); /* 'soon' is gone */
+	cr_assert_eq(kv_convert(kv, V2, V1), 0);
+	cr_assert_eq(kv_dbsize(kv), 4);
+	cr_assert_eq(kv_expiry_count(kv), 0);
+	cr_assert_eq(kv_machine_time_ms(kv), 0);
+	cr_assert_eq(kv_convert_loss(kv, V2, V1), 0);
+	uint64_t at;
+	cr_assert_not(kv_expiry_next(kv, &at));
+	/* The values stay; version 1's commands see them. */
+	kvt_use(1, 0);
+	run(kv, "MGET plain soon later counter other",
+	    "*5\r\n$1\r\n1\r\n$-1\r\n$1\r\n3\r\n$1\r\n7\r\n$1\r\n4\r\n");
+	run(kv, "INCR counter", ":8\r\n");
+	/* A version-1 snapshot can be taken (it cannot hold an expiry). */
+	struct baton_buf s;
+	baton_buf_init(&s);
+	snap(kv, V1, &s);
+	baton_buf_free(&s);
+	/* Upgraded again later: no key comes back with an expiry. */
+	cr_assert_eq(kv_convert(kv, V1, V2), 0);
+	kvt_use(2, T0 + 500000);
+	run(kv, "TTL later", ":-1\r\n");
+	run(kv, "GET later", "$1\r\n3\r\n");
+}
+
+Test(convert, down_equals_a_version_1_snapshot_round_trip)
+{
+	fill(kv);
+	cr_assert_eq(kv_convert(kv, V2, V1), 0);
+	struct baton_buf a, b;
+	baton_buf_init(&a);
+	baton_buf_init(&b);
+	/* A node that installs a snapshot taken after the entry. */
+	snap(kv, V1, &a);
+	struct baton_kv *restored = kvt_new();
+	cr_assert_eq(kv_restore(restored, V1, a.data, a.len), 0);
+	/* Compared as version 2 writes them (machine time and expiries
+	 * included), so a later upgrade starts alike on both. */
+	snap(kv, V2, &a);
+	snap(restored, V2, &b);
+	assert_same(&a, &b);
+	kv_destroy(restored);
+	baton_buf_free(&a);
+	baton_buf_free(&b);
+}
+
+Test(convert, down_depends_on_content_not_history)
+{
+	/* Two replicas of the same content reached differently: one grew
+	 * its table and dropped most keys again, the other set the
+	 * expiries in another order. */
+	struct baton_kv *other = kvt_new();
+	kvt_use(2, T0);
+	char line[96];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(line, sizeof line, "SET tmp%d x PX %d", i, 10 + i);
+		run(kv, line, "+OK\r\n");
+	}
+	for (int i = 0; i < 200; i++) {
+		snprintf(line, sizeof line, "SET k%d v%d PX %d", i, i,
+			 i % 2 ? 100 : 900000);
+		run(kv, line, "+OK\r\n");
+	}
+	for (int i = 0; i < 3000; i++) {
+		snprintf(line, sizeof line, "DEL tmp%d", i);
+		run(kv, line, ":1\r\n");
+	}
+	for (int i = 199; i >= 0; i--) {
+		snprintf(line, sizeof line, "SET k%d v%d", i, i);
+		run(other, line, "+OK\r\n");
+		snprintf(line, sizeof line, "PEXPIRE k%d %d", i,
+			 i % 2 ? 100 : 900000);
+		run(other, line, ":1\r\n");
+	}
+	kvt_use(2, T0 + 5000); /* the odd keys have expired */
+	run(kv, "SET z 1", "+OK\r\n");
+	run(other, "SET z 1", "+OK\r\n");
+	cr_assert_eq(kv_convert_loss(kv, V2, V1), 100);
+	cr_assert_eq(kv_convert_loss(other, V2, V1), 100);
+	cr_assert_eq(kv_convert(kv, V2, V1), 0);
+	cr_assert_eq(kv_convert(other, V2, V1), 0);
+	cr_assert_eq(kv_dbsize(kv), 101);
+	struct baton_buf a, b;
+	baton_buf_init(&a);
+	baton_buf_init(&b);
+	snap(kv, V2, &a);
+	snap(other, V2, &b);
+	assert_same(&a, &b);
+	kv_destroy(other);
+	baton_buf_free(&a);
+	baton_buf_free(&b);
+}
+
+Test(convert, up_and_same_version_change_nothing)
+{
+	fill(kv);
+	struct baton_buf before, after;
+	baton_buf_init(&before);
+	baton_buf_init(&after);
+	snap(kv, V2, &before);
+	cr_assert_eq(kv_convert_loss(kv, V1, V2), 0);
+	cr_assert_eq(kv_convert_loss(kv, V2, V2), 0);
+	cr_assert_eq(kv_convert(kv, V1, V2), 0);
+	cr_assert_eq(kv_convert(kv, V2, V2), 0);
+	snap(kv, V2, &after);
+	assert_same(&before, &after);
+	cr_assert_eq(kv_machine_time_ms(kv), T0 + 1000);
+	baton_buf_free(&before);
+	baton_buf_free(&after);
+}
+
+Test(convert, unknown_versions_are_refused_unchanged)
+{
+	fill(kv);
+	struct baton_buf before, after;
+	baton_buf_init(&before);
+	baton_buf_init(&after);
+	snap(kv, V2, &before);
+	const struct baton_machine_version v0 = {0}, v3 = {3};
+	cr_assert_eq(kv_convert(kv, v3, V1), BATON_EVERSION);
+	cr_assert(strstr(kv_errmsg(kv), "from machine version 3 to 1") != NULL);
+	cr_assert_eq(kv_convert(kv, V2, v0), BATON_EVERSION);
+	snap(kv, V2, &after);
+	assert_same(&before, &after);
+	baton_buf_free(&before);
+	baton_buf_free(&after);
+}
+
+Test(convert, empty_map_and_no_expiry)
+{
+	cr_assert_eq(kv_convert_loss(kv, V2, V1), 0);
+	cr_assert_eq(kv_convert(kv, V2, V1), 0);
+	cr_assert_eq(kv_dbsize(kv), 0);
+	kvt_use(2, T0);
+	run(kv, "SET a 1", "+OK\r\n");
+	cr_assert_eq(kv_convert_loss(kv, V2, V1), 0);
+	cr_assert_eq(kv_convert(kv, V2, V1), 0);
+	cr_assert_eq(kv_dbsize(kv), 1);
+	cr_assert_eq(kv_machine_time_ms(kv), 0);
+}
