@@ -260,8 +260,11 @@ def test_strict_release_refuses_a_mixed_member(cluster):
 
 
 def test_quorum_upgrade_leaves_a_member_needing_an_upgrade(cluster):
+    # Plain Raft elections: under the version-aware policy the 1.0.0 node
+    # would hold on the release floor (rule 1) before it meets machine
+    # version 2 (test_upgrade_stages covers that).
     cluster.start(3, extra=["--as-release", "1.0.0", "--machine-upgrade",
-                            "quorum"])
+                            "quorum", "--election-policy", "any"])
     n1, n2, n3 = (cluster.node(i) for i in (1, 2, 3))
     restart_at(n1, "1.1.0")
     restart_at(n2, "1.1.0")
@@ -319,10 +322,10 @@ def test_a_cluster_without_accept_joins_refuses_a_joiner(cluster):
 def test_1_0_0_joiner_joins_at_machine_1_and_is_refused_at_2(cluster):
     cluster.start(3, extra=["--as-release", "1.0.0", "--accept-joins"])
     restart_at(cluster.node(1), "1.1.0")
-    restart_at(cluster.node(2), "1.1.0")
     cluster.leader()
-    # Effective machine version 1 (node 3 runs 1.0.0): a 1.0.0 node may
-    # join, and does so by itself.
+    # Effective machine version 1 and release floor 1.0.0 (a 1.0.0 node
+    # leads: rule 2): a 1.0.0 node may join, and does so by itself.
+    assert info_section(cluster.leader())["release_floor"] == "1.0.0"
     j = add_node(cluster, ["--as-release", "1.0.0", "--join-seeds",
                            seeds(cluster, [1, 2, 3])])
     wait_for(f"{j} to join as a voter", lambda: is_voter(cluster, j.id),
@@ -334,16 +337,19 @@ def test_1_0_0_joiner_joins_at_machine_1_and_is_refused_at_2(cluster):
     wait_for(f"{j} to hold the write", lambda: int(j.info()["applied"])
              >= int(cluster.leader().info()["commit"]))
     # It holds the cluster at machine version 1: remove it, upgrade
-    # node 3, and the version rises.
+    # nodes 2 and 3, and the version rises.
     assert j.terminate() == 0
     cluster.batonctl("remove", j.id, node=cluster.leader())
+    restart_at(cluster.node(2), "1.1.0")
     restart_at(cluster.node(3), "1.1.0")
     wait_machine_version(cluster, 2)
-    # Now a 1.0.0 node cannot join: it reads why and keeps waiting.
+    # Now a 1.0.0 node cannot join (below the floor, and machine version
+    # 2): it reads why and keeps waiting.
     late = add_node(cluster, ["--as-release", "1.0.0", "--join-seeds",
                               seeds(cluster, [1, 2, 3])])
     wait_for(f"{late} to log why it may not join", lambda: re.search(
-        r"join: not asking to join: .*machine", late.log_text()))
+        r"join: not asking to join: .*(release floor|machine)",
+        late.log_text()))
     text = late.log_text()
     assert "trying again in" in text
     assert "1.0.0" in text
