@@ -661,10 +661,10 @@ const char *baton_raft_last_refusal(const struct baton_raft *r,
  * 0 with *out filled (the floor and machine version before and after),
  * else BATON_ENOTLEADER, BATON_EINVAL (target not one step back, or not
  * in the table, or a member below it), BATON_ESTATE (in progress / none to
- * cancel / a member downgraded already), BATON_EBUSY (a member unknown this term, a version
- * entry or a transfer in flight), with why (NUL-terminated, `cap` bytes)
- * naming the rule and versions. The state machine's conversion check
- * (machine_from -> machine_to) is the driver's. */
+ * cancel / a member downgraded already), BATON_EBUSY (a member unknown this
+ * term, a version entry or a transfer in flight), with why (NUL-terminated,
+ * `cap` bytes) naming the rule and versions. The state machine's conversion
+ * check (machine_from -> machine_to) is the driver's. */
 struct baton_downgrade_plan {
 	struct baton_release target;
 	struct baton_release floor_from, floor_to;

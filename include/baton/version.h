@@ -51,6 +51,9 @@ struct baton_profile {
 	struct baton_machine_version machine_max;
 };
 
+/* Whether r is 0.0.0, which means "none" (no floor yet, no downgrade). */
+bool baton_release_none(struct baton_release r);
+
 /* <0, 0, >0 as a is older, equal or newer than b. */
 int baton_release_compare(struct baton_release a, struct baton_release b);
 

@@ -21,20 +21,18 @@ __attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap,
 {
 	if (why == NULL || cap == 0)
 		return;
+	BATON_ASSERT(fmt != NULL);
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, cap, fmt, ap);
 	va_end(ap);
 }
 
-static bool release_none(struct baton_release r)
-{
-	return r.major == 0 && r.minor == 0 && r.patch == 0;
-}
-
 /* Every member known this term: 0, or the first unknown member's id. */
 static baton_node_id first_unknown(const struct baton_raft *r)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < r->config.n; i++)
 		if (baton__upgrade_known(r, r->config.members[i].id) == NULL)
 			return r->config.members[i].id;
@@ -48,6 +46,8 @@ static baton_node_id first_at_or_below(const struct baton_raft *r,
 				       bool strictly_below,
 				       struct baton_release *rel_out)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(!baton_release_none(target));
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		const struct baton_profile *p =
 			baton__upgrade_known(r, r->config.members[i].id);
@@ -68,12 +68,13 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX],
 		c[BATON_RELEASE_STR_MAX];
 	const struct baton_version_state *v = &r->versions;
-	if (!release_none(v->downgrade.target)) {
+	BATON_ASSERT(r->role == BATON_LEADER);
+	if (!baton_release_none(v->downgrade.target)) {
 		say(why, cap, "a downgrade to %s is already in progress",
 		    baton_release_format(v->downgrade.target, a));
 		return BATON_ESTATE;
 	}
-	if (release_none(v->floor)) {
+	if (baton_release_none(v->floor)) {
 		say(why, cap,
 		    "the log records no release floor yet: there "
 		    "is nothing to downgrade from");
@@ -120,6 +121,9 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 	out->machine_to = v->machine;
 	if (prev->machine_max.value < out->machine_to.value)
 		out->machine_to = prev->machine_max;
+	BATON_ASSERT(out->machine_to.value >= 1 &&
+		     out->machine_to.value <= out->machine_from.value);
+	BATON_ASSERT(baton_release_compare(out->floor_to, out->floor_from) < 0);
 	/* A member rolled back to the target before the downgrade: its log
 	 * holds entries under a machine version it lacks, before `since`,
 	 * which it could never apply (nothing sends it a snapshot: its log
@@ -145,9 +149,10 @@ static int check_cancel(const struct baton_raft *r, struct baton_release target,
 {
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
 	const struct baton_downgrade *d = &r->versions.downgrade;
-	if (release_none(d->target) ||
+	BATON_ASSERT(r->role == BATON_LEADER);
+	if (baton_release_none(d->target) ||
 	    baton_release_compare(d->target, target) != 0) {
-		if (release_none(d->target))
+		if (baton_release_none(d->target))
 			say(why, cap, "no downgrade is in progress");
 		else
 			say(why, cap,
@@ -179,6 +184,7 @@ static int check_cancel(const struct baton_raft *r, struct baton_release target,
 	out->floor_to = d->prev_floor;
 	out->machine_from = r->versions.machine;
 	out->machine_to = d->prev_machine;
+	BATON_ASSERT(out->machine_to.value >= out->machine_from.value);
 	if (!baton__machine_ok(r, out->machine_to) ||
 	    !baton__floor_ok(r, out->floor_to)) {
 		say(why, cap, "this leader (release %s) could not restore it",
@@ -194,6 +200,7 @@ int baton_raft_downgrade_check(const struct baton_raft *r, uint32_t op,
 			       size_t cap)
 {
 	memset(out, 0, sizeof *out);
+	BATON_ASSERT(why != NULL || cap == 0);
 	say(why, cap, "%s", "");
 	if (r->role != BATON_LEADER) {
 		say(why, cap, "not the leader");
@@ -247,7 +254,8 @@ bool baton__downgrade_done(const struct baton_raft *r)
 {
 	const struct baton_downgrade *d = &r->versions.downgrade;
 	BATON_ASSERT(r->role == BATON_LEADER);
-	if (release_none(d->target))
+	BATON_ASSERT(r->config.n >= 1);
+	if (baton_release_none(d->target))
 		return false;
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		const struct baton_profile *p =

@@ -29,24 +29,22 @@ void baton__refuse(struct baton_raft *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(r->refusal, sizeof r->refusal, fmt, ap);
 	va_end(ap);
-	BATON_ASSERT(n >= 0);
+	BATON_ASSERT(n > 0 && r->refusal[0] != '\0');
 	r->refusal_seq++;
+	BATON_ASSERT(r->refusal_seq > 0);
 }
 
 const char *baton_raft_last_refusal(const struct baton_raft *r,
 				    uint64_t *seq_out)
 {
+	BATON_ASSERT(r->refusal_seq == 0 || r->refusal[0] != '\0');
+	BATON_ASSERT(r->refusal_seq != 0 || r->refusal[0] == '\0');
 	if (seq_out != NULL)
 		*seq_out = r->refusal_seq;
 	return r->refusal;
 }
 
 /* ---- rule 2 -------------------------------------------------------------- */
-
-static bool release_known(struct baton_release r)
-{
-	return r.major != 0 || r.minor != 0 || r.patch != 0;
-}
 
 /* How many voters of c run `release`, by the table (self: `mine`). */
 static uint32_t count_release(const struct baton_version_state *s,
@@ -55,6 +53,7 @@ static uint32_t count_release(const struct baton_version_state *s,
 			      struct baton_release release)
 {
 	uint32_t n = 0;
+	BATON_ASSERT(c->n <= BATON_MAX_MEMBERS && s->n <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < c->n; i++) {
 		const struct baton_member *mb = &c->members[i];
 		if (mb->role != BATON_VOTER)
@@ -78,6 +77,7 @@ static uint32_t top_count(const struct baton_version_state *s,
 			  struct baton_release mine)
 {
 	uint32_t top = 0;
+	BATON_ASSERT(c->n <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < c->n; i++) {
 		const struct baton_member *mb = &c->members[i];
 		if (mb->role != BATON_VOTER)
@@ -91,9 +91,11 @@ static uint32_t top_count(const struct baton_version_state *s,
 			rel = row->profile.release;
 		}
 		uint32_t n = count_release(s, c, self, mine, rel);
+		BATON_ASSERT(n >= 1); /* rel's own voter counts */
 		if (n > top)
 			top = n;
 	}
+	BATON_ASSERT(top <= c->n);
 	return top;
 }
 
@@ -101,6 +103,8 @@ bool baton_majority_release(const struct baton_version_state *s,
 			    const struct baton_config *c, baton_node_id self,
 			    struct baton_release release)
 {
+	BATON_ASSERT(s != NULL && c != NULL);
+	BATON_ASSERT(baton_version_state_valid(s));
 	/* Ties count every tied release; with no voter known, nothing
 	 * argues against it (0 == 0). */
 	return count_release(s, c, self, release, release) ==
@@ -111,6 +115,7 @@ bool baton_majority_release(const struct baton_version_state *s,
 static void describe_voters(const struct baton_raft *r, char *buf, size_t cap)
 {
 	size_t used = 0;
+	BATON_ASSERT(cap > 0);
 	buf[0] = '\0';
 	struct baton_release seen[BATON_MAX_MEMBERS];
 	uint32_t n_seen = 0;
@@ -131,6 +136,7 @@ static void describe_voters(const struct baton_raft *r, char *buf, size_t cap)
 			dup = baton_release_compare(seen[j], rel) == 0;
 		if (dup)
 			continue;
+		BATON_ASSERT(n_seen < BATON_MAX_MEMBERS);
 		seen[n_seen++] = rel;
 		char a[BATON_RELEASE_STR_MAX];
 		int k = snprintf(
@@ -149,7 +155,10 @@ uint32_t baton__eligibility(const struct baton_raft *r, char *why, size_t cap)
 {
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
 	char voters[160];
-	if (why != NULL && cap > 0)
+	BATON_ASSERT(why == NULL || cap > 0);
+	BATON_ASSERT(r->o.election_policy == BATON_ELECTION_VERSION_AWARE ||
+		     r->o.election_policy == BATON_ELECTION_ANY);
+	if (why != NULL)
 		why[0] = '\0';
 	if (!baton__is_voter(r, r->o.id)) {
 		if (why != NULL)
@@ -186,7 +195,9 @@ uint32_t baton_raft_eligibility(const struct baton_raft *r, char *why,
 				size_t cap)
 {
 	uint32_t e = baton__eligibility(r, why, cap);
+	BATON_ASSERT(e <= BATON_INELIGIBLE_NOT_VOTER);
 	size_t used = why != NULL ? strlen(why) : 0;
+	BATON_ASSERT(used == 0 || used < cap);
 	if (e == BATON_INELIGIBLE_MINORITY && used + 1 < cap)
 		snprintf(why + used, cap - used,
 			 "; it stands only after %u election timeouts without "
@@ -200,9 +211,10 @@ uint32_t baton_raft_eligibility(const struct baton_raft *r, char *why,
 bool baton__vote_allowed(struct baton_raft *r, const struct baton_msg *m)
 {
 	BATON_ASSERT(m->type == BATON_MSG_VOTE);
+	BATON_ASSERT(r->o.id != 0);
 	const struct baton_release cand = m->u.vote.candidate.release;
 	if (r->o.election_policy == BATON_ELECTION_ANY ||
-	    !release_known(r->versions.floor) ||
+	    baton_release_none(r->versions.floor) ||
 	    baton_release_compare(cand, r->versions.floor) >= 0)
 		return true;
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
@@ -211,8 +223,8 @@ bool baton__vote_allowed(struct baton_raft *r, const struct baton_msg *m)
 		      "release %s is below the release floor %s of this log",
 		      m->u.vote.pre_vote ? "pre-vote" : "vote",
 		      (unsigned long long)m->from, (unsigned long long)m->term,
-		      release_known(cand) ? baton_release_format(cand, a)
-					  : "(none sent)",
+		      !baton_release_none(cand) ? baton_release_format(cand, a)
+						: "(none sent)",
 		      baton_release_format(r->versions.floor, b));
 	return false;
 }
@@ -239,6 +251,7 @@ bool baton__candidacy_deferred(struct baton_raft *r)
 	if (r->minority_waits >= BATON_MINORITY_WAIT_TIMEOUTS)
 		return false; /* waited long enough: no preferred node won */
 	r->minority_waits++;
+	BATON_ASSERT(r->minority_waits <= BATON_MINORITY_WAIT_TIMEOUTS);
 	baton__refuse(r,
 		      "not standing for election yet (%s): election timeout "
 		      "%u of %u without a leader",
@@ -251,8 +264,10 @@ bool baton__candidacy_deferred(struct baton_raft *r)
 /* A voter that would meet both rules as leader, by the log's table. */
 static bool preferred(const struct baton_raft *r, baton_node_id id)
 {
+	BATON_ASSERT(id != 0 && id != r->o.id);
 	const struct baton_member_versions *row =
 		baton_version_state_find(&r->versions, id);
+	BATON_ASSERT(row == NULL || row->id == id);
 	if (row == NULL || !baton__is_voter(r, id))
 		return false;
 	struct baton_release rel = row->profile.release;
@@ -284,6 +299,7 @@ void baton__eligibility_leader_check(struct baton_raft *r)
 	}
 	if (best == 0)
 		return; /* nobody better reachable: keep leading */
+	BATON_ASSERT(best != r->o.id && baton__is_voter(r, best));
 	baton__refuse(r, "handing leadership to node %llu (%s)",
 		      (unsigned long long)best, why);
 	int rv = baton__transfer(r, best);

@@ -93,9 +93,7 @@ void baton__assert_invariants(const struct baton_raft *r)
 	BATON_ASSERT(r->stalled_index == 0 || r->role == BATON_FOLLOWER ||
 		     r->role == BATON_LEADER);
 	/* The floor hold is a stall, and only while a floor is above us. */
-	BATON_ASSERT((r->needs_release.major == 0 &&
-		      r->needs_release.minor == 0 &&
-		      r->needs_release.patch == 0) ||
+	BATON_ASSERT(baton_release_none(r->needs_release) ||
 		     (r->stalled_index != 0 &&
 		      !baton__floor_ok(r, r->needs_release)));
 	/* Roles. */

@@ -264,9 +264,7 @@ void baton__upgrade_desired(const struct baton_raft *r,
 	s.downgrade = r->versions.downgrade;
 	if (baton__downgrade_done(r))
 		memset(&s.downgrade, 0, sizeof s.downgrade);
-	bool downgrading = s.downgrade.target.major != 0 ||
-			   s.downgrade.target.minor != 0 ||
-			   s.downgrade.target.patch != 0;
+	bool downgrading = !baton_release_none(s.downgrade.target);
 	/* The release floor (DESIGN.md): the newest release that has led.
 	 * Not while a downgrade lowers it on purpose. */
 	if (!downgrading &&

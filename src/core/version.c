@@ -35,6 +35,11 @@ _Static_assert(VERSION_HEADER_LEN + VERSION_ROW_LEN * BATON_MAX_MEMBERS +
 
 /* ---- releases ----------------------------------------------------------- */
 
+bool baton_release_none(struct baton_release r)
+{
+	return r.major == 0 && r.minor == 0 && r.patch == 0;
+}
+
 int baton_release_compare(struct baton_release a, struct baton_release b)
 {
 	if (a.major != b.major)
@@ -164,11 +169,6 @@ const struct baton_profile *baton_release_previous(struct baton_release r)
 
 /* ---- the version state -------------------------------------------------- */
 
-static bool release_none(struct baton_release r)
-{
-	return r.major == 0 && r.minor == 0 && r.patch == 0;
-}
-
 void baton_version_state_initial(struct baton_version_state *out)
 {
 	memset(out, 0, sizeof *out);
@@ -190,7 +190,9 @@ size_t baton_version_state_encoded_len(const struct baton_version_state *s)
 {
 	BATON_ASSERT(s->n <= BATON_MAX_MEMBERS);
 	return VERSION_HEADER_LEN + (size_t)s->n * VERSION_ROW_LEN +
-	       (release_none(s->downgrade.target) ? 0 : VERSION_DOWNGRADE_LEN);
+	       (baton_release_none(s->downgrade.target)
+			? 0
+			: VERSION_DOWNGRADE_LEN);
 }
 
 /* A downgrade is all zero, or lowers the floor below what it was and the
@@ -198,8 +200,8 @@ size_t baton_version_state_encoded_len(const struct baton_version_state *s)
 static bool downgrade_valid(const struct baton_version_state *s)
 {
 	const struct baton_downgrade *d = &s->downgrade;
-	if (release_none(d->target))
-		return release_none(d->prev_floor) &&
+	if (baton_release_none(d->target))
+		return baton_release_none(d->prev_floor) &&
 		       d->prev_machine.value == 0 && d->since == 0;
 	return baton_release_compare(d->target, d->prev_floor) < 0 &&
 	       d->prev_machine.value >= 1 && d->since >= 1 &&
@@ -252,7 +254,7 @@ int baton_version_state_encode(const struct baton_version_state *s,
 		baton_le_put_u32(p + 8, m->profile.machine_max.value);
 		p += 12;
 	}
-	if (!release_none(s->downgrade.target)) {
+	if (!baton_release_none(s->downgrade.target)) {
 		*p++ = VERSION_DOWNGRADE_TAG;
 		p = put_release(p, s->downgrade.target);
 		p = put_release(p, s->downgrade.prev_floor);
@@ -313,7 +315,7 @@ int baton_version_state_decode(const uint8_t *buf, size_t len,
 		    !read_release(&rd, &d->prev_floor) ||
 		    !baton_le_read_u32(&rd, &d->prev_machine.value) ||
 		    !baton_le_read_u64(&rd, &d->since) ||
-		    release_none(d->target))
+		    baton_release_none(d->target))
 			return BATON_ECORRUPT;
 	}
 	if (!baton_version_state_valid(&s))

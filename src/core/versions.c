@@ -22,6 +22,8 @@ bool baton__machine_ok(const struct baton_raft *r,
 
 bool baton__floor_ok(const struct baton_raft *r, struct baton_release floor)
 {
+	BATON_ASSERT(r->o.election_policy == BATON_ELECTION_VERSION_AWARE ||
+		     r->o.election_policy == BATON_ELECTION_ANY);
 	return r->o.election_policy == BATON_ELECTION_ANY ||
 	       baton_release_compare(r->o.profile.release, floor) >= 0;
 }
@@ -55,11 +57,6 @@ static baton_index floor_since(const struct baton_raft *r)
 	return since;
 }
 
-static bool release_none(struct baton_release r)
-{
-	return r.major == 0 && r.minor == 0 && r.patch == 0;
-}
-
 /* Hold from where the log's floor rose above us, if it is above us now:
  * at that entry, or just after what is applied. An earlier stall, or a
  * hold already there, stands (a hold that began later, at a leader's
@@ -69,20 +66,21 @@ static void floor_hold(struct baton_raft *r)
 	baton_index since = floor_since(r);
 	if (since == 0)
 		return;
-	baton_index at = since > r->applied_index ? since
-						  : r->applied_index + 1;
+	baton_index at =
+		since > r->applied_index ? since : r->applied_index + 1;
 	if (r->stalled_index == 0 || at < r->stalled_index) {
 		baton__stall(r, at);
 		BATON_ASSERT(r->stalled_index == at);
 		r->needs_release = r->versions.floor;
-	} else if (r->stalled_index == at || !release_none(r->needs_release)) {
+	} else if (r->stalled_index == at ||
+		   !baton_release_none(r->needs_release)) {
 		r->needs_release = r->versions.floor; /* the latest, for logs */
 	}
 }
 
 void baton__floor_check(struct baton_raft *r)
 {
-	if (!release_none(r->needs_release) &&
+	if (!baton_release_none(r->needs_release) &&
 	    baton__floor_ok(r, r->versions.floor)) {
 		/* The floor came down (a downgrade), or the hold came from a
 		 * leader's snapshot our log does not reach yet: apply again,
@@ -91,6 +89,9 @@ void baton__floor_check(struct baton_raft *r)
 		return;
 	}
 	floor_hold(r);
+	BATON_ASSERT(baton_release_none(r->needs_release) ||
+		     (r->stalled_index != 0 &&
+		      !baton__floor_ok(r, r->needs_release)));
 }
 
 /* Whether this node can interpret e; *needs is set (else 0) when e is a
