@@ -24,6 +24,8 @@
  * clock (format 2). So a node that applies a command under the wrong
  * version, or converts at another index, or restores a snapshot as the
  * wrong version, reaches another state, which state machine safety sees.
+ * An explicit downgrade converts version 2 down to 1 at the entry enabling
+ * it: the clock goes, the slots (what clients see) stay.
  * The machine implements the versions of its node's release and refuses
  * (BATON_EVERSION) any other, as a real machine of that release would;
  * being asked at all is a "version safety:" violation (versions.c).
@@ -218,7 +220,9 @@ static void put_u64(struct baton_buf *b, uint64_t v, int *rv)
 }
 
 /* The conversion between versions: version 2's clock starts at the index
- * of the version entry that brings it in. */
+ * of the version entry that brings it in; converting down to version 1
+ * (an explicit downgrade) drops it, as version 1 has none. Both happen at
+ * the same index on every node, so they agree on the state after. */
 static int kv_version_changed(struct baton_machine *m, baton_index index,
 			      struct baton_machine_version from,
 			      struct baton_machine_version to)
@@ -229,6 +233,8 @@ static int kv_version_changed(struct baton_machine *m, baton_index index,
 		return BATON_EVERSION;
 	if (from.value < 2 && to.value >= 2)
 		kv->ticks = index;
+	if (to.value < 2)
+		kv->ticks = 0;
 	kv->version = to.value;
 	return 0;
 }

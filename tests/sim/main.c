@@ -5,6 +5,7 @@
  *   baton-sim --seeds N [--first-seed F] [--swarm] [--stop-on-failure]
  *             [--jobs J]
  *   either with [--upgrade all|quorum] [--releases newest|mixed|oldest]
+ *   [--election-policy version-aware|any] [--downgrades on|off]
  *
  * A failing seed prints the broken invariant and the command that replays
  * it; the same seed always produces the same run.
@@ -36,6 +37,8 @@ struct cli {
 	uint32_t jobs;
 	uint32_t machine_upgrade; /* 0: the seed's */
 	int start_releases;	  /* -1: the seed's */
+	uint32_t election_policy; /* 0: the seed's */
+	int downgrades;		  /* -1: the seed's, 0 off, 1 on */
 };
 
 /* The seed being run, for the abort handler: a core assertion kills the
@@ -76,6 +79,10 @@ static void usage(void)
 		"(default:\n"
 		"                      seed; not newest: nodes are upgraded "
 		"during the run)\n"
+		"  --election-policy version-aware|any  who may lead "
+		"(default: seed)\n"
+		"  --downgrades on|off explicit downgrades by the operator "
+		"(default: seed)\n"
 		"  --stop-on-failure   stop at the first failing seed\n"
 		"  --jobs J            run the seeds in J processes (default "
 		"1)\n"
@@ -98,8 +105,11 @@ static bool parse_u64(const char *s, uint64_t *out)
 
 static int parse(int argc, char **argv, struct cli *c)
 {
-	*c = (struct cli){
-		.first_seed = 1, .seeds = 100, .jobs = 1, .start_releases = -1};
+	*c = (struct cli){.first_seed = 1,
+			  .seeds = 100,
+			  .jobs = 1,
+			  .start_releases = -1,
+			  .downgrades = -1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -126,6 +136,23 @@ static int parse(int argc, char **argv, struct cli *c)
 				c->start_releases = SIM_START_MIXED;
 			else if (strcmp(v, "oldest") == 0)
 				c->start_releases = SIM_START_OLDEST;
+			else
+				return -1;
+			i++;
+		} else if (strcmp(a, "--election-policy") == 0 && v != NULL) {
+			if (strcmp(v, "version-aware") == 0)
+				c->election_policy =
+					BATON_ELECTION_VERSION_AWARE;
+			else if (strcmp(v, "any") == 0)
+				c->election_policy = BATON_ELECTION_ANY;
+			else
+				return -1;
+			i++;
+		} else if (strcmp(a, "--downgrades") == 0 && v != NULL) {
+			if (strcmp(v, "on") == 0)
+				c->downgrades = 1;
+			else if (strcmp(v, "off") == 0)
+				c->downgrades = 0;
 			else
 				return -1;
 			i++;
@@ -196,6 +223,18 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 	t->msgs_refused += s->msgs_refused;
 	t->version_raises += s->version_raises;
 	t->needs_upgrade += s->needs_upgrade;
+	t->floor_raises += s->floor_raises;
+	t->floor_holds += s->floor_holds;
+	t->votes_refused += s->votes_refused;
+	t->downgrades += s->downgrades;
+	t->downgrade_restarts += s->downgrade_restarts;
+	t->cancels += s->cancels;
+	t->downgrade_ends += s->downgrade_ends;
+	t->rules_steps += s->rules_steps;
+	if (s->leader_wait_per_mille > t->leader_wait_per_mille)
+		t->leader_wait_per_mille = s->leader_wait_per_mille;
+	if (s->majority_wait_per_mille > t->majority_wait_per_mille)
+		t->majority_wait_per_mille = s->majority_wait_per_mille;
 }
 
 static void print_stats(const char *what, const struct sim_stats *s)
@@ -208,7 +247,12 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       "operations: %llu ok, %llu failed, %llu indeterminate; "
 	       "%llu safety phase extensions; %llu upgrades, %llu messages "
 	       "refused between releases, %llu machine version raises, %llu "
-	       "needs-upgrade stalls\n",
+	       "needs-upgrade stalls; %llu release floor raises, %llu floor "
+	       "holds, %llu votes refused below the floor; %llu downgrades "
+	       "enabled (%llu nodes restarted at the target, %llu cancelled, "
+	       "%llu ended); %llu staged steps in the liveness phase, "
+	       "longest wait for a leader %llu/1000 of its bound, for the "
+	       "majority release %llu/1000\n",
 	       what, (unsigned long long)s->proposals,
 	       (unsigned long long)s->committed,
 	       (unsigned long long)s->elections, (unsigned long long)s->crashes,
@@ -227,7 +271,17 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->upgrades,
 	       (unsigned long long)s->msgs_refused,
 	       (unsigned long long)s->version_raises,
-	       (unsigned long long)s->needs_upgrade);
+	       (unsigned long long)s->needs_upgrade,
+	       (unsigned long long)s->floor_raises,
+	       (unsigned long long)s->floor_holds,
+	       (unsigned long long)s->votes_refused,
+	       (unsigned long long)s->downgrades,
+	       (unsigned long long)s->downgrade_restarts,
+	       (unsigned long long)s->cancels,
+	       (unsigned long long)s->downgrade_ends,
+	       (unsigned long long)s->rules_steps,
+	       (unsigned long long)s->leader_wait_per_mille,
+	       (unsigned long long)s->majority_wait_per_mille);
 }
 
 static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
@@ -254,6 +308,14 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		else if (w->p.upgrade_every_ms == 0)
 			w->p.upgrade_every_ms = 2000;
 	}
+	if (c->election_policy != 0)
+		w->p.election_policy = c->election_policy;
+	if (c->downgrades == 0) {
+		w->p.downgrade_every_ms = 0;
+	} else if (c->downgrades == 1 && w->p.downgrade_every_ms == 0) {
+		w->p.downgrade_every_ms = 3000;
+		w->p.cancel_per_mille = 150;
+	}
 	if (c->time_ms != 0) {
 		/* A short run is a quick look, not a scenario: no target. */
 		w->p.safety_ms = c->time_ms;
@@ -278,8 +340,14 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		static const char *const starts[] = {" --releases newest",
 						     " --releases mixed",
 						     " --releases oldest"};
+		static const char *const policies[] = {
+			"", " --election-policy version-aware",
+			" --election-policy any"};
+		static const char *const downs[] = {" --downgrades off",
+						    " --downgrades on"};
 		printf("seed %llu FAILED at %llu ms (%u nodes): %s\n"
-		       "replay: build/baton-sim%s%s%s --seed %llu --verbose\n",
+		       "replay: build/baton-sim%s%s%s%s%s --seed %llu "
+		       "--verbose\n",
 		       (unsigned long long)seed, (unsigned long long)w->now_ms,
 		       w->p.n_nodes, w->failure, c->swarm ? " --swarm" : "",
 		       c->machine_upgrade == BATON_UPGRADE_ALL
@@ -288,6 +356,8 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 			       ? " --upgrade quorum"
 			       : "",
 		       c->start_releases >= 0 ? starts[c->start_releases] : "",
+		       policies[c->election_policy],
+		       c->downgrades >= 0 ? downs[c->downgrades] : "",
 		       (unsigned long long)seed);
 	}
 	if (c->one_seed && !c->quiet)

@@ -67,6 +67,7 @@ void sim_node_restored(struct sim_node *n, baton_index applied, uint64_t hash,
  * with the machine state as it was right after each. */
 static void settle(struct sim_world *w, struct sim_node *n)
 {
+	baton_index first = 0, upto = 0;
 	for (uint32_t i = 0; i < n->n_settle; i++) {
 		struct sim_settle *s = &n->settle[i];
 		n->sm = s->sm;
@@ -92,11 +93,16 @@ static void settle(struct sim_world *w, struct sim_node *n)
 			continue;
 		}
 		sim_check_apply(w, n, &s->e);
+		if (first == 0)
+			first = s->e.index;
+		upto = s->e.index;
 		if (s->e.len > 0 && s->e.buf[0] == SIM_KV_MARKER)
 			sim_workload_marker(w, s->e.index);
 		free(s->e.buf);
 	}
 	n->n_settle = 0;
+	if (upto != 0 && n->raft != NULL)
+		sim_check_floor_hold(w, n, first, upto);
 }
 
 static void settle_drop(struct sim_node *n)
@@ -164,9 +170,18 @@ static void env_observe(void *data, const struct baton_event *ev, int rv,
 			  (unsigned long long)n->id, role_name(u->role),
 			  (unsigned long long)u->term,
 			  (unsigned long long)u->leader_id);
+	if (w->verbose) {
+		uint64_t seq;
+		const char *why = baton_raft_last_refusal(n->raft, &seq);
+		if (seq != n->refusal_seq)
+			sim_trace(w, "node %llu: %s", (unsigned long long)n->id,
+				  why);
+		n->refusal_seq = seq;
+	}
 	sim_buggify_update(w, n, u);
 	sim_workload_observe(w, n, ev, rv, u);
 	sim_check_update(w, n, u);
+	sim_check_rules(w, n, ev, u);
 	settle(w, n);
 	if (n->stall_pending != 0)
 		sim_stall_judge(w, n, u->snapshot);
@@ -237,6 +252,7 @@ static void node_config(struct sim_world *w, struct sim_node *n,
 	o->id = n->id;
 	o->profile = *sim_profile(w, n);
 	o->machine_upgrade = w->p.machine_upgrade;
+	o->election_policy = sim_policy(w, n);
 	o->random_seed = w->seed * 1000003u + n->id * 7919u + n->incarnation;
 	o->election_timeout_ms = w->p.election_timeout_ms;
 	o->heartbeat_interval_ms = w->p.heartbeat_ms;

@@ -16,13 +16,23 @@
  * (protocol 3 drops the leader's profile from appends) does not arrive.
  *
  * The invariants of the effective machine version (DESIGN.md, "Machine
- * upgrade"), each a "version safety:" failure:
+ * upgrade"), of the release floor and of downgrades ("Release floor",
+ * "Downgrade"), each a "version safety:" failure:
  *   - no version entry a leader appends names a machine version above the
  *     leader's own machine_max; under ALL, above the machine_max of any
  *     member of the configuration in force there (their true release at
  *     that moment, not what the leader believes); under QUORUM, a raise
  *     needs a majority of the voters to run a release implementing it;
- *   - no log lowers the effective machine version;
+ *   - no log lowers the effective machine version or the release floor,
+ *     but with the entry that enables a downgrade, which lowers the floor
+ *     to the target (the release one step back from the floor) and the
+ *     machine version to the target's machine_max at once; while a
+ *     downgrade is in progress no entry raises either or changes its
+ *     target; the entry that clears it either restores what it recorded
+ *     (cancel) or keeps both (the end: every member runs the target);
+ *   - a leader opens its term with a version entry whose floor is at
+ *     least its own release, unless a downgrade is in progress (the floor
+ *     raise: the newest release that has led);
  *   - no node's machine is made to apply, convert to, restore or write a
  *     snapshot under a machine version its release does not implement
  *     (machine.c asks sim_check_machine_version first).
@@ -97,7 +107,7 @@ void sim_versions_init(struct sim_world *w)
 
 /* ---- the network between releases ---------------------------------------- */
 
-static bool before_rules(const struct baton_profile *p)
+bool sim_before_rules(const struct baton_profile *p)
 {
 	return baton_release_compare(p->release,
 				     (struct baton_release){1, 0, 0}) < 0;
@@ -115,8 +125,11 @@ bool sim_versions_deliverable(struct sim_world *w, struct sim_packet *p,
 	}
 	if ((p->m.type == BATON_MSG_INFO ||
 	     p->m.type == BATON_MSG_INFO_RESULT) &&
-	    (before_rules(a) || before_rules(b)))
+	    (sim_before_rules(a) || sim_before_rules(b)))
 		return false;
+	/* Nor does it name its release in a vote request. */
+	if (p->m.type == BATON_MSG_VOTE && sim_before_rules(a))
+		memset(&p->m.u.vote.candidate, 0, sizeof p->m.u.vote.candidate);
 	uint32_t proto = a->proto_max.value < b->proto_max.value
 				 ? a->proto_max.value
 				 : b->proto_max.value;
@@ -128,16 +141,26 @@ bool sim_versions_deliverable(struct sim_world *w, struct sim_packet *p,
 /* ---- upgrades ---------------------------------------------------------------
  */
 
-/* Stop node n and bring it back at release r on the same disk. A node that
- * is down comes up at r when it restarts. */
-static void restart_at(struct sim_world *w, struct sim_node *n, uint32_t r,
-		       bool later)
+uint32_t sim_release_index(const struct sim_world *w, struct baton_release r)
+{
+	for (uint32_t i = 0; i < w->n_releases; i++)
+		if (baton_release_compare(w->releases[i].release, r) == 0)
+			return i;
+	return UINT32_MAX;
+}
+
+void sim_restart_at(struct sim_world *w, struct sim_node *n, uint32_t r,
+		    bool later)
 {
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
-	sim_trace(w, "upgrade: node %llu from release %s to %s%s",
+	sim_trace(w, "%s: node %llu from release %s to %s%s",
+		  r > n->release ? "upgrade" : "downgrade",
 		  (unsigned long long)n->id, sim_release_name(w, n->release, a),
 		  sim_release_name(w, r, b), n->alive ? "" : " (down)");
-	w->stats.upgrades++;
+	if (r > n->release)
+		w->stats.upgrades++;
+	else
+		w->stats.downgrade_restarts++;
 	bool was_alive = n->alive;
 	if (was_alive)
 		sim_node_crash(w, n);
@@ -156,6 +179,11 @@ void sim_upgrade(struct sim_world *w)
 	sim_schedule(w,
 		     sim_range(&w->rng, 1, 2 * (uint64_t)w->p.upgrade_every_ms),
 		     EV_UPGRADE, 0, NULL);
+	/* An operator does not roll forward while rolling back. */
+	struct sim_node *l = sim_find_leader(w);
+	struct baton_raft_status s;
+	if (l != NULL && sim_downgrade_of(l, &s) != NULL)
+		return;
 	uint32_t ids[SIM_MAX_NODES], k = 0, stalled[SIM_MAX_NODES], ks = 0;
 	uint32_t lowest = newest(w);
 	for (uint32_t i = 1; i <= w->n_ids; i++) {
@@ -187,22 +215,13 @@ void sim_upgrade(struct sim_world *w)
 	uint32_t r = n->release + 1;
 	if (w->p.start_releases != SIM_START_OLDEST && sim_chance(&w->rng, 500))
 		r = (uint32_t)sim_range(&w->rng, n->release + 1, newest(w));
-	restart_at(w, n, r, true);
-}
-
-void sim_upgrade_all(struct sim_world *w)
-{
-	for (uint32_t i = 1; i <= w->n_ids; i++) {
-		struct sim_node *n = &w->nodes[i];
-		if (n->exists && n->release != newest(w))
-			restart_at(w, n, newest(w), false);
-	}
-	sim_trace(w, "upgrade: every node runs the newest release");
+	sim_restart_at(w, n, r, true);
 }
 
 /* The join check (DESIGN.md, "Join"), as the leader and the joiner apply
  * it, on what the members truly run: a protocol common to every member
- * and the joiner, and a machine_max not below the effective version. */
+ * and the joiner, a machine_max not below the effective version, and a
+ * release not below the release floor. */
 static bool may_join(const struct sim_world *w,
 		     const struct baton_raft_status *s, uint32_t r)
 {
@@ -218,7 +237,8 @@ static bool may_join(const struct sim_world *w,
 		if (p->proto_max.value < hi)
 			hi = p->proto_max.value;
 	}
-	return lo <= hi && j->machine_max.value >= s->versions.machine.value;
+	return lo <= hi && j->machine_max.value >= s->versions.machine.value &&
+	       baton_release_compare(j->release, s->versions.floor) >= 0;
 }
 
 bool sim_fresh_release(struct sim_world *w, struct sim_node *l,
@@ -246,9 +266,10 @@ bool sim_fresh_release(struct sim_world *w, struct sim_node *l,
  */
 
 /* The version state in force just before index i in n's log: false if the
- * log no longer tells (compacted, and the snapshot is not the disk's). */
-static bool versions_before(const struct sim_node *n, baton_index i,
-			    struct baton_version_state *out)
+ * log no longer tells (compacted, and the core does not know the
+ * snapshot's facts, nor is it the disk's). */
+bool sim_versions_before(const struct sim_node *n, baton_index i,
+			 struct baton_version_state *out)
 {
 	struct baton_raft_status s;
 	baton_raft_status(n->raft, &s);
@@ -262,6 +283,11 @@ static bool versions_before(const struct sim_node *n, baton_index i,
 		return false;
 	if (s.snapshot_index == 0) {
 		baton_version_state_initial(out);
+		return true;
+	}
+	struct baton_snapshot_meta meta;
+	if (baton_raft_snapshot_meta(n->raft, s.snapshot_index, &meta) == 0) {
+		*out = meta.versions;
 		return true;
 	}
 	const struct sim_disk *d = &n->disk;
@@ -338,6 +364,185 @@ static void check_quorum(struct sim_world *w, const struct sim_node *l,
 		 (unsigned long long)e->term, ready, voters);
 }
 
+static bool downgrading(const struct baton_version_state *s)
+{
+	struct baton_release none = {0, 0, 0};
+	return baton_release_compare(s->downgrade.target, none) != 0;
+}
+
+static const char *rel_str(struct baton_release r,
+			   char buf[BATON_RELEASE_STR_MAX])
+{
+	return baton_release_format(r, buf);
+}
+
+/* What a version entry may change of the one before it in the same log:
+ * the floor and the machine version only grow, but for a downgrade, which
+ * lowers both at the entry enabling it, raises neither while it lasts, and
+ * at its end keeps the floor (cancel: restores both). */
+static void check_transition(struct sim_world *w, const struct sim_node *n,
+			     const struct baton_entry *e,
+			     const struct baton_version_state *b,
+			     const struct baton_version_state *v)
+{
+	char x[BATON_RELEASE_STR_MAX], y[BATON_RELEASE_STR_MAX],
+		z[BATON_RELEASE_STR_MAX];
+	unsigned long long id = n->id, i = e->index, t = e->term;
+	int floor_cmp = baton_release_compare(v->floor, b->floor);
+	uint32_t bm = b->machine.value, vm = v->machine.value;
+	const struct baton_downgrade *bd = &b->downgrade, *vd = &v->downgrade;
+	if (!downgrading(b) && downgrading(v)) {
+		const struct baton_profile *prev =
+			baton_release_previous(b->floor);
+		if (prev == NULL ||
+		    baton_release_compare(prev->release, vd->target) != 0)
+			sim_fail(w,
+				 "version safety: node %llu's log enables a "
+				 "downgrade to %s at %llu (term %llu), not one "
+				 "step back from the release floor %s",
+				 id, rel_str(vd->target, x), i, t,
+				 rel_str(b->floor, y));
+		else if (baton_release_compare(v->floor, vd->target) > 0)
+			sim_fail(w,
+				 "version safety: node %llu's log enables a "
+				 "downgrade to %s at %llu (term %llu) but "
+				 "leaves the release floor at %s",
+				 id, rel_str(vd->target, x), i, t,
+				 rel_str(v->floor, y));
+		else if (vm > prev->machine_max.value)
+			sim_fail(w,
+				 "version safety: node %llu's log enables a "
+				 "downgrade to %s at %llu (term %llu) but "
+				 "leaves the machine version at %u, above the "
+				 "%u of %s",
+				 id, rel_str(vd->target, x), i, t, vm,
+				 prev->machine_max.value, x);
+		else if (baton_release_compare(vd->prev_floor, b->floor) != 0 ||
+			 vd->prev_machine.value != bm)
+			sim_fail(
+				w,
+				"version safety: node %llu's log enables a "
+				"downgrade at %llu (term %llu) recording floor "
+				"%s and machine version %u before it, where "
+				"the log had %s and %u",
+				id, i, t, rel_str(vd->prev_floor, x),
+				vd->prev_machine.value, rel_str(b->floor, y),
+				bm);
+		return;
+	}
+	if (downgrading(b) && downgrading(v)) {
+		if (baton_release_compare(bd->target, vd->target) != 0)
+			sim_fail(w,
+				 "version safety: node %llu's log changes the "
+				 "target of the downgrade in progress from %s "
+				 "to %s at %llu (term %llu)",
+				 id, rel_str(bd->target, x),
+				 rel_str(vd->target, y), i, t);
+		else if (floor_cmp > 0 || vm > bm)
+			sim_fail(w,
+				 "version safety: node %llu's log raises the "
+				 "release floor from %s to %s (machine version "
+				 "%u to %u) at %llu (term %llu), during the "
+				 "downgrade to %s",
+				 id, rel_str(b->floor, x), rel_str(v->floor, y),
+				 bm, vm, i, t, rel_str(bd->target, z));
+		else if (floor_cmp < 0 || vm < bm)
+			sim_fail(w,
+				 "version safety: node %llu's log lowers the "
+				 "release floor from %s to %s (machine version "
+				 "%u to %u) at %llu (term %llu), after the "
+				 "downgrade to %s was enabled",
+				 id, rel_str(b->floor, x), rel_str(v->floor, y),
+				 bm, vm, i, t, rel_str(bd->target, z));
+		return;
+	}
+	if (downgrading(b)) {
+		/* Cancelled: both restored. Ended: the floor kept (the machine
+		 * version may then rise, as after any other entry). */
+		bool cancel =
+			baton_release_compare(v->floor, bd->prev_floor) == 0 &&
+			vm == bd->prev_machine.value;
+		if (!cancel && (floor_cmp != 0 || vm < bm))
+			sim_fail(w,
+				 "version safety: node %llu's log clears the "
+				 "downgrade to %s at %llu (term %llu) with "
+				 "floor %s and machine version %u: neither "
+				 "what it recorded (%s, %u) nor kept",
+				 id, rel_str(bd->target, x), i, t,
+				 rel_str(v->floor, y), vm,
+				 rel_str(bd->prev_floor, z),
+				 bd->prev_machine.value);
+		return;
+	}
+	if (floor_cmp < 0)
+		sim_fail(w,
+			 "version safety: node %llu's log lowers the release "
+			 "floor from %s to %s at %llu (term %llu) without a "
+			 "downgrade",
+			 id, rel_str(b->floor, x), rel_str(v->floor, y), i, t);
+	else if (vm < bm)
+		sim_fail(w,
+			 "version safety: node %llu's log lowers the machine "
+			 "version from %u to %u at %llu (term %llu)",
+			 id, bm, vm, i, t);
+}
+
+/* The leader's own view of the entry it appended: the floor raise on the
+ * entry opening its term, and what the run counts. */
+static void leader_entry(struct sim_world *w, struct sim_node *n,
+			 const struct baton_entry *e, bool known,
+			 const struct baton_version_state *b,
+			 const struct baton_version_state *v)
+{
+	char x[BATON_RELEASE_STR_MAX], y[BATON_RELEASE_STR_MAX];
+	struct baton_release mine = sim_profile(w, n)->release;
+	if (n->opened_term != e->term) {
+		n->opened_term = e->term;
+		if (!downgrading(v) &&
+		    baton_release_compare(v->floor, mine) < 0)
+			sim_fail(w,
+				 "version safety: leader %llu (release %s) "
+				 "opened term %llu with a version entry at "
+				 "%llu whose release floor is %s, below its "
+				 "release",
+				 (unsigned long long)n->id, rel_str(mine, x),
+				 (unsigned long long)e->term,
+				 (unsigned long long)e->index,
+				 rel_str(v->floor, y));
+	}
+	if (!known)
+		return;
+	bool was = downgrading(b), is = downgrading(v);
+	w->stats.downgrades += !was && is;
+	if (was && !is) {
+		bool ended = baton_release_compare(v->floor, b->floor) == 0;
+		w->stats.downgrade_ends += ended;
+		w->stats.cancels += !ended;
+		sim_trace(
+			w,
+			"versions: leader %llu %s the downgrade to %s at %llu",
+			(unsigned long long)n->id, ended ? "ends" : "cancels",
+			rel_str(b->downgrade.target, x),
+			(unsigned long long)e->index);
+	} else if (!was && !is &&
+		   baton_release_compare(v->floor, b->floor) > 0) {
+		w->stats.floor_raises++;
+		sim_trace(w,
+			  "versions: leader %llu raises the release floor "
+			  "from %s to %s at %llu",
+			  (unsigned long long)n->id, rel_str(b->floor, x),
+			  rel_str(v->floor, y), (unsigned long long)e->index);
+	} else if (!was && is) {
+		sim_trace(w,
+			  "versions: leader %llu enables a downgrade to %s at "
+			  "%llu (floor %s, machine version %u)",
+			  (unsigned long long)n->id,
+			  rel_str(v->downgrade.target, x),
+			  (unsigned long long)e->index, rel_str(v->floor, y),
+			  v->machine.value);
+	}
+}
+
 void sim_check_version_entry(struct sim_world *w, struct sim_node *n,
 			     const struct baton_update *u,
 			     const struct baton_entry *e)
@@ -346,18 +551,14 @@ void sim_check_version_entry(struct sim_world *w, struct sim_node *n,
 	if (baton_version_state_decode(e->buf, e->len, &v) != 0)
 		return; /* a format the core cannot read: it stalls there */
 	uint32_t m = v.machine.value;
-	bool known = versions_before(n, e->index, &before);
-	if (known && m < before.machine.value) {
-		sim_fail(w,
-			 "version safety: node %llu's log lowers the machine "
-			 "version from %u to %u at %llu (term %llu)",
-			 (unsigned long long)n->id, before.machine.value, m,
-			 (unsigned long long)e->index,
-			 (unsigned long long)e->term);
-		return;
-	}
-	if (u->role != BATON_LEADER || e->term != u->term)
+	bool known = sim_versions_before(n, e->index, &before);
+	if (known)
+		check_transition(w, n, e, &before, &v);
+	if (w->failed || u->role != BATON_LEADER || e->term != u->term)
 		return; /* checked where it was made: at its leader */
+	leader_entry(w, n, e, known, &before, &v);
+	if (w->failed)
+		return;
 	bool raise = known && m > before.machine.value;
 	if (raise) {
 		w->stats.version_raises++;
@@ -406,7 +607,8 @@ bool sim_check_machine_version(struct sim_node *n, uint32_t v, const char *what,
 	return false;
 }
 
-/* ---- stalls: needs-upgrade is the one the world can cause ---------------- */
+/* ---- stalls: needs-upgrade and the floor hold are the ones the world can
+ * cause ---------------------------------------------------------------- */
 
 void sim_stall_reported(struct sim_node *n, baton_index index, const char *why)
 {
@@ -435,6 +637,31 @@ static uint32_t stall_machine(const struct sim_node *n, baton_index index,
 	return s.stalled_index == index ? s.needs_machine.value : 0;
 }
 
+/* The floor hold (future data), under the version-aware policy: the
+ * release floor in force at `index` (the stall may have been lifted since,
+ * within the same turn, by a downgrade arriving behind it), the latest one
+ * of n's log, or that of a leader's snapshot the core would not install
+ * there (status.needs_release) is above what n runs. */
+static bool floor_above(const struct sim_world *w, const struct sim_node *n,
+			baton_index index, struct baton_release *floor)
+{
+	struct baton_release mine = sim_profile(w, n)->release;
+	if (sim_policy(w, n) != BATON_ELECTION_VERSION_AWARE)
+		return false;
+	struct baton_version_state v;
+	if (sim_versions_before(n, index + 1, &v) &&
+	    baton_release_compare(v.floor, mine) > 0) {
+		*floor = v.floor;
+		return true;
+	}
+	struct baton_raft_status s;
+	baton_raft_status(n->raft, &s);
+	*floor = s.stalled_index == index ? s.needs_release : s.versions.floor;
+	return baton_release_compare(s.versions.floor, mine) > 0 ||
+	       (s.stalled_index == index &&
+		baton_release_compare(s.needs_release, mine) > 0);
+}
+
 void sim_stall_judge(struct sim_world *w, struct sim_node *n,
 		     const struct baton_snapshot_meta *hint)
 {
@@ -448,21 +675,34 @@ void sim_stall_judge(struct sim_world *w, struct sim_node *n,
 	baton_index index = n->stall_pending;
 	n->stall_pending = 0;
 	uint32_t m = stall_machine(n, index, hint);
-	if (m <= machine_max(w, n)) {
+	struct baton_release floor;
+	bool machine = m > machine_max(w, n);
+	if (!machine && !floor_above(w, n, index, &floor)) {
 		sim_fail(w, "node %llu: stopped applying at %llu: %s",
 			 (unsigned long long)n->id, (unsigned long long)index,
 			 n->stall_why);
 		return;
 	}
 	if (n->needs_upgrade != index) {
-		char rel[BATON_RELEASE_STR_MAX];
-		w->stats.needs_upgrade++;
-		sim_trace(w,
-			  "node %llu needs-upgrade at %llu: machine version "
-			  "%u, release %s implements up to %u",
-			  (unsigned long long)n->id, (unsigned long long)index,
-			  m, sim_release_name(w, n->release, rel),
-			  machine_max(w, n));
+		char rel[BATON_RELEASE_STR_MAX], fl[BATON_RELEASE_STR_MAX];
+		sim_release_name(w, n->release, rel);
+		if (machine) {
+			w->stats.needs_upgrade++;
+			sim_trace(w,
+				  "node %llu needs-upgrade at %llu: machine "
+				  "version %u, release %s implements up to %u",
+				  (unsigned long long)n->id,
+				  (unsigned long long)index, m, rel,
+				  machine_max(w, n));
+		} else {
+			w->stats.floor_holds++;
+			sim_trace(w,
+				  "node %llu holds at %llu: release floor %s "
+				  "above its release %s",
+				  (unsigned long long)n->id,
+				  (unsigned long long)index,
+				  baton_release_format(floor, fl), rel);
+		}
 	}
 	n->needs_upgrade = index;
 }

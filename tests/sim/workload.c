@@ -414,9 +414,14 @@ void sim_liveness_check(struct sim_world *w)
 		return;
 	}
 	sim_schedule(w, 50, EV_LIVENESS, 0, NULL);
+	if (!w->rules_done && !sim_rules_liveness(w))
+		return;
 	struct sim_node *l = sim_find_leader(w);
 	if (l == NULL)
 		return;
+	/* Every node runs the newest release again: a downgrade left in
+	 * progress would keep the floor and the machine version down. */
+	sim_downgrade_cancel_left(w, l);
 	if (w->marker_index != 0) {
 		struct baton_raft_status s;
 		baton_raft_status(l->raft, &s);

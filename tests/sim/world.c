@@ -108,6 +108,9 @@ void sim_params_default(struct sim_params *p)
 		.upgrade_every_ms = 0,
 		.fresh_old_per_mille = 0,
 		.machine_upgrade = BATON_UPGRADE_ALL,
+		.election_policy = BATON_ELECTION_VERSION_AWARE,
+		.downgrade_every_ms = 0,
+		.cancel_per_mille = 0,
 		.safety_ms = 60000,
 		.liveness_ms = 60000,
 		.min_proposals = SIM_MIN_PROPOSALS,
@@ -181,6 +184,14 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 		sim_chance(g, 500) ? (uint32_t)sim_range(g, 0, 700) : 0;
 	p->machine_upgrade =
 		sim_chance(g, 550) ? BATON_UPGRADE_ALL : BATON_UPGRADE_QUORUM;
+	/* Leader eligibility and downgrades (rules.c, downgrade.c), last
+	 * again: plain Raft in some seeds; the operator downgrades in about
+	 * half of them, cancelling now and then. */
+	p->election_policy = sim_chance(g, 150) ? BATON_ELECTION_ANY
+						: BATON_ELECTION_VERSION_AWARE;
+	p->downgrade_every_ms =
+		sim_chance(g, 500) ? (uint32_t)sim_range(g, 1000, 6000) : 0;
+	p->cancel_per_mille = (uint32_t)sim_range(g, 0, 300);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -216,7 +227,7 @@ void sim_fail(struct sim_world *w, const char *fmt, ...)
 static const char *const kind_names[] = {
 	"?",	 "tick",     "deliver", "disk",	      "restart",  "nemesis",
 	"heal",	 "client",   "read",	"member",     "transfer", "read-at",
-	"phase", "liveness", "crash",	"member-now", "upgrade",
+	"phase", "liveness", "crash",	"member-now", "upgrade",  "downgrade",
 };
 
 struct sim_event {
@@ -301,14 +312,16 @@ static void start_liveness(struct sim_world *w)
 	w->p.reorder_per_mille = 0;
 	for (uint32_t i = 1; i <= w->n_ids; i++)
 		w->nodes[i].paused_until_ms = 0;
-	/* The rolling upgrade completes: every node that does not run the
-	 * newest release is restarted at it (a node down comes up at it). */
-	sim_upgrade_all(w);
+	/* Every node comes back at the release it has; the liveness checks
+	 * of the rules then upgrade them one at a time (rules.c) before the
+	 * marker probe. */
 	for (uint32_t i = 1; i <= w->n_ids; i++) {
 		struct sim_node *n = &w->nodes[i];
 		if (n->exists && !n->alive)
 			sim_node_boot(w, n);
 	}
+	w->stage_from_ms = w->step_from_ms = w->leader_ok_ms =
+		w->majority_ok_ms = w->rules_probe_ms = w->now_ms;
 	sim_trace(w, "liveness phase: faults healed");
 	sim_schedule(w, 100, EV_LIVENESS, 0, NULL);
 }
@@ -418,6 +431,9 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	case EV_UPGRADE:
 		sim_upgrade(w);
 		return;
+	case EV_DOWNGRADE:
+		sim_downgrade(w);
+		return;
 	default:
 		abort();
 	}
@@ -452,6 +468,8 @@ int sim_run(struct sim_world *w)
 		sim_schedule(w, w->p.transfer_every_ms, EV_TRANSFER, 0, NULL);
 	if (w->p.upgrade_every_ms > 0)
 		sim_schedule(w, w->p.upgrade_every_ms, EV_UPGRADE, 0, NULL);
+	if (w->p.downgrade_every_ms > 0)
+		sim_schedule(w, w->p.downgrade_every_ms, EV_DOWNGRADE, 0, NULL);
 	sim_schedule(w, w->p.safety_ms, EV_PHASE, 0, NULL);
 	while (!w->done && w->heap_n > 0) {
 		if (++w->events > SIM_MAX_EVENTS) {

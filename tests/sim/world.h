@@ -17,7 +17,12 @@
  * checks.c   the invariants, checked after every step
  * versions.c releases: each node's, the rolling upgrades, what the network
  *            lets through between releases, and the invariants of the
- *            effective machine version
+ *            effective machine version, the release floor and downgrades
+ * rules.c    leader eligibility: each node's election policy, the
+ *            invariants of the rules and their liveness (the staged
+ *            upgrade of the liveness phase)
+ * downgrade.c explicit downgrades by the operator: enable, restarts at the
+ *            target release, cancels
  * main.c     the command line: seeds, swarm mode, replay, summaries
  */
 #ifndef BATON_SIM_WORLD_H
@@ -112,6 +117,14 @@ struct sim_params {
 	uint32_t upgrade_every_ms;
 	uint32_t fresh_old_per_mille; /* a fresh node runs an older release */
 	uint32_t machine_upgrade;
+	/* Leader eligibility (rules.c): enum baton_election_policy of every
+	 * node that knows the rules. Explicit downgrades (downgrade.c): the
+	 * mean gap between the operator's moves (0: none), and how often a
+	 * move cancels the downgrade in progress rather than restarting a
+	 * node at its target. */
+	uint32_t election_policy;
+	uint32_t downgrade_every_ms;
+	uint32_t cancel_per_mille;
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
 	/* The workload: the safety phase is extended (by a quarter at a
@@ -237,8 +250,13 @@ struct sim_node {
 	baton_index stall_pending;
 	char stall_why[256];
 	/* Stalled because the log's machine version exceeds its release's
-	 * (needs-upgrade): the index, or 0. */
+	 * (needs-upgrade), or its release floor does (the floor hold): the
+	 * index, or 0. */
 	baton_index needs_upgrade;
+	/* The term whose opening version entry this node checked as leader
+	 * (versions.c: the floor raise). */
+	baton_term opened_term;
+	uint64_t refusal_seq; /* the core's refusals traced so far */
 };
 
 struct sim_stats {
@@ -246,7 +264,13 @@ struct sim_stats {
 		snapshots_taken, snapshots_installed, member_changes, transfers,
 		reads_ok, reads_failed, msgs_sent, msgs_lost, ops_ok,
 		ops_failed, ops_unknown, extensions, upgrades, msgs_refused,
-		version_raises, needs_upgrade;
+		version_raises, needs_upgrade, floor_raises, floor_holds,
+		votes_refused, downgrades, downgrade_restarts, cancels,
+		downgrade_ends, rules_steps;
+	/* The longest waits the liveness checks of the rules saw (rules.c),
+	 * in thousandths of their bounds: for a leader, for leadership to
+	 * reach the majority release. */
+	uint64_t leader_wait_per_mille, majority_wait_per_mille;
 };
 
 struct sim_event;   /* world.c */
@@ -279,6 +303,24 @@ struct sim_world {
 	const struct baton_profile *releases;
 	uint32_t n_releases;
 	uint32_t max_machine; /* highest machine version appended */
+	/* The operator's downgrade (downgrade.c): a cancel awaits its
+	 * outcome (no node is restarted at the target meanwhile). */
+	bool cancel_waiting;
+	/* The liveness phase's first stage (rules.c): the cluster as the
+	 * safety phase left it, then upgraded one node at a time, each step
+	 * checked; the marker probe follows once every node runs the newest
+	 * release. */
+	bool rules_done;
+	bool rules_up;		 /* past the staged downgrade */
+	bool down_seen;		 /* a downgrade was in progress in it */
+	uint64_t stage_from_ms;	 /* the current stage began */
+	uint64_t step_from_ms;	 /* the current step began */
+	uint64_t leader_ok_ms;	 /* last time no leader was owed */
+	uint64_t majority_ok_ms; /* last time leadership was where owed */
+	uint64_t down_owed_ms;	 /* a downgrade's end owed since (0: not) */
+	uint64_t rules_probe_ms; /* the latest probe tick */
+	uint64_t rules_tick_ms;	 /* since the one before it */
+	uint64_t cancel_sent_ms; /* the probe's last cancel request */
 	/* Clients and their recorded history (workload.c). */
 	struct sim_history *history;
 	struct sim_stats stats;
@@ -312,6 +354,7 @@ enum sim_event_kind {
 	EV_CRASH,
 	EV_MEMBER_NOW, /* one membership request (nemesis.c, after elections) */
 	EV_UPGRADE,    /* restart a node at a newer release (versions.c) */
+	EV_DOWNGRADE,  /* the operator's next downgrade move (downgrade.c) */
 };
 
 /* Queue an event `delay` ms from now. An event for a node (node != 0) is
@@ -414,10 +457,22 @@ const struct baton_profile *sim_profile(const struct sim_world *w,
  * strips what the negotiated protocol does not carry. */
 bool sim_versions_deliverable(struct sim_world *w, struct sim_packet *p,
 			      const struct sim_node *to);
-/* EV_UPGRADE: restart a node at a newer release, and schedule the next. */
+/* EV_UPGRADE: restart a node at a newer release, and schedule the next
+ * (none while a downgrade is in progress). */
 void sim_upgrade(struct sim_world *w);
-/* The liveness phase begins: every node moves to the newest release. */
-void sim_upgrade_all(struct sim_world *w);
+/* Stop node n and bring it back at release r (an index of the table) on
+ * the same disk: later (after a short while) or not (the caller boots
+ * it). A node that is down comes up at r when it restarts. */
+void sim_restart_at(struct sim_world *w, struct sim_node *n, uint32_t r,
+		    bool later);
+/* The index of release r in the table, or UINT32_MAX. */
+uint32_t sim_release_index(const struct sim_world *w, struct baton_release r);
+/* Before the version rules (0.1.0): no info requests, no rules. */
+bool sim_before_rules(const struct baton_profile *p);
+/* The version state in force just before index i of n's log: false if
+ * the log no longer tells. */
+bool sim_versions_before(const struct sim_node *n, baton_index i,
+			 struct baton_version_state *out);
 /* A release for a fresh node joining the leader l's cluster, as the join
  * check would let it in; false if none may join. */
 bool sim_fresh_release(struct sim_world *w, struct sim_node *l,
@@ -444,6 +499,51 @@ bool sim_versions_live(struct sim_world *w, const struct baton_config *c);
 /* "1.2.0" of a release index, for traces. */
 const char *sim_release_name(const struct sim_world *w, uint32_t release,
 			     char buf[BATON_RELEASE_STR_MAX]);
+
+/* ---- rules.c: leader eligibility ------------------------------------------
+ */
+
+/* The election policy node n runs (enum baton_election_policy). */
+uint32_t sim_policy(const struct sim_world *w, const struct sim_node *n);
+/* After every step of node n (ev and its update u): a leader is not below
+ * the floor of its own log; a voter grants no vote below the floor of its
+ * log. */
+void sim_check_rules(struct sim_world *w, struct sim_node *n,
+		     const struct baton_event *ev,
+		     const struct baton_update *u);
+/* Node n applied commands up to `upto` in one turn: not while the floor of
+ * its log holds it (future data). */
+void sim_check_floor_hold(struct sim_world *w, struct sim_node *n,
+			  baton_index first, baton_index upto);
+/* The liveness phase's first stage, every probe tick: true once it is
+ * over (every node runs the newest release). */
+bool sim_rules_liveness(struct sim_world *w);
+
+/* ---- downgrade.c: the operator's explicit downgrades ----------------------
+ */
+
+/* EV_DOWNGRADE: enable a downgrade to the release before the floor, restart
+ * a node at its target, or cancel it; and schedule the next move. */
+void sim_downgrade(struct sim_world *w);
+/* The downgrade in progress as leader l reports it (applied there, and
+ * not cleared by a later entry of its log), or NULL; s is filled. */
+const struct baton_downgrade *sim_downgrade_of(const struct sim_node *l,
+					       struct baton_raft_status *s);
+/* The target of a downgrade the operator would enable now, from the
+ * floor of leader l's log (status s), or NULL. */
+const struct baton_profile *
+sim_downgrade_target(struct sim_world *w, const struct baton_raft_status *s);
+/* Validate op (enum baton_downgrade_op) to target on leader l, then ask
+ * its pipeline: true if the request was accepted. */
+bool sim_downgrade_request(struct sim_world *w, struct sim_node *l, uint32_t op,
+			   struct baton_release target);
+/* Node n may restart at the target of d: its durable snapshot covers the
+ * entry that enabled d, so it replays nothing written before it. */
+bool sim_downgrade_ready(const struct sim_node *n,
+			 const struct baton_downgrade *d);
+/* The liveness phase: cancel a downgrade left in progress (every node was
+ * upgraded again), retrying while it is not done. */
+void sim_downgrade_cancel_left(struct sim_world *w, struct sim_node *l);
 
 /* world.c */
 void sim_params_swarm(struct sim_params *p, struct sim_rng *g);
