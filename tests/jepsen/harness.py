@@ -52,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import roll  # noqa: E402
+import stages  # noqa: E402
 
 
 def _load_e2e_fixtures():
@@ -1006,6 +1007,8 @@ class Result:
         self.roller = None  # with --roll-releases
         self.roll_summary = ""
         self.roll_gaps_ms = {}
+        self.stager = None  # with --scenario (stages.py)
+        self.stage_summary = ""
 
 
 class Run:
@@ -1077,6 +1080,11 @@ def _run(args, r, res, checker, run_dir, data_root):
     schedule = draw_schedule(args.seed, args.seconds, args.nemesis,
                              list(range(1, args.nodes + 1)))
     release_from = release_to = None
+    scenario = stages.SCENARIOS.get(args.scenario) if args.scenario else None
+    if scenario is not None:
+        # A script instead of the fault schedule (stages.py).
+        schedule = []
+        release_from = scenario.release
     if args.roll_releases:
         release_from, release_to = roll.parse_spec(args.roll_releases)
         schedule = roll.merge_schedule(schedule, args.seconds,
@@ -1089,7 +1097,9 @@ def _run(args, r, res, checker, run_dir, data_root):
           + (", STALE READS (BATON.STALE ON)" if args.stale_reads else "")
           + (f", server {args.batond}" if args.batond else "")
           + (f", rolling {release_from} -> {release_to}"
-             if release_from else "")
+             if release_to else "")
+          + (f", scenario {scenario.name} from {release_from}"
+             if scenario else "")
           + (f", {args.power_loss:.0%} of starts lose unsynced writes on "
              f"kill -9" if args.power_loss > 0 else ""))
     (run_dir / "schedule.json").write_text(json.dumps(schedule, indent=1))
@@ -1120,17 +1130,24 @@ def _run(args, r, res, checker, run_dir, data_root):
             + (" (loses unsynced writes)" if m.loses_unsynced else "")
             for m in r.node_list))
         nemesis = Nemesis(r)
-        if release_from:
+        if release_to:
             nemesis.roller = roll.Roller(r, nemesis, release_from,
                                          release_to, HarnessFailure)
             res.roller = nemesis.roller
             nemesis.roller.observe()
+        if scenario is not None:
+            res.stager = stages.Stager(r, nemesis, HarnessFailure,
+                                       lambda: (nemesis.check_nodes(),
+                                                check_interrupted()))
         clients = [Client(r, i) for i in range(args.clients)]
         for c in clients:
             c.start()
         t0 = time.monotonic()
         nemesis.t0_ns = time.monotonic_ns()
-        nemesis.run_schedule(schedule, t0, t0 + args.seconds)
+        if res.stager is not None:
+            stages.play(res.stager, scenario)
+        else:
+            nemesis.run_schedule(schedule, t0, t0 + args.seconds)
         check_interrupted()
         nemesis.heal()
         if nemesis.roller is not None:
@@ -1191,6 +1208,10 @@ def _run(args, r, res, checker, run_dir, data_root):
         res.roll_gaps_ms = res.roller.write_gaps(ops)
         (run_dir / "roll.txt").write_text(res.roll_summary + "\n")
         r.say("rolling upgrade timeline:\n" + res.roll_summary)
+    if res.stager is not None:
+        res.stage_summary = stages.summary(res.stager, ops, nemesis.t0_ns)
+        (run_dir / "stages.txt").write_text(res.stage_summary + "\n")
+        r.say("scenario timeline:\n" + res.stage_summary)
     res.message = report(r, res, logs, time.monotonic() - t_start)
 
 
@@ -1408,6 +1429,8 @@ def replay_command(args):
              f"--power-loss {args.power_loss:g}"]
     if args.roll_releases:
         parts.append(f"--roll-releases {args.roll_releases}")
+    if args.scenario:
+        parts.append(f"--scenario {args.scenario}")
     if args.read_heavy:
         parts.append("--read-heavy")
     if args.stale_reads:
@@ -1470,6 +1493,12 @@ def parse_args(argv=None):
                    help="start every node at release FROM (--as-release) "
                         "and upgrade them one by one to TO during the run "
                         "(tests/jepsen/roll.py)")
+    p.add_argument("--scenario", default=None, choices=sorted(
+                       stages.SCENARIOS),
+                   help="play a scripted upgrade or downgrade scenario under "
+                        "load instead of the fault schedule (tests/jepsen/"
+                        "stages.py); it sets --nodes, ignores --seconds and "
+                        "--nemesis")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if args.seed is None:
@@ -1482,6 +1511,13 @@ def parse_args(argv=None):
         p.error(f"--keys must be in [1, {KEYS_MAX}]")
     if args.key_ops < 1 or args.key_infos < 1:
         p.error("--key-ops and --key-infos must be at least 1")
+    if args.scenario:
+        if args.roll_releases:
+            p.error("--scenario and --roll-releases do not go together")
+        args.nodes = stages.SCENARIOS[args.scenario].nodes
+        args.nemesis = "none"
+        if args.power_loss is None:
+            args.power_loss = 0.0  # the script's kills are plain kills
     if args.power_loss is None:
         args.power_loss = 0.0 if args.batond else POWER_LOSS_SHARE
     if not 0.0 <= args.power_loss <= 1.0:
