@@ -393,11 +393,20 @@ void pl_versions_applied(struct baton_pipeline *p, const struct baton_entry *e)
 	}
 }
 
-static int add_waiter(struct baton_pipeline *p, struct pl_waiter w)
+/* Room for one more waiter, taken before the core is stepped: once it
+ * took the request, the completion must be tracked. */
+static int reserve_waiter(struct baton_pipeline *p)
 {
 	if (p->waiters_n == p->waiters_cap &&
 	    pl_grow((void **)&p->waiters, &p->waiters_cap,
 		    sizeof *p->waiters) != 0)
+		return BATON_ENOMEM;
+	return 0;
+}
+
+static int add_waiter(struct baton_pipeline *p, struct pl_waiter w)
+{
+	if (reserve_waiter(p) != 0)
 		return BATON_ENOMEM;
 	w.deadline_ms = pl_now(p) + p->c.admin_timeout_ms;
 	p->waiters[p->waiters_n++] = w;
@@ -429,11 +438,7 @@ static int request(struct baton_pipeline *p, enum pl_wait_kind kind,
 		p->deferred[p->deferred_n++] = d;
 		return 0;
 	}
-	/* The waiter's slot first: once the core took the request, its
-	 * completion must be tracked. */
-	if (p->waiters_n == p->waiters_cap &&
-	    pl_grow((void **)&p->waiters, &p->waiters_cap,
-		    sizeof *p->waiters) != 0)
+	if (reserve_waiter(p) != 0)
 		return BATON_ENOMEM;
 	struct baton_event ev;
 	memset(&ev, 0, sizeof ev);
@@ -517,9 +522,7 @@ int baton_pipeline_downgrade(struct baton_pipeline *p, uint32_t op,
 	 * machine version in force before the downgrade: into the log
 	 * first, so that every entry after it is of the lower version. */
 	flush_proposals(p);
-	if (p->waiters_n == p->waiters_cap &&
-	    pl_grow((void **)&p->waiters, &p->waiters_cap,
-		    sizeof *p->waiters) != 0)
+	if (reserve_waiter(p) != 0)
 		return BATON_ENOMEM;
 	struct baton_event ev;
 	memset(&ev, 0, sizeof ev);

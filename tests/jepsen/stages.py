@@ -712,18 +712,7 @@ def downgrade(s):
         s.fail(f"VALIDATE without FORCE, with a key holding a TTL, was "
                f"refused without naming the TTL and FORCE: {err!r}")
     s.downgrade_refused("VALIDATE", "0.1.0")  # not one step back
-    s.downgrade("ENABLE", "1.0.0", "FORCE")
-    views = s.wait("the floor 1.0.0, machine version 1 and the downgrade on "
-                   "every node", lambda vs: all_nodes(
-                       vs, n, lambda v: v.floor == "1.0.0" and v.machine == 1
-                       and (v.downgrade or "").startswith("1.0.0")))
-    s.stage("downgrade enabled", views)
-    s.hold("the downgrade state", lambda vs: all(
-        v.floor == "1.0.0" and v.machine == 1 for v in vs.values()), LOAD_S)
-    err = s.probe_v2()
-    if err is None or GATING_TEXT not in err:
-        s.fail(f"a machine-version-2 command after the downgrade was "
-               f"enabled: {err or 'accepted'}")
+    views, err = enable_to_1_0_0(s, n, "FORCE")
     status = s.downgrade("STATUS")
     if "1.0.0" not in flat(status):
         s.fail(f"STATUS during the downgrade does not name 1.0.0: "
@@ -775,6 +764,24 @@ def downgrade(s):
     s.load()
 
 
+def enable_to_1_0_0(s, n, *force):
+    """ENABLE 1.0.0, then wait for its state on all n nodes, watch it, and
+    check a machine-version-2 command is refused; (views, that refusal)."""
+    s.downgrade("ENABLE", "1.0.0", *force)
+    views = s.wait("the floor 1.0.0, machine version 1 and the downgrade on "
+                   "every node", lambda vs: all_nodes(
+                       vs, n, lambda v: v.floor == "1.0.0" and v.machine == 1
+                       and (v.downgrade or "").startswith("1.0.0")))
+    s.stage("downgrade enabled", views)
+    s.hold("the downgrade state", lambda vs: all(
+        v.floor == "1.0.0" and v.machine == 1 for v in vs.values()), LOAD_S)
+    err = s.probe_v2()
+    if err is None or GATING_TEXT not in err:
+        s.fail(f"a machine-version-2 command while the downgrade is "
+               f"enabled: {err or 'accepted'}")
+    return views, err
+
+
 def node_status(s, node_id):
     """BATON.DOWNGRADE STATUS of one node, as a dict ({} if no answer)."""
     try:
@@ -812,18 +819,7 @@ def downgrade_cancel(s):
     s.load()
     if s.probe_v2() is not None:
         s.fail("a machine-version-2 command refused at machine version 2")
-    s.downgrade("ENABLE", "1.0.0")
-    views = s.wait("the floor 1.0.0, machine version 1 and the downgrade on "
-                   "every node", lambda vs: all_nodes(
-                       vs, n, lambda v: v.floor == "1.0.0" and v.machine == 1
-                       and (v.downgrade or "").startswith("1.0.0")))
-    s.stage("downgrade enabled", views)
-    s.hold("the downgrade state", lambda vs: all(
-        v.floor == "1.0.0" and v.machine == 1 for v in vs.values()), LOAD_S)
-    err = s.probe_v2()
-    if err is None or GATING_TEXT not in err:
-        s.fail(f"a machine-version-2 command while the downgrade is "
-               f"enabled: {err or 'accepted'}")
+    enable_to_1_0_0(s, n)
     s.downgrade("CANCEL", "1.0.0")
     views = s.wait("the floor 1.1.0, machine version 2 and no downgrade on "
                    "every node", lambda vs: all_nodes(
