@@ -108,6 +108,25 @@ struct baton_storage {
 
 struct baton_vfs; /* src/storage/vfs.h: the file layer, swappable in tests */
 
+/* Whose a data directory is (docs/storage.md, "The identity file"): the
+ * node id it was made for, the name of its cluster (--cluster-id) and,
+ * once known, the cluster's UUID, drawn at random when the cluster was
+ * born. */
+#define BATON_CLUSTER_NAME_MAX 127u
+#define BATON_CLUSTER_UUID_LEN 16u
+/* "8-4-4-4-12" hex digits and the NUL. */
+#define BATON_CLUSTER_UUID_STR_MAX 37u
+struct baton_identity {
+	baton_node_id node_id;
+	char cluster_name[BATON_CLUSTER_NAME_MAX + 1];
+	bool has_uuid; /* false: not known yet (no leader told it) */
+	uint8_t cluster_uuid[BATON_CLUSTER_UUID_LEN];
+};
+
+/* The usual text form of a UUID, lowercase "8-4-4-4-12" hex; returns buf. */
+char *baton_cluster_uuid_format(const uint8_t uuid[BATON_CLUSTER_UUID_LEN],
+				char buf[BATON_CLUSTER_UUID_STR_MAX]);
+
 struct baton_fs_options {
 	const char *dir; /* created if missing; must not be shared */
 	/* A segment rolls over once it holds this much (default 64 MiB);
@@ -126,6 +145,13 @@ struct baton_fs_options {
 	void *notify_data;
 	/* NULL: the operating system's files. Tests pass a faulty one. */
 	struct baton_vfs *vfs;
+	/* Whose the directory must be (has_uuid is ignored). NULL: not
+	 * checked (tests of the log alone). Otherwise open refuses a
+	 * directory recorded for another node id or cluster name
+	 * (BATON_ESTATE, the message naming what it found and what it was
+	 * given), and records this one in a directory without an identity
+	 * file (a new one, or one from a release before the file). */
+	const struct baton_identity *identity;
 };
 
 void baton_fs_options_default(struct baton_fs_options *o);
@@ -136,11 +162,25 @@ void baton_fs_options_default(struct baton_fs_options *o);
  *                   leaves every file untouched;
  *   BATON_EVERSION  a file written by a newer format (both versions named);
  *   BATON_EIO       the file system failed;
- *   BATON_ESTATE    another process holds the directory.
+ *   BATON_ESTATE    another process holds the directory, or it belongs
+ *                   to another node or cluster (o->identity).
  * A torn tail (a batch whose write was interrupted) is repaired by cutting
  * it off: it was never reported durable. */
 int baton_fs_storage_open(const struct baton_fs_options *o,
 			  struct baton_storage **out, char *err, size_t errlen);
+
+/* What the directory records of its owner (zeros when opened without
+ * o->identity). */
+void baton_fs_storage_identity(struct baton_storage *s,
+			       struct baton_identity *out);
+/* Record the cluster's UUID once it is known: 0 (written and synced, or
+ * recorded already), BATON_ESTATE if the directory records another one
+ * (the message names both), BATON_EIO, or BATON_EINVAL when opened
+ * without an identity. Writes a small file and syncs it on the caller's
+ * thread: call it once, not per request. */
+int baton_fs_storage_set_cluster_uuid(
+	struct baton_storage *s, const uint8_t uuid[BATON_CLUSTER_UUID_LEN],
+	char *err, size_t errlen);
 
 /* Figures for status commands and benchmarks. */
 struct baton_fs_stats {

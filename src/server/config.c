@@ -42,6 +42,16 @@ static void usage(FILE *f)
 		"  --cluster-id NAME       refuse peers of other clusters "
 		"(default baton)\n"
 		"  --password PW           require AUTH PW from clients\n"
+		"  --peer-secret-file PATH the cluster's peer secret: peers "
+		"must prove they hold\n"
+		"                          the same file's bytes (at least "
+		"16, mode 0600; make\n"
+		"                          one: head -c 32 /dev/urandom > "
+		"PATH; chmod 600 PATH)\n"
+		"  --insecure-peers        allow --peer-listen on a non-loopback "
+		"address without\n"
+		"                          a peer secret (anyone reaching it "
+		"could join)\n"
 		"  --config FILE           'name value' lines with these "
 		"options, read first\n"
 		"  --max-clients N         (default %u)\n"
@@ -103,6 +113,42 @@ static int copy(const char *name, const char *v, char *out, size_t cap)
 	return 0;
 }
 
+/* Two founders with one id would never elect a leader (each vote is
+ * counted once), and two ids at one address would talk to one node as
+ * two: both are refused before anything starts. */
+static int founders_distinct(const struct server_config *c)
+{
+	for (uint32_t i = 0; i < c->n_founders; i++) {
+		for (uint32_t j = 0; j < i; j++) {
+			if (c->founders[i] == c->founders[j]) {
+				fprintf(stderr,
+					"batond: --bootstrap lists node "
+					"%" PRIu64 " twice; each founder "
+					"needs its own id\n",
+					c->founders[i]);
+				return -1;
+			}
+			const char *what = strcmp(c->founder_peer[i],
+						  c->founder_peer[j]) == 0
+						   ? "peer"
+					   : strcmp(c->founder_client[i],
+						    c->founder_client[j]) == 0
+						   ? "client"
+						   : NULL;
+			if (what != NULL) {
+				fprintf(stderr,
+					"batond: --bootstrap gives nodes "
+					"%" PRIu64 " and %" PRIu64
+					" one %s address; each founder "
+					"needs its own addresses\n",
+					c->founders[j], c->founders[i], what);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
 /* id=peer/client,id=peer/client,... */
 static int parse_bootstrap(struct server_config *c, const char *v)
 {
@@ -135,7 +181,7 @@ static int parse_bootstrap(struct server_config *c, const char *v)
 		c->founders[i] = id;
 		c->n_founders++;
 	}
-	return 0;
+	return founders_distinct(c);
 }
 
 /* "0.1.0, 1.0.0, 1.1.0 and 1.2.0" (every release of the table but the
@@ -242,6 +288,15 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 		return copy(name, v, c->cluster_id, sizeof c->cluster_id);
 	} else if (strcmp(name, "password") == 0) {
 		return copy(name, v, c->password, sizeof c->password);
+	} else if (strcmp(name, "peer-secret-file") == 0) {
+		return copy(name, v, c->peer_secret_file,
+			    sizeof c->peer_secret_file);
+	} else if (strcmp(name, "peer-secret") == 0) {
+		fprintf(stderr, "batond: there is no --peer-secret: a secret "
+				"on the command line shows in ps; put it in a "
+				"file (mode 0600) and give --peer-secret-file "
+				"PATH\n");
+		return -1;
 	} else if (strcmp(name, "bootstrap") == 0) {
 		return parse_bootstrap(c, v);
 	} else if (strcmp(name, "max-clients") == 0) {
@@ -334,6 +389,8 @@ static int read_config_file(struct server_config *c, const char *path)
 			rv = parse_switch(k, v, &c->strict_release);
 		else if (strcmp(k, "accept-joins") == 0)
 			rv = parse_switch(k, v, &c->accept_joins);
+		else if (strcmp(k, "insecure-peers") == 0)
+			rv = parse_switch(k, v, &c->insecure_peers);
 		else
 			rv = set_option(c, k, v);
 		if (rv != 0)
@@ -359,6 +416,35 @@ static void print_version(const struct server_config *c)
 	       c->profile.machine_max.value);
 	printf("releases this binary can emulate (--as-release): %s\n",
 	       release_list(list, sizeof list, 1));
+}
+
+/* Read the peer secret, and refuse to listen for peers beyond this host
+ * without one unless told --insecure-peers. */
+static int peer_security(struct server_config *c)
+{
+	if (c->peer_secret_file[0] != '\0') {
+		char err[1536];
+		if (baton_peer_secret_load(c->peer_secret_file, &c->peer_secret,
+					   err, sizeof err) != 0) {
+			fprintf(stderr, "batond: %s\n", err);
+			return -1;
+		}
+		c->has_peer_secret = true;
+		return 0;
+	}
+	struct sockaddr_in sa;
+	if (c->insecure_peers ||
+	    baton_parse_addr(c->peer_listen, &sa) != 0 ||
+	    (ntohl(sa.sin_addr.s_addr) >> 24) == 127)
+		return 0; /* a bad address is the transport's to report */
+	fprintf(stderr,
+		"batond: --peer-listen %s is not a loopback address and this "
+		"node has no peer secret: anyone who reaches that port could "
+		"speak for a member. Give every node the same "
+		"--peer-secret-file PATH (head -c 32 /dev/urandom > PATH; "
+		"chmod 600 PATH), or --insecure-peers to run without one\n",
+		c->peer_listen);
+	return -1;
 }
 
 int server_config_parse(struct server_config *c, int argc, char **argv)
@@ -399,6 +485,10 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 			c->accept_joins = true;
 			continue;
 		}
+		if (strcmp(a, "--insecure-peers") == 0) {
+			c->insecure_peers = true;
+			continue;
+		}
 		if (strncmp(a, "--", 2) != 0 || i + 1 == argc) {
 			fprintf(stderr,
 				"batond: unexpected '%s' (see --help)\n", a);
@@ -425,6 +515,8 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 			missing);
 		return -1;
 	}
+	if (peer_security(c) != 0)
+		return -1;
 	if (c->join && c->n_founders > 0) {
 		fprintf(stderr, "batond: --join and --bootstrap exclude each "
 				"other\n");

@@ -62,6 +62,21 @@
 #define META_FORMAT 1u
 #define META_LEN 48u
 
+/* ---- whose the directory is: identity -------------------------------------
+ *   0 magic "BATONIDN"  8 format u32  12 header_len u32  16 node_id u64
+ *  24 cluster uuid (16 bytes; all zero: not known yet)
+ *  40 cluster name length u32 (1..127)  44 reserved u32
+ *  48 cluster name, zero-padded to 8
+ *  then checksum u64 of the header before it (header_len includes it)
+ * Replaced atomically like meta (identity.tmp). Written at the first start
+ * on a directory, and once more when the cluster's UUID becomes known. */
+#define IDENTITY_MAGIC "BATONIDN"
+#define IDENTITY_FORMAT 1u
+#define IDENTITY_FIXED_LEN 48u
+/* A name of one byte: the fixed part, 8 bytes of name, the checksum. */
+#define IDENTITY_LEN_MIN (IDENTITY_FIXED_LEN + 8u + 8u)
+#define IDENTITY_LEN_MAX (IDENTITY_FIXED_LEN + 128u + 8u)
+
 /* ---- snapshot: snapshot ----------------------------------------------------
  *   0 magic "BATONSNP"  8 format u32  12 header_len u32
  *  16 index u64  24 term u64  32 config_index u64

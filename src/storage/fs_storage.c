@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "format.h"
 #include "internal.h"
@@ -61,6 +62,8 @@ struct fs_storage {
 	struct baton__wal wal; /* the writer thread's, after open */
 	struct baton_durable_state loaded;
 	bool loaded_taken;
+	/* What the identity file records (o.identity set), under mu. */
+	struct baton_identity identity;
 
 	pthread_t thread;
 	bool thread_started;
@@ -664,8 +667,8 @@ static int take_dir(struct fs_storage *s, char *err, size_t errlen)
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "lock", path);
 	/* Leftovers of writes a crash interrupted; never the real files. */
-	static const char *const tmps[] = {"meta.tmp", SNAP_OWN_TMP,
-					   SNAP_INSTALL_TMP};
+	static const char *const tmps[] = {"meta.tmp", "identity.tmp",
+					   SNAP_OWN_TMP, SNAP_INSTALL_TMP};
 	for (size_t i = 0; i < sizeof tmps / sizeof tmps[0]; i++) {
 		baton__path(path, s->dir, tmps[i]);
 		v->ops->unlink(v, path);
@@ -722,6 +725,10 @@ int baton_fs_storage_open(const struct baton_fs_options *o,
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	int rv = take_dir(s, err, errlen);
+	if (rv == 0 && o->identity != NULL)
+		rv = baton__identity_check(s->vfs, s->dir, o->identity,
+					   &s->identity, err, errlen);
+	s->o.identity = NULL; /* the caller's; s->identity is ours */
 	if (rv == 0)
 		rv = recover(s, err, errlen);
 	s->stats.segments = s->wal.n_segs;
@@ -743,6 +750,49 @@ void baton_fs_storage_stats(struct baton_storage *b, struct baton_fs_stats *out)
 	pthread_mutex_lock(&s->mu);
 	*out = s->stats;
 	pthread_mutex_unlock(&s->mu);
+}
+
+void baton_fs_storage_identity(struct baton_storage *b,
+			       struct baton_identity *out)
+{
+	struct fs_storage *s = fs_of(b);
+	pthread_mutex_lock(&s->mu);
+	*out = s->identity;
+	pthread_mutex_unlock(&s->mu);
+}
+
+int baton_fs_storage_set_cluster_uuid(
+	struct baton_storage *b, const uint8_t uuid[BATON_CLUSTER_UUID_LEN],
+	char *err, size_t errlen)
+{
+	struct fs_storage *s = fs_of(b);
+	char mine[BATON_CLUSTER_UUID_STR_MAX],
+		theirs[BATON_CLUSTER_UUID_STR_MAX];
+	pthread_mutex_lock(&s->mu);
+	struct baton_identity id = s->identity;
+	pthread_mutex_unlock(&s->mu);
+	if (id.node_id == 0)
+		return baton__errf(err, errlen, BATON_EINVAL,
+				   "%s: opened without an identity", s->dir);
+	if (id.has_uuid) {
+		if (memcmp(id.cluster_uuid, uuid, BATON_CLUSTER_UUID_LEN) == 0)
+			return 0;
+		return baton__errf(
+			err, errlen, BATON_ESTATE,
+			"data directory %s records cluster uuid %s, not %s",
+			s->dir,
+			baton_cluster_uuid_format(id.cluster_uuid, mine),
+			baton_cluster_uuid_format(uuid, theirs));
+	}
+	id.has_uuid = true;
+	memcpy(id.cluster_uuid, uuid, BATON_CLUSTER_UUID_LEN);
+	int rv = baton__identity_write(s->vfs, s->dir, &id, err, errlen);
+	if (rv != 0)
+		return rv;
+	pthread_mutex_lock(&s->mu);
+	s->identity = id;
+	pthread_mutex_unlock(&s->mu);
+	return 0;
 }
 
 int baton_fs_storage_flush(struct baton_storage *b)

@@ -1,6 +1,7 @@
 /*
  * The storage's modules and how they call each other:
  *   meta.c          term and vote, replaced atomically
+ *   identity.c      whose the directory is: node id, cluster name, UUID
  *   snapshot_file.c snapshot files: streamed write, header, chunked read
  *   wal.c           log segments: recovery, group-commit batches, compaction
  *   fs_storage.c    the struct baton_storage on files: queue, writer thread
@@ -36,6 +37,31 @@ int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
 		     baton_node_id *vote, char *err, size_t errlen);
 int baton__meta_write(struct baton_vfs *v, const char *dir, baton_term term,
 		      baton_node_id vote, char *err, size_t errlen);
+
+/* Replace dir/name with the len bytes at b, atomically: write tmp_name,
+ * fsync, rename over name, fsync the directory. A crash leaves the old
+ * file or the new one. */
+int baton__file_replace(struct baton_vfs *v, const char *dir,
+			const char *tmp_name, const char *name,
+			const uint8_t *b, size_t len, char *err, size_t errlen);
+
+/* ---- identity.c --------------------------------------------------------- */
+
+/* The identity file (format.h): *found false when the directory has none
+ * (a new directory, or one a release before the file wrote). */
+int baton__identity_read(struct baton_vfs *v, const char *dir,
+			 struct baton_identity *out, bool *found, char *err,
+			 size_t errlen);
+int baton__identity_write(struct baton_vfs *v, const char *dir,
+			  const struct baton_identity *id, char *err,
+			  size_t errlen);
+/* Check the directory's identity against `want` (node id and cluster
+ * name), recording `want` when it has none; *have gets what the
+ * directory records (its cluster UUID, if known, included). */
+int baton__identity_check(struct baton_vfs *v, const char *dir,
+			  const struct baton_identity *want,
+			  struct baton_identity *have, char *err,
+			  size_t errlen);
 
 /* ---- snapshot_file.c ---------------------------------------------------- */
 

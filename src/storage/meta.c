@@ -1,8 +1,9 @@
 /* Term and vote: one small file, replaced atomically (temp file, sync,
  * rename, sync of the directory), so a crash leaves the old or the new pair,
- * never a mix. */
+ * never a mix; and that replacement, which the identity file shares. */
 #include <baton/assert.h>
 #include <errno.h>
+#include <string.h>
 
 #include "file_header.h"
 #include "format.h"
@@ -50,21 +51,31 @@ int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
 int baton__meta_write(struct baton_vfs *v, const char *dir, baton_term term,
 		      baton_node_id vote, char *err, size_t errlen)
 {
-	char tmp[STORAGE_PATH_MAX], path[STORAGE_PATH_MAX];
-	if (baton__path(tmp, dir, META_TMP_NAME) != 0 ||
-	    baton__path(path, dir, META_NAME) != 0)
-		return baton__errf(err, errlen, BATON_EINVAL,
-				   "data directory path too long");
 	uint8_t b[META_LEN] = {0};
 	baton__file_header_start(b, &meta_kind, META_LEN);
 	baton_le_put_u64(b + 16, term);
 	baton_le_put_u64(b + 24, vote);
 	baton__file_header_seal(b, META_LEN);
+	return baton__file_replace(v, dir, META_TMP_NAME, META_NAME, b,
+				   sizeof b, err, errlen);
+}
+
+int baton__file_replace(struct baton_vfs *v, const char *dir,
+			const char *tmp_name, const char *name,
+			const uint8_t *b, size_t len, char *err, size_t errlen)
+{
+	BATON_ASSERT(strcmp(tmp_name, name) != 0);
+	BATON_ASSERT(len > 0 && b != NULL);
+	char tmp[STORAGE_PATH_MAX], path[STORAGE_PATH_MAX];
+	if (baton__path(tmp, dir, tmp_name) != 0 ||
+	    baton__path(path, dir, name) != 0)
+		return baton__errf(err, errlen, BATON_EINVAL,
+				   "data directory path too long");
 	int fd;
 	int rv = v->ops->open(v, tmp, BATON_VFS_CREATE | BATON_VFS_TRUNC, &fd);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "create", tmp);
-	rv = v->ops->pwrite(v, fd, b, sizeof b, 0);
+	rv = v->ops->pwrite(v, fd, b, len, 0);
 	const char *what = "write";
 	if (rv == 0) {
 		rv = v->ops->fsync(v, fd);
