@@ -5,9 +5,10 @@ SEEDS      ?= 500
 SEED       ?= 1
 ASAN_SEEDS ?= 100
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
 FORMAT_FILES = $(shell find src include tests bench tools -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants bench bench-server format format-check run clean
+.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server format format-check run clean
 
 all: build
 
@@ -64,6 +65,14 @@ tsan: setup
 mutants: setup
 	scripts/mutants
 
+# Every fuzz target (tests/fuzz, docs/fuzzing.md), one after the other, for
+# SECONDS in all (default 600), built by clang with libFuzzer, ASan and
+# UBSan; fails on any finding: make fuzz SECONDS=120
+fuzz: setup
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBATON_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j2 --target fuzz
+	tests/fuzz/run $(FUZZ_BUILD) $(SECONDS)
+
 bench: build
 	$(BUILD)/bench-core
 	$(BUILD)/bench-storage
@@ -86,4 +95,4 @@ run: build
 	BUILD=$(BUILD) scripts/run-cluster
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,339 @@
+/*
+ * fuzz-seeds OUT TESTS: writes the seed corpora of the fuzz targets into
+ * OUT/<target>/ at build time, from what the repository already holds, so
+ * nothing is committed twice: the golden vectors of the peer protocol
+ * (TESTS/wire/test_peer_golden.c), the sample frames of the peer tests
+ * (peer_fixtures.c) re-encoded in every protocol version, the golden
+ * storage directories (TESTS/storage/golden/v*), and a few version
+ * states, configurations and RESP requests made with the encoders.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "baton/buf.h"
+#include "baton/version.h"
+#include "peer_fixtures.h"
+
+static const char *out_dir;
+
+static void die(const char *what, const char *path)
+{
+	fprintf(stderr, "fuzz-seeds: %s %s: %s\n", what, path, strerror(errno));
+	exit(1);
+}
+
+/* OUT/target/name: the selector byte (when >= 0), then the bytes. */
+static void seed(const char *target, const char *name, int selector,
+		 const uint8_t *data, size_t len)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", out_dir, target);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+		die("mkdir", path);
+	snprintf(path, sizeof path, "%s/%s/%s", out_dir, target, name);
+	FILE *f = fopen(path, "wb");
+	if (f == NULL)
+		die("create", path);
+	if (selector >= 0)
+		fputc(selector, f);
+	if ((len > 0 && fwrite(data, 1, len, f) != len) || fclose(f) != 0)
+		die("write", path);
+}
+
+/* ---- protobuf: the fields that lead to each message ---------------------- */
+
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+		uint8_t b = *(*p)++;
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The first length-delimited field `field` of the message (m, len). */
+static bool find_field(const uint8_t *m, size_t len, uint32_t field,
+		       const uint8_t **out, size_t *out_len)
+{
+	const uint8_t *p = m, *end = m + len;
+	while (p < end) {
+		uint64_t key, n = 0;
+		if (!varint(&p, end, &key))
+			return false;
+		switch (key & 7) {
+		case 0:
+			if (!varint(&p, end, &n))
+				return false;
+			continue;
+		case 1:
+			n = 8;
+			break;
+		case 5:
+			n = 4;
+			break;
+		case 2:
+			if (!varint(&p, end, &n) || n > (uint64_t)(end - p))
+				return false;
+			if (key >> 3 == field) {
+				*out = p;
+				*out_len = (size_t)n;
+				return true;
+			}
+			break;
+		default:
+			return false;
+		}
+		if (n > (uint64_t)(end - p))
+			return false;
+		p += n;
+	}
+	return false;
+}
+
+static const char *const body_target[] = {
+	NULL,	     "peer_handshake",	"peer_handshake_reply",
+	"peer_raft", "peer_forward",	"peer_forward_reply",
+	"peer_join", "peer_join_reply",
+};
+
+/* A version state inside an envelope: a cluster view's or a snapshot's. */
+static void version_state_seed(const uint8_t *env, size_t len, const char *name)
+{
+	static const uint32_t view_path[] = {2, 5, 3};
+	static const uint32_t snap_path[] = {3, 9, 1, 5};
+	const uint32_t *paths[] = {view_path, snap_path};
+	const size_t depth[] = {3, 4};
+	for (size_t k = 0; k < 2; k++) {
+		const uint8_t *p = env;
+		size_t n = len;
+		size_t d = 0;
+		while (d < depth[k] && find_field(p, n, paths[k][d], &p, &n))
+			d++;
+		if (d == depth[k])
+			seed("peer_version_state", name, -1, p, n);
+	}
+}
+
+/* One whole frame (prefix included) that travels in version v: a seed of
+ * the stream target, of its message's target, and of the version state
+ * target if it holds one. */
+static void frame_seeds(const uint8_t *frame, size_t len, uint8_t v,
+			const char *name)
+{
+	seed("peer_frame", name, v, frame, len);
+	if (len < BATON_PEER_PREFIX_LEN + 1)
+		return;
+	const uint8_t *env = frame + BATON_PEER_PREFIX_LEN;
+	size_t env_len = len - BATON_PEER_PREFIX_LEN;
+	uint32_t field = env[0] >> 3;
+	const uint8_t *body = NULL;
+	size_t body_len = 0;
+	if (field >= 1 && field <= 7 &&
+	    find_field(env, env_len, field, &body, &body_len))
+		seed(body_target[field], name, v, body, body_len);
+	version_state_seed(env, env_len, name);
+}
+
+static int encode_in(struct baton_proto_version v,
+		     const struct baton_peer_frame *f, struct baton_buf *out)
+{
+	if (f->kind == BATON_PEER_HANDSHAKE)
+		return baton_peer_encode_handshake(&f->handshake, out);
+	if (f->kind == BATON_PEER_HANDSHAKE_REPLY)
+		return baton_peer_encode_handshake_reply(&f->handshake_reply,
+							 out);
+	return baton_peer_encode_frame(v, f, out);
+}
+
+/* The samples of peer_fixtures.c, in every version that carries them. */
+static void sample_seeds(void)
+{
+	for (uint32_t i = 0; i < FIX_N_FRAMES; i++) {
+		struct baton_buf b;
+		baton_buf_init(&b);
+		fix_encode_sample(i, &b);
+		struct baton_peer_frame f;
+		if (fix_decode_one(b.data, b.len, &f) != 0) {
+			fprintf(stderr, "fuzz-seeds: sample %u: %s\n", i,
+				f.why);
+			exit(1);
+		}
+		for (uint8_t v = 1; v <= 3; v++) {
+			struct baton_buf e;
+			baton_buf_init(&e);
+			char name[64];
+			snprintf(name, sizeof name, "sample-%02u-v%u", i, v);
+			if (encode_in((struct baton_proto_version){v}, &f,
+				      &e) == 0)
+				frame_seeds(e.data, e.len, v, name);
+			baton_buf_free(&e);
+		}
+		baton_peer_frame_free(&f);
+		baton_buf_free(&b);
+	}
+}
+
+/* Every `static const uint8_t golden_<name>[] = { 0x.., ... };` of the
+ * peer protocol's golden test: protocol 1 frames. */
+static void golden_wire_seeds(const char *tests)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/wire/test_peer_golden.c", tests);
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		die("open", path);
+	static char text[1 << 20];
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	const char *marker = "static const uint8_t golden_";
+	int found = 0;
+	for (char *p = strstr(text, marker); p != NULL; p = strstr(p, marker)) {
+		p += strlen(marker);
+		char name[64] = "golden-";
+		size_t k = strlen(name);
+		while (*p != '[' && *p != '\0' && k + 1 < sizeof name)
+			name[k++] = *p++;
+		name[k] = '\0';
+		char *open = strchr(p, '{'), *close = strchr(p, '}');
+		if (open == NULL || close == NULL)
+			break;
+		uint8_t bytes[4096];
+		size_t len = 0;
+		for (char *q = open + 1; q < close && len < sizeof bytes;) {
+			char *next = NULL;
+			unsigned long b = strtoul(q, &next, 16);
+			if (next == q) {
+				q++;
+				continue;
+			}
+			bytes[len++] = (uint8_t)b;
+			q = next;
+		}
+		frame_seeds(bytes, len, 1, name);
+		found++;
+		p = close;
+	}
+	if (found == 0) {
+		fprintf(stderr, "fuzz-seeds: no golden vectors in %s\n", path);
+		exit(1);
+	}
+}
+
+/* ---- storage: the golden directories, copied -------------------------------
+ */
+
+static void copy_file(const char *from, const char *target, const char *name)
+{
+	FILE *f = fopen(from, "rb");
+	if (f == NULL)
+		die("open", from);
+	static uint8_t buf[1 << 20];
+	size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	seed(target, name, -1, buf, n);
+}
+
+static void golden_storage_seeds(const char *tests)
+{
+	static const char *const files[][2] = {
+		{"meta", "storage_meta"},
+		{"snapshot", "storage_snapshot"},
+		{"wal-0000000000000001.log", "storage_wal"},
+	};
+	for (int v = 1;; v++) {
+		char dir[4096];
+		snprintf(dir, sizeof dir, "%s/storage/golden/v%d", tests, v);
+		struct stat st;
+		if (stat(dir, &st) != 0)
+			break;
+		for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+			char from[4200], name[64];
+			snprintf(from, sizeof from, "%s/%s", dir, files[i][0]);
+			snprintf(name, sizeof name, "golden-v%d-%s", v,
+				 files[i][0]);
+			copy_file(from, files[i][1], name);
+			copy_file(from, "storage_file_header", name);
+		}
+	}
+}
+
+/* ---- the core's entries and RESP ------------------------------------------
+ */
+
+static void core_seeds(void)
+{
+	static const uint32_t rows[] = {0, 1, 3, BATON_MAX_MEMBERS};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		for (int down = 0; down <= 1; down++) {
+			struct baton_version_state s;
+			fix_versions(rows[i], &s);
+			if (down)
+				fix_downgrade(&s);
+			uint8_t buf[BATON_VERSION_STATE_BYTES_MAX + 1];
+			size_t len = 0;
+			if (baton_version_state_encode(&s, buf, sizeof buf,
+						       &len) != 0)
+				continue;
+			char name[64];
+			snprintf(name, sizeof name, "rows-%u%s", rows[i],
+				 down ? "-downgrade" : "");
+			seed("core_version_state", name, -1, buf, len);
+		}
+		struct baton_config c = {.n = rows[i]};
+		for (uint32_t m = 0; m < c.n; m++)
+			c.members[m] = (struct baton_member){
+				m + 1,
+				m % 3 == 2 ? BATON_LEARNER : BATON_VOTER};
+		uint8_t buf[256];
+		size_t len = 0;
+		if (baton_config_encode(&c, buf, sizeof buf, &len) == 0) {
+			char name[64];
+			snprintf(name, sizeof name, "members-%u", rows[i]);
+			seed("core_config", name, -1, buf, len);
+		}
+	}
+}
+
+static void resp_seeds(void)
+{
+	static const char *const requests[] = {
+		"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n",
+		"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n",
+		"PING\r\nSET a \"b c\\x41\\n\" 'it\\'s'\r\n\r\n",
+		"*0\r\n*-1\r\n*1\r\n$0\r\n\r\n",
+		"MULTI\r\nINCR n\r\nEXEC\r\n",
+		"*2\r\n$4\r\nECHO\r\n$-1\r\n",
+		"*1\r\n$3\r\nabc\r\n*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n",
+	};
+	for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "request-%zu", i);
+		seed("resp_request", name, -1, (const uint8_t *)requests[i],
+		     strlen(requests[i]));
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: fuzz-seeds OUT_DIR TESTS_DIR\n");
+		return 2;
+	}
+	out_dir = argv[1];
+	if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+		die("mkdir", out_dir);
+	sample_seeds();
+	golden_wire_seeds(argv[2]);
+	golden_storage_seeds(argv[2]);
+	core_seeds();
+	resp_seeds();
+	return 0;
+}

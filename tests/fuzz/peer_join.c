@@ -1,0 +1,9 @@
+/* The peer codec's join decoder (peer_target.h): the first byte
+ * selects the protocol version, the rest is the join message. */
+#include "fuzz.h"
+#include "peer_target.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	return fuzz_peer_message(FUZZ_ENV_JOIN, data, size);
+}
