@@ -92,6 +92,8 @@ struct baton_pipeline {
 	bool stepping;
 	bool storage_failed;
 	bool storage_failed_due; /* tell the driver at the next flush */
+	/* Removed from the cluster (baton_pipeline_retire). */
+	bool retired;
 
 	struct pl_write *writes, *writes_tail;
 

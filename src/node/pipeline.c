@@ -341,15 +341,25 @@ static void take_snapshot(struct baton_pipeline *p)
 
 void baton_pipeline_tick(struct baton_pipeline *p)
 {
-	struct baton_event ev = {.type = BATON_EVENT_TICK};
-	pl_step(p, &ev);
+	if (!p->retired) {
+		struct baton_event ev = {.type = BATON_EVENT_TICK};
+		pl_step(p, &ev);
+	}
 	pl_check_waiters(p, 0);
 	pl_expire(p);
+}
+
+void baton_pipeline_retire(struct baton_pipeline *p)
+{
+	BATON_ASSERT(!p->stepping);
+	p->retired = true;
 }
 
 void baton_pipeline_receive(struct baton_pipeline *p, const struct baton_msg *m)
 {
 	BATON_ASSERT(m->from != 0);
+	if (p->retired)
+		return;
 	struct baton_event ev = {.type = BATON_EVENT_RECEIVE};
 	ev.u.receive.msg = m;
 	pl_step(p, &ev);
@@ -395,20 +405,39 @@ static int recover(struct baton_pipeline *p, char *err, size_t errlen)
 		pl_restore_at_start(p, meta, d.snapshot_data, d.snapshot_len);
 	bool empty = d.term == 0 && !d.has_snapshot && d.n_entries == 0;
 	baton_durable_state_free(&d);
-	if (empty && p->c.n_founders > 0) {
-		struct baton_config conf = {.n = p->c.n_founders};
-		for (uint32_t i = 0; i < p->c.n_founders; i++)
-			conf.members[i] = (struct baton_member){
-				p->c.founders[i], BATON_VOTER};
-		rv = baton_raft_bootstrap(p->raft, &conf);
+	if (empty && p->c.n_founders > 0 && !p->c.bootstrap_deferred) {
+		rv = baton_pipeline_bootstrap(p);
 		if (rv != 0) {
 			snprintf(err, errlen, "bootstrap: %s",
 				 baton_strerror(rv));
 			return rv;
 		}
-		pl_log(p, BATON_PIPELINE_LOG_INFO,
-		       "bootstrapped a new cluster of %u", conf.n);
 	}
+	return 0;
+}
+
+bool baton_pipeline_empty(const struct baton_pipeline *p)
+{
+	struct baton_raft_status rs;
+	baton_raft_status(p->raft, &rs);
+	return rs.term == 0 && rs.last_index == 0 && rs.snapshot_index == 0;
+}
+
+int baton_pipeline_bootstrap(struct baton_pipeline *p)
+{
+	BATON_ASSERT(!p->stepping);
+	BATON_ASSERT(p->c.n_founders > 0);
+	if (!baton_pipeline_empty(p))
+		return BATON_ESTATE;
+	struct baton_config conf = {.n = p->c.n_founders};
+	for (uint32_t i = 0; i < p->c.n_founders; i++)
+		conf.members[i] =
+			(struct baton_member){p->c.founders[i], BATON_VOTER};
+	int rv = baton_raft_bootstrap(p->raft, &conf);
+	if (rv != 0)
+		return rv;
+	pl_log(p, BATON_PIPELINE_LOG_INFO, "bootstrapped a new cluster of %u",
+	       conf.n);
 	return 0;
 }
 

@@ -97,6 +97,9 @@ struct baton_pipeline_config {
 	 * of these voters. */
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];
+	/* Not at create: the driver first asks the founders whether a
+	 * cluster already exists, then calls baton_pipeline_bootstrap. */
+	bool bootstrap_deferred;
 };
 
 /* Load the storage, restore the machine and the core, bootstrap if the
@@ -111,6 +114,19 @@ int baton_pipeline_create(const struct baton_pipeline_config *c,
  * pending writes' bookkeeping, free. Neither the storage nor the machine
  * is touched: a crash in the simulator is exactly this. */
 void baton_pipeline_destroy(struct baton_pipeline *p);
+
+/* Whether the node holds no state at all: term 0, no log, no snapshot. */
+bool baton_pipeline_empty(const struct baton_pipeline *p);
+/* The deferred bootstrap (c->bootstrap_deferred): found the cluster of
+ * c->founders now. 0, or BATON_ESTATE when the node is no longer empty
+ * (nothing done). The next step persists the configuration entry. */
+int baton_pipeline_bootstrap(struct baton_pipeline *p);
+
+/* The node was removed from the cluster: from now on the core is no
+ * longer ticked (it never stands for election again) and messages are
+ * dropped; ticks still expire waiting requests. For good: a removed id
+ * never comes back. */
+void baton_pipeline_retire(struct baton_pipeline *p);
 
 /* ---- driver inputs ------------------------------------------------------ */
 

@@ -135,6 +135,122 @@ static bool book_set(struct server_machine *m, const struct book_entry *e)
 	return true;
 }
 
+/* ---- the cluster's identity: its UUID and the removed ids ---------------- */
+
+bool server_machine_removed(const struct server_machine *m, baton_node_id id)
+{
+	BATON_ASSERT(m->removed_n <= SERVER_REMOVED_MAX);
+	for (uint32_t i = 0; i < m->removed_n; i++)
+		if (m->removed[i] == id)
+			return true;
+	return false;
+}
+
+int server_machine_encode_uuid(const uint8_t uuid[SERVER_UUID_LEN],
+			       struct baton_buf *out)
+{
+	size_t mark = out->len;
+	uint8_t kind = PAYLOAD_CLUSTER_UUID;
+	int rv = baton_buf_append(out, &kind, 1);
+	if (rv == 0)
+		rv = baton_buf_append(out, uuid, SERVER_UUID_LEN);
+	if (rv != 0)
+		out->len = mark;
+	return rv;
+}
+
+int server_machine_encode_removed(baton_node_id id, struct baton_buf *out)
+{
+	BATON_ASSERT(id != 0);
+	uint8_t b[9] = {PAYLOAD_REMOVED};
+	baton_le_put_u64(b + 1, id);
+	return baton_buf_append(out, b, sizeof b);
+}
+
+/* Insert id in the ascending list; false when it is full. */
+static bool removed_add(struct server_machine *m, baton_node_id id)
+{
+	if (server_machine_removed(m, id))
+		return true;
+	if (m->removed_n == SERVER_REMOVED_MAX)
+		return false;
+	uint32_t i = m->removed_n;
+	while (i > 0 && m->removed[i - 1] > id) {
+		m->removed[i] = m->removed[i - 1];
+		i--;
+	}
+	m->removed[i] = id;
+	m->removed_n++;
+	BATON_ASSERT(i + 1 == m->removed_n || m->removed[i + 1] > id);
+	return true;
+}
+
+static void identity_changed(struct server_machine *m)
+{
+	if (m->identity_changed != NULL)
+		m->identity_changed(m->data);
+}
+
+/* The reply of an identity entry: +OK, or the error text (fmt). */
+static int identity_reply(struct server_machine *m, const struct baton_entry *e,
+			  struct baton_buf *reply, const char *error)
+{
+	if (reply == NULL)
+		return 0;
+	size_t mark = reply->len;
+	int rv = error == NULL ? resp_simple(reply, "OK")
+			       : resp_error(reply, "%s", error);
+	if (rv != 0) {
+		reply->len = mark;
+		return refuse(m, BATON_ENOMEM,
+			      "out of memory applying entry %" PRIu64,
+			      e->index);
+	}
+	return 0;
+}
+
+static int apply_uuid(struct server_machine *m, const struct baton_entry *e,
+		      struct baton_buf *reply)
+{
+	if (e->len < 1 + SERVER_UUID_LEN)
+		return refuse(m, BATON_ECORRUPT,
+			      "entry %" PRIu64 " holds a malformed cluster "
+			      "uuid entry (%u bytes)",
+			      e->index, e->len);
+	int rv = identity_reply(m, e, reply, NULL);
+	if (rv != 0 || m->has_uuid)
+		return rv; /* the first one applied is the cluster's */
+	memcpy(m->uuid, e->buf + 1, SERVER_UUID_LEN);
+	m->has_uuid = true;
+	identity_changed(m);
+	return 0;
+}
+
+static int apply_removed(struct server_machine *m, const struct baton_entry *e,
+			 struct baton_buf *reply)
+{
+	baton_node_id id = e->len >= 9 ? baton_le_get_u64(e->buf + 1) : 0;
+	if (id == 0)
+		return refuse(m, BATON_ECORRUPT,
+			      "entry %" PRIu64 " holds a malformed removed-id "
+			      "entry",
+			      e->index);
+	bool known = server_machine_removed(m, id);
+	bool room = known || m->removed_n < SERVER_REMOVED_MAX;
+	char error[128];
+	snprintf(error, sizeof error,
+		 "ERR this cluster remembers %u removed ids already, its "
+		 "limit",
+		 SERVER_REMOVED_MAX);
+	int rv = identity_reply(m, e, reply, room ? NULL : error);
+	if (rv != 0 || known || !room)
+		return rv;
+	bool added = removed_add(m, id);
+	BATON_ASSERT(added);
+	identity_changed(m);
+	return 0;
+}
+
 /* ---- apply --------------------------------------------------------------- */
 
 static int apply_kv(struct server_machine *m, struct baton_machine_version v,
@@ -216,13 +332,18 @@ static int machine_apply(struct baton_machine *bm,
 		return apply_kv(m, v, e, reply);
 	case PAYLOAD_ADDRESS:
 		return apply_address(m, e, reply);
+	case PAYLOAD_CLUSTER_UUID:
+		return apply_uuid(m, e, reply);
+	case PAYLOAD_REMOVED:
+		return apply_removed(m, e, reply);
 	default:
 		return refuse(m, BATON_EVERSION,
 			      "entry %" PRIu64
 			      " holds a payload of kind 0x%02x, "
 			      "which this release does not know (it knows "
-			      "'%c' and '%c')",
-			      e->index, e->buf[0], PAYLOAD_KV, PAYLOAD_ADDRESS);
+			      "'%c', '%c', '%c' and '%c')",
+			      e->index, e->buf[0], PAYLOAD_KV, PAYLOAD_ADDRESS,
+			      PAYLOAD_CLUSTER_UUID, PAYLOAD_REMOVED);
 	}
 }
 
@@ -231,6 +352,58 @@ static int machine_apply(struct baton_machine *bm,
 static int sink(void *arg, const void *buf, size_t len)
 {
 	return baton_buf_append(arg, buf, len);
+}
+
+/* Format 2's identity part: has_uuid, the UUID, the removed ids. */
+static int encode_identity(const struct server_machine *m,
+			   struct baton_buf *out)
+{
+	uint8_t head[1 + SERVER_UUID_LEN + 4] = {m->has_uuid ? 1 : 0};
+	if (m->has_uuid)
+		memcpy(head + 1, m->uuid, SERVER_UUID_LEN);
+	baton_le_put_u32(head + 1 + SERVER_UUID_LEN, m->removed_n);
+	int rv = baton_buf_append(out, head, sizeof head);
+	for (uint32_t i = 0; rv == 0 && i < m->removed_n; i++) {
+		uint8_t id[8];
+		baton_le_put_u64(id, m->removed[i]);
+		rv = baton_buf_append(out, id, sizeof id);
+	}
+	return rv;
+}
+
+/* Format 2's identity part, decoded before anything changes. */
+struct identity_part {
+	bool has_uuid;
+	uint8_t uuid[SERVER_UUID_LEN];
+	uint32_t removed_n;
+	baton_node_id removed[SERVER_REMOVED_MAX];
+};
+
+/* False when malformed: a flag other than 0/1, a UUID with the flag off,
+ * too many ids, or ids not ascending. */
+static bool decode_identity(struct baton_le_reader *r,
+			    struct identity_part *into)
+{
+	const uint8_t *head;
+	if (!baton_le_read_bytes(r, 1 + SERVER_UUID_LEN + 4, &head) ||
+	    head[0] > 1)
+		return false;
+	into->has_uuid = head[0] == 1;
+	memcpy(into->uuid, head + 1, SERVER_UUID_LEN);
+	uint8_t zero[SERVER_UUID_LEN] = {0};
+	if (!into->has_uuid && memcmp(into->uuid, zero, sizeof zero) != 0)
+		return false;
+	uint32_t n = baton_le_get_u32(head + 1 + SERVER_UUID_LEN);
+	if (n > SERVER_REMOVED_MAX)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!baton_le_read_u64(r, &into->removed[i]) ||
+		    into->removed[i] == 0 ||
+		    (i > 0 && into->removed[i] <= into->removed[i - 1]))
+			return false;
+	}
+	into->removed_n = n;
+	return true;
 }
 
 static int machine_snapshot(struct baton_machine *bm,
@@ -242,13 +415,17 @@ static int machine_snapshot(struct baton_machine *bm,
 	if (rv != 0)
 		return rv;
 	size_t mark = out->len;
+	bool identity = m->has_uuid || m->removed_n > 0;
 	uint8_t head[SNAP_HEAD_BYTES];
 	memcpy(head, SERVER_SNAPSHOT_MAGIC, 4);
-	head[4] = SERVER_SNAPSHOT_FORMAT;
+	head[4] = identity ? SERVER_SNAPSHOT_FORMAT
+			   : SERVER_SNAPSHOT_FORMAT_PLAIN;
 	baton_le_put_u32(head + 5, m->book_n);
 	rv = baton_buf_append(out, head, sizeof head);
 	for (uint32_t i = 0; rv == 0 && i < m->book_n; i++)
 		rv = encode_entry(&m->book[i], out);
+	if (rv == 0 && identity)
+		rv = encode_identity(m, out);
 	if (rv == 0)
 		rv = kv_snapshot(m->kv, v, sink, out);
 	if (rv != 0) {
@@ -273,12 +450,12 @@ static int machine_restore(struct baton_machine *bm,
 		return refuse(m, BATON_ECORRUPT,
 			      "not a batond snapshot (no " SERVER_SNAPSHOT_MAGIC
 			      " header)");
-	if (head[4] != SERVER_SNAPSHOT_FORMAT)
+	if (head[4] == 0 || head[4] > SERVER_SNAPSHOT_FORMAT)
 		return refuse(m,
 			      head[4] > SERVER_SNAPSHOT_FORMAT ? BATON_EVERSION
 							       : BATON_ECORRUPT,
 			      "a batond snapshot of format %u (this release "
-			      "reads format %u)",
+			      "reads formats 1 to %u)",
 			      head[4], SERVER_SNAPSHOT_FORMAT);
 	uint32_t n = baton_le_get_u32(head + 5);
 	if (n > SERVER_BOOK_MAX)
@@ -291,6 +468,11 @@ static int machine_restore(struct baton_machine *bm,
 			return refuse(m, BATON_ECORRUPT,
 				      "the snapshot's address %u is malformed",
 				      i);
+	struct identity_part ident = {.has_uuid = false};
+	if (head[4] >= 2 && !decode_identity(&r, &ident))
+		return refuse(m, BATON_ECORRUPT,
+			      "the snapshot's cluster uuid or removed ids are "
+			      "malformed");
 	rv = kv_restore(m->kv, v, r.p, baton_le_left(&r));
 	if (rv != 0)
 		return refuse(m, rv, "the snapshot's key-value map: %s",
@@ -302,6 +484,12 @@ static int machine_restore(struct baton_machine *bm,
 		bool set = book_set(m, &book[i]);
 		BATON_ASSERT(set); /* n <= SERVER_BOOK_MAX */
 	}
+	m->has_uuid = ident.has_uuid;
+	memcpy(m->uuid, ident.uuid, SERVER_UUID_LEN);
+	m->removed_n = ident.removed_n;
+	memcpy(m->removed, ident.removed,
+	       ident.removed_n * sizeof m->removed[0]);
+	identity_changed(m);
 	return 0;
 }
 

@@ -11,9 +11,20 @@
  *        clock: one command, a transaction or an expiry sweep);
  *   'P'  an address entry: u64 id, u16 length + peer address, u16 length +
  *        client address (little endian; bytes after them are left for a
- *        later release to append and ignored).
- * Snapshots: "BSRV", u8 format 1, u32 entries, the address entries as
- * above, then the kv snapshot.
+ *        later release to append and ignored);
+ *   'U'  the cluster's UUID: 16 bytes, drawn by the first leader; the
+ *        first one applied is the cluster's, a later one changes nothing
+ *        (bytes after the 16 are ignored);
+ *   'R'  a removed member: u64 id, never to be a member again (bytes
+ *        after it are ignored).
+ * 'U' and 'R' come from release 1.2.0 on, and only once the release floor
+ * of the log is 1.2.0 or newer (identity.c), so no release that does not
+ * know them can be a member that must apply them.
+ * Snapshots: "BSRV", u8 format, u32 entries, the address entries as
+ * above; format 2 then has u8 has_uuid, the 16-byte UUID (zeros when
+ * none), u32 removed ids and that many u64 ids (ascending); then the kv
+ * snapshot. Format 2 is written only when there is a UUID or a removed
+ * id, format 1 otherwise (byte for byte what older releases write).
  *
  * A payload this release cannot interpret (an unknown kind, a kv payload
  * of a newer format or machine version) is refused with BATON_EVERSION (a
@@ -32,6 +43,8 @@
 /* Entry payloads: a kind byte, then the body. */
 #define PAYLOAD_KV 'K'
 #define PAYLOAD_ADDRESS 'P'
+#define PAYLOAD_CLUSTER_UUID 'U'
+#define PAYLOAD_REMOVED 'R'
 
 /* An address's room, its NUL included (the transport's BATON_ADDR_MAX). */
 #define SERVER_ADDR_MAX 256u
@@ -40,7 +53,14 @@
 #define SERVER_BOOK_MAX (BATON_MAX_MEMBERS * 4u)
 
 #define SERVER_SNAPSHOT_MAGIC "BSRV"
-#define SERVER_SNAPSHOT_FORMAT 1u
+/* The newest format read; written when there is a UUID or a removed id. */
+#define SERVER_SNAPSHOT_FORMAT 2u
+/* Written otherwise. */
+#define SERVER_SNAPSHOT_FORMAT_PLAIN 1u
+#define SERVER_UUID_LEN 16u
+/* Removed ids the machine remembers: part of its semantics (a full list
+ * refuses a removal alike on every node). */
+#define SERVER_REMOVED_MAX 1024u
 
 /* One member's addresses, replicated through the log. */
 struct book_entry {
@@ -54,6 +74,15 @@ struct server_machine {
 	struct baton_kv *kv;
 	struct book_entry book[SERVER_BOOK_MAX];
 	uint32_t book_n;
+	/* The cluster's UUID ('U'); has_uuid false until one is applied. */
+	bool has_uuid;
+	uint8_t uuid[SERVER_UUID_LEN];
+	/* Ids removed from the cluster ('R'), ascending. */
+	uint32_t removed_n;
+	baton_node_id removed[SERVER_REMOVED_MAX];
+	/* Told when the UUID is set or an id removed (applied or restored);
+	 * may be NULL. */
+	void (*identity_changed)(void *data);
 	/* Told of each address the book takes (applied or restored); may be
 	 * NULL. */
 	void (*address_changed)(void *data, const struct book_entry *e);
@@ -75,6 +104,15 @@ void server_machine_free(struct server_machine *m);
 /* The book's entry for id, or NULL. */
 const struct book_entry *
 server_machine_book_find(const struct server_machine *m, baton_node_id id);
+
+/* Whether id was removed from the cluster. */
+bool server_machine_removed(const struct server_machine *m, baton_node_id id);
+/* Append the payload of a 'U' entry (kind byte included) to out: 0 or
+ * BATON_ENOMEM (out unchanged). */
+int server_machine_encode_uuid(const uint8_t uuid[SERVER_UUID_LEN],
+			       struct baton_buf *out);
+/* Append the payload of an 'R' entry for id (kind byte included). */
+int server_machine_encode_removed(baton_node_id id, struct baton_buf *out);
 
 /* Append the payload of an address entry (kind byte included) to out:
  * 0, BATON_EINVAL for an address too long, or BATON_ENOMEM (out is then

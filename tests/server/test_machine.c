@@ -4,8 +4,9 @@
  * payload kinds (golden bytes), refusals that leave the state untouched
  * (an unknown payload kind, a newer kv format, a machine version this
  * release does not implement, damage), the address book and its limit,
- * the snapshot wrapper (golden bytes, round trips, refusals), and version
- * changes (converting down to version 1).
+ * the snapshot wrapper (golden bytes, round trips, refusals), version
+ * changes (converting down to version 1), and the cluster's identity (its
+ * UUID, removed ids, snapshot format 2).
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -367,8 +368,8 @@ Test(machine, snapshot_refusals_leave_the_state)
 	fill(&m);
 	uint8_t s[sizeof golden_snapshot_v1];
 	memcpy(s, golden_snapshot_v1, sizeof s);
-	s[4] = 2; /* a newer wrapper format */
-	assert_restore_refused(s, sizeof s, V1, BATON_EVERSION, "format 2");
+	s[4] = 3; /* a newer wrapper format */
+	assert_restore_refused(s, sizeof s, V1, BATON_EVERSION, "format 3");
 	memcpy(s, golden_snapshot_v1, sizeof s);
 	s[0] = 'X';
 	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "BSRV");
@@ -512,4 +513,187 @@ Test(machine, newest_release_advertises_what_kv_implements)
 	const struct baton_profile *all = baton_releases(&n);
 	for (uint32_t i = 0; i < n; i++)
 		cr_assert_geq(all[i].machine_max.value, KV_MACHINE_VERSION_MIN);
+}
+
+/* ---- the cluster's identity ---------------------------------------------- */
+
+static const uint8_t golden_uuid_entry[] = {'U',  0x1b, 0x4e, 0x28, 0xba, 0x2f,
+					    0xa1, 0x41, 0xd2, 0x88, 0x3f, 0x00,
+					    0x10, 0x5a, 0xcc, 0xde, 0x0f};
+/* 'R' + node 9. */
+static const uint8_t golden_removed_entry[] = {'R', 0x09, 0, 0, 0, 0, 0, 0, 0};
+
+/* fill()'s state, then golden_uuid_entry and the removal of nodes 9 and 4:
+ * wrapper format 2. */
+static const uint8_t golden_snapshot_v2[] = {
+	0x42, 0x53, 0x52, 0x56, 0x02, 0x02, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x0e, 0x00, 0x31, 0x32, 0x37, 0x2e, 0x30,
+	0x2e, 0x30, 0x2e, 0x31, 0x3a, 0x37, 0x30, 0x30, 0x31, 0x0e, 0x00, 0x31,
+	0x32, 0x37, 0x2e, 0x30, 0x2e, 0x30, 0x2e, 0x31, 0x3a, 0x36, 0x30, 0x30,
+	0x31, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0d, 0x00, 0x31,
+	0x30, 0x2e, 0x30, 0x2e, 0x30, 0x2e, 0x33, 0x3a, 0x37, 0x30, 0x30, 0x33,
+	0x0d, 0x00, 0x31, 0x30, 0x2e, 0x30, 0x2e, 0x30, 0x2e, 0x33, 0x3a, 0x36,
+	0x30, 0x30, 0x33, 0x01, 0x1b, 0x4e, 0x28, 0xba, 0x2f, 0xa1, 0x41, 0xd2,
+	0x88, 0x3f, 0x00, 0x10, 0x5a, 0xcc, 0xde, 0x0f, 0x02, 0x00, 0x00, 0x00,
+	0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x42, 0x4b, 0x56, 0x53, 0x01, 0x00, 0x00, 0x00,
+	0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+	0x62, 0x02, 0x00, 0x00, 0x00, 0x78, 0x79, 0xad, 0x62, 0x04, 0xb9, 0x56,
+	0x17, 0x03, 0x95};
+
+static int identity_changes;
+
+static void identity_seen(void *data)
+{
+	(void)data;
+	identity_changes++;
+}
+
+static void fill_identity(struct server_machine *sm)
+{
+	fill(sm);
+	cr_assert_eq(apply_bytes(sm, V1, golden_uuid_entry,
+				 sizeof golden_uuid_entry, NULL),
+		     0);
+	cr_assert_eq(apply_bytes(sm, V1, golden_removed_entry,
+				 sizeof golden_removed_entry, NULL),
+		     0);
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(server_machine_encode_removed(4, &b), 0);
+	cr_assert_eq(apply_bytes(sm, V1, b.data, b.len, NULL), 0);
+	baton_buf_free(&b);
+}
+
+Test(machine, first_cluster_uuid_applied_is_kept)
+{
+	m.identity_changed = identity_seen;
+	identity_changes = 0;
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(server_machine_encode_uuid(golden_uuid_entry + 1, &b), 0);
+	cr_assert_eq(b.len, sizeof golden_uuid_entry);
+	cr_assert_arr_eq(b.data, golden_uuid_entry, b.len);
+	cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, &reply), 0);
+	cr_assert_eq(reply.len, 5);
+	cr_assert_eq(memcmp(reply.data, "+OK\r\n", 5), 0);
+	cr_assert(m.has_uuid);
+	cr_assert_arr_eq(m.uuid, golden_uuid_entry + 1, SERVER_UUID_LEN);
+	cr_assert_eq(identity_changes, 1);
+	/* A second leader's draw (its entry came later): no change. */
+	uint8_t other[sizeof golden_uuid_entry];
+	memcpy(other, golden_uuid_entry, sizeof other);
+	other[5] ^= 0xff;
+	cr_assert_eq(apply_bytes(&m, V2, other, sizeof other, NULL), 0);
+	cr_assert_arr_eq(m.uuid, golden_uuid_entry + 1, SERVER_UUID_LEN);
+	cr_assert_eq(identity_changes, 1);
+	baton_buf_free(&b);
+}
+
+Test(machine, removed_ids_are_remembered_in_order)
+{
+	m.identity_changed = identity_seen;
+	identity_changes = 0;
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(server_machine_encode_removed(9, &b), 0);
+	cr_assert_arr_eq(b.data, golden_removed_entry, b.len);
+	cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, NULL), 0);
+	baton_buf_reset(&b);
+	cr_assert_eq(server_machine_encode_removed(4, &b), 0);
+	cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, NULL), 0);
+	cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, NULL), 0, "again");
+	cr_assert_eq(m.removed_n, 2);
+	cr_assert_eq(m.removed[0], 4);
+	cr_assert_eq(m.removed[1], 9);
+	cr_assert(server_machine_removed(&m, 9));
+	cr_assert_not(server_machine_removed(&m, 5));
+	cr_assert_eq(identity_changes, 2);
+	baton_buf_free(&b);
+}
+
+Test(machine, full_removed_list_refuses_alike)
+{
+	struct baton_buf b;
+	baton_buf_init(&b);
+	for (baton_node_id id = 1; id <= SERVER_REMOVED_MAX; id++) {
+		baton_buf_reset(&b);
+		cr_assert_eq(server_machine_encode_removed(id, &b), 0);
+		cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, NULL), 0);
+	}
+	baton_buf_reset(&b);
+	cr_assert_eq(server_machine_encode_removed(SERVER_REMOVED_MAX + 1, &b),
+		     0);
+	baton_buf_reset(&reply);
+	cr_assert_eq(apply_bytes(&m, V1, b.data, b.len, &reply), 0);
+	cr_assert(reply.len > 0 && reply.data[0] == '-');
+	cr_assert_not(server_machine_removed(&m, SERVER_REMOVED_MAX + 1));
+	cr_assert_eq(m.removed_n, SERVER_REMOVED_MAX);
+	baton_buf_free(&b);
+}
+
+Test(machine, damaged_identity_entries_are_refused)
+{
+	fill(&m);
+	assert_refused(golden_uuid_entry, 10, V1, BATON_ECORRUPT,
+		       "malformed cluster uuid");
+	assert_refused(golden_removed_entry, 5, V1, BATON_ECORRUPT,
+		       "malformed removed-id");
+	static const uint8_t zero_id[] = {'R', 0, 0, 0, 0, 0, 0, 0, 0};
+	assert_refused(zero_id, sizeof zero_id, V1, BATON_ECORRUPT,
+		       "malformed removed-id");
+}
+
+Test(machine, snapshot_without_identity_stays_format_1)
+{
+	fill(&m);
+	snapshot_of(&m, &snap);
+	cr_assert_eq(snap.data[4], 1);
+}
+
+Test(machine, golden_snapshot_v2)
+{
+	fill_identity(&m);
+	snapshot_of(&m, &snap);
+	cr_assert_eq(snap.len, sizeof golden_snapshot_v2);
+	cr_assert_arr_eq(snap.data, golden_snapshot_v2, snap.len);
+
+	struct server_machine r;
+	cr_assert_eq(server_machine_init(&r), 0);
+	r.identity_changed = identity_seen;
+	identity_changes = 0;
+	cr_assert_eq(r.base.ops->restore(&r.base, V1, golden_snapshot_v2,
+					 sizeof golden_snapshot_v2),
+		     0);
+	cr_assert_eq(identity_changes, 1);
+	cr_assert(r.has_uuid);
+	cr_assert_arr_eq(r.uuid, golden_uuid_entry + 1, SERVER_UUID_LEN);
+	cr_assert(server_machine_removed(&r, 4) &&
+		  server_machine_removed(&r, 9));
+	cr_assert_eq(r.book_n, 2);
+	cr_assert_eq(kv_dbsize(r.kv), 1);
+	/* Restoring a format-1 snapshot forgets them. */
+	cr_assert_eq(r.base.ops->restore(&r.base, V1, golden_snapshot_v1,
+					 sizeof golden_snapshot_v1),
+		     0);
+	cr_assert_not(r.has_uuid);
+	cr_assert_eq(r.removed_n, 0);
+	server_machine_free(&r);
+}
+
+Test(machine, damaged_identity_in_snapshot_is_refused)
+{
+	fill(&m);
+	uint8_t s[sizeof golden_snapshot_v2];
+	size_t at = 87; /* the has_uuid flag */
+	cr_assert_eq(golden_snapshot_v2[at], 1);
+	memcpy(s, golden_snapshot_v2, sizeof s);
+	s[at] = 2;
+	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "cluster uuid");
+	memcpy(s, golden_snapshot_v2, sizeof s);
+	s[at + 17 + 4] = 10; /* ids 10 then 9: not ascending */
+	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "removed ids");
+	memcpy(s, golden_snapshot_v2, sizeof s);
+	s[at + 17] = 0xff; /* too many ids */
+	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "removed ids");
 }
