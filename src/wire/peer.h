@@ -79,6 +79,17 @@ struct baton_buf; /* baton/buf.h */
  * tiny elements can make a node allocate. A frame within the limits above
  * needs well under half of it. */
 #define BATON_PEER_DECODE_SLACK (32u << 20)
+/* Largest envelope a connection may send before its handshake completes:
+ * the handshake frames are small (a cluster view of BATON_MAX_MEMBERS rows
+ * is under 2 KiB), so a larger announced length is refused at once, before
+ * anything is buffered for a peer that has not proven who it is. */
+#define BATON_PEER_HANDSHAKE_FRAME_MAX (64u << 10)
+/* Peer authentication (docs/peer-protocol.md): the random nonce of each
+ * side and the HMAC-SHA-256 that proves the peer secret, in bytes. */
+#define BATON_PEER_AUTH_NONCE_LEN 32u
+#define BATON_PEER_AUTH_MAC_LEN 32u
+/* A forwarded write's proof that its client authenticated: SHA-256. */
+#define BATON_PEER_CLIENT_AUTH_LEN 32u
 /* Room for any refusal text below (a reason must also fit
  * BATON_PEER_REASON_MAX to travel; the texts here always do). */
 #define BATON_PEER_REFUSAL_MAX 512u
@@ -141,6 +152,11 @@ struct baton_peer_handshake {
 	baton_node_id node_id;
 	struct baton_profile profile;
 	const char *peer_addr; /* where it listens: at most ..._ADDR_MAX */
+	/* Peer authentication: the sender holds the peer secret and this is
+	 * its nonce for the connection (absent from releases before it, and
+	 * from a node without a secret: has_auth false). */
+	bool has_auth;
+	uint8_t auth_nonce[BATON_PEER_AUTH_NONCE_LEN];
 };
 
 /* What a node knows of its cluster's versions, appended to the frozen
@@ -170,6 +186,15 @@ struct baton_peer_handshake_reply {
 	 * 1.2.0 never send one: has_cluster is then false once decoded). */
 	bool has_cluster;
 	struct baton_peer_cluster_view cluster;
+	/* The acceptor's proof that it holds the peer secret, over both
+	 * nonces (self.auth_nonce is its own), when has_auth_mac. */
+	bool has_auth_mac;
+	uint8_t auth_mac[BATON_PEER_AUTH_MAC_LEN];
+};
+
+/* The dialler's proof that it holds the peer secret: its third frame. */
+struct baton_peer_handshake_auth {
+	uint8_t mac[BATON_PEER_AUTH_MAC_LEN];
 };
 
 /* A node that is not yet a member asks the leader to add it. Strings are
@@ -225,6 +250,11 @@ struct baton_peer_forward {
 	const struct baton_peer_command *commands;
 	uint32_t n_watches;
 	const struct baton_peer_watch *watches;
+	/* With --password: SHA-256 of the password the client authenticated
+	 * with on the forwarding node (has_client_auth false: none sent, as
+	 * from a node without a password or a release before it). */
+	bool has_client_auth;
+	uint8_t client_auth[BATON_PEER_CLIENT_AUTH_LEN];
 };
 
 /* The leader's answer to a forwarded write: either the raw RESP reply the
@@ -245,6 +275,7 @@ enum baton_peer_kind {
 	BATON_PEER_FORWARD_REPLY = 5,
 	BATON_PEER_JOIN = 6,
 	BATON_PEER_JOIN_REPLY = 7,
+	BATON_PEER_HANDSHAKE_AUTH = 8,
 };
 
 /* A decoded frame, or one to encode. All pointers in a decoded one
@@ -260,6 +291,7 @@ struct baton_peer_frame {
 		struct baton_peer_forward_reply forward_reply;
 		struct baton_peer_join join;
 		struct baton_peer_join_reply join_reply;
+		struct baton_peer_handshake_auth handshake_auth;
 		struct {
 			/* The envelope's body field number, and for a Raft
 			 * message of a type this release does not know, that
@@ -286,6 +318,9 @@ int baton_peer_encode_handshake(const struct baton_peer_handshake *h,
 				struct baton_buf *out);
 int baton_peer_encode_handshake_reply(
 	const struct baton_peer_handshake_reply *r, struct baton_buf *out);
+/* The dialler's proof of the peer secret, frozen like the two above. */
+int baton_peer_encode_handshake_auth(const struct baton_peer_handshake_auth *a,
+				     struct baton_buf *out);
 
 /* One Raft message of any type, in protocol version v. `from` is carried
  * in protocols 1 and 2 (a receiver should trust the connection's identity
@@ -369,9 +404,12 @@ int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
 int baton_peer_decode(struct baton_proto_version v, const uint8_t *body,
 		      size_t len, struct baton_peer_frame *out);
 
-/* Decode the first frame of a connection, before any version exists: a
- * Handshake or a HandshakeReply (frozen, so any release reads them). As
- * baton_peer_decode(), except that any other body is BATON_ECORRUPT. */
+/* Decode a frame of a connection whose handshake is not complete, before
+ * any version exists: a Handshake, a HandshakeReply or a HandshakeAuth
+ * (frozen, so any release reads them). As baton_peer_decode(), except that
+ * any other body is BATON_ECORRUPT. An authentication nonce or MAC (or a
+ * Forward's client proof, in baton_peer_decode()) that is present but not
+ * exactly its length is BATON_ECORRUPT. */
 int baton_peer_decode_handshake(const uint8_t *body, size_t len,
 				struct baton_peer_frame *out);
 

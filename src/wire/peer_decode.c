@@ -438,6 +438,12 @@ static int forward_out(struct baton_proto_version v,
 	}
 	f->kind = BATON_PEER_FORWARD;
 	f->forward.request_id = fw->request_id;
+	int auth = baton__peer_fixed_out(
+		fw->client_auth, sizeof f->forward.client_auth,
+		f->forward.client_auth, &f->forward.has_client_auth,
+		"client authentication proof not 32 bytes", why);
+	if (auth != 0)
+		return auth;
 	f->forward.transaction = watches && fw->transaction;
 	f->forward.n_commands = (uint32_t)nc;
 	f->forward.commands = cs;
@@ -539,6 +545,10 @@ static int envelope_out(struct baton_proto_version v,
 	case BATONPEER__ENVELOPE__BODY_JOIN_REPLY:
 		f->kind = BATON_PEER_JOIN_REPLY;
 		return join_reply_out(env->join_reply, &f->join_reply, why);
+	case BATONPEER__ENVELOPE__BODY_HANDSHAKE_AUTH:
+		f->kind = BATON_PEER_HANDSHAKE_AUTH;
+		return baton__peer_handshake_auth_out(env->handshake_auth,
+						      &f->handshake_auth, why);
 	case BATONPEER__ENVELOPE__BODY_FORWARD_REPLY:
 		f->kind = BATON_PEER_FORWARD_REPLY;
 		return forward_reply_out(env->forward_reply, &f->forward_reply,
@@ -601,7 +611,7 @@ static int finish(struct baton_proto_version v, Batonpeer__Envelope *env,
 		out->why = why;
 		return rv;
 	}
-	BATON_ASSERT(out->kind <= BATON_PEER_JOIN_REPLY);
+	BATON_ASSERT(out->kind <= BATON_PEER_HANDSHAKE_AUTH);
 	return 0;
 }
 
@@ -630,7 +640,8 @@ int baton_peer_decode_handshake(const uint8_t *body, size_t len,
 	if (env == NULL)
 		return rv;
 	if (env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE &&
-	    env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY) {
+	    env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY &&
+	    env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE_AUTH) {
 		batonpeer__envelope__free_unpacked(env, &free_only);
 		out->why = "expected a handshake";
 		return BATON_ECORRUPT;

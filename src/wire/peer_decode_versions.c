@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "baton/assert.h"
 #include "peer_internal.h"
 
 /* A missing release reads as 0.0.0; false when a part does not fit. */
@@ -150,6 +151,23 @@ static int view_out(const Batonpeer__ClusterView *v,
 	return 0;
 }
 
+int baton__peer_fixed_out(ProtobufCBinaryData in, size_t len, uint8_t *out,
+			  bool *present, const char *what, const char **why)
+{
+	BATON_ASSERT(len > 0 && out != NULL && present != NULL);
+	*present = in.len > 0;
+	if (in.len == 0)
+		return 0;
+	if (in.len != len) {
+		*present = false;
+		*why = what;
+		return BATON_ECORRUPT;
+	}
+	BATON_ASSERT(in.data != NULL);
+	memcpy(out, in.data, len);
+	return 0;
+}
+
 int baton__peer_handshake_out(const Batonpeer__Handshake *h,
 			      struct baton_peer_handshake *out,
 			      const char **why)
@@ -169,6 +187,11 @@ int baton__peer_handshake_out(const Batonpeer__Handshake *h,
 					    "address above the limit", why);
 	if (rv == 0)
 		rv = baton__peer_profile_out(h->profile, &out->profile, why);
+	if (rv == 0)
+		rv = baton__peer_fixed_out(
+			h->auth_nonce, sizeof out->auth_nonce, out->auth_nonce,
+			&out->has_auth, "authentication nonce not 32 bytes",
+			why);
 	return rv;
 }
 
@@ -190,6 +213,26 @@ int baton__peer_handshake_reply_out(const Batonpeer__HandshakeReply *r,
 	if (rv == 0 && r->cluster != NULL) {
 		out->has_cluster = true;
 		rv = view_out(r->cluster, &out->cluster, why);
+	}
+	if (rv == 0)
+		rv = baton__peer_fixed_out(r->auth_mac, sizeof out->auth_mac,
+					   out->auth_mac, &out->has_auth_mac,
+					   "authentication MAC not 32 bytes",
+					   why);
+	return rv;
+}
+
+int baton__peer_handshake_auth_out(const Batonpeer__HandshakeAuth *a,
+				   struct baton_peer_handshake_auth *out,
+				   const char **why)
+{
+	bool present = false;
+	int rv = baton__peer_fixed_out(a->mac, sizeof out->mac, out->mac,
+				       &present,
+				       "authentication MAC not 32 bytes", why);
+	if (rv == 0 && !present) {
+		*why = "authentication without a MAC";
+		rv = BATON_ECORRUPT;
 	}
 	return rv;
 }

@@ -389,6 +389,8 @@ static int handshake_in(Batonpeer__Handshake *o, struct profile_pb *prof,
 	o->node_id = h->node_id;
 	o->profile = profile_in(prof, &h->profile);
 	o->peer_addr = str_in(h->peer_addr);
+	if (h->has_auth)
+		o->auth_nonce = bytes_in(h->auth_nonce, sizeof h->auth_nonce);
 	return 0;
 }
 
@@ -457,6 +459,8 @@ int baton_peer_encode_handshake_reply(
 	o.proto = r->proto.value;
 	o.reason = str_in(r->reason);
 	o.self = &self;
+	if (r->has_auth_mac)
+		o.auth_mac = bytes_in(r->auth_mac, sizeof r->auth_mac);
 	struct view_pb *view = NULL; /* a few KiB: the version table */
 	if (r->has_cluster) {
 		view = malloc(sizeof *view);
@@ -474,6 +478,21 @@ int baton_peer_encode_handshake_reply(
 	}
 	free(view);
 	return rv;
+}
+
+int baton_peer_encode_handshake_auth(const struct baton_peer_handshake_auth *a,
+				     struct baton_buf *out)
+{
+	BATON_ASSERT(a != NULL && out != NULL);
+	Batonpeer__HandshakeAuth o;
+	batonpeer__handshake_auth__init(&o);
+	o.mac = bytes_in(a->mac, sizeof a->mac);
+	BATON_ASSERT(o.mac.len == BATON_PEER_AUTH_MAC_LEN);
+	Batonpeer__Envelope env;
+	batonpeer__envelope__init(&env);
+	env.body_case = BATONPEER__ENVELOPE__BODY_HANDSHAKE_AUTH;
+	env.handshake_auth = &o;
+	return put_frame(&env, out);
 }
 
 /* What baton_peer_encode_forward() refuses before building anything. */
@@ -564,6 +583,9 @@ static int forward_in(struct forward_pb *pb, struct baton_proto_version v,
 	}
 	batonpeer__forward__init(&pb->o);
 	pb->o.request_id = f->request_id;
+	if (f->has_client_auth) /* every version: older releases skip it */
+		pb->o.client_auth =
+			bytes_in(f->client_auth, sizeof f->client_auth);
 	if (v.value < 3 && !f->transaction) {
 		/* Protocols 1 and 2: a single command in argv, as 1 sent it. */
 		pb->o.n_argv = pb->cmds[0].n_argv;

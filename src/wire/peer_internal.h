@@ -30,6 +30,11 @@ int baton__peer_string_out(const char *s, size_t max, const char **out,
  * baton_version_state_valid(). */
 int baton__peer_versions_out(const Batonpeer__VersionState *v,
 			     struct baton_version_state *out, const char **why);
+/* A bytes field of fixed length (a nonce, a MAC, a digest): absent (length
+ * 0) gives *present false; exactly `len` bytes are copied to out; any
+ * other length is BATON_ECORRUPT with *why = what. */
+int baton__peer_fixed_out(ProtobufCBinaryData in, size_t len, uint8_t *out,
+			  bool *present, const char *what, const char **why);
 /* The frozen handshake frames. */
 int baton__peer_handshake_out(const Batonpeer__Handshake *h,
 			      struct baton_peer_handshake *out,
@@ -37,5 +42,8 @@ int baton__peer_handshake_out(const Batonpeer__Handshake *h,
 int baton__peer_handshake_reply_out(const Batonpeer__HandshakeReply *r,
 				    struct baton_peer_handshake_reply *out,
 				    const char **why);
+int baton__peer_handshake_auth_out(const Batonpeer__HandshakeAuth *a,
+				   struct baton_peer_handshake_auth *out,
+				   const char **why);
 
 #endif /* BATON_WIRE_PEER_INTERNAL_H */

@@ -530,6 +530,12 @@ static bool handshake_eq(const struct baton_peer_handshake *a,
 		*diff = "peer_addr";
 		return false;
 	}
+	SAME(has_auth);
+	if (a->has_auth &&
+	    !bytes_eq(a->auth_nonce, b->auth_nonce, sizeof a->auth_nonce)) {
+		*diff = "auth_nonce";
+		return false;
+	}
 	return profile_eq(&a->profile, &b->profile, diff);
 }
 
@@ -552,6 +558,12 @@ static bool forward_eq(const struct baton_peer_forward *a,
 {
 	SAME(request_id);
 	SAME(transaction);
+	SAME(has_client_auth);
+	if (a->has_client_auth &&
+	    !bytes_eq(a->client_auth, b->client_auth, sizeof a->client_auth)) {
+		*diff = "client_auth";
+		return false;
+	}
 	SAME(n_commands);
 	for (uint32_t c = 0; c < a->n_commands; c++)
 		if (!command_eq(&a->commands[c], &b->commands[c], diff))
@@ -606,6 +618,12 @@ static bool reply_eq(const struct baton_peer_handshake_reply *a,
 	}
 	if (!handshake_eq(&a->self, &b->self, diff))
 		return false;
+	SAME(has_auth_mac);
+	if (a->has_auth_mac &&
+	    !bytes_eq(a->auth_mac, b->auth_mac, sizeof a->auth_mac)) {
+		*diff = "auth_mac";
+		return false;
+	}
 	SAME(has_cluster);
 	if (!a->has_cluster)
 		return true;
@@ -686,6 +704,13 @@ bool fix_frame_eq(const struct baton_peer_frame *a,
 		return join_eq(&a->join, &b->join, diff);
 	case BATON_PEER_JOIN_REPLY:
 		return join_reply_eq(&a->join_reply, &b->join_reply, diff);
+	case BATON_PEER_HANDSHAKE_AUTH:
+		if (!bytes_eq(a->handshake_auth.mac, b->handshake_auth.mac,
+			      sizeof a->handshake_auth.mac)) {
+			*diff = "handshake_auth.mac";
+			return false;
+		}
+		return true;
 	default:
 		SAME(unknown.body);
 		SAME(unknown.raft_type);
@@ -701,6 +726,9 @@ int fix_encode_frame(const struct baton_peer_frame *f, struct baton_buf *out)
 	case BATON_PEER_HANDSHAKE_REPLY:
 		return baton_peer_encode_handshake_reply(&f->handshake_reply,
 							 out);
+	case BATON_PEER_HANDSHAKE_AUTH:
+		return baton_peer_encode_handshake_auth(&f->handshake_auth,
+							out);
 	default:
 		return baton_peer_encode_frame(FIX_P1, f, out);
 	}
