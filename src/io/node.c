@@ -26,9 +26,21 @@ struct baton_node {
 	uv_async_t storage_async;
 	uv_check_t flush;
 	baton_node_id leader;
+	/* Peer messages from nodes that are not members, dropped: in all,
+	 * and since the last warning (which is rate-limited). */
+	uint64_t dropped_not_member;
+	uint64_t dropped_unlogged;
+	uint64_t dropped_logged_ms;
 	/* The pipeline's stall, as last seen (baton_node_stalled). */
 	baton_index stalled_index;
 	char stalled_why[BATON_STALL_TEXT_MAX];
+
+	/* Empty at start with founders (defer_bootstrap): waits for
+	 * baton_node_found, hearing no Raft message meanwhile. */
+	bool founding;
+	/* Removed from the cluster (baton_node_retire): no longer ticked,
+	 * deaf to Raft messages. */
+	bool retired;
 
 	void (*shutdown_cb)(void *data);
 	void *shutdown_data;
@@ -46,13 +58,53 @@ static void env_send(void *data, const struct baton_msg *m)
 	baton_transport_send_raft(n->transport, m);
 }
 
+/* Members only: Raft traffic and forwarded writes come from the members of
+ * this node's latest configuration (members being added included: the
+ * leader appends them before it sends them anything). A node with no
+ * configuration yet (--join) hears anyone: the leader that adds it is not
+ * known before it does. Joins come from non-members by nature. */
+static bool from_member(struct baton_node *n, baton_node_id from, uint32_t kind)
+{
+	if (kind == BATON_PEER_JOIN || kind == BATON_PEER_JOIN_REPLY)
+		return true;
+	struct baton_raft_status rs;
+	baton_raft_status(baton_pipeline_raft(n->pipeline), &rs);
+	return rs.config.n == 0 || baton_config_find(&rs.config, from) != NULL;
+}
+
+#define NOT_MEMBER_LOG_INTERVAL_MS 10000u
+
+static void drop_not_member(struct baton_node *n, baton_node_id from,
+			    uint32_t kind)
+{
+	n->dropped_not_member++;
+	n->dropped_unlogged++;
+	uint64_t now = uv_now(n->loop);
+	if (n->dropped_logged_ms != 0 &&
+	    now < n->dropped_logged_ms + NOT_MEMBER_LOG_INTERVAL_MS)
+		return;
+	LOG_WARN("dropped %" PRIu64 " peer message(s) from nodes that are not "
+		 "members of this node's configuration (the latest: a frame "
+		 "of kind %u from node %" PRIu64 "); %" PRIu64 " in all",
+		 n->dropped_unlogged, kind, from, n->dropped_not_member);
+	n->dropped_unlogged = 0;
+	n->dropped_logged_ms = now;
+}
+
 /* Decoded by the transport in the connection's protocol version, with a
  * Raft message's `from` set to the identity of its handshake; only Raft
- * messages and forwarded writes and their replies come here. */
+ * messages, forwarded writes and their replies, and join frames come
+ * here. */
 static void on_peer_frame(void *data, baton_node_id from,
 			  const struct baton_peer_frame *f)
 {
 	struct baton_node *n = data;
+	if (f->kind == BATON_PEER_RAFT && (n->founding || n->retired))
+		return;
+	if (!from_member(n, from, f->kind)) {
+		drop_not_member(n, from, f->kind);
+		return;
+	}
 	if (f->kind == BATON_PEER_RAFT) {
 		BATON_ASSERT(f->raft.from == from);
 		baton_pipeline_receive(n->pipeline, &f->raft);
@@ -75,6 +127,7 @@ static bool cluster_view(void *data, struct baton_peer_cluster_view *out)
 		return false;
 	out->versions = rs.versions;
 	out->leader_id = rs.leader_id;
+	out->last_index = rs.last_index;
 	const char *addr = NULL;
 	if (rs.leader_id == n->c.id)
 		addr = n->c.peer_addr;
@@ -82,6 +135,23 @@ static bool cluster_view(void *data, struct baton_peer_cluster_view *out)
 		addr = n->app.peer_addr(n->app.data, rs.leader_id);
 	out->leader_peer_addr = addr != NULL ? addr : "";
 	return true;
+}
+
+_Static_assert(BATON_CLUSTER_UUID_LEN == BATON_PEER_CLUSTER_UUID_LEN,
+	       "the storage's UUID is the wire's");
+
+static bool is_removed(void *data, baton_node_id id)
+{
+	struct baton_node *n = data;
+	return n->app.is_removed != NULL &&
+	       n->app.is_removed(n->app.data, id);
+}
+
+static void told_removed(void *data, baton_node_id by, const char *reason)
+{
+	struct baton_node *n = data;
+	if (n->app.removed != NULL)
+		n->app.removed(n->app.data, by, reason);
 }
 
 /* ---- what the pipeline asks of the world --------------------------------- */
@@ -291,12 +361,49 @@ void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 	out->stalled_index = ps.stalled_index;
 	memcpy(out->stalled_why, ps.stalled_why, sizeof out->stalled_why);
 	baton_transport_stats(n->transport, &out->transport);
+	out->peer_msgs_dropped_not_member = n->dropped_not_member;
 }
 
 baton_index baton_node_stalled(struct baton_node *n, const char **why)
 {
 	*why = n->stalled_why;
 	return n->stalled_index;
+}
+
+/* ---- identity and founding --------------------------------------------- */
+
+bool baton_node_founding(struct baton_node *n)
+{
+	return n->founding;
+}
+
+int baton_node_found(struct baton_node *n)
+{
+	BATON_ASSERT(n->founding);
+	n->founding = false;
+	return baton_pipeline_bootstrap(n->pipeline);
+}
+
+void baton_node_identity(struct baton_node *n, struct baton_identity *out)
+{
+	baton_fs_storage_identity(n->storage, out);
+}
+
+int baton_node_set_cluster_uuid(struct baton_node *n,
+				const uint8_t uuid[BATON_CLUSTER_UUID_LEN],
+				char *err, size_t errlen)
+{
+	int rv = baton_fs_storage_set_cluster_uuid(n->storage, uuid, err,
+						   errlen);
+	if (rv == 0)
+		baton_transport_set_cluster_uuid(n->transport, uuid);
+	return rv;
+}
+
+void baton_node_retire(struct baton_node *n)
+{
+	n->retired = true;
+	baton_pipeline_retire(n->pipeline);
 }
 
 /* ---- life cycle ---------------------------------------------------------- */
@@ -326,6 +433,7 @@ static void pipeline_config(struct baton_node *n,
 	pc->snapshot_entries = c->snapshot_entries;
 	pc->n_founders = c->n_founders;
 	memcpy(pc->founders, c->founders, sizeof pc->founders);
+	pc->bootstrap_deferred = c->defer_bootstrap;
 }
 
 static int open_pipeline(struct baton_node *n, char *err, size_t errlen)
@@ -336,6 +444,10 @@ static int open_pipeline(struct baton_node *n, char *err, size_t errlen)
 	fo.notify = storage_notify;
 	fo.notify_data = &n->storage_async;
 	fo.vfs = n->c.vfs;
+	struct baton_identity identity = {.node_id = n->c.id};
+	snprintf(identity.cluster_name, sizeof identity.cluster_name, "%s",
+		 n->c.cluster_id);
+	fo.identity = &identity;
 	int rv = baton_fs_storage_open(&fo, &n->storage, err, errlen);
 	if (rv != 0)
 		return rv;
@@ -377,6 +489,9 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 		.cluster_view = cluster_view,
 		.data = n,
 		.strict_release = c->strict_release,
+		.secret = c->peer_secret,
+		.is_removed = is_removed,
+		.removed = told_removed,
 	};
 	int rv = baton_transport_start(&tc, &n->transport);
 	if (rv != 0) {
@@ -390,6 +505,13 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 		baton_node_close(n);
 		return rv;
 	}
+	n->founding = c->defer_bootstrap && c->n_founders > 0 &&
+		      baton_pipeline_empty(n->pipeline);
+	struct baton_identity identity;
+	baton_fs_storage_identity(n->storage, &identity);
+	if (identity.has_uuid)
+		baton_transport_set_cluster_uuid(n->transport,
+						 identity.cluster_uuid);
 	struct baton_raft_status rs;
 	baton_raft_status(baton_pipeline_raft(n->pipeline), &rs);
 	LOG_INFO("recovered term %" PRIu64 ", snapshot %" PRIu64

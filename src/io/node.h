@@ -53,6 +53,11 @@ struct baton_node_app {
 	 * cluster view in handshake replies (the leader's address). May be
 	 * NULL. */
 	const char *(*peer_addr)(void *data, baton_node_id id);
+	/* Cluster identity: whether node id was removed from the cluster
+	 * (its connections are refused, telling it so), and a member's word,
+	 * refusing our connection, that this node was. May be NULL. */
+	bool (*is_removed)(void *data, baton_node_id id);
+	void (*removed)(void *data, baton_node_id by, const char *reason);
 };
 
 struct baton_node_config {
@@ -71,6 +76,10 @@ struct baton_node_config {
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];
 	const char *founder_addrs[BATON_MAX_MEMBERS];
+	/* An empty node with founders does not found at start but waits for
+	 * baton_node_found (the server first asks the founders whether the
+	 * cluster exists already). */
+	bool defer_bootstrap;
 	/* NULL: the OS's files; tests may pass another */
 	struct baton_vfs *vfs;
 	/* Refuse peers of another release (the transport's strict_release). */
@@ -79,6 +88,9 @@ struct baton_node_config {
 	uint32_t machine_upgrade;
 	/* enum baton_election_policy; 0: the core's default (version-aware). */
 	uint32_t election_policy;
+	/* The cluster's peer secret (the transport's: peers must prove they
+	 * hold it); NULL: no peer authentication. */
+	const struct baton_peer_secret *peer_secret;
 };
 
 /* Recover from the data directory, start the transport and the timers.
@@ -86,6 +98,26 @@ struct baton_node_config {
 int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 		     const struct baton_node_app *app, struct baton_node **out,
 		     char *err, size_t errlen);
+/* ---- whose the node is (docs/batond.md, "Identity") ---- */
+
+/* Still waiting to found (defer_bootstrap, and empty at start): Raft
+ * messages are not heard until baton_node_found. */
+bool baton_node_founding(struct baton_node *n);
+/* Found the cluster of the founders now: 0, or BATON_ESTATE if the node
+ * is no longer empty (nothing done). Ends the wait either way. */
+int baton_node_found(struct baton_node *n);
+/* What the data directory records: node id, cluster name, cluster UUID. */
+void baton_node_identity(struct baton_node *n, struct baton_identity *out);
+/* Record the cluster's UUID in the data directory (see
+ * baton_fs_storage_set_cluster_uuid: a synced write, once). */
+int baton_node_set_cluster_uuid(struct baton_node *n,
+				const uint8_t uuid[BATON_CLUSTER_UUID_LEN],
+				char *err, size_t errlen);
+/* This node was removed from the cluster: it never stands for election
+ * again and hears no Raft message (the pipeline's retire); reads and
+ * proposals are the server's to refuse. */
+void baton_node_retire(struct baton_node *n);
+
 /* Hand leadership over if leader (cb when done or after a timeout), then
  * nothing more; baton_node_close frees. */
 void baton_node_shutdown(struct baton_node *n, void (*cb)(void *data),
@@ -166,6 +198,9 @@ struct baton_node_status {
 	baton_index stalled_index;
 	char stalled_why[BATON_STALL_TEXT_MAX];
 	struct baton_transport_stats transport;
+	/* Raft messages and forwarded writes (or their replies) dropped
+	 * because their sender is not in this node's latest configuration. */
+	uint64_t peer_msgs_dropped_not_member;
 };
 void baton_node_status(struct baton_node *n, struct baton_node_status *out);
 

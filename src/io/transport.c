@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "baton/assert.h"
+#include "le.h"
 #include "log.h"
 #include "transport_internal.h"
 
@@ -61,6 +62,7 @@ static void handle_gone(struct baton_transport *t)
 	BATON_ASSERT(t->open_handles > 0);
 	if (--t->open_handles == 0 && t->stopping) {
 		baton_buf_free(&t->scratch);
+		baton_peer_secret_wipe(&t->secret);
 		free(t);
 	}
 }
@@ -216,9 +218,8 @@ static void on_ready_frame(struct conn *c, const uint8_t *body, size_t len)
 		t->c.on_frame(t->c.data, from, &f);
 		break;
 	case BATON_PEER_HANDSHAKE_REPLY:
-		if (!c->outbound && !f.handshake_reply.accepted) {
-			baton__transport_refused_by_dialler(c,
-							    &f.handshake_reply);
+		if (!f.handshake_reply.accepted) {
+			baton__transport_refused_late(c, &f.handshake_reply);
 			break;
 		}
 		/* fall through */
@@ -271,6 +272,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	size_t off = 0;
 	while (!c->closing) {
 		size_t len = 0;
+		if (!c->ready && c->in.len - off >= BATON_PEER_PREFIX_LEN &&
+		    baton_le_get_u32(c->in.data + off) >
+			    BATON_PEER_HANDSHAKE_FRAME_MAX) {
+			/* Before the handshake only small frames: nothing is
+			 * buffered for a peer that has not said who it is. */
+			c->t->stats.malformed++;
+			LOG_WARN("a peer connection announced a frame of %u "
+				 "bytes before its handshake completed, above "
+				 "the limit of %u; closing",
+				 baton_le_get_u32(c->in.data + off),
+				 BATON_PEER_HANDSHAKE_FRAME_MAX);
+			baton__transport_close(c, "oversized handshake frame");
+			break;
+		}
 		int rv = baton_peer_split(c->in.data + off, c->in.len - off,
 					  &len);
 		if (rv == BATON_ETOOBIG) {
@@ -411,11 +426,42 @@ int baton_transport_probe(struct baton_transport *t, const char *addr,
 	return 0;
 }
 
+/* At most BATON_TRANSPORT_HANDSHAKING_MAX accepted connections in their
+ * handshake: make room for one more by closing the oldest. A real peer
+ * completes its handshake in a round trip, so whoever floods the port
+ * mostly closes its own connections. */
+static void cap_handshaking(struct baton_transport *t)
+{
+	uint32_t n = 0;
+	struct conn *oldest = NULL;
+	for (struct conn *c = t->all; c != NULL; c = c->all_next) {
+		if (c->outbound || c->ready || c->closing)
+			continue;
+		n++;
+		if (oldest == NULL || c->opened_ms <= oldest->opened_ms)
+			oldest = c;
+	}
+	if (n < BATON_TRANSPORT_HANDSHAKING_MAX)
+		return;
+	BATON_ASSERT(oldest != NULL);
+	t->stats.handshaking_evicted++;
+	uint64_t now = uv_now(t->c.loop);
+	if (now >= t->evicted_logged_ms + 1000) {
+		LOG_WARN("%u peer connections are in their handshake, the "
+			 "limit: closing the oldest for a new one (%" PRIu64
+			 " so closed in all)",
+			 n, t->stats.handshaking_evicted);
+		t->evicted_logged_ms = now;
+	}
+	baton__transport_close(oldest, "too many connections in handshake");
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct baton_transport *t = server->data;
 	if (status != 0)
 		return;
+	cap_handshaking(t);
 	struct conn *c = conn_new(t, false);
 	if (c == NULL)
 		return;
@@ -447,6 +493,13 @@ int baton_transport_start(const struct baton_transport_config *c,
 	if (t == NULL)
 		return BATON_ENOMEM;
 	t->c = *c;
+	if (c->secret != NULL) {
+		BATON_ASSERT(c->secret->len >= BATON_PEER_SECRET_MIN &&
+			     c->secret->len <= BATON_PEER_SECRET_MAX);
+		t->secret = *c->secret;
+		t->has_secret = true;
+	}
+	t->c.secret = NULL; /* ours is t->secret */
 	baton_buf_init(&t->scratch);
 	snprintf(t->cluster_id, sizeof t->cluster_id, "%s", c->cluster_id);
 	t->c.cluster_id = t->cluster_id;
@@ -473,6 +526,28 @@ int baton_transport_start(const struct baton_transport_config *c,
 	return 0;
 }
 
+/* A slot for a member when every slot is taken: the one of a node we never
+ * dial (anyone who connected, a joiner), whose connection is closed. */
+static struct peer *evict_for_member(struct baton_transport *t)
+{
+	for (uint32_t i = 0; i < MAX_PEERS; i++) {
+		struct peer *p = &t->peers[i];
+		if (p->addr[0] != '\0' || p->redial_init || p->out != NULL)
+			continue;
+		BATON_ASSERT(p->id != 0);
+		LOG_WARN("peer table full: closing the connection of node "
+			 "%" PRIu64 ", which is not a member, for a member",
+			 p->id);
+		if (p->in != NULL) /* closing frees a slot nobody dials */
+			baton__transport_close(p->in, "slot taken by a member");
+		else
+			memset(p, 0, sizeof *p);
+		BATON_ASSERT(p->id == 0);
+		return p;
+	}
+	return NULL;
+}
+
 int baton_transport_set_peer(struct baton_transport *t, baton_node_id id,
 			     const char *addr)
 {
@@ -482,7 +557,13 @@ int baton_transport_set_peer(struct baton_transport *t, baton_node_id id,
 	if (p == NULL)
 		p = baton__transport_peer_find(t, 0);
 	if (p == NULL)
+		p = evict_for_member(t);
+	if (p == NULL) {
+		LOG_ERROR("peer table full (%u): cannot reach node %" PRIu64
+			  " at %s",
+			  MAX_PEERS, id, addr);
 		return BATON_ETOOBIG;
+	}
 	if (p->id == id && strcmp(p->addr, addr) == 0)
 		return 0;
 	p->id = id;

@@ -24,6 +24,21 @@
  * below), which a node that wants to join reads with a probe. With
  * strict_release, a peer of another release is refused like one with no
  * common protocol.
+ *
+ * Peer authentication. With a peer secret (struct baton_peer_secret, read
+ * from a file), the handshake is a mutual challenge-response: each side
+ * sends a random nonce and proves it holds the secret with an
+ * HMAC-SHA-256 over both nonces, both node ids, the cluster id and its
+ * role; a peer without the secret, or with another, is refused and both
+ * logs say "peer authentication failed: ...". An accepted connection is
+ * ready only once the dialler's proof (a third frame, HandshakeAuth) has
+ * been checked: nothing from it reaches the node before. Before a
+ * connection's handshake completes it may send only frames of at most
+ * BATON_PEER_HANDSHAKE_FRAME_MAX bytes, and at most
+ * BATON_TRANSPORT_HANDSHAKING_MAX accepted connections may be in their
+ * handshake at once (the oldest is closed for a new one). No TLS: the
+ * frames after the handshake are neither encrypted nor authenticated
+ * (docs/peer-protocol.md says what that leaves open).
  */
 #ifndef BATON_IO_TRANSPORT_H
 #define BATON_IO_TRANSPORT_H
@@ -39,6 +54,40 @@
 #define BATON_TRANSPORT_BACKOFF_MIN_MS 50u
 #define BATON_TRANSPORT_BACKOFF_MAX_MS 2000u
 #define BATON_ADDR_MAX 256u
+/* Accepted connections in their handshake at once; a new one closes the
+ * oldest (each holds at most a BATON_PEER_HANDSHAKE_FRAME_MAX frame). */
+#define BATON_TRANSPORT_HANDSHAKING_MAX 64u
+
+/* ---- the peer secret --------------------------------------------------- */
+
+/* Bytes of a peer secret: all the bytes of its file, a trailing newline
+ * included (so every node must hold a copy of the same file). */
+#define BATON_PEER_SECRET_MIN 16u
+#define BATON_PEER_SECRET_MAX 4096u
+
+struct baton_peer_secret {
+	size_t len; /* BATON_PEER_SECRET_MIN .. BATON_PEER_SECRET_MAX */
+	uint8_t bytes[BATON_PEER_SECRET_MAX];
+};
+
+/* Read the peer secret from the file at path. Refuses, with a message in
+ * err naming the file, what was found and what to do: a file that is not
+ * a regular file, one group or others may read or write (mode & 077:
+ * BATON_EINVAL), an empty one or one under BATON_PEER_SECRET_MIN bytes
+ * (BATON_EINVAL), one over BATON_PEER_SECRET_MAX (BATON_ETOOBIG); a file
+ * that cannot be opened or read is BATON_EIO. *out is wiped on error. */
+int baton_peer_secret_load(const char *path, struct baton_peer_secret *out,
+			   char *err, size_t cap);
+/* Overwrite a secret's bytes (not optimised away). */
+void baton_peer_secret_wipe(struct baton_peer_secret *s);
+
+/* The proof a forwarded write carries that its client authenticated with
+ * `password` (docs/peer-protocol.md, "Forwarded writes"): SHA-256 of a
+ * fixed label and the password. */
+void baton_client_auth_proof(const char *password,
+			     uint8_t out[BATON_PEER_CLIENT_AUTH_LEN]);
+/* a and b equal, in a time that does not depend on where they differ. */
+bool baton_equal_secret(const uint8_t *a, const uint8_t *b, size_t len);
 
 struct baton_transport;
 
@@ -79,7 +128,25 @@ struct baton_transport_config {
 	 * sides log a reason naming both releases), and advertise it in the
 	 * cluster view. */
 	bool strict_release;
+	/* The cluster's peer secret: every peer must prove it holds the same
+	 * (the transport keeps its own copy). NULL: no authentication, and a
+	 * peer that offers it is refused. */
+	const struct baton_peer_secret *secret;
+	/* Cluster identity (docs/batond.md, "Identity"): whether node id was
+	 * removed from the cluster (it is refused, and the refusal tells it
+	 * so); NULL: nobody is. */
+	bool (*is_removed)(void *data, baton_node_id id);
+	/* A member told us, refusing a connection, that this node was
+	 * removed from the cluster (`reason` is its text). NULL: ignored. */
+	void (*removed)(void *data, baton_node_id by, const char *reason);
 };
+
+/* The UUID this node's cluster was born with, once known: sent in every
+ * handshake; a peer that knows another one is refused (both logs say
+ * which two). */
+void baton_transport_set_cluster_uuid(
+	struct baton_transport *t,
+	const uint8_t uuid[BATON_PEER_CLUSTER_UUID_LEN]);
 
 /* Peers the transport keeps track of (known addresses and accepted ones). */
 #define BATON_TRANSPORT_PEERS_MAX 64u
@@ -99,12 +166,15 @@ struct baton_transport_peer {
 
 struct baton_transport_stats {
 	uint64_t frames_in, frames_out;
-	uint64_t dropped;    /* queue full, no connection, or not encodable */
-	uint64_t refused;    /* handshakes refused, either side */
-	uint64_t unknown;    /* frames of a kind this release ignores */
-	uint64_t malformed;  /* connections closed on a bad frame */
-	uint64_t bad_frames; /* frames after the handshake that did not
-				decode: logged and skipped */
+	uint64_t dropped;     /* queue full, no connection, or not encodable */
+	uint64_t refused;     /* handshakes refused, either side */
+	uint64_t unknown;     /* frames of a kind this release ignores */
+	uint64_t malformed;   /* connections closed on a bad frame */
+	uint64_t bad_frames;  /* frames after the handshake that did not
+				 decode: logged and skipped */
+	uint64_t auth_failed; /* handshakes refused for authentication */
+	uint64_t handshaking_evicted; /* closed for a newer one in its
+					 handshake (the cap) */
 	uint32_t connected_peers;
 	/* Every peer with a slot, by slot order. */
 	uint32_t n_peers;

@@ -42,6 +42,17 @@ struct conn {
 	struct baton_proto_version proto;
 	/* What the other end said of itself in the handshake. */
 	struct baton_profile profile;
+	/* Peer authentication: our nonce on this connection, the other
+	 * end's, and (accepted, authenticating) the id it claimed and the
+	 * version chosen, until its proof arrives. */
+	uint8_t nonce[BATON_PEER_AUTH_NONCE_LEN];
+	uint8_t their_nonce[BATON_PEER_AUTH_NONCE_LEN];
+	bool authenticating;
+	baton_node_id claimed_id;
+	struct baton_proto_version pending_proto;
+	/* The refusal being sent tells the other end it was removed from
+	 * the cluster (HandshakeReply.removed). */
+	bool refusing_removed;
 	struct baton_buf in;
 	size_t queued;
 	uint64_t opened_ms;
@@ -58,7 +69,13 @@ struct baton_transport {
 	uv_tcp_t listener;
 	struct peer peers[MAX_PEERS];
 	struct baton_transport_stats stats;
-	struct baton_buf scratch; /* frames being encoded for sending */
+	bool has_secret;
+	struct baton_peer_secret secret; /* a copy of c.secret's */
+	/* The UUID this node's cluster was born with, once known. */
+	bool has_uuid;
+	uint8_t uuid[BATON_PEER_CLUSTER_UUID_LEN];
+	uint64_t evicted_logged_ms;	 /* rate of the cap's warning */
+	struct baton_buf scratch;	 /* frames being encoded for sending */
 	uint64_t rng;
 	bool stopping;
 	uint32_t open_handles;
@@ -80,6 +97,24 @@ int baton__transport_write(struct conn *c, const uint8_t *data, size_t len);
 void baton__transport_probe_done(struct conn *c, int rv, const char *why,
 				 const struct baton_peer_handshake_reply *r);
 
+/* transport_auth.c: the handshake's cryptography. */
+enum baton__auth_role {
+	BATON__AUTH_DIALLER = 1,
+	BATON__AUTH_ACCEPTOR = 2,
+};
+/* A random nonce (OpenSSL's RAND_bytes): 0, or BATON_EIO. */
+int baton__transport_nonce(uint8_t out[BATON_PEER_AUTH_NONCE_LEN]);
+/* The proof of `role` on a connection from node `dialler` to node
+ * `acceptor` of cluster_id with those nonces: HMAC-SHA-256 under the
+ * secret (docs/peer-protocol.md says what it covers). */
+void baton__transport_auth_mac(const struct baton_peer_secret *secret,
+			       enum baton__auth_role role,
+			       const char *cluster_id, baton_node_id dialler,
+			       baton_node_id acceptor,
+			       const uint8_t nonce_dialler[],
+			       const uint8_t nonce_acceptor[],
+			       uint8_t out[BATON_PEER_AUTH_MAC_LEN]);
+
 /* transport_handshake.c: a dialled connection is up, introduce ourselves. */
 void baton__transport_hello(struct conn *c);
 /* A frame on a connection whose handshake is not done: the Handshake (we
@@ -87,9 +122,11 @@ void baton__transport_hello(struct conn *c);
  * connection ready, or refuses it (logged on both sides), or closes it. */
 void baton__transport_first_frame(struct conn *c, const uint8_t *body,
 				  size_t len);
-/* On a ready inbound connection, the dialler refused the version we chose
- * (a HandshakeReply with accepted false): log its reason and close. */
-void baton__transport_refused_by_dialler(
-	struct conn *c, const struct baton_peer_handshake_reply *r);
+/* On a ready connection, the other end refused it after all (a
+ * HandshakeReply with accepted false: the dialler refusing the version we
+ * chose, or the acceptor refusing our proof or finding no slot): log its
+ * reason and close. */
+void baton__transport_refused_late(struct conn *c,
+				   const struct baton_peer_handshake_reply *r);
 
 #endif /* BATON_IO_TRANSPORT_INTERNAL_H */

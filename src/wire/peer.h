@@ -90,6 +90,8 @@ struct baton_buf; /* baton/buf.h */
 #define BATON_PEER_AUTH_MAC_LEN 32u
 /* A forwarded write's proof that its client authenticated: SHA-256. */
 #define BATON_PEER_CLIENT_AUTH_LEN 32u
+/* A cluster's UUID (docs/batond.md, "Identity"), in bytes. */
+#define BATON_PEER_CLUSTER_UUID_LEN 16u
 /* Room for any refusal text below (a reason must also fit
  * BATON_PEER_REASON_MAX to travel; the texts here always do). */
 #define BATON_PEER_REFUSAL_MAX 512u
@@ -157,6 +159,10 @@ struct baton_peer_handshake {
 	 * from a node without a secret: has_auth false). */
 	bool has_auth;
 	uint8_t auth_nonce[BATON_PEER_AUTH_NONCE_LEN];
+	/* The UUID the sender's cluster was born with, once it knows it
+	 * (absent from releases before cluster identity). */
+	bool has_cluster_uuid;
+	uint8_t cluster_uuid[BATON_PEER_CLUSTER_UUID_LEN];
 };
 
 /* What a node knows of its cluster's versions, appended to the frozen
@@ -173,6 +179,9 @@ struct baton_peer_cluster_view {
 	/* The cluster's release when it refuses mixed releases (strict
 	 * mode), else 0.0.0. */
 	struct baton_release strict_release;
+	/* The last index of the sender's log (0: empty, or a release before
+	 * cluster identity): a founder reads it before founding. */
+	baton_index last_index;
 };
 
 /* The answer of the node that accepted the connection; also what a
@@ -190,6 +199,9 @@ struct baton_peer_handshake_reply {
 	 * nonces (self.auth_nonce is its own), when has_auth_mac. */
 	bool has_auth_mac;
 	uint8_t auth_mac[BATON_PEER_AUTH_MAC_LEN];
+	/* With accepted false: the other end's id was removed from the
+	 * cluster, and it must stop serving. */
+	bool removed;
 };
 
 /* The dialler's proof that it holds the peer secret: its third frame. */

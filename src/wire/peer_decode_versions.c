@@ -148,6 +148,7 @@ static int view_out(const Batonpeer__ClusterView *v,
 		*why = "release part above 65535";
 		return BATON_ECORRUPT;
 	}
+	out->last_index = v->last_index;
 	return 0;
 }
 
@@ -192,6 +193,11 @@ int baton__peer_handshake_out(const Batonpeer__Handshake *h,
 			h->auth_nonce, sizeof out->auth_nonce, out->auth_nonce,
 			&out->has_auth, "authentication nonce not 32 bytes",
 			why);
+	if (rv == 0)
+		rv = baton__peer_fixed_out(
+			h->cluster_uuid, sizeof out->cluster_uuid,
+			out->cluster_uuid, &out->has_cluster_uuid,
+			"cluster uuid not 16 bytes", why);
 	return rv;
 }
 
@@ -200,6 +206,7 @@ int baton__peer_handshake_reply_out(const Batonpeer__HandshakeReply *r,
 				    const char **why)
 {
 	out->accepted = r->accepted;
+	out->removed = r->removed;
 	out->proto.value = r->proto;
 	if (r->accepted && r->proto == 0) {
 		*why = "handshake accepted without a protocol version";

@@ -391,6 +391,9 @@ static int handshake_in(Batonpeer__Handshake *o, struct profile_pb *prof,
 	o->peer_addr = str_in(h->peer_addr);
 	if (h->has_auth)
 		o->auth_nonce = bytes_in(h->auth_nonce, sizeof h->auth_nonce);
+	if (h->has_cluster_uuid)
+		o->cluster_uuid =
+			bytes_in(h->cluster_uuid, sizeof h->cluster_uuid);
 	return 0;
 }
 
@@ -437,6 +440,7 @@ static int view_in(struct view_pb *pb, const struct baton_peer_cluster_view *v)
 	if (!release_none(v->strict_release))
 		pb->view.strict_release =
 			release_in(&pb->strict, v->strict_release);
+	pb->view.last_index = v->last_index;
 	return 0;
 }
 
@@ -461,6 +465,7 @@ int baton_peer_encode_handshake_reply(
 	o.self = &self;
 	if (r->has_auth_mac)
 		o.auth_mac = bytes_in(r->auth_mac, sizeof r->auth_mac);
+	o.removed = r->removed;
 	struct view_pb *view = NULL; /* a few KiB: the version table */
 	if (r->has_cluster) {
 		view = malloc(sizeof *view);

@@ -1,16 +1,21 @@
 /*
  * The peer transport on a real loop and loopback TCP: the cluster view in
  * the handshake reply read by a probe, a join from a node no configuration
- * knows answered on the connection it opened, and strict release refusing
- * a mixed peer on either side, with the reason on both.
+ * knows answered on the connection it opened, strict release refusing a
+ * mixed peer on either side, with the reason on both, and peer
+ * authentication (same secret, another one, one on one side only; the
+ * proofs' known answers; the limit before a handshake).
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "transport.h"
+#include "transport_internal.h"
 
 struct node {
 	struct baton_transport *t;
@@ -21,7 +26,8 @@ struct node {
 	baton_node_id join_from;
 	bool join_reply_accepted;
 	char join_reply_reason[64];
-	bool view; /* give a cluster view */
+	bool view;				/* give a cluster view */
+	const struct baton_peer_secret *secret; /* NULL: none */
 };
 
 struct probe_result {
@@ -100,7 +106,8 @@ static void start_at(struct node *n, baton_node_id id, uint16_t slot,
 					   .on_frame = on_frame,
 					   .cluster_view = give_view,
 					   .data = n,
-					   .strict_release = strict};
+					   .strict_release = strict,
+					   .secret = n->secret};
 	cr_assert_eq(baton_transport_start(&c, &n->t), 0);
 }
 
@@ -331,6 +338,186 @@ Test(transport, slots_of_unknown_nodes_are_freed_when_they_leave, .init = setup)
 			     (unsigned long long)id);
 	}
 	cr_assert_eq(a.joins, 0);
+	baton_transport_stop(a.t);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* ---- peer authentication ------------------------------------------------ */
+
+static struct baton_peer_secret secret_of(const char *text)
+{
+	struct baton_peer_secret s = {0};
+	s.len = strlen(text);
+	cr_assert_geq(s.len, BATON_PEER_SECRET_MIN);
+	memcpy(s.bytes, text, s.len);
+	return s;
+}
+
+/* Run the loop until b's connection to a is up, or 5 s. */
+static bool connects(struct node *a, struct node *b)
+{
+	cr_assert_eq(baton_transport_set_peer(b->t, 1, a->addr), 0);
+	for (int i = 0; i < 500; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		if (baton_transport_peer_proto(b->t, 1).value != 0 &&
+		    baton_transport_peer_proto(a->t, 7).value != 0)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+Test(transport, auth_with_the_same_secret_connects, .init = setup)
+{
+	struct baton_peer_secret s =
+		secret_of("a cluster secret of 32 bytes..");
+	struct node a = {.view = true, .secret = &s}, b = {.secret = &s};
+	start(&a, 1, 2, false);
+	start(&b, 7, 2, false);
+	/* A probe reads the view, which rides on a's proof. */
+	struct probe_result p = {0};
+	cr_assert_eq(baton_transport_probe(b.t, a.addr, on_probe, &p), 0);
+	run_until(&p.done);
+	cr_assert_eq(p.rv, 0, "%s", p.reason);
+	cr_assert(p.accepted && p.has_cluster);
+	cr_assert(connects(&a, &b));
+	/* Frames flow both ways once both proofs were checked. */
+	struct baton_peer_frame j = {.kind = BATON_PEER_JOIN};
+	j.join = (struct baton_peer_join){.node_id = 7,
+					  .peer_addr = b.addr,
+					  .profile = release_profile(2)};
+	cr_assert_eq(baton_transport_send_frame(b.t, 1, &j), 0);
+	bool replied = false;
+	for (int i = 0; i < 500 && !replied; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+		replied = b.join_replies > 0;
+	}
+	cr_assert(replied);
+	struct baton_transport_stats sa, sb;
+	baton_transport_stats(a.t, &sa);
+	baton_transport_stats(b.t, &sb);
+	cr_assert_eq(sa.auth_failed + sb.auth_failed, 0);
+	stop(&a, &b);
+}
+
+/* b dials a, whose secrets differ (or one has none): no connection, both
+ * count the failure, and a probe from b says why. */
+static void auth_refused(const struct baton_peer_secret *sa_secret,
+			 const struct baton_peer_secret *sb_secret)
+{
+	struct node a = {.view = true, .secret = sa_secret};
+	struct node b = {.secret = sb_secret};
+	start(&a, 1, 2, false);
+	start(&b, 7, 2, false);
+	struct probe_result p = {0};
+	cr_assert_eq(baton_transport_probe(b.t, a.addr, on_probe, &p), 0);
+	run_until(&p.done);
+	cr_assert(strstr(p.reason, "peer authentication failed") != NULL,
+		  "probe: %d %s", p.rv, p.reason);
+	cr_assert_not(p.rv == 0 && p.accepted);
+	cr_assert_not(p.has_cluster, "no view without a valid proof");
+	cr_assert_eq(baton_transport_set_peer(b.t, 1, a.addr), 0);
+	struct baton_transport_stats sa, sb;
+	bool both = false;
+	for (int i = 0; i < 500 && !both; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+		baton_transport_stats(a.t, &sa);
+		baton_transport_stats(b.t, &sb);
+		both = sa.refused >= 2 && sb.refused >= 2 &&
+		       sa.auth_failed + sb.auth_failed >= 2;
+	}
+	cr_assert(both, "refused: a %llu, b %llu",
+		  (unsigned long long)sa.refused,
+		  (unsigned long long)sb.refused);
+	cr_assert_eq(baton_transport_peer_proto(b.t, 1).value, 0);
+	cr_assert_eq(baton_transport_peer_proto(a.t, 7).value, 0);
+	cr_assert_eq(sa.n_peers, 0, "no slot for an unproven node");
+	stop(&a, &b);
+}
+
+Test(transport, auth_refuses_another_secret, .init = setup)
+{
+	struct baton_peer_secret s1 = secret_of("the first cluster's secret");
+	struct baton_peer_secret s2 = secret_of("the second cluster's secret");
+	auth_refused(&s1, &s2);
+}
+
+Test(transport, auth_refuses_a_dialler_without_the_secret, .init = setup)
+{
+	struct baton_peer_secret s = secret_of("only the acceptor has it");
+	auth_refused(&s, NULL);
+}
+
+Test(transport, auth_refuses_an_acceptor_without_the_secret, .init = setup)
+{
+	struct baton_peer_secret s = secret_of("only the dialler has it");
+	auth_refused(NULL, &s);
+}
+
+/* The proofs are what docs/peer-protocol.md says, byte for byte (the
+ * expected values come from Python's hmac over the documented input), and
+ * so is a forward's client proof. */
+Test(transport, auth_known_answers)
+{
+	struct baton_peer_secret s = secret_of("0123456789abcdef");
+	uint8_t nd[BATON_PEER_AUTH_NONCE_LEN], na[BATON_PEER_AUTH_NONCE_LEN];
+	for (uint8_t i = 0; i < BATON_PEER_AUTH_NONCE_LEN; i++) {
+		nd[i] = i;
+		na[i] = (uint8_t)(0x40 + i);
+	}
+	static const uint8_t acceptor[32] = {
+		0xbb, 0xd9, 0xcc, 0x3c, 0x85, 0x47, 0x86, 0xaf,
+		0x5a, 0xec, 0x67, 0x93, 0x27, 0x0b, 0xe0, 0x2c,
+		0x09, 0x8f, 0x74, 0xe0, 0x3e, 0x2f, 0xc9, 0xd5,
+		0xf0, 0xc0, 0x01, 0x3b, 0x6e, 0xf6, 0xfe, 0x2a};
+	static const uint8_t dialler[32] = {
+		0x23, 0x08, 0x2a, 0x03, 0x89, 0x95, 0xe8, 0x0d,
+		0xa4, 0xc4, 0x45, 0x72, 0x76, 0x62, 0xc1, 0xe9,
+		0xe6, 0xd5, 0x98, 0x5d, 0x6e, 0xff, 0x48, 0xbf,
+		0x8a, 0x3a, 0xf8, 0x2e, 0x5e, 0xf5, 0x31, 0x3c};
+	uint8_t mac[BATON_PEER_AUTH_MAC_LEN];
+	baton__transport_auth_mac(&s, BATON__AUTH_ACCEPTOR, "test", 7, 1, nd,
+				  na, mac);
+	cr_assert_eq(memcmp(mac, acceptor, sizeof mac), 0);
+	baton__transport_auth_mac(&s, BATON__AUTH_DIALLER, "test", 7, 1, nd, na,
+				  mac);
+	cr_assert_eq(memcmp(mac, dialler, sizeof mac), 0);
+	cr_assert(baton_equal_secret(mac, dialler, sizeof mac));
+	cr_assert_not(baton_equal_secret(mac, acceptor, sizeof mac));
+	static const uint8_t proof_pw[32] = {
+		0x75, 0x64, 0xfb, 0x79, 0x23, 0x82, 0x73, 0x1e,
+		0x47, 0xe2, 0x7c, 0xfa, 0xfa, 0x57, 0xb7, 0x26,
+		0xe5, 0x7e, 0xe8, 0x1c, 0x53, 0x7d, 0x83, 0x82,
+		0x70, 0xa2, 0x9b, 0xfc, 0xfa, 0x5a, 0x8c, 0xb1};
+	baton_client_auth_proof("pw", mac);
+	cr_assert_eq(memcmp(mac, proof_pw, sizeof mac), 0);
+}
+
+/* Before its handshake a connection may announce only a small frame: a
+ * larger length prefix closes it at once, before anything is buffered. */
+Test(transport, oversized_frame_before_the_handshake_closes, .init = setup)
+{
+	struct node a = {0};
+	start(&a, 1, 2, false);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)(port_base + 1))};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	uint8_t prefix[4] = {0x01, 0x00, 0x01, 0x00}; /* 64 KiB + 1 */
+	cr_assert_eq(write(fd, prefix, sizeof prefix), 4);
+	struct baton_transport_stats st = {0};
+	for (int i = 0; i < 500 && st.malformed == 0; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+		baton_transport_stats(a.t, &st);
+	}
+	cr_assert_eq(st.malformed, 1);
+	close(fd);
 	baton_transport_stop(a.t);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	cr_assert_eq(uv_loop_close(&loop), 0);
