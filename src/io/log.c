@@ -23,10 +23,10 @@ int baton_log_level_parse(const char *name)
 	return -1;
 }
 
-void baton_log(enum baton_log_level level, const char *fmt, ...)
+/* One line: the prefix, the message, then `suffix` (may be ""). */
+static void log_line(enum baton_log_level level, const char *suffix,
+		     const char *fmt, va_list ap)
 {
-	if (level < log_min)
-		return;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
@@ -37,11 +37,48 @@ void baton_log(enum baton_log_level level, const char *fmt, ...)
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
 			 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
 			 level_names[level], (unsigned long long)log_node_id);
-	va_list ap;
-	va_start(ap, fmt);
 	if (n > 0 && (size_t)n < sizeof line)
 		vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-	va_end(ap);
 	/* One write per line, so lines of concurrent writers never mix. */
-	fprintf(stderr, "%s\n", line);
+	fprintf(stderr, "%s%s\n", line, suffix);
+}
+
+void baton_log(enum baton_log_level level, const char *fmt, ...)
+{
+	if (level < log_min)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(level, "", fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void baton_log_limited(struct baton_log_limit *l, enum baton_log_level level,
+		       const char *fmt, ...)
+{
+	if (level < log_min)
+		return;
+	uint64_t now = monotonic_ms();
+	if (l->written && now - l->last_ms < BATON_LOG_LIMIT_INTERVAL_MS) {
+		l->suppressed++;
+		return;
+	}
+	char suffix[48] = "";
+	if (l->suppressed > 0)
+		snprintf(suffix, sizeof suffix, " (%llu more since)",
+			 (unsigned long long)l->suppressed);
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(level, suffix, fmt, ap);
+	va_end(ap);
+	l->written = true;
+	l->last_ms = now;
+	l->suppressed = 0;
 }

@@ -2,6 +2,7 @@
 #ifndef BATON_IO_LOG_H
 #define BATON_IO_LOG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum baton_log_level {
@@ -23,5 +24,22 @@ void baton_log(enum baton_log_level level, const char *fmt, ...)
 #define LOG_INFO(...) baton_log(BATON_LOG_INFO, __VA_ARGS__)
 #define LOG_WARN(...) baton_log(BATON_LOG_WARN, __VA_ARGS__)
 #define LOG_ERROR(...) baton_log(BATON_LOG_ERROR, __VA_ARGS__)
+
+/* One kind of line that may repeat at the will of a peer or a client (a
+ * limit hit, a refused connection, a bad frame): at most one such line per
+ * BATON_LOG_LIMIT_INTERVAL_MS; the next line written ends with "(N more
+ * since)", the lines left out meanwhile. Owned by the caller, one per kind,
+ * zero-initialized; used on one thread. */
+#define BATON_LOG_LIMIT_INTERVAL_MS 1000u
+struct baton_log_limit {
+	bool written;	     /* a line was written at last_ms */
+	uint64_t last_ms;    /* monotonic */
+	uint64_t suppressed; /* left out since */
+};
+
+/* baton_log through a limit: writes the line, or counts it as left out. */
+void baton_log_limited(struct baton_log_limit *l, enum baton_log_level level,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #endif /* BATON_IO_LOG_H */

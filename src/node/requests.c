@@ -113,6 +113,10 @@ int baton_pipeline_propose(struct baton_pipeline *p, const uint8_t *payload,
 		return BATON_ESTALLED;
 	if (p->role != BATON_LEADER)
 		return BATON_ENOTLEADER;
+	/* Refused here, alone: in a batch the core would refuse every
+	 * proposal of it. */
+	if (len > p->c.raft.max_entry_bytes)
+		return BATON_ETOOBIG;
 	if (p->queue_n + p->props_n >= BATON_PIPELINE_PENDING_MAX)
 		return BATON_EOVERLOADED;
 	if (p->queue_n == p->queue_cap &&

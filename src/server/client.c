@@ -5,18 +5,41 @@
  * request order, so pipelined commands get their replies in order however
  * they complete. A client that disconnects with commands in flight is freed
  * when the last of them completes.
+ *
+ * Order (Redis's): the commands of one connection take effect in the order
+ * sent. Writes go to the log in order and reads share read indexes, so
+ * writes may pipeline with writes and reads with reads; but a read waits
+ * until the connection's writes in flight are done (applied on the leader,
+ * so a read index taken after them covers them), and a write until its
+ * reads in flight are served. The command that must wait stays parsed in
+ * the parser, which is not fed meanwhile: reading from the socket stops
+ * until it runs, so a waiting connection holds at most one request.
+ *
+ * Limits (docs/batond.md, "Limits"): the parser refuses a bulk or a
+ * request above its limit at the header; replies queued unread are capped
+ * per client and over all clients (the biggest slow reader is cut off);
+ * idle clients may be closed. A connection ending on an error gets its
+ * replies, then a FIN; what it still sends is read and dropped for at
+ * most CLIENT_LINGER_MS, so that the client reads the error rather than
+ * a reset.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "baton/assert.h"
 #include "log.h"
 #include "server.h"
+
+#define CLIENT_LINGER_MS 1000u
+/* Room for "255.255.255.255:65535". */
+#define CLIENT_ADDR_MAX 32u
 
 struct slot {
 	struct client *c;
 	struct baton_buf buf;
+	enum command_order order;
 	bool done;
 	struct slot *next;
 };
@@ -24,10 +47,25 @@ struct slot {
 struct client {
 	struct server *s;
 	uv_tcp_t tcp;
+	uv_shutdown_t shutdown;
+	char addr[CLIENT_ADDR_MAX]; /* the peer, for logs */
 	struct resp_parser parser;
 	struct client_state st;
 	struct slot *head, *tail;
 	uint32_t in_flight; /* slots not yet done */
+	uint32_t reads_in_flight, writes_in_flight;
+	/* A parsed command waiting for its turn (see the top); its argv
+	 * points into the parser, which is left alone meanwhile. */
+	bool has_waiting;
+	struct resp_command waiting;
+	bool processing; /* in process(): a nested call returns */
+	bool reading;
+	/* Reply, then close: QUIT, a protocol error, a refusal. */
+	bool hangup;
+	bool fin_queued;	  /* uv_shutdown called */
+	bool shut;		  /* the FIN was sent; draining input */
+	uint64_t linger_until_ms; /* once shut */
+	uint64_t last_active_ms;  /* input read or output written */
 	size_t output_queued;
 	bool closing;
 	bool handle_closed;
@@ -39,6 +77,12 @@ struct client_write {
 	struct client *c;
 	struct baton_buf buf;
 };
+
+/* Warnings a client can cause at will: one line a second each. */
+static struct baton_log_limit limit_output, limit_refused, limit_protocol,
+	limit_idle;
+
+static void process(struct client *c);
 
 static void client_maybe_free(struct client *c)
 {
@@ -81,24 +125,128 @@ static void client_close(struct client *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	c->has_waiting = false; /* never to run */
+	/* Its queued output no longer counts: libuv cancels it. */
+	BATON_ASSERT(c->s->output_bytes >= c->output_queued);
+	c->s->output_bytes -= c->output_queued;
 	uv_close((uv_handle_t *)&c->tcp, on_client_closed);
+}
+
+/* Read from the socket only while there is nothing waiting to run and the
+ * connection is not ending. */
+static void update_reading(struct client *c);
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	buf->base = malloc(suggested);
+	buf->len = buf->base != NULL ? suggested : 0;
+}
+
+/* After the FIN: drop what the client still sends until it closes. */
+static void on_drain(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	struct client *c = stream->data;
+	free(buf->base);
+	if (nread < 0)
+		client_close(c);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	struct client *c = req->data;
+	if (c->closing)
+		return;
+	if (status != 0 ||
+	    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_drain) != 0) {
+		client_close(c);
+		return;
+	}
+	c->reading = true;
+	c->shut = true;
+	c->linger_until_ms = uv_now(c->s->loop) + CLIENT_LINGER_MS;
+}
+
+/* Every reply is written: send the FIN after them (uv_shutdown waits for
+ * the writes queued), then drain. */
+static void hang_up(struct client *c)
+{
+	if (c->closing || c->fin_queued)
+		return;
+	c->fin_queued = true;
+	if (c->reading) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading = false;
+	}
+	c->shutdown.data = c;
+	if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
+		client_close(c);
 }
 
 static void on_written(uv_write_t *req, int status)
 {
 	struct client_write *w = (struct client_write *)req;
 	struct client *c = w->c;
+	BATON_ASSERT(c->output_queued >= w->buf.len);
 	c->output_queued -= w->buf.len;
+	if (!c->closing) {
+		BATON_ASSERT(c->s->output_bytes >= w->buf.len);
+		c->s->output_bytes -= w->buf.len;
+		c->last_active_ms = uv_now(c->s->loop);
+	}
 	baton_buf_free(&w->buf);
 	free(w);
 	if (status != 0)
 		client_close(c);
 }
 
+/* The open client with the most output queued (NULL if none has any). */
+static struct client *biggest_reader(struct server *s)
+{
+	struct client *big = NULL;
+	for (struct client *c = s->clients; c != NULL; c = c->next)
+		if (!c->closing && c->output_queued > 0 &&
+		    (big == NULL || c->output_queued > big->output_queued))
+			big = c;
+	return big;
+}
+
+/* Cut off slow readers: this one above its own limit, or the biggest
+ * while all together are above theirs. */
+static void enforce_output_limits(struct client *c)
+{
+	struct server *s = c->s;
+	if (c->output_queued > s->cfg.max_client_output_bytes) {
+		s->stats.output_disconnects++;
+		baton_log_limited(&limit_output, BATON_LOG_WARN,
+				  "client %s: %zu bytes of replies unread "
+				  "exceed --max-client-output-bytes %" PRIu64
+				  "; disconnecting a slow reader",
+				  c->addr, c->output_queued,
+				  s->cfg.max_client_output_bytes);
+		client_close(c);
+	}
+	while (s->output_bytes > s->cfg.max_total_output_bytes) {
+		struct client *big = biggest_reader(s);
+		BATON_ASSERT(big != NULL); /* output_bytes counts open ones */
+		s->stats.output_disconnects++;
+		baton_log_limited(&limit_output, BATON_LOG_WARN,
+				  "clients hold %" PRIu64
+				  " bytes of replies unread, above "
+				  "--max-total-output-bytes %" PRIu64
+				  "; disconnecting the slowest reader, client "
+				  "%s (%zu bytes)",
+				  s->output_bytes,
+				  s->cfg.max_total_output_bytes, big->addr,
+				  big->output_queued);
+		client_close(big);
+	}
+}
+
 /* Send every finished reply at the head of the queue, in one write. */
 static void flush(struct client *c)
 {
-	if (c->head == NULL || !c->head->done)
+	if (c->closing || c->head == NULL || !c->head->done)
 		return;
 	struct client_write *w = calloc(1, sizeof *w);
 	if (w == NULL) {
@@ -120,25 +268,23 @@ static void flush(struct client *c)
 	if (c->closing || w->buf.len == 0) {
 		baton_buf_free(&w->buf);
 		free(w);
-		return;
+	} else {
+		uv_buf_t b =
+			uv_buf_init((char *)w->buf.data, (unsigned)w->buf.len);
+		size_t len = w->buf.len;
+		if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1,
+			     on_written) != 0) {
+			baton_buf_free(&w->buf);
+			free(w);
+			client_close(c);
+			return;
+		}
+		c->output_queued += len;
+		c->s->output_bytes += len;
+		enforce_output_limits(c);
 	}
-	uv_buf_t b = uv_buf_init((char *)w->buf.data, (unsigned)w->buf.len);
-	c->output_queued += w->buf.len;
-	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
-		c->output_queued -= w->buf.len;
-		baton_buf_free(&w->buf);
-		free(w);
-		client_close(c);
-		return;
-	}
-	if (c->output_queued > SERVER_CLIENT_OUTPUT_MAX) {
-		LOG_WARN("client output above %u bytes: disconnecting a slow "
-			 "reader",
-			 SERVER_CLIENT_OUTPUT_MAX);
-		client_close(c);
-	}
-	if (c->st.quit)
-		client_close(c);
+	if ((c->hangup || c->st.quit) && c->head == NULL)
+		hang_up(c);
 }
 
 struct baton_buf *slot_buf(struct slot *sl)
@@ -149,19 +295,32 @@ struct baton_buf *slot_buf(struct slot *sl)
 void slot_done(struct slot *sl)
 {
 	struct client *c = sl->c;
+	BATON_ASSERT(!sl->done && c->in_flight > 0);
 	sl->done = true;
 	c->in_flight--;
-	if (c->handle_closed) {
-		/* Nobody to send to: drop what is finished. */
+	if (sl->order == ORDER_READ) {
+		BATON_ASSERT(c->reads_in_flight > 0);
+		c->reads_in_flight--;
+	} else if (sl->order == ORDER_WRITE) {
+		BATON_ASSERT(c->writes_in_flight > 0);
+		c->writes_in_flight--;
+	}
+	if (c->closing) {
+		/* Nobody to send to: drop what is finished (a slow reader
+		 * cut off would otherwise hold its replies until closed). */
 		while (c->head != NULL && c->head->done) {
 			struct slot *h = c->head;
 			c->head = h->next;
+			if (c->head == NULL)
+				c->tail = NULL;
 			slot_free(h);
 		}
 		client_maybe_free(c);
 		return;
 	}
 	flush(c);
+	if (c->has_waiting)
+		process(c);
 }
 
 void reply_error_for(struct baton_buf *b, int code)
@@ -197,12 +356,13 @@ void slot_error(struct slot *sl, int code)
 	slot_done(sl);
 }
 
-static struct slot *slot_new(struct client *c)
+static struct slot *slot_new(struct client *c, enum command_order order)
 {
 	struct slot *sl = calloc(1, sizeof *sl);
 	if (sl == NULL)
 		return NULL;
 	sl->c = c;
+	sl->order = order;
 	baton_buf_init(&sl->buf);
 	if (c->tail != NULL)
 		c->tail->next = sl;
@@ -210,59 +370,194 @@ static struct slot *slot_new(struct client *c)
 		c->head = sl;
 	c->tail = sl;
 	c->in_flight++;
+	if (order == ORDER_READ)
+		c->reads_in_flight++;
+	else if (order == ORDER_WRITE)
+		c->writes_in_flight++;
 	return sl;
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* The parser's error as the client reads it: a broken size limit names
+ * the flag that sets it. */
+static void protocol_error_text(struct client *c, struct baton_buf *b)
 {
-	(void)h;
-	buf->base = malloc(suggested);
-	buf->len = buf->base != NULL ? suggested : 0;
+	const struct server_config *cfg = &c->s->cfg;
+	uint64_t size = resp_parser_error_size(&c->parser);
+	switch (resp_parser_error_kind(&c->parser)) {
+	case RESP_PERR_BULK_TOO_BIG:
+		resp_error(b,
+			   "ERR bulk of %" PRIu64
+			   " bytes exceeds --max-bulk-bytes %" PRIu64
+			   "; closing the connection",
+			   size, cfg->max_bulk_bytes);
+		break;
+	case RESP_PERR_REQUEST_TOO_BIG:
+		resp_error(b,
+			   "ERR request of at least %" PRIu64
+			   " bytes exceeds --max-request-bytes %" PRIu64
+			   "; closing the connection",
+			   size, cfg->max_request_bytes);
+		break;
+	default:
+		resp_error(b, "ERR %s", resp_parser_error(&c->parser));
+	}
+}
+
+/* Like Redis: say why, then hang up. */
+static void protocol_error(struct client *c)
+{
+	struct server *s = c->s;
+	s->stats.protocol_errors++;
+	struct slot *sl = slot_new(c, ORDER_ANY);
+	if (sl == NULL) {
+		client_close(c);
+		return;
+	}
+	protocol_error_text(c, &sl->buf);
+	/* The text without its leading '-' and trailing CRLF. */
+	baton_log_limited(&limit_protocol, BATON_LOG_WARN, "client %s: %.*s",
+			  c->addr, (int)(sl->buf.len > 3 ? sl->buf.len - 3 : 0),
+			  (const char *)sl->buf.data + 1);
+	c->hangup = true;
+	slot_done(sl);
+}
+
+static void run(struct client *c, const struct resp_command *cmd,
+		enum command_order order)
+{
+	struct slot *sl = slot_new(c, order);
+	if (sl == NULL) {
+		client_close(c);
+		return;
+	}
+	if (cmd->argc == 0) { /* an empty inline line */
+		slot_done(sl);
+		return;
+	}
+	c->s->stats.commands++;
+	command_dispatch(c->s, &c->st, sl, cmd->argc, cmd->argv, cmd->lens);
+}
+
+/* Must a command of this order wait for those in flight? */
+static bool must_wait(const struct client *c, enum command_order order)
+{
+	return (order == ORDER_READ && c->writes_in_flight > 0) ||
+	       (order == ORDER_WRITE && c->reads_in_flight > 0);
+}
+
+/* Run the commands parsed from what the client sent, in order, until one
+ * must wait or more bytes are needed. */
+static void process(struct client *c)
+{
+	if (c->processing)
+		return; /* the loop below goes on */
+	c->processing = true;
+	while (!c->closing && !c->hangup && !c->st.quit) {
+		struct resp_command cmd;
+		if (c->has_waiting) {
+			cmd = c->waiting;
+		} else {
+			int rv = resp_parser_next(&c->parser, &cmd);
+			if (rv == RESP_NEED_MORE)
+				break;
+			if (rv != RESP_OK) {
+				protocol_error(c);
+				break;
+			}
+		}
+		enum command_order order =
+			command_order(&c->st, cmd.argc, cmd.argv, cmd.lens);
+		if (must_wait(c, order)) {
+			c->waiting = cmd;
+			c->has_waiting = true;
+			break;
+		}
+		c->has_waiting = false;
+		run(c, &cmd, order);
+	}
+	if (!c->closing && !c->has_waiting)
+		resp_parser_consumed(&c->parser);
+	update_reading(c);
+	c->processing = false;
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
 	struct client *c = stream->data;
-	struct server *s = c->s;
 	if (nread < 0) {
 		free(buf->base);
 		client_close(c);
 		return;
 	}
+	BATON_ASSERT(!c->has_waiting); /* reading stops while one waits */
+	c->last_active_ms = uv_now(c->s->loop);
 	int rv = resp_parser_feed(&c->parser, (const uint8_t *)buf->base,
 				  (size_t)nread);
 	free(buf->base);
-	if (rv != 0) {
-		client_close(c);
+	/* A feed error (the query buffer limit) is the parser's sticky
+	 * error: process() answers it. */
+	(void)rv;
+	process(c);
+}
+
+static void update_reading(struct client *c)
+{
+	if (c->closing)
 		return;
-	}
-	struct resp_command cmd;
-	while (!c->closing && !c->st.quit) {
-		rv = resp_parser_next(&c->parser, &cmd);
-		if (rv == RESP_NEED_MORE)
-			break;
-		struct slot *sl = slot_new(c);
-		if (sl == NULL) {
+	bool want = !c->closing && !c->has_waiting && !c->hangup &&
+		    !c->st.quit && !c->shut;
+	if (want && !c->reading) {
+		if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) !=
+		    0) {
 			client_close(c);
 			return;
 		}
-		if (rv != RESP_OK) {
-			/* Like Redis: say why, then hang up. */
-			s->stats.protocol_errors++;
-			resp_error(&sl->buf, "ERR %s",
-				   resp_parser_error(&c->parser));
-			c->st.quit = true;
-			slot_done(sl);
-			break;
-		}
-		if (cmd.argc == 0) { /* an empty inline line */
-			slot_done(sl);
-			continue;
-		}
-		s->stats.commands++;
-		command_dispatch(s, &c->st, sl, cmd.argc, cmd.argv, cmd.lens);
+		c->reading = true;
+	} else if (!want && c->reading && !c->shut) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading = false;
 	}
-	resp_parser_consumed(&c->parser);
+}
+
+static void peer_text(uv_tcp_t *tcp, char *out, size_t cap)
+{
+	struct sockaddr_storage ss;
+	int len = (int)sizeof ss;
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+	if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0 &&
+	    ss.ss_family == AF_INET) {
+		const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
+		uv_ip4_name(sa, ip, sizeof ip);
+		port = ntohs(sa->sin_port);
+	}
+	snprintf(out, cap, "%s:%d", ip, port);
+}
+
+/* Over --max-clients (or shutting down): say so, then hang up. */
+static void refuse(struct client *c)
+{
+	struct server *s = c->s;
+	s->stats.rejected_clients++;
+	if (!s->shutting_down)
+		baton_log_limited(&limit_refused, BATON_LOG_WARN,
+				  "refused client %s: --max-clients %u "
+				  "reached",
+				  c->addr, s->cfg.max_clients);
+	struct slot *sl = slot_new(c, ORDER_ANY);
+	if (sl == NULL) {
+		client_close(c);
+		return;
+	}
+	if (s->shutting_down)
+		resp_error(&sl->buf, "ERR server is shutting down");
+	else
+		resp_error(&sl->buf,
+			   "ERR max number of clients reached "
+			   "(--max-clients %u)",
+			   s->cfg.max_clients);
+	c->hangup = true;
+	slot_done(sl);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -281,8 +576,17 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
-	resp_parser_init(&c->parser, NULL);
+	peer_text(&c->tcp, c->addr, sizeof c->addr);
+	struct resp_limits limits;
+	resp_limits_default(&limits);
+	limits.bulk_bytes_max = (size_t)s->cfg.max_bulk_bytes;
+	limits.request_bytes_max = (size_t)s->cfg.max_request_bytes;
+	/* The parser holds one request and the rest of one read (reading
+	 * stops while a command waits): a safety net, never reached. */
+	limits.query_bytes_max = (size_t)s->cfg.max_request_bytes + (1u << 20);
+	resp_parser_init(&c->parser, &limits);
 	c->st.authenticated = s->cfg.password[0] == '\0';
+	c->last_active_ms = uv_now(s->loop);
 	c->next = s->clients;
 	if (s->clients != NULL)
 		s->clients->prev = c;
@@ -290,22 +594,10 @@ static void on_connection(uv_stream_t *server, int status)
 	s->n_clients++;
 	s->stats.connections++;
 	if (s->n_clients > s->cfg.max_clients || s->shutting_down) {
-		s->stats.rejected_clients++;
-		struct slot *sl = slot_new(c);
-		if (sl != NULL) {
-			resp_error(&sl->buf,
-				   s->shutting_down
-					   ? "ERR server is shutting down"
-					   : "ERR max number of clients "
-					     "reached");
-			c->st.quit = true;
-			slot_done(sl);
-		} else {
-			client_close(c);
-		}
+		refuse(c);
 		return;
 	}
-	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	update_reading(c);
 }
 
 int clients_listen(struct server *s)
@@ -335,4 +627,34 @@ void clients_close_all(struct server *s)
 	uv_close((uv_handle_t *)&s->listener, NULL);
 	for (struct client *c = s->clients; c != NULL; c = c->next)
 		client_close(c);
+}
+
+/* Nothing in flight, nothing read or written for the timeout. */
+static bool is_idle(const struct client *c, uint64_t now, uint64_t idle_ms)
+{
+	return idle_ms > 0 && c->in_flight == 0 && c->output_queued == 0 &&
+	       !c->hangup && now - c->last_active_ms >= idle_ms;
+}
+
+void clients_housekeeping(struct server *s)
+{
+	uint64_t now = uv_now(s->loop);
+	uint64_t idle_ms = (uint64_t)s->cfg.client_idle_timeout_s * 1000u;
+	struct client *next;
+	for (struct client *c = s->clients; c != NULL; c = next) {
+		next = c->next; /* c is unlinked only once its handle closed */
+		if (c->closing)
+			continue;
+		if (c->shut && now >= c->linger_until_ms) {
+			client_close(c);
+		} else if (!c->shut && is_idle(c, now, idle_ms)) {
+			s->stats.idle_disconnects++;
+			baton_log_limited(&limit_idle, BATON_LOG_INFO,
+					  "closing client %s: idle for more "
+					  "than --client-idle-timeout-s %u",
+					  c->addr,
+					  s->cfg.client_idle_timeout_s);
+			client_close(c);
+		}
+	}
 }

@@ -318,19 +318,45 @@ static const struct local_command local_commands[] = {
 #endif
 };
 
+static const struct local_command *local_lookup(const uint8_t *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof local_commands / sizeof local_commands[0];
+	     i++) {
+		const char *n = local_commands[i].name;
+		if (len == strlen(n) &&
+		    strncasecmp((const char *)name, n, len) == 0)
+			return &local_commands[i];
+	}
+	return NULL;
+}
+
+enum command_order command_order(const struct client_state *cs, int argc,
+				 const uint8_t *const *argv, const size_t *lens)
+{
+	if (argc < 1 || !cs->authenticated)
+		return ORDER_ANY; /* NOAUTH at once */
+	const struct local_command *c = local_lookup(argv[0], lens[0]);
+	/* Inside MULTI commands are queued at once; EXEC is the write. */
+	if (c != NULL && c->fn == txn_exec)
+		return ORDER_WRITE;
+	if (txn_in_multi(cs))
+		return ORDER_ANY;
+	if (c != NULL)
+		return c->fn == txn_watch ? ORDER_READ : ORDER_ANY;
+	const struct kv_command *kc = kv_lookup(argv[0], lens[0]);
+	if (kc == NULL)
+		return ORDER_ANY;
+	if (kc->flags & KV_WRITE)
+		return ORDER_WRITE;
+	return (kc->flags & KV_READ) ? ORDER_READ : ORDER_ANY;
+}
+
 void command_dispatch(struct server *s, struct client_state *cs,
 		      struct slot *sl, int argc, const uint8_t *const *argv,
 		      const size_t *lens)
 {
 	struct command_ctx x = {s, cs, sl, argc, argv, lens};
-	const struct local_command *c = NULL;
-	for (size_t i = 0; i < sizeof local_commands / sizeof local_commands[0];
-	     i++) {
-		if (command_arg_is(&x, 0, local_commands[i].name)) {
-			c = &local_commands[i];
-			break;
-		}
-	}
+	const struct local_command *c = local_lookup(argv[0], lens[0]);
 	bool allowed = cs->authenticated || (c != NULL && c->before_auth);
 	if (txn_in_multi(cs) && (c == NULL || !c->in_multi)) {
 		txn_queue(&x, allowed, c != NULL);

@@ -55,6 +55,23 @@ static void usage(FILE *f)
 		"  --config FILE           'name value' lines with these "
 		"options, read first\n"
 		"  --max-clients N         (default %u)\n"
+		"  --max-bulk-bytes N      refuse a longer bulk string at "
+		"its header\n"
+		"                          (default 16711680: 16 MiB - 64 "
+		"KiB)\n"
+		"  --max-request-bytes N   refuse a longer request at the "
+		"header that\n"
+		"                          crosses it (default 16773120: 16 "
+		"MiB - 4 KiB)\n"
+		"  --max-client-output-bytes N  cut off a client with more "
+		"replies unread\n"
+		"                          (default 268435456: 256 MiB)\n"
+		"  --max-total-output-bytes N   all clients' unread replies "
+		"together: above\n"
+		"                          it the slowest reader is cut off "
+		"(default 256 MiB)\n"
+		"  --client-idle-timeout-s N  close clients idle this long "
+		"(default 0: never)\n"
 		"  --snapshot-entries N    snapshot every N applied entries "
 		"(default 100000)\n"
 		"  --snapshot-trailing N   log entries kept behind a snapshot "
@@ -303,6 +320,22 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 		if (parse_u64(name, v, 1, 1000000, &n) != 0)
 			return -1;
 		c->max_clients = (uint32_t)n;
+	} else if (strcmp(name, "max-bulk-bytes") == 0) {
+		return parse_u64(name, v, 1, RESP_REQUEST_BYTES_MAX_DEFAULT,
+				 &c->max_bulk_bytes);
+	} else if (strcmp(name, "max-request-bytes") == 0) {
+		return parse_u64(name, v, 16, RESP_REQUEST_BYTES_MAX_DEFAULT,
+				 &c->max_request_bytes);
+	} else if (strcmp(name, "max-client-output-bytes") == 0) {
+		return parse_u64(name, v, 1024, UINT64_MAX / 2,
+				 &c->max_client_output_bytes);
+	} else if (strcmp(name, "max-total-output-bytes") == 0) {
+		return parse_u64(name, v, 1024, UINT64_MAX / 2,
+				 &c->max_total_output_bytes);
+	} else if (strcmp(name, "client-idle-timeout-s") == 0) {
+		if (parse_u64(name, v, 0, 365u * 24 * 3600, &n) != 0)
+			return -1;
+		c->client_idle_timeout_s = (uint32_t)n;
 	} else if (strcmp(name, "snapshot-entries") == 0) {
 		if (parse_u64(name, v, 1, UINT32_MAX, &n) != 0)
 			return -1;
@@ -452,6 +485,10 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 	memset(c, 0, sizeof *c);
 	snprintf(c->cluster_id, sizeof c->cluster_id, "baton");
 	c->max_clients = SERVER_MAX_CLIENTS_DEFAULT;
+	c->max_bulk_bytes = RESP_BULK_BYTES_MAX_DEFAULT;
+	c->max_request_bytes = RESP_REQUEST_BYTES_MAX_DEFAULT;
+	c->max_client_output_bytes = SERVER_CLIENT_OUTPUT_MAX_DEFAULT;
+	c->max_total_output_bytes = SERVER_TOTAL_OUTPUT_MAX_DEFAULT;
 	c->snapshot_entries = 100000;
 	c->log_level = BATON_LOG_INFO;
 	c->profile = *baton_release_current();

@@ -198,7 +198,15 @@ static int propose(struct server *s, struct proposal_ctx *p,
 	}
 	rv = baton_node_propose(s->node, payload.data, payload.len, on_proposed,
 				p);
+	size_t entry_bytes = payload.len;
 	baton_buf_free(&payload);
+	if (rv == BATON_ETOOBIG) {
+		resp_error(err,
+			   "ERR the write needs a log entry of %zu bytes, "
+			   "above the limit of a log entry (16 MiB)",
+			   entry_bytes);
+		return -1;
+	}
 	if (rv != 0) {
 		server_reply_error(s, err, rv);
 		return -1;

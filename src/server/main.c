@@ -14,6 +14,7 @@
 static void on_housekeeping(uv_timer_t *t)
 {
 	forward_expire(t->data);
+	clients_housekeeping(t->data);
 }
 
 static void close_any(uv_handle_t *h, void *arg)

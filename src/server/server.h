@@ -73,8 +73,11 @@ _Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
 #define SERVER_PASSWORD_MAX 256u
 #define SERVER_FORWARD_TIMEOUT_MS 10000u
-/* Replies a client may have queued before it is cut off (slow reader). */
-#define SERVER_CLIENT_OUTPUT_MAX (256u << 20)
+/* Replies one client, and all clients together, may have queued unread
+ * before a client is cut off (a slow reader): --max-client-output-bytes,
+ * --max-total-output-bytes. */
+#define SERVER_CLIENT_OUTPUT_MAX_DEFAULT ((uint64_t)256 << 20)
+#define SERVER_TOTAL_OUTPUT_MAX_DEFAULT ((uint64_t)256 << 20)
 
 struct server_config {
 	baton_node_id id;
@@ -109,6 +112,13 @@ struct server_config {
 	uint32_t election_timeout_ms;
 	uint32_t heartbeat_ms;
 	int log_level;
+	/* Client limits (docs/batond.md, "Limits"): the parser's, at the
+	 * headers; the output queued unread; idle seconds (0: none). */
+	uint64_t max_bulk_bytes;
+	uint64_t max_request_bytes;
+	uint64_t max_client_output_bytes;
+	uint64_t max_total_output_bytes;
+	uint32_t client_idle_timeout_s;
 };
 
 /* Parse argv (and a --config file). Returns 0, 1 when --help/--version was
@@ -133,6 +143,8 @@ struct server {
 
 	struct client *clients; /* a list */
 	uint32_t n_clients;
+	/* Replies queued and not yet written, over all open clients. */
+	uint64_t output_bytes;
 
 	struct join *join; /* join.c */
 
@@ -155,6 +167,8 @@ struct server {
 		uint64_t commands;
 		uint64_t rejected_clients;
 		uint64_t protocol_errors;
+		uint64_t output_disconnects; /* slow readers cut off */
+		uint64_t idle_disconnects;
 	} stats;
 };
 
@@ -187,6 +201,9 @@ void server_reply_error(struct server *s, struct baton_buf *b, int code);
 struct slot;
 int clients_listen(struct server *s);
 void clients_close_all(struct server *s);
+/* Every housekeeping tick: close clients idle for longer than
+ * --client-idle-timeout-s, and hung-up ones that linger. */
+void clients_housekeeping(struct server *s);
 /* The reply buffer of a slot, to fill; then slot_done(). */
 struct baton_buf *slot_buf(struct slot *sl);
 void slot_done(struct slot *sl);
@@ -227,6 +244,18 @@ int command_wrong_args(const struct command_ctx *x);
 bool command_arg_is(const struct command_ctx *x, int i, const char *word);
 /* Argument i as a NUL-terminated string, cut to cap - 1 bytes. */
 void command_arg_str(const struct command_ctx *x, int i, char *buf, size_t cap);
+/* How a command orders against the others of its connection: a read
+ * waits for the connection's writes in flight, a write for its reads in
+ * flight (client.c), so each sees the effects of those sent before it and
+ * none of those sent after. */
+enum command_order {
+	ORDER_ANY = 0, /* answered at once, or touches no data */
+	ORDER_READ,
+	ORDER_WRITE,
+};
+enum command_order command_order(const struct client_state *cs, int argc,
+				 const uint8_t *const *argv,
+				 const size_t *lens);
 /* Run one client command; fills sl now or later. */
 void command_dispatch(struct server *s, struct client_state *cs,
 		      struct slot *sl, int argc, const uint8_t *const *argv,

@@ -185,6 +185,7 @@ void resp_limits_default(struct resp_limits *l)
 	l->bulk_bytes_max = RESP_BULK_BYTES_MAX_DEFAULT;
 	l->inline_bytes_max = RESP_INLINE_BYTES_MAX_DEFAULT;
 	l->query_bytes_max = RESP_QUERY_BYTES_MAX_DEFAULT;
+	l->request_bytes_max = RESP_REQUEST_BYTES_MAX_DEFAULT;
 }
 
 void resp_parser_init(struct resp_parser *p, const struct resp_limits *l)
@@ -242,6 +243,10 @@ static const char *perr_message(enum resp_protocol_error e)
 		return "Protocol error: bulk argument not followed by CRLF";
 	case RESP_PERR_QUERY_TOO_BIG:
 		return "Protocol error: request exceeds the query buffer limit";
+	case RESP_PERR_BULK_TOO_BIG:
+		return "Protocol error: bulk above the bulk length limit";
+	case RESP_PERR_REQUEST_TOO_BIG:
+		return "Protocol error: request above the request size limit";
 	case RESP_PERR_NOMEM:
 		return "out of memory";
 	case RESP_PERR_NONE:
@@ -312,6 +317,34 @@ const char *resp_parser_error(const struct resp_parser *p)
 enum resp_protocol_error resp_parser_error_kind(const struct resp_parser *p)
 {
 	return p->perr;
+}
+
+uint64_t resp_parser_error_size(const struct resp_parser *p)
+{
+	return p->too_big;
+}
+
+/* A size announced in a header broke a limit: say both numbers. */
+static int fail_size(struct resp_parser *p, enum resp_protocol_error e,
+		     uint64_t size, size_t limit)
+{
+	assert(size > limit);
+	assert(e == RESP_PERR_BULK_TOO_BIG || e == RESP_PERR_REQUEST_TOO_BIG);
+	int rv = fail(p, BATON_ETOOBIG, e);
+	p->too_big = size;
+	snprintf(p->errmsg, sizeof p->errmsg,
+		 "Protocol error: %s of %s%" PRIu64
+		 " bytes exceeds the limit of %zu",
+		 e == RESP_PERR_BULK_TOO_BIG ? "bulk" : "request",
+		 e == RESP_PERR_BULK_TOO_BIG ? "" : "at least ", size, limit);
+	return rv;
+}
+
+/* Bytes of the request being parsed up to pos, plus `more`. */
+static uint64_t request_bytes(const struct resp_parser *p, uint64_t more)
+{
+	assert(p->start <= p->pos);
+	return (uint64_t)(p->pos - p->start) + more;
 }
 
 /* Find byte c at or after pos; a failed search is not repeated. */
@@ -577,6 +610,11 @@ static int multibulk_header(struct resp_parser *p, struct resp_command *cmd)
 		return emit(p, cmd);
 	if ((uint64_t)n > p->limits.args_max)
 		return fail(p, BATON_ETOOBIG, RESP_PERR_MBULK_LEN);
+	/* Each argument takes at least "$0\r\n\r\n". */
+	size_t max = p->limits.request_bytes_max;
+	uint64_t least = request_bytes(p, (uint64_t)n * 6u);
+	if (max != 0 && least > max)
+		return fail_size(p, RESP_PERR_REQUEST_TOO_BIG, least, max);
 	p->want = (uint32_t)n;
 	p->state = S_BULK_HEADER;
 	return PARSE_CONTINUE;
@@ -601,7 +639,14 @@ static int bulk_header(struct resp_parser *p)
 	if (n < 0)
 		return fail(p, BATON_ECORRUPT, RESP_PERR_BULK_LEN);
 	if ((uint64_t)n > p->limits.bulk_bytes_max)
-		return fail(p, BATON_ETOOBIG, RESP_PERR_BULK_LEN);
+		return fail_size(p, RESP_PERR_BULK_TOO_BIG, (uint64_t)n,
+				 p->limits.bulk_bytes_max);
+	/* This bulk, its CRLF, and "$0\r\n\r\n" for each one still to come. */
+	size_t max = p->limits.request_bytes_max;
+	uint64_t least = request_bytes(
+		p, (uint64_t)n + 2u + (uint64_t)(p->want - p->argc - 1) * 6u);
+	if (max != 0 && least > max)
+		return fail_size(p, RESP_PERR_REQUEST_TOO_BIG, least, max);
 	p->bulk_len = (size_t)n;
 	p->state = S_BULK_DATA;
 	return PARSE_CONTINUE;

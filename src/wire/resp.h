@@ -64,19 +64,32 @@ bool resp_parse_int(const uint8_t *s, size_t len, int64_t *out);
 
 /* Arguments in one command (Redis allows more; MSET of 32767 pairs). */
 #define RESP_ARGS_MAX_DEFAULT 65536u
-/* One bulk argument: Redis's proto-max-bulk-len. */
-#define RESP_BULK_BYTES_MAX_DEFAULT ((size_t)512 << 20)
+/* One bulk argument (Redis's proto-max-bulk-len; batond's
+ * --max-bulk-bytes): 16 MiB - 64 KiB, so that a value of this size and its
+ * key fit the core's 16 MiB log entry. */
+#define RESP_BULK_BYTES_MAX_DEFAULT ((size_t)(16u << 20) - (64u << 10))
+/* One multibulk request on the wire, every header and CRLF counted
+ * (batond's --max-request-bytes): 16 MiB - 4 KiB, so that any write within
+ * it encodes to a log entry of at most 16 MiB (an entry adds at most 11
+ * bytes to the request's bytes). */
+#define RESP_REQUEST_BYTES_MAX_DEFAULT ((size_t)(16u << 20) - (4u << 10))
 /* One inline request line, and one "*N" or "$N" header line. */
 #define RESP_INLINE_BYTES_MAX_DEFAULT ((size_t)64 << 10)
-/* Bytes held unparsed at once: Redis's client-query-buffer-limit. */
-#define RESP_QUERY_BYTES_MAX_DEFAULT ((size_t)1 << 30)
+/* Bytes held unparsed at once (Redis's client-query-buffer-limit): one
+ * request and what came with it in one read. */
+#define RESP_QUERY_BYTES_MAX_DEFAULT                                           \
+	(RESP_REQUEST_BYTES_MAX_DEFAULT + (1u << 20))
 
-/* A connection's limits; each must be at least 1. */
+/* A connection's limits; each must be at least 1, but request_bytes_max
+ * may be 0 (no limit on a whole request besides the others). Sizes
+ * announced in headers are checked against them at the header, before a
+ * byte of the body is held. */
 struct resp_limits {
-	uint32_t args_max;	 /* arguments in one command */
-	size_t bulk_bytes_max;	 /* one bulk argument */
-	size_t inline_bytes_max; /* one inline line or header, sans \r\n */
-	size_t query_bytes_max;	 /* unparsed bytes held at once */
+	uint32_t args_max;	  /* arguments in one command */
+	size_t bulk_bytes_max;	  /* one bulk argument */
+	size_t inline_bytes_max;  /* one inline line or header, sans \r\n */
+	size_t query_bytes_max;	  /* unparsed bytes held at once */
+	size_t request_bytes_max; /* one multibulk request on the wire */
 };
 
 /* Fill *l with the *_DEFAULT limits above. */
@@ -94,6 +107,8 @@ enum resp_protocol_error {
 	RESP_PERR_BULK_LEN,	       /* invalid bulk length */
 	RESP_PERR_BULK_CRLF,	       /* bulk argument not followed by CRLF */
 	RESP_PERR_QUERY_TOO_BIG,       /* query buffer limit exceeded */
+	RESP_PERR_BULK_TOO_BIG,	       /* a bulk above bulk_bytes_max */
+	RESP_PERR_REQUEST_TOO_BIG,     /* a request above request_bytes_max */
 	RESP_PERR_NOMEM,	       /* out of memory */
 };
 
@@ -137,7 +152,8 @@ struct resp_parser {
 	const uint8_t **argv; /* offs turned into pointers, when returned */
 	int rv;		      /* 0, or the sticky error */
 	enum resp_protocol_error perr;
-	char errmsg[64];
+	uint64_t too_big; /* the size that broke a limit (resp.c) */
+	char errmsg[128];
 };
 
 /* Initialize with the given limits (NULL: the defaults). Allocates
@@ -174,5 +190,11 @@ const char *resp_parser_error(const struct resp_parser *p);
 
 /* Which protocol error happened (RESP_PERR_NONE if none). */
 enum resp_protocol_error resp_parser_error_kind(const struct resp_parser *p);
+
+/* After RESP_PERR_BULK_TOO_BIG: the length the bulk header announced;
+ * after RESP_PERR_REQUEST_TOO_BIG: the request's bytes up to the end of
+ * the bulk whose header broke the limit (a lower bound of its size);
+ * 0 after any other error or none. */
+uint64_t resp_parser_error_size(const struct resp_parser *p);
 
 #endif /* BATON_WIRE_RESP_H */

@@ -425,9 +425,11 @@ Test(resp_parse, default_limits)
 	struct resp_limits l;
 	resp_limits_default(&l);
 	cr_assert_eq(l.args_max, RESP_ARGS_MAX_DEFAULT);
-	cr_assert_eq(l.bulk_bytes_max, (size_t)512 << 20);
+	/* Within the core's 16 MiB log entry, with room for the rest. */
+	cr_assert_eq(l.bulk_bytes_max, (size_t)16711680);
+	cr_assert_eq(l.request_bytes_max, (size_t)16773120);
 	cr_assert_eq(l.inline_bytes_max, (size_t)64 << 10);
-	cr_assert_eq(l.query_bytes_max, (size_t)1 << 30);
+	cr_assert_eq(l.query_bytes_max, (size_t)16773120 + (1u << 20));
 }
 
 /* A parser on data at once; its result and message. */
@@ -512,19 +514,85 @@ Test(resp_parse, limit_on_bulk_length)
 	l.bulk_bytes_max = 4;
 	expect_all_splits("*1\r\n$4\r\nabcd\r\n", 14, &l, "abcd;",
 			  RESP_NEED_MORE);
-	EXPECT_ERROR("*1\r\n$5\r\n", &l, BATON_ETOOBIG, RESP_PERR_BULK_LEN,
-		     "Protocol error: invalid bulk length", "");
-	/* The default: Redis's 512 MiB. */
-	EXPECT_ERROR("*1\r\n$536870913\r\n", NULL, BATON_ETOOBIG,
-		     RESP_PERR_BULK_LEN, "Protocol error: invalid bulk length",
+	EXPECT_ERROR("*1\r\n$5\r\n", &l, BATON_ETOOBIG, RESP_PERR_BULK_TOO_BIG,
+		     "Protocol error: bulk of 5 bytes exceeds the limit of 4",
 		     "");
+	/* The default, refused at the header: no body needed. */
+	EXPECT_ERROR("*1\r\n$16711681\r\n", NULL, BATON_ETOOBIG,
+		     RESP_PERR_BULK_TOO_BIG,
+		     "Protocol error: bulk of 16711681 bytes exceeds the limit "
+		     "of 16711680",
+		     "");
+	EXPECT_ERROR(
+		"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$419430400\r\nxx", NULL,
+		BATON_ETOOBIG, RESP_PERR_BULK_TOO_BIG,
+		"Protocol error: bulk of 419430400 bytes exceeds the limit "
+		"of 16711680",
+		"");
 	struct resp_parser p;
 	resp_parser_init(&p, NULL);
-	const char *ok = "*1\r\n$536870912\r\n";
+	const char *ok = "*1\r\n$16711680\r\n";
 	resp_parser_feed(&p, (const uint8_t *)ok, strlen(ok));
 	struct resp_command c;
 	cr_assert_eq(resp_parser_next(&p, &c), RESP_NEED_MORE);
 	resp_parser_free(&p);
+}
+
+/* What the size of the refused header said. */
+static uint64_t error_size(const char *data, const struct resp_limits *l)
+{
+	struct resp_parser p;
+	resp_parser_init(&p, l);
+	struct resp_command c;
+	int rv = resp_parser_feed(&p, (const uint8_t *)data, strlen(data));
+	while (rv == RESP_OK)
+		rv = resp_parser_next(&p, &c);
+	cr_assert_eq(rv, BATON_ETOOBIG);
+	uint64_t size = resp_parser_error_size(&p);
+	resp_parser_free(&p);
+	return size;
+}
+
+Test(resp_parse, limit_on_request_size)
+{
+	struct resp_limits l;
+	resp_limits_default(&l);
+	l.request_bytes_max = 32;
+	/* 32 bytes exactly: "*2\r\n" 4, "$3\r\nGET\r\n" 9, "$12\r\n" 5,
+	 * 12 and 2. */
+	expect_all_splits("*2\r\n$3\r\nGET\r\n$12\r\n0123456789ab\r\n", 32, &l,
+			  "GET|0123456789ab;", RESP_NEED_MORE);
+	/* One byte more, refused at the header that crosses the limit. */
+	EXPECT_ERROR("*2\r\n$3\r\nGET\r\n$13\r\n", &l, BATON_ETOOBIG,
+		     RESP_PERR_REQUEST_TOO_BIG,
+		     "Protocol error: request of at least 33 bytes exceeds the "
+		     "limit of 32",
+		     "");
+	cr_assert_eq(error_size("*2\r\n$3\r\nGET\r\n$13\r\n", &l), 33);
+	/* Arguments still to come count at their least ("$0\r\n\r\n"): a
+	 * count that cannot fit is refused at the "*N" line. */
+	EXPECT_ERROR("*6\r\n", &l, BATON_ETOOBIG, RESP_PERR_REQUEST_TOO_BIG,
+		     "Protocol error: request of at least 40 bytes exceeds the "
+		     "limit of 32",
+		     "");
+	EXPECT_ERROR("*3\r\n$3\r\nSET\r\n$13\r\n", &l, BATON_ETOOBIG,
+		     RESP_PERR_REQUEST_TOO_BIG,
+		     "Protocol error: request of at least 39 bytes exceeds the "
+		     "limit of 32",
+		     "");
+	/* Each request counts alone: many of them pipelined pass. */
+	expect_all_splits("*2\r\n$3\r\nGET\r\n$1\r\na\r\n"
+			  "*2\r\n$3\r\nGET\r\n$1\r\nb\r\n"
+			  "*2\r\n$3\r\nGET\r\n$1\r\nc\r\n",
+			  60, &l, "GET|a;GET|b;GET|c;", RESP_NEED_MORE);
+	/* 0: no limit on the whole (older callers' zero-initialised
+	 * limits). */
+	l.request_bytes_max = 0;
+	expect_all_splits("*2\r\n$3\r\nGET\r\n$13\r\n0123456789abc\r\n", 33, &l,
+			  "GET|0123456789abc;", RESP_NEED_MORE);
+	/* The bulk's own size is what a refused bulk reports. */
+	l.bulk_bytes_max = 4;
+	cr_assert_eq(error_size("*1\r\n$419430400\r\n", &l), 419430400u);
 }
 
 Test(resp_parse, limit_on_inline_length)
@@ -677,6 +745,7 @@ Test(resp_parse, random_bytes_never_crash)
 	l.bulk_bytes_max = 64;
 	l.inline_bytes_max = 64;
 	l.query_bytes_max = 4096;
+	l.request_bytes_max = 256;
 	uint8_t buf[2048];
 	for (uint64_t iter = 0; iter < 20000; iter++) {
 		uint64_t seed = iter * 0x9E3779B97F4A7C15u + 1;
