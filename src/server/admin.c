@@ -172,7 +172,10 @@ int admin_info(struct command_ctx *x)
 		"\r\nprotocol_errors:%" PRIu64
 		"\r\npeer_frames_dropped:%" PRIu64
 		"\r\npeer_frames_unknown:%" PRIu64
-		"\r\npeer_handshakes_refused:%" PRIu64 "\r\nstorage_ok:%s\r\n",
+		"\r\npeer_handshakes_refused:%" PRIu64
+		"\r\npeer_auth_failed:%" PRIu64
+		"\r\npeer_msgs_dropped_not_member:%" PRIu64
+		"\r\nstorage_ok:%s\r\n",
 		v.release, (int)getpid(), strrchr(s->cfg.listen, ':') + 1,
 		(uv_now(s->loop) - s->started_ms) / 1000, s->n_clients,
 		role_name(st.raft.role), st.raft.id, st.raft.leader_id,
@@ -186,6 +189,7 @@ int admin_info(struct command_ctx *x)
 		s->stats.commands, s->stats.rejected_clients,
 		s->stats.protocol_errors, st.transport.dropped,
 		st.transport.unknown, st.transport.refused,
+		st.transport.auth_failed, st.peer_msgs_dropped_not_member,
 		st.storage_failed ? "no" : "yes");
 	resp_bulk(command_out(x), text, n > 0 ? (size_t)n : 0);
 	return command_done(x);

@@ -1,4 +1,5 @@
 /* batond's flags and config file (docs/batond.md). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

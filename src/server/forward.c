@@ -287,6 +287,11 @@ void forward_write(struct server *s, struct slot *sl, const struct write_req *w)
 			.commands = cmds,
 			.n_watches = w->n_watches,
 			.watches = watches};
+		/* Only an authenticated client's command gets here. */
+		fr.forward.has_client_auth = s->cfg.password[0] != '\0';
+		if (fr.forward.has_client_auth)
+			baton_client_auth_proof(s->cfg.password,
+						fr.forward.client_auth);
 		rv = baton_node_send_frame(s->node, s->leader, &fr);
 	}
 	if (cmds != &one)
@@ -427,9 +432,34 @@ static const struct kv_command *read_command(const struct baton_peer_forward *f)
 }
 
 /* A follower's client write (or a stalled node's read), on the leader. */
+/* With --password, a forward must prove its client authenticated with the
+ * same password on the node that sent it (docs/batond.md). */
+static bool forward_authenticated(struct server *s, baton_node_id from,
+				  const struct baton_peer_forward *f)
+{
+	if (s->cfg.password[0] == '\0')
+		return true;
+	uint8_t want[BATON_PEER_CLIENT_AUTH_LEN];
+	baton_client_auth_proof(s->cfg.password, want);
+	if (f->has_client_auth &&
+	    baton_equal_secret(want, f->client_auth, sizeof want))
+		return true;
+	static const char noauth[] =
+		"-NOAUTH the node that forwarded this command did not prove "
+		"its client authenticated with this cluster's password\r\n";
+	LOG_WARN("refused a write forwarded by node %" PRIu64 ": %s", from,
+		 f->has_client_auth ? "its client's password differs from ours"
+				    : "it carries no client authentication");
+	send_forward_reply(s, from, f->request_id, (const uint8_t *)noauth,
+			   sizeof noauth - 1);
+	return false;
+}
+
 static void on_forward(struct server *s, baton_node_id from,
 		       const struct baton_peer_forward *f)
 {
+	if (!forward_authenticated(s, from, f))
+		return;
 	const struct kv_command *rc = read_command(f);
 	if (rc != NULL) {
 		struct baton_buf err;

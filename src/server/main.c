@@ -91,6 +91,8 @@ static int run(struct server *s)
 		.strict_release = s->cfg.strict_release,
 		.machine_upgrade = s->cfg.machine_upgrade,
 		.election_policy = s->cfg.election_policy,
+		.peer_secret = s->cfg.has_peer_secret ? &s->cfg.peer_secret
+						      : NULL,
 	};
 	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
 		nc.founders[i] = s->cfg.founders[i];
@@ -105,6 +107,14 @@ static int run(struct server *s)
 	server_node_app(s, &app);
 	app.storage_failed = on_storage_failed;
 	char err[1024] = "";
+	if (s->cfg.has_peer_secret)
+		LOG_INFO("peer authentication on: peers must hold the secret "
+			 "of %s",
+			 s->cfg.peer_secret_file);
+	else
+		LOG_WARN("peer authentication off: no --peer-secret-file, so "
+			 "anyone who reaches %s can speak for a member",
+			 s->cfg.peer_listen);
 	rv = baton_node_start(s->loop, &nc, &app, &s->node, err, sizeof err);
 	if (rv != 0) {
 		LOG_ERROR("cannot start: %s (%s)", err, baton_err_name(rv));

@@ -86,6 +86,13 @@ struct server_config {
 	char data_dir[1024];
 	char cluster_id[128];
 	char password[SERVER_PASSWORD_MAX];
+	/* --peer-secret-file: the cluster's peer secret, read from that file
+	 * while parsing (has_peer_secret); --insecure-peers: allow peers on a
+	 * non-loopback address without one. */
+	char peer_secret_file[1024];
+	bool has_peer_secret;
+	struct baton_peer_secret peer_secret;
+	bool insecure_peers;
 	bool join;
 	/* --join-seeds: peer addresses of members; the node joins by itself
 	 * (join.c) instead of waiting for batonctl add. */

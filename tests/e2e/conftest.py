@@ -8,6 +8,11 @@ node's log is attached to the report.
 
 Binaries come from $BATON_BUILD (default `build`), relative to the repo root.
 Every wait here is bounded both in time and in number of tries.
+
+Every cluster runs with peer authentication: a fresh peer secret (32 random
+bytes, mode 0600) in its directory, given to each node with
+--peer-secret-file (a test may set node.secret_file to another path, or to
+None for none).
 """
 
 import ctypes
@@ -44,6 +49,16 @@ LOG_TAIL_LINES = 40
 # so that failovers take well under a second or two.
 ELECTION_TIMEOUT_MS = 500
 HEARTBEAT_MS = 50
+
+
+def make_secret_file(path):
+    """A peer secret file: 32 random bytes, readable by its owner only."""
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32))
+    os.chmod(path, 0o600)
+    return path
 
 
 def require_binary(path):
@@ -144,6 +159,7 @@ class Node:
         self.proc = None
         self.exit_codes = []  # of earlier runs, in order
         self.binary = None  # None: BATOND (the fault harness varies it)
+        self.secret_file = cluster.secret_file  # None: no peer secret
 
     client_addr = property(lambda self: f"{HOST}:{self.client_port}")
     peer_addr = property(lambda self: f"{HOST}:{self.peer_port}")
@@ -164,6 +180,8 @@ class Node:
         cmd = [str(self.binary or BATOND), "--id", str(self.id), "--listen",
                self.client_addr, "--peer-listen", self.peer_addr, "--data",
                str(self.data_dir)] + self.cluster.common_args + self.args
+        if self.secret_file is not None:
+            cmd += ["--peer-secret-file", str(self.secret_file)]
         with open(self.log_path, "ab") as log:
             log.write(f"---- start: {' '.join(cmd)}\n".encode())
             log.flush()
@@ -255,6 +273,7 @@ class Cluster:
         self.started_pids = set()
         self.common_args = []
         self.password = None  # clients and batonctl AUTH with it
+        self.secret_file = make_secret_file(self.root / "peer-secret")
 
     # ---- starting -----------------------------------------------------------
 

@@ -7,6 +7,9 @@ Every field number used here comes from FIELDS, which
 test_bad_input.py::test_peerwire_matches_the_proto checks against
 proto/peer.proto, so this encoder cannot drift from the schema."""
 
+import hashlib
+import hmac
+import os
 import socket
 import struct
 
@@ -19,10 +22,12 @@ FIELDS = {
     "Profile": {"release": (1, LEN), "proto_min": (2, VARINT),
                 "proto_max": (3, VARINT), "machine_max": (4, VARINT)},
     "Handshake": {"cluster_id": (1, LEN), "node_id": (2, VARINT),
-                  "profile": (3, LEN), "peer_addr": (4, LEN)},
+                  "profile": (3, LEN), "peer_addr": (4, LEN),
+                  "auth_nonce": (5, LEN)},
     "HandshakeReply": {"accepted": (1, VARINT), "proto": (2, VARINT),
                        "reason": (3, LEN), "self": (4, LEN),
-                       "cluster": (5, LEN)},
+                       "cluster": (5, LEN), "auth_mac": (6, LEN)},
+    "HandshakeAuth": {"mac": (1, LEN)},
     "ClusterView": {"leader_id": (1, VARINT), "leader_peer_addr": (2, LEN),
                     "versions": (3, LEN), "strict_release": (4, LEN)},
     "JoinRequest": {"node_id": (1, VARINT), "peer_addr": (2, LEN),
@@ -40,13 +45,25 @@ FIELDS = {
     "Snapshot": {"meta": (1, LEN), "total_len": (2, VARINT),
                  "offset": (3, VARINT), "chunk": (4, LEN),
                  "last_chunk": (5, VARINT)},
+    "Vote": {"last_log_index": (1, VARINT), "last_log_term": (2, VARINT),
+             "pre_vote": (3, VARINT)},
+    "Append": {"prev_index": (1, VARINT), "prev_term": (2, VARINT),
+               "leader_commit": (3, VARINT)},
     "Raft": {"type": (1, VARINT), "term": (2, VARINT), "from": (3, VARINT),
-             "to": (4, VARINT), "snapshot": (9, LEN)},
+             "to": (4, VARINT), "vote": (5, LEN), "append": (7, LEN),
+             "snapshot": (9, LEN)},
+    "Command": {"argv": (1, LEN)},
+    "Forward": {"request_id": (1, VARINT), "argv": (2, LEN),
+                "commands": (3, LEN), "client_auth": (6, LEN)},
+    "ForwardReply": {"request_id": (1, VARINT), "resp_reply": (2, LEN),
+                     "error": (3, LEN)},
     "Envelope": {"handshake": (1, LEN), "handshake_reply": (2, LEN),
-                 "raft": (3, LEN), "join": (6, LEN), "join_reply": (7, LEN)},
+                 "raft": (3, LEN), "forward": (4, LEN),
+                 "forward_reply": (5, LEN), "join": (6, LEN),
+                 "join_reply": (7, LEN), "handshake_auth": (8, LEN)},
 }
 
-RAFT_SNAPSHOT = 5  # enum baton_msg_type
+RAFT_VOTE, RAFT_APPEND, RAFT_SNAPSHOT = 1, 3, 5  # enum baton_msg_type
 VOTER = 1
 
 
@@ -102,20 +119,126 @@ def profile(release=(0, 1, 0), proto_min=1, proto_max=1, machine_max=1):
 
 
 def handshake(cluster_id, node_id, proto_min, proto_max, release=(0, 1, 0),
-              machine_max=1, peer_addr="127.0.0.1:1"):
+              machine_max=1, peer_addr="127.0.0.1:1", nonce=None):
+    """An encoded Handshake; `nonce` (32 bytes) offers peer
+    authentication."""
     return message("Handshake", cluster_id=cluster_id, node_id=node_id,
                    profile=profile(release, proto_min, proto_max,
                                    machine_max),
-                   peer_addr=peer_addr)
+                   peer_addr=peer_addr, auth_nonce=nonce)
 
 
 def handshake_frame(cluster_id, node_id, proto_min, proto_max,
                     release=(0, 1, 0), machine_max=1,
-                    peer_addr="127.0.0.1:1"):
+                    peer_addr="127.0.0.1:1", nonce=None):
     """A framed Envelope{handshake: Handshake{...}}."""
     return frame(message("Envelope", handshake=handshake(
         cluster_id, node_id, proto_min, proto_max, release, machine_max,
-        peer_addr)))
+        peer_addr, nonce)))
+
+
+# ---- peer authentication (docs/peer-protocol.md, "Peer authentication") ---
+
+NONCE_LEN = 32
+
+
+def auth_mac(secret, role, cluster_id, dialler, acceptor, nonce_dialler,
+             nonce_acceptor):
+    """The proof of `role` ("dialler" or "acceptor"): HMAC-SHA-256 under the
+    secret over the label, the cluster id, both node ids and both
+    nonces."""
+    cid = cluster_id.encode()
+    msg = (f"baton peer auth v1 {role}".encode() + b"\0" + bytes([len(cid)])
+           + cid + struct.pack("<QQ", dialler, acceptor) + nonce_dialler
+           + nonce_acceptor)
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def handshake_auth_frame(mac):
+    """A framed Envelope{handshake_auth: HandshakeAuth{mac}}."""
+    return frame(message("Envelope", handshake_auth=message(
+        "HandshakeAuth", mac=mac)))
+
+
+def client_auth_proof(password):
+    """What a forward carries to prove its client gave `password`."""
+    return hashlib.sha256(b"baton client auth v1\0"
+                          + password.encode()).digest()
+
+
+def open_peer(port, node_id, secret=None, cluster_id="baton", proto_min=1,
+              proto_max=3, release=(1, 2, 0), machine_max=2, nonce=None,
+              timeout=5.0):
+    """Dial a node's peer port as node `node_id` and run the handshake:
+    with `secret` (bytes), offer a nonce and, if the node proves it holds
+    the same secret, send our proof. Returns (socket, reply dict with
+    "proven": whether the node's proof checked out); the caller closes
+    the socket. `nonce` without `secret` offers authentication and stops
+    after the node's reply (the caller sends what follows)."""
+    s = connect(port, timeout)
+    if secret is not None and nonce is None:
+        nonce = os.urandom(NONCE_LEN)
+    s.sendall(handshake_frame(cluster_id, node_id, proto_min, proto_max,
+                              release, machine_max, nonce=nonce))
+    reply = read_handshake_reply(s)
+    if reply is None or not reply["accepted"] or nonce is None:
+        return s, reply
+    if secret is None:
+        return s, reply  # the caller says what comes next
+    theirs = reply["self"]["auth_nonce"]
+    want = auth_mac(secret, "acceptor", cluster_id, node_id,
+                    reply["self"]["node_id"], nonce, theirs)
+    reply["proven"] = hmac.compare_digest(want, reply["auth_mac"])
+    if reply["proven"]:
+        s.sendall(handshake_auth_frame(auth_mac(
+            secret, "dialler", cluster_id, node_id,
+            reply["self"]["node_id"], nonce, theirs)))
+    return s, reply
+
+
+def raft_frame(type_, term, from_id, to_id, body):
+    """A framed Raft message of `type_` (RAFT_VOTE or RAFT_APPEND) with its
+    encoded body (vote() or append())."""
+    key = {RAFT_VOTE: "vote", RAFT_APPEND: "append"}[type_]
+    raft = message("Raft", type=type_, term=term, from_=from_id, to=to_id,
+                   **{key: body})
+    return frame(message("Envelope", raft=raft))
+
+
+def append(prev_index=0, prev_term=0, leader_commit=0):
+    return message("Append", prev_index=prev_index, prev_term=prev_term,
+                   leader_commit=leader_commit)
+
+
+def vote(last_log_index=0, last_log_term=0):
+    return message("Vote", last_log_index=last_log_index,
+                   last_log_term=last_log_term)
+
+
+def forward_frame(request_id, argv, client_auth=None):
+    """A framed Forward of one command, in the form of protocol 3 (the
+    `commands` list)."""
+    cmd = message("Command", argv=[a if isinstance(a, bytes) else a.encode()
+                                   for a in argv])
+    return frame(message("Envelope", forward=message(
+        "Forward", request_id=request_id, commands=cmd,
+        client_auth=client_auth)))
+
+
+def read_forward_reply(sock):
+    """The next ForwardReply on a ready connection, as (request_id, RESP
+    bytes or None, error text or None), or None if the connection closed
+    first. Other frames (Raft) are skipped."""
+    while True:
+        env = read_envelope(sock)
+        if env is None:
+            return None
+        if "forward_reply" not in env:
+            continue
+        r = fields("ForwardReply", env["forward_reply"])
+        err = r.get("error")
+        return (r.get("request_id", 0), r.get("resp_reply"),
+                None if err is None else err.decode(errors="replace"))
 
 
 def handshake_reply_frame(accepted, proto, reason, self_handshake):
@@ -236,7 +359,14 @@ def recv_exact(sock, n):
 
 def read_envelope(sock):
     """The next frame's Envelope fields by name, or None if the
-    connection closed first."""
+    connection closed (or was reset) first."""
+    try:
+        return _read_envelope(sock)
+    except ConnectionResetError:
+        return None
+
+
+def _read_envelope(sock):
     head = recv_exact(sock, 4)
     if head is None:
         return None
@@ -264,7 +394,8 @@ def parse_profile(buf):
 def parse_handshake(buf):
     h = fields("Handshake", buf)
     out = {"cluster_id": h.get("cluster_id", b"").decode(),
-           "node_id": h.get("node_id", 0)}
+           "node_id": h.get("node_id", 0),
+           "auth_nonce": h.get("auth_nonce")}
     out.update(parse_profile(h.get("profile", b"")))
     return out
 
@@ -313,7 +444,8 @@ def read_handshake_reply(sock):
             "reason": r.get("reason", b"").decode(errors="replace"),
             "self": parse_handshake(r.get("self", b"")),
             "cluster": None if cluster is None
-            else parse_cluster_view(cluster)}
+            else parse_cluster_view(cluster),
+            "auth_mac": r.get("auth_mac")}
 
 
 def read_join_reply(sock):

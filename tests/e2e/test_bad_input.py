@@ -239,11 +239,13 @@ def test_peerwire_matches_the_proto():
 def test_bad_frame_after_the_handshake_is_skipped_and_logged(shared_cluster):
     node = shared_cluster.nodes[2]
     since = len(node.log_text())
-    with peerwire.connect(node.peer_port) as s:
-        # Every version of the table (1..3): the node picks its highest.
-        s.sendall(peerwire.handshake_frame("baton", 998, 1, 3))
-        reply = peerwire.read_handshake_reply(s)
+    secret = shared_cluster.secret_file.read_bytes()
+    # Every version of the table (1..3): the node picks its highest.
+    s, reply = peerwire.open_peer(node.peer_port, 998, secret,
+                                  release=(0, 1, 0), machine_max=1)
+    with s:
         assert reply is not None and reply["accepted"], reply
+        assert reply["proven"], reply
         proto = reply["proto"]
         assert proto == min(3, reply["self"]["proto_max"]), reply
         assert reply["self"]["node_id"] == node.id, reply
@@ -308,9 +310,11 @@ def test_acceptor_logs_the_dialler_refusal(shared_cluster):
     reason = ("node 3 chose peer protocol version 1, outside the range of "
               "node 997: node 997 (release 9.0.0) speaks 2..2, node 3 "
               "(release 0.1.0) speaks 1..1")
-    with peerwire.connect(node.peer_port) as s:
-        s.sendall(peerwire.handshake_frame("baton", 997, 1, 3))
-        reply = peerwire.read_handshake_reply(s)
+    # Peer authentication offered (a nonce): the node accepts and waits
+    # for our proof, and hears our refusal instead.
+    s, reply = peerwire.open_peer(node.peer_port, 997, release=(0, 1, 0),
+                                  machine_max=1, nonce=bytes(32))
+    with s:
         assert reply is not None and reply["accepted"], reply
         ours = peerwire.handshake("baton", 997, 2, 2, release=(9, 0, 0))
         s.sendall(peerwire.handshake_reply_frame(False, 0, reason, ours))

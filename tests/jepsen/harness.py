@@ -5,7 +5,8 @@ One run:
 
 1. starts a 3- or 5-node batond cluster on 127.0.0.1 (free ports) whose
    peer links all go through fault-injecting TCP proxies in this process,
-   one per ordered pair of nodes;
+   one per ordered pair of nodes, with peer authentication on (the e2e
+   Cluster's generated secret file, mode 0600, in the run's log folder);
 2. runs concurrent clients (threads, redis-py connections with socket
    timeouts) doing random GET, SET, APPEND, DEL and INCR on a few keys
    against random nodes, recording every invocation and completion with
