@@ -278,11 +278,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			/* Before the handshake only small frames: nothing is
 			 * buffered for a peer that has not said who it is. */
 			c->t->stats.malformed++;
-			LOG_WARN("a peer connection announced a frame of %u "
-				 "bytes before its handshake completed, above "
-				 "the limit of %u; closing",
-				 baton_le_get_u32(c->in.data + off),
-				 BATON_PEER_HANDSHAKE_FRAME_MAX);
+			LOG_WARN(
+				"a frame of %u bytes from a peer connection "
+				"whose handshake is not complete exceeds the "
+				"limit of %u bytes before a handshake; closing",
+				baton_le_get_u32(c->in.data + off),
+				BATON_PEER_HANDSHAKE_FRAME_MAX);
 			baton__transport_close(c, "oversized handshake frame");
 			break;
 		}
