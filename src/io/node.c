@@ -41,6 +41,7 @@ struct baton_node {
 	/* Removed from the cluster (baton_node_retire): no longer ticked,
 	 * deaf to Raft messages. */
 	bool retired;
+	struct baton_transport_stats scratch_stats;
 
 	void (*shutdown_cb)(void *data);
 	void *shutdown_data;
@@ -143,8 +144,7 @@ _Static_assert(BATON_CLUSTER_UUID_LEN == BATON_PEER_CLUSTER_UUID_LEN,
 static bool is_removed(void *data, baton_node_id id)
 {
 	struct baton_node *n = data;
-	return n->app.is_removed != NULL &&
-	       n->app.is_removed(n->app.data, id);
+	return n->app.is_removed != NULL && n->app.is_removed(n->app.data, id);
 }
 
 static void told_removed(void *data, baton_node_id by, const char *reason)
@@ -404,6 +404,13 @@ void baton_node_retire(struct baton_node *n)
 {
 	n->retired = true;
 	baton_pipeline_retire(n->pipeline);
+	/* Nobody to talk to any more: stop dialling the members. */
+	struct baton_transport_stats *ts = &n->scratch_stats;
+	baton_transport_stats(n->transport, ts);
+	for (uint32_t i = 0; i < ts->n_peers; i++)
+		if (ts->peers[i].id != 0)
+			baton_transport_forget_peer(n->transport,
+						    ts->peers[i].id);
 }
 
 /* ---- life cycle ---------------------------------------------------------- */

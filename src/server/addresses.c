@@ -92,6 +92,8 @@ void server_publish_founders(struct server *s)
 
 bool server_reply_if_stalled(struct server *s, struct baton_buf *b)
 {
+	if (server_reply_if_removed(s, b))
+		return true;
 	const char *why;
 	baton_index at = baton_node_stalled(s->node, &why);
 	if (at == 0)
@@ -111,7 +113,7 @@ bool server_stall_forwards(struct server *s)
 {
 	const char *why;
 	if (baton_node_stalled(s->node, &why) == 0 || s->leader == 0 ||
-	    s->leader == s->cfg.id)
+	    s->leader == s->cfg.id || s->identity.removed)
 		return false;
 	/* Only a stall for want of a newer release: the leader runs one and
 	 * serves what this node cannot (an entry no release knows stalls

@@ -149,7 +149,8 @@ int admin_info(struct command_ctx *x)
 	baton_node_status(s->node, &st);
 	struct versions_view v;
 	versions_view(s, &st, &v);
-	char text[8192 + 2 * BATON_STALL_TEXT_MAX];
+	char text[8192 + 2 * BATON_STALL_TEXT_MAX + SERVER_REMOVED_WHY_MAX];
+	char uuid[BATON_CLUSTER_UUID_STR_MAX];
 	int n = snprintf(
 		text, sizeof text,
 		"# Server\r\nbaton_version:%s\r\nredis_version:7.0.0\r\n"
@@ -160,7 +161,9 @@ int admin_info(struct command_ctx *x)
 		"\r\ncommit_index:%" PRIu64 "\r\napplied_index:%" PRIu64
 		"\r\nlast_index:%" PRIu64 "\r\nsnapshot_index:%" PRIu64
 		"\r\nmembers:%u\r\nstalled_index:%" PRIu64
-		"\r\nstalled_reason:%s\r\n\r\n# Versions\r\nrelease:%s\r\n"
+		"\r\nstalled_reason:%s\r\n\r\n# Identity\r\ncluster_id:%s"
+		"\r\ncluster_uuid:%s\r\nremoved:%s%s%s\r\n"
+		"\r\n# Versions\r\nrelease:%s\r\n"
 		"peer_protocol:%u-%u\r\nmachine_max:%u\r\nmachine_version:%u"
 		"\r\nmachine_upgrade:%s\r\nupgrade_waits_for:%s"
 		"\r\nneeds_upgrade:%s\r\nstrict_release:%s"
@@ -178,10 +181,15 @@ int admin_info(struct command_ctx *x)
 		"\r\nstorage_ok:%s\r\n",
 		v.release, (int)getpid(), strrchr(s->cfg.listen, ':') + 1,
 		(uv_now(s->loop) - s->started_ms) / 1000, s->n_clients,
-		role_name(st.raft.role), st.raft.id, st.raft.leader_id,
-		st.raft.term, st.raft.commit_index, st.applied,
-		st.raft.last_index, st.raft.snapshot_index, st.raft.config.n,
-		st.stalled_index, st.stalled_why, v.release,
+		s->identity.removed ? "removed" : role_name(st.raft.role),
+		st.raft.id, st.raft.leader_id, st.raft.term,
+		st.raft.commit_index, st.applied, st.raft.last_index,
+		st.raft.snapshot_index, st.raft.config.n, st.stalled_index,
+		st.stalled_why, s->cfg.cluster_id,
+		identity_uuid_text(s, uuid, sizeof uuid),
+		s->identity.removed ? "yes (" : "no",
+		s->identity.removed ? s->identity.removed_why : "",
+		s->identity.removed ? ")" : "", v.release,
 		v.profile->proto_min.value, v.profile->proto_max.value,
 		v.profile->machine_max.value, v.machine, v.strategy, v.waits,
 		v.needs, s->cfg.strict_release ? "yes" : "no", v.floor,
@@ -218,12 +226,13 @@ int admin_node(struct command_ctx *x)
 	struct baton_buf *b = command_out(x);
 	struct versions_view v;
 	versions_view(s, &st, &v);
-	resp_array(b, 2 * 26);
+	resp_array(b, 2 * 29);
 	admin_map_field(b, "id", "%" PRIu64, st.raft.id);
 	const struct baton_member *self =
 		baton_config_find(&st.raft.config, st.raft.id);
 	admin_map_field(b, "role", "%s",
-			self != NULL && self->role == BATON_LEARNER
+			s->identity.removed ? "removed"
+			: self != NULL && self->role == BATON_LEARNER
 				? "learner"
 				: role_name(st.raft.role));
 	admin_map_field(b, "term", "%" PRIu64, st.raft.term);
@@ -254,6 +263,14 @@ int admin_node(struct command_ctx *x)
 			st.storage_failed ? "failed" : "ok");
 	admin_map_field(b, "stalled_index", "%" PRIu64, st.stalled_index);
 	admin_map_field(b, "stalled", "%s", st.stalled_why);
+	char uuid[BATON_CLUSTER_UUID_STR_MAX];
+	admin_map_field(b, "cluster_id", "%s", s->cfg.cluster_id);
+	admin_map_field(b, "cluster_uuid", "%s",
+			identity_uuid_text(s, uuid, sizeof uuid));
+	admin_map_field(b, "removed", "%s%s%s",
+			s->identity.removed ? "yes (" : "no",
+			s->identity.removed ? s->identity.removed_why : "",
+			s->identity.removed ? ")" : "");
 	return command_done(x);
 }
 
@@ -379,6 +396,14 @@ int admin_add(struct command_ctx *x)
 	}
 	if (!admin_require_leader(x))
 		return 0;
+	if (identity_is_removed(x->s, id)) {
+		resp_error(command_out(x),
+			   "ERR node %" PRIu64 " was removed from this "
+			   "cluster, and a removed id is never a member "
+			   "again: start the new node with another --id",
+			   id);
+		return command_done(x);
+	}
 	struct book_entry e = {.id = id};
 	command_arg_str(x, 2, e.peer, sizeof e.peer);
 	command_arg_str(x, 3, e.client, sizeof e.client);
@@ -434,9 +459,89 @@ int admin_promote(struct command_ctx *x)
 	return cmd_member_change(x, baton_node_promote);
 }
 
+/* BATON.REMOVE: first the removed-id entry, so that the cluster never
+ * takes the id back and the removed node learns it was removed (from its
+ * own log, or from a member refusing its connections); then the
+ * configuration change. A leader finishes a removal interrupted between
+ * the two (identity.c). Without the entry (an older release floor), the
+ * configuration change alone. */
+struct remove_ctx {
+	struct server *s;
+	struct slot *sl;
+	baton_node_id id;
+};
+
+static void on_removed_cleanup(struct remove_ctx *r)
+{
+	if (r->s->identity.removing == r->id)
+		r->s->identity.removing = 0;
+	free(r);
+}
+
+static void on_removed(void *data, int status)
+{
+	struct remove_ctx *r = data;
+	on_admin_done(r->sl, status);
+	on_removed_cleanup(r);
+}
+
+static void on_removed_id_applied(void *data, int status, const uint8_t *reply,
+				  size_t len)
+{
+	struct remove_ctx *r = data;
+	if (status == 0 && len > 0 && reply[0] == '-') {
+		/* The machine refused it (its list is full): say why. */
+		if (baton_buf_append(slot_buf(r->sl), reply, len) == 0)
+			slot_done(r->sl);
+		else
+			slot_error(r->sl, BATON_ENOMEM);
+		on_removed_cleanup(r);
+		return;
+	}
+	if (status == 0)
+		status = baton_node_remove(r->s->node, r->id, on_removed, r);
+	if (status != 0) {
+		slot_error(r->sl, status);
+		on_removed_cleanup(r);
+	}
+}
+
 int admin_remove(struct command_ctx *x)
 {
-	return cmd_member_change(x, baton_node_remove);
+	uint64_t id = 0;
+	if (x->argc != 2)
+		return command_wrong_args(x);
+	if (!arg_u64(x, 1, &id) || id == 0) {
+		resp_error(command_out(x),
+			   "ERR node id must be a positive integer");
+		return command_done(x);
+	}
+	if (!admin_require_leader(x))
+		return 0;
+	struct server *s = x->s;
+	struct baton_node_status *st = &s->identity.status;
+	baton_node_status(s->node, st);
+	if (baton_config_find(&st->raft.config, id) == NULL ||
+	    !identity_entries_allowed(s))
+		return cmd_member_change(x, baton_node_remove);
+	struct remove_ctx *r = calloc(1, sizeof *r);
+	struct baton_buf b;
+	baton_buf_init(&b);
+	int rv = r == NULL ? BATON_ENOMEM
+			   : server_machine_encode_removed(id, &b);
+	if (rv == 0) {
+		*r = (struct remove_ctx){s, x->sl, id};
+		rv = baton_node_propose(s->node, b.data, b.len,
+					on_removed_id_applied, r);
+	}
+	baton_buf_free(&b);
+	if (rv != 0) {
+		free(r);
+		slot_error(x->sl, rv);
+		return 0;
+	}
+	s->identity.removing = id;
+	return 0;
 }
 
 int admin_transfer(struct command_ctx *x)

@@ -537,6 +537,17 @@ static void on_request(struct join *j, baton_node_id from,
 		send_reply(s, from, true, "");
 		return;
 	}
+	if (identity_is_removed(s, from)) {
+		snprintf(why, sizeof why,
+			 "node %" PRIu64 " was removed from this cluster, and "
+			 "a removed id is never a member again: start it "
+			 "with another --id on an empty data directory",
+			 from);
+		LOG_WARN("join: refused node %" PRIu64 " (%s): %s", from,
+			 theirs, why);
+		send_reply(s, from, false, why);
+		return;
+	}
 	if (!s->cfg.accept_joins) {
 		snprintf(why, sizeof why,
 			 "node %" PRIu64 " does not accept joins: start the "

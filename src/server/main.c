@@ -14,6 +14,7 @@
 static void on_housekeeping(uv_timer_t *t)
 {
 	forward_expire(t->data);
+	identity_tick(t->data);
 	clients_housekeeping(t->data);
 }
 
@@ -32,6 +33,7 @@ static void after_handover(void *data)
 	forward_fail_all(s, "shutting down");
 	expiry_stop(s);
 	join_stop(s);
+	founding_stop(s);
 	baton_node_close(s->node);
 	s->node = NULL;
 	uv_timer_stop(&s->housekeeping);
@@ -67,6 +69,14 @@ static void on_storage_failed(void *data)
 	shut_down(s);
 }
 
+void server_stop(struct server *s, int exit_code)
+{
+	if (s->shutting_down)
+		return;
+	s->exit_code = exit_code;
+	shut_down(s);
+}
+
 static int run(struct server *s)
 {
 	s->loop = uv_default_loop();
@@ -91,13 +101,15 @@ static int run(struct server *s)
 		.strict_release = s->cfg.strict_release,
 		.machine_upgrade = s->cfg.machine_upgrade,
 		.election_policy = s->cfg.election_policy,
-		.peer_secret = s->cfg.has_peer_secret ? &s->cfg.peer_secret
-						      : NULL,
+		.peer_secret =
+			s->cfg.has_peer_secret ? &s->cfg.peer_secret : NULL,
 	};
 	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
 		nc.founders[i] = s->cfg.founders[i];
 		nc.founder_addrs[i] = s->cfg.founder_peer[i];
 	}
+	/* An empty directory asks the founders first (founding.c). */
+	nc.defer_bootstrap = s->cfg.n_founders > 0;
 #if BATON_TEST_LOSE_UNSYNCED
 	nc.vfs = baton_vfs_unsynced();
 	LOG_INFO("test build: writes not yet fsynced are lost on kill -9 "
@@ -106,6 +118,7 @@ static int run(struct server *s)
 	struct baton_node_app app;
 	server_node_app(s, &app);
 	app.storage_failed = on_storage_failed;
+	identity_node_app(s, &app);
 	char err[1024] = "";
 	if (s->cfg.has_peer_secret)
 		LOG_INFO("peer authentication on: peers must hold the secret "
@@ -121,8 +134,11 @@ static int run(struct server *s)
 		return 1;
 	}
 	server_addresses_to_transport(s);
-	if (join_start(s) != 0 || clients_listen(s) != 0) {
+	identity_start(s);
+	if (join_start(s) != 0 || founding_start(s) != 0 ||
+	    clients_listen(s) != 0) {
 		join_stop(s);
+		founding_stop(s);
 		baton_node_close(s->node);
 		return 1;
 	}

@@ -70,6 +70,7 @@ _Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
 	       "the book's addresses are the transport's");
 
 /* Limits (docs/batond.md). */
+#define SERVER_REMOVED_WHY_MAX 512u
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
 #define SERVER_PASSWORD_MAX 256u
 #define SERVER_FORWARD_TIMEOUT_MS 10000u
@@ -153,7 +154,21 @@ struct server {
 	/* Replies queued and not yet written, over all open clients. */
 	uint64_t output_bytes;
 
-	struct join *join; /* join.c */
+	struct join *join;	   /* join.c */
+	struct founding *founding; /* founding.c */
+
+	/* Whose this node is (identity.c). */
+	struct {
+		uv_timer_t soon; /* work after an identity entry applied */
+		bool removed;	 /* removed from the cluster: serves no more */
+		char removed_why[SERVER_REMOVED_WHY_MAX];
+		bool proposing_uuid;	 /* the leader's 'U' entry in flight */
+		bool uuid_recorded;	 /* in the data directory, or refused */
+		baton_node_id removing;	 /* BATON.REMOVE under way (admin.c) */
+		baton_node_id finishing; /* a removal the leader finishes */
+		uint32_t forgotten;	 /* removed ids the transport forgot */
+		struct baton_node_status status; /* scratch */
+	} identity;
 
 	struct pending_forward *forwards; /* a list */
 	uint64_t next_forward_id;
@@ -334,6 +349,40 @@ struct downgrade_args {
 int versions_downgrade_parse(int argc, const uint8_t *const *argv,
 			     const size_t *lens, struct downgrade_args *out,
 			     char *err, size_t cap);
+
+/* ---- identity.c: whose this node is (docs/batond.md, "Identity") ---- */
+/* The node's identity callbacks (is_removed, removed) into app. */
+void identity_node_app(struct server *s, struct baton_node_app *app);
+/* After baton_node_start: follow the cluster's UUID and removed ids. */
+void identity_start(struct server *s);
+/* Now and then (and soon after an identity entry applied): record the
+ * UUID in the data directory, draw it as the leader of a cluster without
+ * one, finish interrupted removals as leader, retire once removed. */
+void identity_tick(struct server *s);
+/* The leader may write 'U' and 'R' entries: the log's release floor and
+ * this node's release are at least the release that introduced them. */
+bool identity_entries_allowed(struct server *s);
+/* Whether id was removed from the cluster (the transport's question). */
+bool identity_is_removed(struct server *s, baton_node_id id);
+/* A member refused our connection saying this node was removed. */
+void identity_told_removed(struct server *s, baton_node_id by,
+			   const char *reason);
+/* If this node was removed, append the error saying so to b; true. */
+bool server_reply_if_removed(struct server *s, struct baton_buf *b);
+/* The cluster's UUID as applied, or "-"; returns buf. */
+const char *identity_uuid_text(struct server *s, char *buf, size_t cap);
+
+/* ---- founding.c: --bootstrap on an empty data directory ---- */
+/* After baton_node_start: when the node waits to found (it was empty),
+ * ask the other founders whether the cluster exists already; found it
+ * when none holds its data (or none answers in time), else stop the node
+ * with an error saying how to replace a member. */
+int founding_start(struct server *s);
+void founding_stop(struct server *s);
+
+/* ---- main.c ---- */
+/* Stop the node (leadership handed over first) and exit with code. */
+void server_stop(struct server *s, int exit_code);
 
 /* ---- join.c ---- */
 /* Joining by itself (--join-seeds) and the leader's side of joins; after
