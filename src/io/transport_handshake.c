@@ -50,7 +50,8 @@ static bool identity_ok(struct conn *c, baton_node_id them, bool has_uuid,
 			const uint8_t *uuid, char *reason, size_t cap)
 {
 	struct baton_transport *t = c->t;
-	char ours[BATON_CLUSTER_UUID_STR_MAX], theirs[BATON_CLUSTER_UUID_STR_MAX];
+	char ours[BATON_CLUSTER_UUID_STR_MAX],
+		theirs[BATON_CLUSTER_UUID_STR_MAX];
 	if (t->has_uuid && has_uuid &&
 	    memcmp(t->uuid, uuid, sizeof t->uuid) != 0) {
 		snprintf(reason, cap,

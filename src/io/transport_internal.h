@@ -74,8 +74,8 @@ struct baton_transport {
 	/* The UUID this node's cluster was born with, once known. */
 	bool has_uuid;
 	uint8_t uuid[BATON_PEER_CLUSTER_UUID_LEN];
-	uint64_t evicted_logged_ms;	 /* rate of the cap's warning */
-	struct baton_buf scratch;	 /* frames being encoded for sending */
+	uint64_t evicted_logged_ms; /* rate of the cap's warning */
+	struct baton_buf scratch;   /* frames being encoded for sending */
 	uint64_t rng;
 	bool stopping;
 	uint32_t open_handles;

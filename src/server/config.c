@@ -49,10 +49,10 @@ static void usage(FILE *f)
 		"16, mode 0600; make\n"
 		"                          one: head -c 32 /dev/urandom > "
 		"PATH; chmod 600 PATH)\n"
-		"  --insecure-peers        allow --peer-listen on a non-loopback "
-		"address without\n"
-		"                          a peer secret (anyone reaching it "
-		"could join)\n"
+		"  --insecure-peers        allow --peer-listen on a "
+		"non-loopback address\n"
+		"                          without a peer secret (anyone "
+		"reaching it could join)\n"
 		"  --config FILE           'name value' lines with these "
 		"options, read first\n"
 		"  --max-clients N         (default %u)\n"
@@ -467,8 +467,7 @@ static int peer_security(struct server_config *c)
 		return 0;
 	}
 	struct sockaddr_in sa;
-	if (c->insecure_peers ||
-	    baton_parse_addr(c->peer_listen, &sa) != 0 ||
+	if (c->insecure_peers || baton_parse_addr(c->peer_listen, &sa) != 0 ||
 	    (ntohl(sa.sin_addr.s_addr) >> 24) == 127)
 		return 0; /* a bad address is the transport's to report */
 	fprintf(stderr,
