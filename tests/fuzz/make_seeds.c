@@ -5,7 +5,8 @@
  * (TESTS/wire/test_peer_golden.c), the sample frames of the peer tests
  * (peer_fixtures.c) re-encoded in every protocol version, the golden
  * storage directories (TESTS/storage/golden/v*), and a few version
- * states, configurations and RESP requests made with the encoders.
+ * states, configurations, RESP requests and state machine payloads and
+ * snapshots made with the encoders.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -16,6 +17,7 @@
 
 #include "baton/buf.h"
 #include "baton/version.h"
+#include "kv.h"
 #include "peer_fixtures.h"
 
 static const char *out_dir;
@@ -321,6 +323,108 @@ static void resp_seeds(void)
 	}
 }
 
+/* ---- the state machine: payloads and snapshots --------------------------- */
+
+#define CMD(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Append one framed payload (u16 length, bytes) of kv_payload's input. */
+static void frame_payload(struct baton_buf *seq, const struct baton_buf *p)
+{
+	uint8_t len[2] = {(uint8_t)(p->len & 0xff), (uint8_t)(p->len >> 8)};
+	if (baton_buf_append(seq, len, 2) != 0 ||
+	    baton_buf_append(seq, p->data, p->len) != 0)
+		exit(1);
+}
+
+/* A command's arguments from NULL-terminated strings. */
+static int args_of(const char *const *words, const uint8_t **argv, size_t *lens)
+{
+	int argc = 0;
+	for (; words[argc] != NULL; argc++) {
+		argv[argc] = (const uint8_t *)words[argc];
+		lens[argc] = strlen(words[argc]);
+	}
+	return argc;
+}
+
+static void kv_sequence(uint8_t version, struct baton_buf *seq)
+{
+	const char *const *cmds[] = {
+		CMD("SET", "k", "value"), CMD("INCR", "n"),
+		CMD("APPEND", "k", "!"),  CMD("SET", "t", "1", "PX", "500"),
+		CMD("DEL", "k", "n"),	  CMD("MSET", "a", "1", "b", "2"),
+	};
+	uint8_t selector = (uint8_t)(version - 1);
+	if (baton_buf_append(seq, &selector, 1) != 0)
+		exit(1);
+	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		const uint8_t *argv[8];
+		size_t lens[8];
+		int argc = args_of(cmds[i], argv, lens);
+		struct baton_buf p;
+		baton_buf_init(&p);
+		int rv = version == 1
+				 ? kv_encode(argc, argv, lens, &p)
+				 : kv_encode_v2(1000 + i, argc, argv, lens, &p);
+		if (rv == 0)
+			frame_payload(seq, &p);
+		baton_buf_free(&p);
+	}
+	if (version == 1)
+		return;
+	const uint8_t *argv[4];
+	size_t lens[4];
+	int argc = args_of(CMD("INCR", "a"), argv, lens);
+	struct kv_txn_command txn = {argc, argv, lens};
+	struct kv_watch watch = {(const uint8_t *)"b", 1, 0};
+	struct baton_buf p;
+	baton_buf_init(&p);
+	if (kv_encode_txn(2000, 1, &watch, 1, &txn, &p) == 0)
+		frame_payload(seq, &p);
+	baton_buf_reset(&p);
+	if (kv_encode_sweep(3000, 10, &p) == 0)
+		frame_payload(seq, &p);
+	baton_buf_free(&p);
+}
+
+static int kv_sink(void *arg, const void *buf, size_t len)
+{
+	return baton_buf_append(arg, buf, len);
+}
+
+static void kv_seeds(void)
+{
+	for (uint8_t version = 1; version <= 2; version++) {
+		struct baton_buf seq;
+		baton_buf_init(&seq);
+		kv_sequence(version, &seq);
+		char name[32];
+		snprintf(name, sizeof name, "writes-v%u", version);
+		seed("kv_payload", name, -1, seq.data, seq.len);
+		/* The map those writes make, as a snapshot. */
+		struct baton_kv *kv = NULL;
+		if (kv_create(&kv) != 0)
+			exit(1);
+		struct baton_machine_version v = {version};
+		for (size_t off = 1; off + 2 <= seq.len;) {
+			size_t len = seq.data[off] | (size_t)seq.data[off + 1]
+							     << 8;
+			kv_apply(kv, v, seq.data + off + 2, len, NULL);
+			off += 2 + len;
+		}
+		struct baton_buf snap;
+		baton_buf_init(&snap);
+		if (kv_snapshot(kv, v, kv_sink, &snap) == 0) {
+			snprintf(name, sizeof name, "map-v%u", version);
+			seed("kv_snapshot", name, version - 1, snap.data,
+			     snap.len);
+		}
+		baton_buf_free(&snap);
+		baton_buf_free(&seq);
+		kv_destroy(kv);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -335,5 +439,6 @@ int main(int argc, char **argv)
 	golden_storage_seeds(argv[2]);
 	core_seeds();
 	resp_seeds();
+	kv_seeds();
 	return 0;
 }

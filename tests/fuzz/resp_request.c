@@ -6,8 +6,11 @@
  * calls it. Both must return the same commands and end the same way
  * (waiting for more, or the same protocol error): where the bytes happen to
  * be cut must never matter. Then every command, written back as a
- * multibulk request with the reply writers, must parse to itself.
+ * multibulk request with the reply writers, must parse to itself, and
+ * resp_parse_int() must read every argument as strtoll() does under
+ * Redis's strict syntax.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -37,6 +40,42 @@ static void put(struct baton_buf *b, const void *p, size_t n)
 	FUZZ_CHECK(rv == 0, "out of memory");
 }
 
+/* Redis's strict integer syntax ("0", or an optional '-' and digits
+ * without a leading zero) and strtoll()'s range. */
+static bool reference_int(const uint8_t *s, size_t len, int64_t *out)
+{
+	char text[32];
+	if (len == 0 || len >= sizeof text || memchr(s, '\0', len) != NULL)
+		return false;
+	memcpy(text, s, len);
+	text[len] = '\0';
+	if (strcmp(text, "0") != 0) {
+		size_t i = text[0] == '-';
+		if (text[i] < '1' || text[i] > '9')
+			return false;
+		for (; i < len; i++)
+			if (text[i] < '0' || text[i] > '9')
+				return false;
+	}
+	errno = 0;
+	long long v = strtoll(text, NULL, 10);
+	if (errno == ERANGE)
+		return false;
+	*out = v;
+	return true;
+}
+
+static void check_int(const uint8_t *s, size_t len)
+{
+	int64_t got = 0, want = 0;
+	bool ok = resp_parse_int(s, len, &got);
+	bool want_ok = reference_int(s, len, &want);
+	FUZZ_CHECK(ok == want_ok && (!ok || got == want),
+		   "resp_parse_int(\"%.*s\"): %d %lld, strtoll: %d %lld",
+		   (int)len, (const char *)s, ok, (long long)got, want_ok,
+		   (long long)want);
+}
+
 static void record(struct outcome *o, const struct resp_command *cmd)
 {
 	FUZZ_CHECK(cmd->argc >= 0 && (uint32_t)cmd->argc <= limits.args_max,
@@ -49,6 +88,7 @@ static void record(struct outcome *o, const struct resp_command *cmd)
 			   "argument %d: %zu bytes", i, cmd->lens[i]);
 		put(&o->commands, &cmd->lens[i], sizeof cmd->lens[i]);
 		put(&o->commands, cmd->argv[i], cmd->lens[i]);
+		check_int(cmd->argv[i], cmd->lens[i]);
 	}
 	o->n++;
 }

@@ -11,19 +11,25 @@ struct fault_vfs *fuzz_vfs(const char *name, const uint8_t *data, size_t size)
 	struct baton_vfs *b = &v->base;
 	int rv = b->ops->mkdir(b, FUZZ_DIR);
 	FUZZ_CHECK(rv == 0, "mkdir: %d", rv);
-	if (name == NULL)
-		return v;
+	if (name != NULL)
+		fuzz_vfs_add(v, name, data, size);
+	return v;
+}
+
+void fuzz_vfs_add(struct fault_vfs *v, const char *name, const uint8_t *data,
+		  size_t size)
+{
+	struct baton_vfs *b = &v->base;
 	char path[256];
 	snprintf(path, sizeof path, "%s/%s", FUZZ_DIR, name);
 	int fd = -1;
-	rv = b->ops->open(b, path, BATON_VFS_CREATE, &fd);
+	int rv = b->ops->open(b, path, BATON_VFS_CREATE, &fd);
 	FUZZ_CHECK(rv == 0, "create %s: %d", path, rv);
 	if (size > 0) {
 		rv = b->ops->pwrite(b, fd, data, size, 0);
 		FUZZ_CHECK(rv == 0, "write %s: %d", path, rv);
 	}
 	b->ops->close(b, fd);
-	return v;
 }
 
 void fuzz_check_storage_error(int rv, const char *err)

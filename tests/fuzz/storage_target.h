@@ -18,6 +18,10 @@
  * with the given bytes when name is not NULL. Aborts if out of memory. */
 struct fault_vfs *fuzz_vfs(const char *name, const uint8_t *data, size_t size);
 
+/* Add the file `name` with the given bytes to FUZZ_DIR in v. */
+void fuzz_vfs_add(struct fault_vfs *v, const char *name, const uint8_t *data,
+		  size_t size);
+
 /* A reader's error: one of the codes a reader returns for bad bytes, and a
  * message saying what was wrong. */
 void fuzz_check_storage_error(int rv, const char *err);

@@ -1,7 +1,9 @@
 /* The write-ahead log's recovery (baton__wal_open, src/storage/wal.c:
- * segment header, batches, records, torn tails): the input is the only
- * segment of a data directory whose snapshot ends just before the
- * segment's first index (so the bytes choose it too). The entries it
+ * segment header, batches, records, torn tails): the input is the log of a
+ * data directory whose snapshot ends just before the first segment's first
+ * index (so the bytes choose it too): one segment, or two when a second
+ * segment header's magic starts at a multiple of 8 after the first
+ * header. The entries it
  * recovers, written as one batch into a new log and recovered again, must
  * be the same entries. */
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "storage_target.h"
 
 #define SEGMENT "wal-0000000000000001.log"
+#define SEGMENT_2 "wal-0000000000000002.log"
 #define SEGMENT_BYTES ((uint64_t)64 << 10)
 
 struct log {
@@ -98,7 +101,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	baton_index first = size >= 32 ? baton_le_get_u64(data + 24) : 1;
 	baton_index snap_index = first > 0 ? first - 1 : 0;
-	struct fault_vfs *v = fuzz_vfs(SEGMENT, data, size);
+	size_t second = size;
+	for (size_t off = WAL_SEGMENT_HEADER_LEN; off + 8 <= size; off += 8)
+		if (memcmp(data + off, WAL_MAGIC, 8) == 0) {
+			second = off;
+			break;
+		}
+	struct fault_vfs *v = fuzz_vfs(SEGMENT, data, second);
+	if (second < size)
+		fuzz_vfs_add(v, SEGMENT_2, data + second, size - second);
 	char err[STORAGE_ERR_MAX] = "";
 	struct log a = {NULL, 0}, b = {NULL, 0};
 	int rv = recover(v, snap_index, &a, err, sizeof err);
