@@ -33,7 +33,14 @@ static void usage(FILE *f)
 		"id=peer_addr/client_addr,...\n"
 		"                          (the same list on every founding "
 		"node; ignored once\n"
-		"                          the data directory holds state)\n"
+		"                          the data directory holds state; on "
+		"an empty one the\n"
+		"                          node first asks the founders, and "
+		"refuses to found\n"
+		"                          over a cluster they run: a node "
+		"that lost its data\n"
+		"                          rejoins with --join under a new "
+		"id)\n"
 		"  --join                  start empty and wait to be added "
 		"(batonctl add)\n"
 		"  --join-seeds LIST       start empty and join by itself "
@@ -41,7 +48,10 @@ static void usage(FILE *f)
 		"                          peer addresses: HOST:PORT,... "
 		"(implies --join)\n"
 		"  --cluster-id NAME       refuse peers of other clusters "
-		"(default baton)\n"
+		"(default baton);\n"
+		"                          the data directory records it "
+		"with --id and refuses\n"
+		"                          another\n"
 		"  --password PW           require AUTH PW from clients\n"
 		"  --peer-secret-file PATH the cluster's peer secret: peers "
 		"must prove they hold\n"
@@ -303,6 +313,11 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 	} else if (strcmp(name, "data") == 0) {
 		return copy(name, v, c->data_dir, sizeof c->data_dir);
 	} else if (strcmp(name, "cluster-id") == 0) {
+		if (v[0] == '\0') {
+			fprintf(stderr, "batond: --cluster-id must not be "
+					"empty\n");
+			return -1;
+		}
 		return copy(name, v, c->cluster_id, sizeof c->cluster_id);
 	} else if (strcmp(name, "password") == 0) {
 		return copy(name, v, c->password, sizeof c->password);

@@ -725,3 +725,43 @@ Test(pipeline, a_downgrade_converts_the_machine_at_its_index)
 	run(5);
 	cr_assert_eq(tm.last_version, 2);
 }
+
+/* A deferred bootstrap: the node starts empty with its founders, founds
+ * only when told, and only while still empty. */
+Test(pipeline, deferred_bootstrap_founds_when_told)
+{
+	struct baton_pipeline_config c;
+	memset(&c, 0, sizeof c);
+	baton_raft_options_default(&c.raft);
+	c.raft.id = 1;
+	c.raft.random_seed = 7;
+	c.storage = &st.base;
+	c.machine = &tm.base;
+	c.n_founders = 1;
+	c.founders[0] = 1;
+	c.bootstrap_deferred = true;
+	struct baton_pipeline_env env = {
+		.now_ms = env_now, .send = env_send, .stalled = env_stalled};
+	char err[256] = "";
+	cr_assert_eq(baton_pipeline_create(&c, &env, &p, err, sizeof err), 0,
+		     "%s", err);
+	run(300);
+	cr_assert(baton_pipeline_empty(p), "nothing founded yet");
+	cr_assert_eq(status().raft.config.n, 0);
+	cr_assert_eq(baton_pipeline_bootstrap(p), 0);
+	cr_assert_not(baton_pipeline_empty(p));
+	run_until_leader();
+	cr_assert_eq(status().raft.config.n, 1);
+	cr_assert_eq(baton_pipeline_bootstrap(p), BATON_ESTATE,
+		     "not empty any more");
+}
+
+/* A retired node's core is no longer ticked: a follower never stands. */
+Test(pipeline, retired_node_never_stands)
+{
+	start(0, true);
+	baton_pipeline_retire(p);
+	run(500);
+	cr_assert_eq(status().raft.role, BATON_FOLLOWER);
+	cr_assert_eq(status().raft.term, 1, "no election began");
+}

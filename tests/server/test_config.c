@@ -207,22 +207,25 @@ Test(config, config_file_switches_take_on_and_off)
 
 Test(config, bootstrap_refuses_a_founder_named_twice)
 {
-	cr_assert_eq(PARSE("--bootstrap",
-			   "7=127.0.0.1:7001/127.0.0.1:6001,"
-			   "8=127.0.0.1:7002/127.0.0.1:6002,"
-			   "7=127.0.0.1:7003/127.0.0.1:6003"),
+	cr_assert_eq(PARSE("--bootstrap", "7=127.0.0.1:7001/127.0.0.1:6001,"
+					  "8=127.0.0.1:7002/127.0.0.1:6002,"
+					  "7=127.0.0.1:7003/127.0.0.1:6003"),
 		     -1, "one id twice");
-	cr_assert_eq(PARSE("--bootstrap",
-			   "7=127.0.0.1:7001/127.0.0.1:6001,"
-			   "8=127.0.0.1:7001/127.0.0.1:6002"),
+	cr_assert_eq(PARSE("--bootstrap", "7=127.0.0.1:7001/127.0.0.1:6001,"
+					  "8=127.0.0.1:7001/127.0.0.1:6002"),
 		     -1, "one peer address for two ids");
-	cr_assert_eq(PARSE("--bootstrap",
-			   "7=127.0.0.1:7001/127.0.0.1:6001,"
-			   "8=127.0.0.1:7002/127.0.0.1:6001"),
+	cr_assert_eq(PARSE("--bootstrap", "7=127.0.0.1:7001/127.0.0.1:6001,"
+					  "8=127.0.0.1:7002/127.0.0.1:6001"),
 		     -1, "one client address for two ids");
-	cr_assert_eq(PARSE("--bootstrap",
-			   "7=127.0.0.1:7001/127.0.0.1:6001,"
-			   "8=127.0.0.1:7002/127.0.0.1:6002"),
+	cr_assert_eq(PARSE("--bootstrap", "7=127.0.0.1:7001/127.0.0.1:6001,"
+					  "8=127.0.0.1:7002/127.0.0.1:6002"),
 		     0);
 	cr_assert_eq(c.n_founders, 2);
+}
+
+Test(config, empty_cluster_id_is_refused)
+{
+	cr_assert_eq(PARSE("--join", "--cluster-id", ""), -1);
+	cr_assert_eq(PARSE("--join", "--cluster-id", "other"), 0);
+	cr_assert_str_eq(c.cluster_id, "other");
 }
