@@ -536,6 +536,12 @@ static bool handshake_eq(const struct baton_peer_handshake *a,
 		*diff = "auth_nonce";
 		return false;
 	}
+	SAME(has_cluster_uuid);
+	if (a->has_cluster_uuid && !bytes_eq(a->cluster_uuid, b->cluster_uuid,
+					     sizeof a->cluster_uuid)) {
+		*diff = "cluster_uuid";
+		return false;
+	}
 	return profile_eq(&a->profile, &b->profile, diff);
 }
 
@@ -624,10 +630,12 @@ static bool reply_eq(const struct baton_peer_handshake_reply *a,
 		*diff = "auth_mac";
 		return false;
 	}
+	SAME(removed);
 	SAME(has_cluster);
 	if (!a->has_cluster)
 		return true;
 	SAME(cluster.leader_id);
+	SAME(cluster.last_index);
 	if (!str_eq(a->cluster.leader_peer_addr, b->cluster.leader_peer_addr)) {
 		*diff = "cluster.leader_peer_addr";
 		return false;
