@@ -4,7 +4,8 @@
  * nothing is committed twice: the golden vectors of the peer protocol
  * (TESTS/wire/test_peer_golden.c), the sample frames of the peer tests
  * (peer_fixtures.c) re-encoded in every protocol version, the golden
- * storage directories (TESTS/storage/golden/v*), and a few version
+ * storage directories (TESTS/storage/golden/v*), identity files made by
+ * the storage's writer, and a few version
  * states, configurations, RESP requests and state machine payloads and
  * snapshots made with the encoders.
  */
@@ -17,8 +18,10 @@
 
 #include "baton/buf.h"
 #include "baton/version.h"
+#include "internal.h"
 #include "kv.h"
 #include "peer_fixtures.h"
+#include "storage_target.h"
 
 static const char *out_dir;
 
@@ -267,6 +270,37 @@ static void golden_storage_seeds(const char *tests)
 	}
 }
 
+/* Identity files as the writer makes them: no golden one exists yet. */
+static void identity_seeds(void)
+{
+	static const char *const names[] = {"c", "prod-cluster-7"};
+	for (int i = 0; i < 2; i++) {
+		struct baton_identity id = {.node_id = 11 + (uint64_t)i};
+		snprintf(id.cluster_name, sizeof id.cluster_name, "%s",
+			 names[i]);
+		id.has_uuid = i == 1;
+		for (size_t k = 0; k < sizeof id.cluster_uuid; k++)
+			id.cluster_uuid[k] =
+				id.has_uuid ? (uint8_t)(k * 17) : 0;
+		struct fault_vfs *v = fuzz_vfs(NULL, NULL, 0);
+		char err[STORAGE_ERR_MAX];
+		uint8_t b[512];
+		size_t n = 0;
+		if (baton__identity_write(&v->base, FUZZ_DIR, &id, err,
+					  sizeof err) != 0 ||
+		    fault_vfs_read_durable(v, FUZZ_DIR "/identity", 0, b,
+					   sizeof b, &n) != 0) {
+			fprintf(stderr, "fuzz-seeds: identity: %s\n", err);
+			exit(1);
+		}
+		char name[32];
+		snprintf(name, sizeof name, "written-%d", i);
+		seed("storage_identity", name, -1, b, n);
+		seed("storage_file_header", name, -1, b, n);
+		fault_vfs_free(v);
+	}
+}
+
 /* ---- the core's entries and RESP ------------------------------------------
  */
 
@@ -437,6 +471,7 @@ int main(int argc, char **argv)
 	sample_seeds();
 	golden_wire_seeds(argv[2]);
 	golden_storage_seeds(argv[2]);
+	identity_seeds();
 	core_seeds();
 	resp_seeds();
 	kv_seeds();

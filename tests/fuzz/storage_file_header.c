@@ -10,11 +10,12 @@
 #include "fuzz.h"
 #include "internal.h"
 
-/* The kinds of src/storage, as wal.c, meta.c and snapshot_file.c define
- * them (format.h). */
+/* The kinds of src/storage, as wal.c, meta.c, identity.c and
+ * snapshot_file.c define them (format.h). */
 static const struct baton__file_kind kinds[] = {
 	{WAL_MAGIC, "log segment", WAL_FORMAT, WAL_SEGMENT_HEADER_LEN},
 	{META_MAGIC, "term/vote file", META_FORMAT, META_LEN},
+	{IDENTITY_MAGIC, "identity file", IDENTITY_FORMAT, IDENTITY_LEN_MIN},
 	{SNAP_MAGIC, "snapshot", SNAP_FORMAT, SNAP_FIXED_LEN + 8u},
 };
 
