@@ -336,12 +336,21 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 		if (parse_u64(name, v, 1, 1000000, &n) != 0)
 			return -1;
 		c->max_clients = (uint32_t)n;
-	} else if (strcmp(name, "max-bulk-bytes") == 0) {
-		return parse_u64(name, v, 1, RESP_REQUEST_BYTES_MAX_DEFAULT,
-				 &c->max_bulk_bytes);
-	} else if (strcmp(name, "max-request-bytes") == 0) {
-		return parse_u64(name, v, 16, RESP_REQUEST_BYTES_MAX_DEFAULT,
-				 &c->max_request_bytes);
+	} else if (strcmp(name, "max-bulk-bytes") == 0 ||
+		   strcmp(name, "max-request-bytes") == 0) {
+		if (parse_u64(name, v, 16, UINT64_MAX, &n) != 0)
+			return -1;
+		if (n > RESP_REQUEST_BYTES_MAX_DEFAULT) {
+			fprintf(stderr,
+				"batond: --%s is at most %zu: any request "
+				"within it must fit one log entry of 16 MiB\n",
+				name, RESP_REQUEST_BYTES_MAX_DEFAULT);
+			return -1;
+		}
+		uint64_t *limit = strcmp(name, "max-bulk-bytes") == 0
+					  ? &c->max_bulk_bytes
+					  : &c->max_request_bytes;
+		*limit = n;
 	} else if (strcmp(name, "max-client-output-bytes") == 0) {
 		return parse_u64(name, v, 1024, UINT64_MAX / 2,
 				 &c->max_client_output_bytes);
