@@ -33,6 +33,9 @@
 #include "server.h"
 
 #define CLIENT_LINGER_MS 1000u
+/* A hung-up client whose last replies make no progress for this long (it
+ * reads nothing) is closed without waiting for them. */
+#define CLIENT_HANGUP_STALL_MS 10000u
 /* Room for "255.255.255.255:65535". */
 #define CLIENT_ADDR_MAX 32u
 
@@ -646,6 +649,9 @@ void clients_housekeeping(struct server *s)
 		if (c->closing)
 			continue;
 		if (c->shut && now >= c->linger_until_ms) {
+			client_close(c);
+		} else if (c->fin_queued && !c->shut &&
+			   now - c->last_active_ms >= CLIENT_HANGUP_STALL_MS) {
 			client_close(c);
 		} else if (!c->shut && is_idle(c, now, idle_ms)) {
 			s->stats.idle_disconnects++;
