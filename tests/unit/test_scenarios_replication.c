@@ -285,15 +285,18 @@ Test(repl, proposal_errors)
 
 	cr_assert_eq(c_propose(c, l, "123456789", NULL), BATON_ETOOBIG);
 	cr_assert_eq(c_last(c, l), last, "nothing appended");
-	/* All or nothing: a batch with one command too big appends none. */
+	cr_assert_eq(c_count(c, BATON_MSG_APPEND, 0, 0), 0,
+		     "a refused proposal sends nothing");
+	/* The pipeline refuses a command too big on its own: the others of
+	 * its batch still go in (the core's batch is all or nothing, below). */
 	struct baton_buffer b[2] = {{"ok", 2}, {"123456789", 9}};
 	struct baton_event ev = {.type = BATON_EVENT_PROPOSE};
 	ev.u.propose.n = 2;
 	ev.u.propose.bufs = b;
 	cr_assert_eq(c_step(c, l, &ev, NULL), BATON_ETOOBIG);
-	cr_assert_eq(c_last(c, l), last);
-	cr_assert_eq(c_count(c, BATON_MSG_APPEND, 0, 0), 0,
-		     "a refused proposal sends nothing");
+	c_run(c, 300);
+	cr_assert_eq(c_last(c, l), last + 1, "\"ok\" alone");
+	cr_assert_eq(c_commit(c, l), last + 1);
 
 	cr_assert_eq(c_propose(c, l, "12345678", NULL), 0, "at the limit");
 
@@ -304,6 +307,27 @@ Test(repl, proposal_errors)
 	cr_assert_eq(c_propose(c, l, "c", NULL), 0);
 	cr_assert_eq(c_propose(c, l, "d", NULL), BATON_EOVERLOADED);
 	c_free(c);
+}
+
+/* The core takes a batch all or nothing: one command too big, none in. */
+Test(repl, a_batch_with_one_command_too_big_appends_none)
+{
+	uint64_t now = 0;
+	struct baton_raft *r = h_lone_leader(small_entries, &now);
+	struct baton_raft_status st;
+	baton_raft_status(r, &st);
+	struct baton_buffer b[2] = {{"ok", 2}, {"123456789", 9}};
+	struct baton_event ev = {.type = BATON_EVENT_PROPOSE};
+	ev.u.propose.n = 2;
+	ev.u.propose.bufs = b;
+	struct baton_update u;
+	cr_assert_eq(baton_raft_step(r, now, &ev, &u), BATON_ETOOBIG);
+	cr_assert_eq(u.n_entries, 0);
+	cr_assert_eq(u.n_msgs, 0);
+	struct baton_raft_status after;
+	baton_raft_status(r, &after);
+	cr_assert_eq(after.last_index, st.last_index);
+	baton_raft_destroy(r);
 }
 
 /* The pipeline never proposes an empty batch; the core refuses one. */
