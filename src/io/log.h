@@ -42,4 +42,12 @@ void baton_log_limited(struct baton_log_limit *l, enum baton_log_level level,
 		       const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* A line of a kind a remote end can repeat at will, limited at its call
+ * site (the site is the kind): for warnings on the peer port. */
+#define LOG_WARN_LIMITED(...)                                                  \
+	do {                                                                   \
+		static struct baton_log_limit site_limit_;                     \
+		baton_log_limited(&site_limit_, BATON_LOG_WARN, __VA_ARGS__);  \
+	} while (0)
+
 #endif /* BATON_IO_LOG_H */

@@ -200,9 +200,10 @@ static void on_ready_frame(struct conn *c, const uint8_t *body, size_t len)
 	if (rv != 0) {
 		/* The stream's framing is intact: skip just this frame. */
 		t->stats.bad_frames++;
-		LOG_WARN("dropped a frame from node %" PRIu64
-			 " that does not decode in protocol %u: %s (%s)",
-			 from, c->proto.value, f.why, baton_strerror(rv));
+		LOG_WARN_LIMITED(
+			"dropped a frame from node %" PRIu64
+			" that does not decode in protocol %u: %s (%s)",
+			from, c->proto.value, f.why, baton_strerror(rv));
 		return;
 	}
 	switch (f.kind) {
@@ -278,7 +279,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			/* Before the handshake only small frames: nothing is
 			 * buffered for a peer that has not said who it is. */
 			c->t->stats.malformed++;
-			LOG_WARN(
+			LOG_WARN_LIMITED(
 				"a frame of %u bytes from a peer connection "
 				"whose handshake is not complete exceeds the "
 				"limit of %u bytes before a handshake; closing",
@@ -291,10 +292,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 					  &len);
 		if (rv == BATON_ETOOBIG) {
 			c->t->stats.malformed++;
-			LOG_WARN("a frame from %s exceeds the limit of %u "
-				 "bytes; closing",
-				 c->peer ? c->peer->addr : "a peer",
-				 (unsigned)BATON_PEER_FRAME_MAX);
+			LOG_WARN_LIMITED(
+				"a frame from %s exceeds the limit of %u "
+				"bytes; closing",
+				c->peer ? c->peer->addr : "a peer",
+				(unsigned)BATON_PEER_FRAME_MAX);
 			baton__transport_close(c, "oversized frame");
 			break;
 		}
@@ -338,8 +340,9 @@ static void on_sweep(uv_timer_t *timer)
 		    now - c->opened_ms < HANDSHAKE_TIMEOUT_MS)
 			continue;
 		t->stats.malformed++;
-		LOG_WARN("closing a peer connection: no handshake within %u ms",
-			 HANDSHAKE_TIMEOUT_MS);
+		LOG_WARN_LIMITED(
+			"closing a peer connection: no handshake within %u ms",
+			HANDSHAKE_TIMEOUT_MS);
 		baton__transport_close(c, "handshake timeout");
 	}
 }
@@ -536,9 +539,10 @@ static struct peer *evict_for_member(struct baton_transport *t)
 		if (p->addr[0] != '\0' || p->redial_init || p->out != NULL)
 			continue;
 		BATON_ASSERT(p->id != 0);
-		LOG_WARN("peer table full: closing the connection of node "
-			 "%" PRIu64 ", which is not a member, for a member",
-			 p->id);
+		LOG_WARN_LIMITED(
+			"peer table full: closing the connection of node "
+			"%" PRIu64 ", which is not a member, for a member",
+			p->id);
 		if (p->in != NULL) /* closing frees a slot nobody dials */
 			baton__transport_close(p->in, "slot taken by a member");
 		else

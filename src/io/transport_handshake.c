@@ -243,8 +243,9 @@ static void admit(struct conn *c, baton_node_id id,
 		p = baton__transport_peer_find(t, 0);
 	if (p == NULL) {
 		const char *reason = "too many peers";
-		LOG_WARN("refused a peer connection from node %" PRIu64 ": %s",
-			 id, reason);
+		LOG_WARN_LIMITED("refused a peer connection from node %" PRIu64
+				 ": %s",
+				 id, reason);
 		refuse(c, reason, false, false);
 		return;
 	}
@@ -341,8 +342,8 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 		admit(c, h->node_id, v, true);
 		return;
 	}
-	LOG_WARN("refused a peer connection from node %" PRIu64 ": %s",
-		 h->node_id, reason);
+	LOG_WARN_LIMITED("refused a peer connection from node %" PRIu64 ": %s",
+			 h->node_id, reason);
 	refuse(c, reason, ours, ours && proof);
 }
 
@@ -474,8 +475,8 @@ static void on_handshake_auth(struct conn *c,
 		 " (their --peer-secret-file contents differ)",
 		 c->claimed_id, t->c.id);
 	t->stats.auth_failed++;
-	LOG_WARN("refused a peer connection from node %" PRIu64 ": %s",
-		 c->claimed_id, reason);
+	LOG_WARN_LIMITED("refused a peer connection from node %" PRIu64 ": %s",
+			 c->claimed_id, reason);
 	refuse(c, reason, false, false);
 }
 
@@ -528,10 +529,11 @@ static void while_authenticating(struct conn *c, struct baton_peer_frame *f)
 	} else {
 		t->stats.malformed++;
 		t->stats.auth_failed++;
-		LOG_WARN("closing a peer connection from node %" PRIu64
-			 ": peer authentication failed: expected its proof of "
-			 "the peer secret, got a frame of kind %u",
-			 c->claimed_id, f->kind);
+		LOG_WARN_LIMITED(
+			"closing a peer connection from node %" PRIu64
+			": peer authentication failed: expected its proof of "
+			"the peer secret, got a frame of kind %u",
+			c->claimed_id, f->kind);
 		baton__transport_close(c, "expected a proof");
 	}
 }
@@ -544,9 +546,10 @@ void baton__transport_first_frame(struct conn *c, const uint8_t *body,
 	struct baton_peer_frame f;
 	if (baton_peer_decode_handshake(body, len, &f) != 0) {
 		t->stats.malformed++;
-		LOG_WARN("closing a peer connection: its first frame is not a "
-			 "valid handshake (%s)",
-			 f.why != NULL ? f.why : "malformed");
+		LOG_WARN_LIMITED(
+			"closing a peer connection: its first frame is not a "
+			"valid handshake (%s)",
+			f.why != NULL ? f.why : "malformed");
 		if (c->probe_cb != NULL)
 			baton__transport_probe_done(c, BATON_ECORRUPT, f.why,
 						    NULL);
@@ -572,9 +575,10 @@ void baton__transport_first_frame(struct conn *c, const uint8_t *body,
 		on_handshake_reply(c, &f.handshake_reply);
 	} else {
 		t->stats.malformed++;
-		LOG_WARN("closing a peer connection: expected a %s, got a "
-			 "frame of kind %u",
-			 c->outbound ? "handshake reply" : "handshake", f.kind);
+		LOG_WARN_LIMITED(
+			"closing a peer connection: expected a %s, got a "
+			"frame of kind %u",
+			c->outbound ? "handshake reply" : "handshake", f.kind);
 		baton__transport_close(c, "expected a handshake");
 	}
 	baton_peer_frame_free(&f);

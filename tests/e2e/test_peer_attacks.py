@@ -241,6 +241,31 @@ def test_huge_frame_before_the_handshake_is_refused_at_once(cluster):
     assert_healthy(cluster, term)
 
 
+
+def test_a_flood_of_bad_handshakes_logs_a_few_lines(cluster):
+    """Repeated garbage on the peer port is counted, not written out line
+    by line: at most one line a second per kind, then "(N more since)"."""
+    lead = cluster.start(3)
+    term = int(lead.info()["term"])
+    node = cluster.node(2)
+    since = len(node.log_text())
+    needle = "its first frame is not a valid handshake"
+    for _ in range(200):
+        with peerwire.connect(node.peer_port) as s:
+            s.sendall(struct.pack("<I", 3) + b"\xff\xff\xff")
+            closed(s, timeout=2.0)
+    wait_log(node, needle, since)
+    time.sleep(1.1)  # the next window
+    with peerwire.connect(node.peer_port) as s:
+        s.sendall(struct.pack("<I", 3) + b"\xff\xff\xff")
+        closed(s, timeout=2.0)
+    wait_log(node, "more since)", since)
+    lines = [ln for ln in node.log_text()[since:].splitlines()
+             if needle in ln]
+    # 201 bad handshakes in a few seconds: one line per second at most.
+    assert 2 <= len(lines) <= 10, (len(lines), lines[:3])
+    assert_healthy(cluster, term)
+
 # ---- (e) a node with another secret, or none -------------------------------
 
 
