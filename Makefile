@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FORMAT_FILES = $(shell find src include tests bench tools -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server format format-check run clean
+.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server bench-snapshot format format-check run clean
 
 all: build
 
@@ -82,6 +82,11 @@ bench: build
 # batond against redis-server --appendfsync always, with redis-benchmark.
 bench-server: build
 	BUILD=$(BUILD) bench/server_bench.sh
+
+# SET latency while every node takes a snapshot of 1M keys / 100 MB
+# (docs/benchmarks.md); a quick run: make bench-snapshot ARGS="--keys 200000"
+bench-snapshot: build
+	BATON_BUILD=$(BUILD) /usr/bin/python3 bench/snapshot_pause.py $(ARGS)
 
 format:
 	clang-format -i $(FORMAT_FILES)
