@@ -105,7 +105,11 @@ def test_wiped_member_does_not_refound_and_no_write_is_lost(cluster):
     for i in range(30):
         set_ok(leader, f"k{i}", f"v{i}")
         written[f"k{i}"] = f"v{i}"
-    uuid = cluster_uuid(cluster.node(3))
+    # Every node has recorded the uuid (a follower learns the entry's
+    # commit with the leader's next heartbeat): the checks below compare.
+    uuids = {m.id: cluster_uuid(m) for m in cluster.alive()}
+    assert len(set(uuids.values())) == 1, uuids
+    uuid = uuids[3]
     wiped = cluster.node(3)
     wiped.kill9()
     shutil.rmtree(wiped.data_dir)
