@@ -44,28 +44,16 @@ int baton__identity_read(struct baton_vfs *v, const char *dir,
 			 struct baton_identity *out, bool *found, char *err,
 			 size_t errlen)
 {
-	char path[STORAGE_PATH_MAX];
-	if (baton__path(path, dir, IDENTITY_NAME) != 0)
-		return baton__errf(err, errlen, BATON_EINVAL,
-				   "data directory path too long");
 	memset(out, 0, sizeof *out);
-	*found = false;
-	int fd;
-	int rv = v->ops->open(v, path, 0, &fd);
-	if (rv == -ENOENT)
-		return 0;
-	if (rv != 0)
-		return baton__io_err(err, errlen, rv, "open", path);
+	char path[STORAGE_PATH_MAX];
 	uint8_t b[IDENTITY_LEN_MAX];
-	size_t n = 0;
-	rv = v->ops->pread(v, fd, b, sizeof b, 0, &n);
-	v->ops->close(v, fd);
-	if (rv != 0)
-		return baton__io_err(err, errlen, rv, "read", path);
+	bool present;
 	struct baton__file_head head;
-	rv = baton__file_header_check(&identity_kind, b, n, path, &head, err,
-				      errlen);
-	if (rv != 0)
+	*found = false;
+	int rv = baton__small_file_read(v, dir, IDENTITY_NAME, &identity_kind,
+					b, sizeof b, path, &present, &head, err,
+					errlen);
+	if (rv != 0 || !present)
 		return rv;
 	uint32_t name_len = baton_le_get_u32(b + 40);
 	if (name_len == 0 || name_len > BATON_CLUSTER_NAME_MAX ||

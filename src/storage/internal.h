@@ -38,6 +38,17 @@ int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
 int baton__meta_write(struct baton_vfs *v, const char *dir, baton_term term,
 		      baton_node_id vote, char *err, size_t errlen);
 
+/* Read dir/name, a file that is all header (at most cap bytes), into buf
+ * and check its header against k; path gets its path (STORAGE_PATH_MAX)
+ * for messages. A missing file: 0 with *found false. */
+struct baton__file_kind;
+struct baton__file_head;
+int baton__small_file_read(struct baton_vfs *v, const char *dir,
+			   const char *name, const struct baton__file_kind *k,
+			   uint8_t *buf, size_t cap, char *path, bool *found,
+			   struct baton__file_head *head, char *err,
+			   size_t errlen);
+
 /* Replace dir/name with the len bytes at b, atomically: write tmp_name,
  * fsync, rename over name, fsync the directory. A crash leaves the old
  * file or the new one. */

@@ -16,31 +16,47 @@
 static const struct baton__file_kind meta_kind = {META_MAGIC, "term/vote file",
 						  META_FORMAT, META_LEN};
 
-int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
-		     baton_node_id *vote, char *err, size_t errlen)
+int baton__small_file_read(struct baton_vfs *v, const char *dir,
+			   const char *name, const struct baton__file_kind *k,
+			   uint8_t *buf, size_t cap, char *path, bool *found,
+			   struct baton__file_head *head, char *err,
+			   size_t errlen)
 {
-	char path[STORAGE_PATH_MAX];
-	if (baton__path(path, dir, META_NAME) != 0)
+	*found = false;
+	if (baton__path(path, dir, name) != 0)
 		return baton__errf(err, errlen, BATON_EINVAL,
 				   "data directory path too long");
-	*term = 0;
-	*vote = 0;
 	int fd;
 	int rv = v->ops->open(v, path, 0, &fd);
 	if (rv == -ENOENT)
 		return 0;
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "open", path);
-	uint8_t b[META_LEN];
 	size_t n = 0;
-	rv = v->ops->pread(v, fd, b, sizeof b, 0, &n);
+	rv = v->ops->pread(v, fd, buf, cap, 0, &n);
 	v->ops->close(v, fd);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "read", path);
-	struct baton__file_head head;
-	rv = baton__file_header_check(&meta_kind, b, n, path, &head, err,
-				      errlen);
+	rv = baton__file_header_check(k, buf, n, path, head, err, errlen);
 	if (rv != 0)
+		return rv;
+	*found = true;
+	return 0;
+}
+
+int baton__meta_read(struct baton_vfs *v, const char *dir, baton_term *term,
+		     baton_node_id *vote, char *err, size_t errlen)
+{
+	*term = 0;
+	*vote = 0;
+	uint8_t b[META_LEN];
+	char path[STORAGE_PATH_MAX];
+	bool found;
+	struct baton__file_head head;
+	int rv = baton__small_file_read(v, dir, META_NAME, &meta_kind, b,
+					sizeof b, path, &found, &head, err,
+					errlen);
+	if (rv != 0 || !found)
 		return rv;
 	BATON_ASSERT(head.header_len == META_LEN);
 	*term = baton_le_get_u64(b + 16);
