@@ -256,6 +256,7 @@ def test_slow_readers_cut_off_at_total_output_cap(cluster):
         for s in readers:
             s.close()
     assert c.ping()
+    assert int(c.info()["client_output_disconnects"]) >= 1
     assert_serving(lead)
 
 
@@ -278,6 +279,7 @@ def test_idle_timeout_closes_idle_clients(cluster):
              r"--client-idle-timeout-s 1", "the idle close in the log")
     # redis-py reconnects: an idle client's next command still works.
     assert idle.ping()
+    assert int(busy.info()["client_idle_disconnects"]) >= 1
 
 
 def test_idle_connections_at_max_clients_lock_nobody_out(cluster):
