@@ -35,6 +35,23 @@ def build_dir():
 
 
 BATOND = build_dir() / "batond"
+
+
+def sanitized_build():
+    """Whether the binaries were built with sanitizers (make sanitize):
+    ASan keeps freed memory in quarantine (256 MiB by default), which
+    memory bounds must allow for."""
+    cache = build_dir() / "CMakeCache.txt"
+    try:
+        for line in cache.read_text().splitlines():
+            if line.startswith("BATON_SANITIZE:"):
+                return line.split("=", 1)[1].strip() != ""
+    except OSError:
+        pass
+    return False
+
+
+ASAN_QUARANTINE_MIB = 256
 BATONCTL = build_dir() / "batonctl"
 
 HOST = "127.0.0.1"
