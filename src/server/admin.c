@@ -30,6 +30,16 @@ static bool arg_u64(const struct command_ctx *x, int i, uint64_t *v)
 	return true;
 }
 
+/* The node id of argument 1, positive; false once the error is in the
+ * reply. */
+static bool arg_node_id(struct command_ctx *x, uint64_t *id)
+{
+	if (arg_u64(x, 1, id) && *id != 0)
+		return true;
+	resp_error(command_out(x), "ERR node id must be a positive integer");
+	return false;
+}
+
 static const char *role_name(uint32_t role)
 {
 	switch (role) {
@@ -392,11 +402,8 @@ int admin_add(struct command_ctx *x)
 	uint64_t id;
 	if (x->argc != 4)
 		return command_wrong_args(x);
-	if (!arg_u64(x, 1, &id) || id == 0) {
-		resp_error(command_out(x),
-			   "ERR node id must be a positive integer");
+	if (!arg_node_id(x, &id))
 		return command_done(x);
-	}
 	if (!admin_require_leader(x))
 		return 0;
 	if (identity_is_removed(x->s, id)) {
@@ -514,11 +521,8 @@ int admin_remove(struct command_ctx *x)
 	uint64_t id = 0;
 	if (x->argc != 2)
 		return command_wrong_args(x);
-	if (!arg_u64(x, 1, &id) || id == 0) {
-		resp_error(command_out(x),
-			   "ERR node id must be a positive integer");
+	if (!arg_node_id(x, &id))
 		return command_done(x);
-	}
 	if (!admin_require_leader(x))
 		return 0;
 	struct server *s = x->s;

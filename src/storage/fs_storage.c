@@ -766,27 +766,11 @@ int baton_fs_storage_set_cluster_uuid(
 	char *err, size_t errlen)
 {
 	struct fs_storage *s = fs_of(b);
-	char mine[BATON_CLUSTER_UUID_STR_MAX],
-		theirs[BATON_CLUSTER_UUID_STR_MAX];
 	pthread_mutex_lock(&s->mu);
 	struct baton_identity id = s->identity;
 	pthread_mutex_unlock(&s->mu);
-	if (id.node_id == 0)
-		return baton__errf(err, errlen, BATON_EINVAL,
-				   "%s: opened without an identity", s->dir);
-	if (id.has_uuid) {
-		if (memcmp(id.cluster_uuid, uuid, BATON_CLUSTER_UUID_LEN) == 0)
-			return 0;
-		return baton__errf(
-			err, errlen, BATON_ESTATE,
-			"data directory %s records cluster uuid %s, not %s",
-			s->dir,
-			baton_cluster_uuid_format(id.cluster_uuid, mine),
-			baton_cluster_uuid_format(uuid, theirs));
-	}
-	id.has_uuid = true;
-	memcpy(id.cluster_uuid, uuid, BATON_CLUSTER_UUID_LEN);
-	int rv = baton__identity_write(s->vfs, s->dir, &id, err, errlen);
+	int rv = baton__identity_set_uuid(s->vfs, s->dir, &id, uuid, err,
+					  errlen);
 	if (rv != 0)
 		return rv;
 	pthread_mutex_lock(&s->mu);

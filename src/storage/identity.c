@@ -157,3 +157,31 @@ int baton__identity_check(struct baton_vfs *v, const char *dir,
 		uuid_text(have, u, sizeof u), given, have->node_id,
 		have->node_id, have->cluster_name);
 }
+
+int baton__identity_set_uuid(struct baton_vfs *v, const char *dir,
+			     struct baton_identity *id,
+			     const uint8_t uuid[BATON_CLUSTER_UUID_LEN],
+			     char *err, size_t errlen)
+{
+	char mine[BATON_CLUSTER_UUID_STR_MAX],
+		theirs[BATON_CLUSTER_UUID_STR_MAX];
+	if (id->node_id == 0)
+		return baton__errf(err, errlen, BATON_EINVAL,
+				   "%s: opened without an identity", dir);
+	if (id->has_uuid) {
+		if (memcmp(id->cluster_uuid, uuid, BATON_CLUSTER_UUID_LEN) == 0)
+			return 0;
+		return baton__errf(
+			err, errlen, BATON_ESTATE,
+			"data directory %s records cluster uuid %s, not %s",
+			dir, baton_cluster_uuid_format(id->cluster_uuid, mine),
+			baton_cluster_uuid_format(uuid, theirs));
+	}
+	struct baton_identity next = *id;
+	next.has_uuid = true;
+	memcpy(next.cluster_uuid, uuid, BATON_CLUSTER_UUID_LEN);
+	int rv = baton__identity_write(v, dir, &next, err, errlen);
+	if (rv == 0)
+		*id = next;
+	return rv;
+}

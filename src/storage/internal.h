@@ -73,6 +73,14 @@ int baton__identity_check(struct baton_vfs *v, const char *dir,
 			  const struct baton_identity *want,
 			  struct baton_identity *have, char *err,
 			  size_t errlen);
+/* Record uuid in the identity `id` of the directory (written and synced,
+ * then copied into *id): 0 also when id holds it already; BATON_ESTATE
+ * when id holds another (the message names both); BATON_EINVAL when the
+ * directory was opened without an identity (id->node_id 0). */
+int baton__identity_set_uuid(struct baton_vfs *v, const char *dir,
+			     struct baton_identity *id,
+			     const uint8_t uuid[BATON_CLUSTER_UUID_LEN],
+			     char *err, size_t errlen);
 
 /* ---- snapshot_file.c ---------------------------------------------------- */
 

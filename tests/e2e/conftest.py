@@ -17,6 +17,7 @@ None for none).
 
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -128,6 +129,18 @@ class Deadline:
         raise AssertionError(
             f"timed out after {self.seconds:.1f} s ({self.tries} tries) "
             f"waiting for {self.what}" + (f": {detail}" if detail else ""))
+
+
+def wait_log(node, needle, since=0, timeout=10.0, regex=False):
+    """Wait (bounded) until node's log, from offset `since`, holds needle
+    (a regular expression if regex)."""
+    d = Deadline(timeout, f"{needle!r} in {node}'s log")
+    while not d.expired():
+        text = node.log_text()[since:]
+        if (re.search(needle, text) if regex else needle in text):
+            return
+        time.sleep(POLL_S)
+    d.fail(node.log_text()[since:][-2000:])
 
 
 def is_tryagain(e):

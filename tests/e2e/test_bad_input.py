@@ -7,7 +7,7 @@ import time
 
 import peerwire
 from conftest import (HOST, READY_TIMEOUT_S, REPO, Deadline, Node, POLL_S,
-                      free_ports, retry)
+                      free_ports, retry, wait_log)
 
 REPLY_TIMEOUT_S = 5.0
 
@@ -135,15 +135,6 @@ def test_wrong_arity_gets_an_error(shared_cluster):
         assert b"wrong number of arguments" in reply or \
             b"syntax" in reply, f"{args}: {reply!r}"
     assert_serving(shared_cluster)
-
-
-def wait_log(node, needle, since, timeout=5.0):
-    d = Deadline(timeout, f"{needle!r} in {node}'s log")
-    while not d.expired():
-        if needle in node.log_text()[since:]:
-            return
-        time.sleep(POLL_S)
-    d.fail(node.log_text()[since:][-2000:])
 
 
 def test_garbage_on_the_peer_port_is_refused_and_logged(shared_cluster):

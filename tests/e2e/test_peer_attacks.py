@@ -13,23 +13,14 @@ import struct
 import subprocess
 import time
 
-import pytest
 import redis
 
 import peerwire
 from conftest import (BATOND, HOST, POLL_S, READY_TIMEOUT_S, Deadline,
-                      free_ports, make_secret_file, require_binary, retry)
+                      free_ports, make_secret_file, require_binary, retry,
+                      wait_log)
 
 TERM_MAX = 2**64 - 1
-
-
-def wait_log(node, needle, since=0, timeout=10.0):
-    d = Deadline(timeout, f"{needle!r} in {node}'s log")
-    while not d.expired():
-        if needle in node.log_text()[since:]:
-            return
-        time.sleep(POLL_S)
-    d.fail(node.log_text()[since:][-2000:])
 
 
 def info_field(node, name):

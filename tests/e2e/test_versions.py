@@ -15,7 +15,7 @@ import time
 
 import redis
 
-from conftest import (BATOND, HOST, Deadline, Node, POLL_S, free_ports,
+from conftest import (BATOND, Deadline, Node, POLL_S, free_ports,
                       require_binary, retry)
 
 UPGRADE_TIMEOUT_S = 30.0

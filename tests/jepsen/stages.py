@@ -483,12 +483,19 @@ def rule(v, n):
 # ---- 1. the Halon stages ----------------------------------------------------
 
 
+def wait_leader_and_floor(s, n, floor, also="", check=lambda v: True):
+    """Wait for a leader and, on all n nodes, the floor `floor` (and what
+    `check` says, described by `also`); the views."""
+    what = f"a leader and the floor {floor} on every node" + (
+        f", {also}" if also else "")
+    return s.wait(what, lambda vs: leader_of(vs) and all_nodes(
+        vs, n, lambda v: v.floor == floor and check(v)))
+
+
 def halon_stages(s):
     n = 3
-    views = s.wait("a leader and the floor 1.0.0 on every node", lambda vs:
-                   leader_of(vs) and all_nodes(
-                       vs, n, lambda v: v.floor == "1.0.0"
-                       and v.eligible == "yes"))
+    views = wait_leader_and_floor(s, n, "1.0.0", "every node eligible",
+                                  lambda v: v.eligible == "yes")
     s.stage("0 of 3 upgraded", views)
     s.load()
     first = leader_of(views).id
@@ -579,9 +586,7 @@ def stopped(v, seen):
 
 def rollback_refused(s):
     n = 3
-    views = s.wait("a leader and the floor 1.1.0 on every node", lambda vs:
-                   leader_of(vs) and all_nodes(
-                       vs, n, lambda v: v.floor == "1.1.0"))
+    views = wait_leader_and_floor(s, n, "1.1.0")
     s.stage("3 nodes at 1.1.0", views)
     s.load()
     views = s.wait("a leader", leader_of)
@@ -699,9 +704,8 @@ def compare_data(s, expected):
 
 def downgrade(s):
     n = 3
-    s.wait("a leader, the floor 1.1.0 and machine version 2 on every node",
-           lambda vs: leader_of(vs) and all_nodes(
-               vs, n, lambda v: v.floor == "1.1.0" and v.machine == 2))
+    wait_leader_and_floor(s, n, "1.1.0", "machine version 2",
+                          lambda v: v.machine == 2)
     expected = write_data(s)
     s.stage("3 nodes at 1.1.0 with data")
     s.load()
@@ -812,9 +816,8 @@ def member_release(s, node_id):
 
 def downgrade_cancel(s):
     n = 3
-    s.wait("a leader, the floor 1.1.0 and machine version 2 on every node",
-           lambda vs: leader_of(vs) and all_nodes(
-               vs, n, lambda v: v.floor == "1.1.0" and v.machine == 2))
+    wait_leader_and_floor(s, n, "1.1.0", "machine version 2",
+                          lambda v: v.machine == 2)
     s.stage("3 nodes at 1.1.0")
     s.load()
     if s.probe_v2() is not None:
@@ -839,9 +842,7 @@ def downgrade_cancel(s):
 
 def five_nodes_kill(s):
     n = 5
-    views = s.wait("a leader and the floor 1.0.0 on every node", lambda vs:
-                   leader_of(vs) and all_nodes(
-                       vs, n, lambda v: v.floor == "1.0.0"))
+    views = wait_leader_and_floor(s, n, "1.0.0")
     s.stage("5 nodes at 1.0.0", views)
     s.load()
     views = s.wait("a leader", leader_of)
