@@ -30,7 +30,8 @@ extern "C" {
 	  "too many uncommitted entries on the leader; retry later")           \
 	X(IO, -30015, "disk I/O failed; the node stopped accepting writes")    \
 	X(STALLED, -30016,                                                     \
-	  "this node met data it cannot interpret and stopped applying")
+	  "this node met data it cannot interpret and stopped applying")       \
+	X(AGAIN, -30017, "not finished yet; ask again later")
 
 enum {
 #define BATON__ERROR_ENUM(name, code, text) BATON_E##name = code,

@@ -11,8 +11,9 @@
  *     is a fact of the log: see baton/version.h);
  *   - version_changed() at the index of a version entry that changes the
  *     effective machine version, before any entry after it is applied;
- *   - snapshot() and restore() carry the machine version the bytes were
- *     written under.
+ *   - snapshot() (or snapshot_begin/step/end, in slices between applies)
+ *     and restore() carry the machine version the bytes were written
+ *     under.
  *
  * Determinism: given the same entries and versions, every node's machine
  * must produce the same state and the same replies.
@@ -55,6 +56,23 @@ struct baton_machine_ops {
 	/* Append the whole state, as of machine version `v`, to `out`. */
 	int (*snapshot)(struct baton_machine *m, struct baton_machine_version v,
 			struct baton_buf *out);
+	/* Incremental snapshots (optional: all three, or none and the node
+	 * calls snapshot() in one go). snapshot_begin() fixes the state as
+	 * it is now, under machine version `v`; snapshot_step() then appends
+	 * the next part of that state's bytes to `out` (about `budget` bytes,
+	 * more if one item is bigger; never nothing unless done) and sets
+	 * *done with the last part. The bytes of all steps, in order, are
+	 * exactly what snapshot() would have appended at begin. Between steps
+	 * the node goes on calling apply(): the machine keeps what the
+	 * snapshot still needs (a copy of an item before an apply changes
+	 * it). snapshot_end() ends it, finished or abandoned, and frees what
+	 * it kept. One snapshot at a time; the node never calls
+	 * version_changed(), restore() or snapshot() while one is open. */
+	int (*snapshot_begin)(struct baton_machine *m,
+			      struct baton_machine_version v);
+	int (*snapshot_step)(struct baton_machine *m, size_t budget,
+			     struct baton_buf *out, bool *done);
+	void (*snapshot_end)(struct baton_machine *m);
 	/* Replace the state with a snapshot's bytes written under version
 	 * `v`. BATON_EVERSION: a version or format this release cannot
 	 * interpret; BATON_ECORRUPT: damaged. On error the state is

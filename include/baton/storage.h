@@ -86,6 +86,18 @@ struct baton_storage_ops {
 			      size_t len);
 	int (*snapshot_commit)(struct baton_snapshot_sink *k);
 	void (*snapshot_abort)(struct baton_snapshot_sink *k);
+	/* The same commit, in the background (optional: both or neither;
+	 * without them the node calls snapshot_commit). start returns at
+	 * once: 0, or an error (k is then freed). The sync and rename run on
+	 * a thread of the storage; when they end, the storage's notify
+	 * callback fires (as for completions). snapshot_commit_wait then
+	 * returns BATON_EAGAIN while the commit still runs (block false),
+	 * else what snapshot_commit would have returned, and frees k; with
+	 * block true it waits for the end first. A commit in flight when
+	 * the node crashes may or may not be durable; a snapshot is never
+	 * half there. */
+	int (*snapshot_commit_start)(struct baton_snapshot_sink *k);
+	int (*snapshot_commit_wait)(struct baton_snapshot_sink *k, bool block);
 	/* Read up to cap bytes of the durable snapshot at `index`, from
 	 * `offset`; *n_out is 0 at the end. BATON_ENOTFOUND if the durable
 	 * snapshot is not the one at `index` any more. */

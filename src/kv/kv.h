@@ -280,6 +280,37 @@ const char *kv_errmsg(const struct baton_kv *kv);
 int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
 		int (*sink)(void *arg, const void *buf, size_t len), void *arg);
 
+/* Incremental snapshots: the map as it is at kv_snapshot_begin(), written
+ * in slices while kv_apply() goes on changing it (batond's answer to a
+ * snapshot pausing the node: docs/node.md, "Snapshots off the event
+ * loop"). The bytes of all steps, in order, are exactly kv_snapshot()'s at
+ * begin. Before a write changes or removes a key the snapshot has not
+ * written yet, the map keeps a copy of the key as it was at begin (a
+ * pre-image); a key created after begin is marked so the snapshot skips
+ * it. One snapshot at a time.
+ *
+ * begin: 0, BATON_EVERSION (as kv_snapshot; nothing started), BATON_ESTATE
+ * (one is open already) or BATON_ENOMEM. step: hands sink the next part,
+ * about `budget` bytes (at least one entry), and sets *done after the
+ * trailer; 0, the sink's error or BATON_ENOMEM (the snapshot stays open:
+ * end it). end: closes it, finished or not, and frees its copies.
+ * kv_restore() and kv_convert() end an open snapshot first. */
+int kv_snapshot_begin(struct baton_kv *kv, struct baton_machine_version v);
+int kv_snapshot_step(struct baton_kv *kv, size_t budget,
+		     int (*sink)(void *arg, const void *buf, size_t len),
+		     void *arg, bool *done);
+void kv_snapshot_end(struct baton_kv *kv);
+bool kv_snapshot_open(const struct baton_kv *kv);
+
+/* Figures of the snapshot open now, or else of the last one. */
+struct kv_snapshot_stats {
+	uint64_t entries;    /* keys written so far */
+	uint64_t preimages;  /* keys copied before a write changed them */
+	uint64_t bytes_kept; /* the copies' bytes held now */
+};
+void kv_snapshot_stats(const struct baton_kv *kv,
+		       struct kv_snapshot_stats *out);
+
 /* Replace the map (and machine time) with a snapshot's contents written
  * under machine version v. Format 1 restores under versions 1 and 2
  * (machine time 0, no expiries); format 2 under version 2 only. On
