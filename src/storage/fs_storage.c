@@ -26,9 +26,6 @@
 #include "internal.h"
 
 #define LOCK_NAME "LOCK"
-#define SNAP_NAME "snapshot"
-#define SNAP_OWN_TMP "snapshot-own.tmp"
-#define SNAP_INSTALL_TMP "snapshot-install.tmp"
 
 /* One submitted update, as the writer needs it. */
 struct request {
@@ -83,18 +80,7 @@ struct fs_storage {
 	uint8_t *batch;
 	size_t batch_cap;
 
-	pthread_mutex_t snap_mu; /* guards the durable snapshot */
-	bool has_snap;
-	struct baton_snapshot_header snap_h;
-	uint64_t snap_offset, snap_len;
-	int snap_fd;
-	bool sink_open;
-};
-
-struct baton_snapshot_sink {
-	struct fs_storage *s;
-	struct baton__snap_writer *w;
-	baton_index index;
+	struct baton__fs_snaps snaps; /* the application's (fs_snapshot.c) */
 };
 
 static struct fs_storage *fs_of(struct baton_storage *b)
@@ -122,59 +108,23 @@ static void latch_failure(struct fs_storage *s, const char *msg)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* ---- the durable snapshot ------------------------------------------------ */
-
-/* Point reads at the file now named `snapshot`. Holds snap_mu. */
-static int adopt_snapshot(struct fs_storage *s, char *err, size_t errlen)
+void baton__fs_set_error(struct baton_storage *b, const char *msg)
 {
-	char path[STORAGE_PATH_MAX];
-	baton__path(path, s->dir, SNAP_NAME);
-	int fd;
-	int rv = s->vfs->ops->open(s->vfs, path, 0, &fd);
-	if (rv != 0)
-		return baton__io_err(err, errlen, rv, "open", path);
-	uint64_t sum;
-	struct baton_snapshot_header h;
-	uint64_t off, len;
-	rv = baton__snap_read_header(s->vfs, fd, path, &h, &off, &len, &sum,
-				     err, errlen);
-	if (rv != 0) {
-		s->vfs->ops->close(s->vfs, fd);
-		return rv;
-	}
-	if (s->snap_fd >= 0)
-		s->vfs->ops->close(s->vfs, s->snap_fd);
-	s->snap_fd = fd;
-	s->has_snap = true;
-	s->snap_h = h;
-	s->snap_offset = off;
-	s->snap_len = len;
-	return 0;
+	set_error(fs_of(b), msg);
 }
 
-/* Commit a written snapshot file if it is newer than the durable one.
- * *skipped tells that a newer or equal one was already durable. */
-static int commit_snapshot(struct fs_storage *s, struct baton__snap_writer *w,
-			   baton_index index, bool *skipped, char *err,
-			   size_t errlen)
+void baton__fs_latch_failure(struct baton_storage *b, const char *msg)
 {
-	pthread_mutex_lock(&s->snap_mu);
-	int rv = 0;
-	*skipped = s->has_snap && s->snap_h.meta.index >= index;
-	if (!*skipped)
-		rv = baton__snap_writer_commit(w, SNAP_NAME, err, errlen);
-	if (!*skipped && rv == 0)
-		rv = adopt_snapshot(s, err, errlen);
-	pthread_mutex_unlock(&s->snap_mu);
-	return rv;
+	latch_failure(fs_of(b), msg);
 }
 
-static baton_index durable_snapshot_index(struct fs_storage *s)
+int baton__fs_failed(struct baton_storage *b)
 {
-	pthread_mutex_lock(&s->snap_mu);
-	baton_index i = s->has_snap ? s->snap_h.meta.index : 0;
-	pthread_mutex_unlock(&s->snap_mu);
-	return i;
+	struct fs_storage *s = fs_of(b);
+	pthread_mutex_lock(&s->mu);
+	int failed = s->failed;
+	pthread_mutex_unlock(&s->mu);
+	return failed;
 }
 
 /* ---- the writer thread --------------------------------------------------- */
@@ -184,16 +134,16 @@ static int install_snapshot(struct fs_storage *s, const struct request *r,
 {
 	struct baton_snapshot_header h = {.meta = r->snap};
 	struct baton__snap_writer *w;
-	int rv = baton__snap_writer_open(s->vfs, s->dir, SNAP_INSTALL_TMP, &h,
-					 &w, err, errlen);
+	int rv = baton__snap_writer_open(s->vfs, s->dir, FS_SNAP_INSTALL_TMP,
+					 &h, &w, err, errlen);
 	if (rv != 0)
 		return rv;
 	rv = baton__snap_writer_write(w, r->snap_data, r->snap_len, err,
 				      errlen);
 	bool skipped = false;
 	if (rv == 0)
-		rv = commit_snapshot(s, w, r->snap.index, &skipped, err,
-				     errlen);
+		rv = baton__fs_snaps_commit(&s->snaps, w, r->snap.index,
+					    &skipped, err, errlen);
 	baton__snap_writer_free(w);
 	return rv;
 }
@@ -261,7 +211,7 @@ static int process(struct fs_storage *s, struct request *group, char *err,
 	}
 	if (rv == 0 && compact > 0) {
 		/* Only what a durable snapshot covers may go. */
-		baton_index snap = durable_snapshot_index(s);
+		baton_index snap = baton__fs_snaps_index(&s->snaps);
 		baton__wal_compact(&s->wal, compact < snap ? compact : snap);
 	}
 	return rv;
@@ -469,121 +419,15 @@ static int fs_snapshot_begin(struct baton_storage *b,
 			     const struct baton_snapshot_header *h,
 			     struct baton_snapshot_sink **out)
 {
-	struct fs_storage *s = fs_of(b);
-	char err[STORAGE_ERR_MAX];
-	pthread_mutex_lock(&s->mu);
-	int failed = s->failed;
-	pthread_mutex_unlock(&s->mu);
-	if (failed)
-		return failed;
-	pthread_mutex_lock(&s->snap_mu);
-	bool busy = s->sink_open;
-	s->sink_open = true;
-	pthread_mutex_unlock(&s->snap_mu);
-	if (busy) {
-		set_error(s, "snapshot_begin: another snapshot is being "
-			     "written");
-		return BATON_EBUSY;
-	}
-	struct baton_snapshot_sink *k = calloc(1, sizeof *k);
-	int rv = k == NULL
-			 ? BATON_ENOMEM
-			 : baton__snap_writer_open(s->vfs, s->dir, SNAP_OWN_TMP,
-						   h, &k->w, err, sizeof err);
-	if (rv != 0) {
-		set_error(s, k == NULL ? "out of memory" : err);
-		free(k);
-		pthread_mutex_lock(&s->snap_mu);
-		s->sink_open = false;
-		pthread_mutex_unlock(&s->snap_mu);
-		return rv;
-	}
-	k->s = s;
-	k->index = h->meta.index;
-	*out = k;
-	return 0;
-}
-
-static int fs_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
-			     size_t len)
-{
-	char err[STORAGE_ERR_MAX];
-	int rv = baton__snap_writer_write(k->w, buf, len, err, sizeof err);
-	if (rv == BATON_EIO)
-		latch_failure(k->s, err);
-	else if (rv != 0)
-		set_error(k->s, err);
-	return rv;
-}
-
-static void sink_free(struct baton_snapshot_sink *k)
-{
-	struct fs_storage *s = k->s;
-	baton__snap_writer_free(k->w);
-	free(k);
-	pthread_mutex_lock(&s->snap_mu);
-	s->sink_open = false;
-	pthread_mutex_unlock(&s->snap_mu);
-}
-
-static int fs_snapshot_commit(struct baton_snapshot_sink *k)
-{
-	struct fs_storage *s = k->s;
-	char err[STORAGE_ERR_MAX];
-	bool skipped = false;
-	int rv = commit_snapshot(s, k->w, k->index, &skipped, err, sizeof err);
-	if (rv == 0 && skipped) {
-		snprintf(err, sizeof err,
-			 "snapshot at %" PRIu64
-			 " is not newer than the durable "
-			 "one",
-			 k->index);
-		rv = BATON_ESTATE;
-	}
-	if (rv == BATON_EIO)
-		latch_failure(s, err);
-	else if (rv != 0)
-		set_error(s, err);
-	sink_free(k);
-	return rv;
-}
-
-static void fs_snapshot_abort(struct baton_snapshot_sink *k)
-{
-	sink_free(k);
+	return baton__fs_snapshot_begin(&fs_of(b)->snaps, h, out);
 }
 
 static int fs_snapshot_read(struct baton_storage *b, baton_index index,
 			    uint64_t offset, void *buf, size_t cap,
 			    size_t *n_out)
 {
-	struct fs_storage *s = fs_of(b);
-	int rv = 0;
-	char err[STORAGE_ERR_MAX];
-	pthread_mutex_lock(&s->snap_mu);
-	if (!s->has_snap || s->snap_h.meta.index != index) {
-		rv = BATON_ENOTFOUND;
-		snprintf(err, sizeof err,
-			 "snapshot at %" PRIu64 " is no longer the durable one",
-			 index);
-	} else {
-		size_t want = offset >= s->snap_len ? 0
-			      : s->snap_len - offset < cap
-				      ? (size_t)(s->snap_len - offset)
-				      : cap;
-		*n_out = 0;
-		int e = want == 0 ? 0
-				  : s->vfs->ops->pread(
-					    s->vfs, s->snap_fd, buf, want,
-					    s->snap_offset + offset, n_out);
-		if (e != 0)
-			rv = baton__io_err(err, sizeof err, e, "read",
-					   "snapshot");
-	}
-	pthread_mutex_unlock(&s->snap_mu);
-	if (rv != 0)
-		set_error(s, err);
-	return rv;
+	return baton__fs_snapshot_read(&fs_of(b)->snaps, index, offset, buf,
+				       cap, n_out);
 }
 
 static const char *fs_errmsg(const struct baton_storage *b)
@@ -606,16 +450,14 @@ static void fs_close(struct baton_storage *b)
 		pthread_mutex_unlock(&s->mu);
 		pthread_join(s->thread, NULL);
 	}
+	baton__fs_snaps_close(&s->snaps);
 	baton__wal_close(&s->wal);
-	if (s->snap_fd >= 0)
-		s->vfs->ops->close(s->vfs, s->snap_fd);
 	if (s->lock_fd >= 0)
 		s->vfs->ops->close(s->vfs, s->lock_fd);
 	baton_durable_state_free(&s->loaded);
 	free(s->done);
 	free(s->batch);
 	pthread_mutex_destroy(&s->mu);
-	pthread_mutex_destroy(&s->snap_mu);
 	pthread_cond_destroy(&s->work);
 	pthread_cond_destroy(&s->idle);
 	free(s);
@@ -626,9 +468,11 @@ static const struct baton_storage_ops fs_ops = {
 	.submit = fs_submit,
 	.poll = fs_poll,
 	.snapshot_begin = fs_snapshot_begin,
-	.snapshot_write = fs_snapshot_write,
-	.snapshot_commit = fs_snapshot_commit,
-	.snapshot_abort = fs_snapshot_abort,
+	.snapshot_write = baton__fs_snapshot_write,
+	.snapshot_commit = baton__fs_snapshot_commit,
+	.snapshot_abort = baton__fs_snapshot_abort,
+	.snapshot_commit_start = baton__fs_snapshot_commit_start,
+	.snapshot_commit_wait = baton__fs_snapshot_commit_wait,
 	.snapshot_read = fs_snapshot_read,
 	.errmsg = fs_errmsg,
 	.close = fs_close,
@@ -668,7 +512,8 @@ static int take_dir(struct fs_storage *s, char *err, size_t errlen)
 		return baton__io_err(err, errlen, rv, "lock", path);
 	/* Leftovers of writes a crash interrupted; never the real files. */
 	static const char *const tmps[] = {"meta.tmp", "identity.tmp",
-					   SNAP_OWN_TMP, SNAP_INSTALL_TMP};
+					   FS_SNAP_OWN_TMP,
+					   FS_SNAP_INSTALL_TMP};
 	for (size_t i = 0; i < sizeof tmps / sizeof tmps[0]; i++) {
 		baton__path(path, s->dir, tmps[i]);
 		v->ops->unlink(v, path);
@@ -683,14 +528,14 @@ static int recover(struct fs_storage *s, char *err, size_t errlen)
 				  errlen);
 	if (rv != 0)
 		return rv;
-	rv = baton__snap_load(s->vfs, s->dir, SNAP_NAME,
+	rv = baton__snap_load(s->vfs, s->dir, FS_SNAP_NAME,
 			      s->o.max_snapshot_bytes, &d->has_snapshot,
 			      &d->snapshot, &d->snapshot_data, &d->snapshot_len,
 			      err, errlen);
 	if (rv != 0)
 		return rv;
 	if (d->has_snapshot) {
-		rv = adopt_snapshot(s, err, errlen);
+		rv = baton__fs_snaps_adopt(&s->snaps, err, errlen);
 		if (rv != 0)
 			return rv;
 	}
@@ -719,9 +564,9 @@ int baton_fs_storage_open(const struct baton_fs_options *o,
 	s->o.dir = s->dir;
 	s->vfs = o->vfs != NULL ? o->vfs : baton_vfs_posix();
 	s->lock_fd = -1;
-	s->snap_fd = -1;
+	baton__fs_snaps_init(&s->snaps, &s->base, s->vfs, s->dir, o->notify,
+			     o->notify_data);
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_mutex_init(&s->snap_mu, NULL);
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	int rv = take_dir(s, err, errlen);

@@ -4,12 +4,15 @@
  *   identity.c      whose the directory is: node id, cluster name, UUID
  *   snapshot_file.c snapshot files: streamed write, header, chunked read
  *   wal.c           log segments: recovery, group-commit batches, compaction
+ *   fs_snapshot.c   the storage's application snapshot: the durable one
+ *                   (reads), the sink, the commit in the background
  *   fs_storage.c    the struct baton_storage on files: queue, writer thread
  * Errors: BATON_E* codes; the message goes into a caller's buffer.
  */
 #ifndef BATON_STORAGE_INTERNAL_H
 #define BATON_STORAGE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 
@@ -94,9 +97,18 @@ int baton__snap_writer_open(struct baton_vfs *v, const char *dir,
 			    size_t errlen);
 int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
 			     size_t len, char *err, size_t errlen);
-/* Header, sync, rename over `final_name`, sync the directory. */
+/* Header, sync, rename over `final_name`, sync the directory: _sync
+ * then _publish, which a caller may also run apart (the slow sync outside
+ * its lock, the rename under it). */
 int baton__snap_writer_commit(struct baton__snap_writer *w,
 			      const char *final_name, char *err, size_t errlen);
+/* Write the header and sync the temporary file. */
+int baton__snap_writer_sync(struct baton__snap_writer *w, char *err,
+			    size_t errlen);
+/* Rename the synced temporary file over `final_name`, sync the directory. */
+int baton__snap_writer_publish(struct baton__snap_writer *w,
+			       const char *final_name, char *err,
+			       size_t errlen);
 /* Close and delete the temporary file; frees w (also after commit). */
 void baton__snap_writer_free(struct baton__snap_writer *w);
 
@@ -113,6 +125,71 @@ int baton__snap_load(struct baton_vfs *v, const char *dir, const char *name,
 		     uint64_t max_bytes, bool *found,
 		     struct baton_snapshot_header *h, uint8_t **data,
 		     size_t *len, char *err, size_t errlen);
+
+/* ---- fs_snapshot.c ------------------------------------------------------ */
+
+/* The file names in the storage's directory. */
+#define FS_SNAP_NAME "snapshot"
+#define FS_SNAP_OWN_TMP "snapshot-own.tmp"
+#define FS_SNAP_INSTALL_TMP "snapshot-install.tmp"
+
+/* The storage's application snapshot: the durable one (what snapshot_read
+ * serves, and where the writer's compaction stops), and the one sink being
+ * written or committed. Embedded in the storage; `mu` guards all but the
+ * fields set at init. */
+struct baton__fs_snaps {
+	struct baton_storage *owner; /* its errors: baton__fs_* below */
+	struct baton_vfs *vfs;
+	const char *dir;
+	void (*notify)(void *data); /* the storage's, may be NULL */
+	void *notify_data;
+	pthread_mutex_t mu;
+	bool has_snap;
+	struct baton_snapshot_header h;
+	uint64_t offset, len; /* of the data in fd */
+	int fd;
+	bool sink_open; /* begun, not yet committed, aborted or waited for */
+	struct baton_snapshot_sink *committing; /* started, not waited for */
+};
+
+void baton__fs_snaps_init(struct baton__fs_snaps *sn,
+			  struct baton_storage *owner, struct baton_vfs *vfs,
+			  const char *dir, void (*notify)(void *data),
+			  void *notify_data);
+/* Waits for a commit still in flight and frees its sink (nobody may wait
+ * for it any more), then closes the durable snapshot. */
+void baton__fs_snaps_close(struct baton__fs_snaps *sn);
+/* Point reads at the file now named FS_SNAP_NAME. */
+int baton__fs_snaps_adopt(struct baton__fs_snaps *sn, char *err, size_t errlen);
+/* The durable snapshot's index, or 0. Any thread. */
+baton_index baton__fs_snaps_index(struct baton__fs_snaps *sn);
+/* Make the snapshot written by w (at `index`) the durable one, unless one
+ * at a higher or equal index is durable already (*skipped). Any thread:
+ * the sync runs outside the lock, the check, rename and switch under it. */
+int baton__fs_snaps_commit(struct baton__fs_snaps *sn,
+			   struct baton__snap_writer *w, baton_index index,
+			   bool *skipped, char *err, size_t errlen);
+
+/* The storage's snapshot operations (struct baton_storage_ops). */
+int baton__fs_snapshot_begin(struct baton__fs_snaps *sn,
+			     const struct baton_snapshot_header *h,
+			     struct baton_snapshot_sink **out);
+int baton__fs_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
+			     size_t len);
+int baton__fs_snapshot_commit(struct baton_snapshot_sink *k);
+void baton__fs_snapshot_abort(struct baton_snapshot_sink *k);
+int baton__fs_snapshot_commit_start(struct baton_snapshot_sink *k);
+int baton__fs_snapshot_commit_wait(struct baton_snapshot_sink *k, bool block);
+int baton__fs_snapshot_read(struct baton__fs_snaps *sn, baton_index index,
+			    uint64_t offset, void *buf, size_t cap,
+			    size_t *n_out);
+
+/* fs_storage.c: the storage's error state, for the above. */
+void baton__fs_set_error(struct baton_storage *s, const char *msg);
+/* A failed write or sync: every later write fails with BATON_EIO. */
+void baton__fs_latch_failure(struct baton_storage *s, const char *msg);
+/* 0, or the latched BATON_EIO. */
+int baton__fs_failed(struct baton_storage *s);
 
 /* ---- wal.c ------------------------------------------------------------ */
 

@@ -187,8 +187,8 @@ int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
 	return 0;
 }
 
-int baton__snap_writer_commit(struct baton__snap_writer *w,
-			      const char *final_name, char *err, size_t errlen)
+int baton__snap_writer_sync(struct baton__snap_writer *w, char *err,
+			    size_t errlen)
 {
 	struct baton_vfs *v = w->vfs;
 	uint8_t b[SNAP_HEADER_MAX] = {0};
@@ -199,10 +199,17 @@ int baton__snap_writer_commit(struct baton__snap_writer *w,
 	rv = v->ops->fsync(v, w->fd);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "fsync", w->tmp);
+	return 0;
+}
+
+int baton__snap_writer_publish(struct baton__snap_writer *w,
+			       const char *final_name, char *err, size_t errlen)
+{
+	struct baton_vfs *v = w->vfs;
 	char path[STORAGE_PATH_MAX];
 	if (baton__path(path, w->dir, final_name) != 0)
 		return baton__errf(err, errlen, BATON_EINVAL, "path too long");
-	rv = v->ops->rename(v, w->tmp, path);
+	int rv = v->ops->rename(v, w->tmp, path);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "rename", w->tmp);
 	w->tmp[0] = '\0'; /* nothing to delete any more */
@@ -211,6 +218,14 @@ int baton__snap_writer_commit(struct baton__snap_writer *w,
 		return baton__io_err(err, errlen, rv, "fsync directory",
 				     w->dir);
 	return 0;
+}
+
+int baton__snap_writer_commit(struct baton__snap_writer *w,
+			      const char *final_name, char *err, size_t errlen)
+{
+	int rv = baton__snap_writer_sync(w, err, errlen);
+	return rv != 0 ? rv
+		       : baton__snap_writer_publish(w, final_name, err, errlen);
 }
 
 void baton__snap_writer_free(struct baton__snap_writer *w)

@@ -148,8 +148,9 @@ int store_hard_state(struct baton_storage *s, baton_term term,
 	return store_write(s, &u);
 }
 
-int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
-		   size_t len)
+int store_snapshot_written(struct baton_storage *s, baton_index index,
+			   baton_term term, size_t len,
+			   struct baton_snapshot_sink **out)
 {
 	struct baton_snapshot_header h = {0};
 	h.meta.index = index;
@@ -174,5 +175,14 @@ int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
 		s->ops->snapshot_abort(k);
 		return rv;
 	}
-	return s->ops->snapshot_commit(k);
+	*out = k;
+	return 0;
+}
+
+int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
+		   size_t len)
+{
+	struct baton_snapshot_sink *k;
+	int rv = store_snapshot_written(s, index, term, len, &k);
+	return rv != 0 ? rv : s->ops->snapshot_commit(k);
 }

@@ -39,6 +39,10 @@ int store_hard_state(struct baton_storage *s, baton_term term,
 /* Write an own snapshot at meta index `index`/`term`, `len` bytes. */
 int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
 		   size_t len);
+/* The same, begun and written but not committed: the sink is *out. */
+int store_snapshot_written(struct baton_storage *s, baton_index index,
+			   baton_term term, size_t len,
+			   struct baton_snapshot_sink **out);
 
 /* Checks that e[i] is entries_make's entry for its index/term. */
 bool entry_intact(const struct baton_entry *e, uint32_t len);
