@@ -204,6 +204,8 @@ struct baton_msg_snapshot {
 	uint64_t total_len;
 	uint64_t offset;
 	uint32_t chunk_len;
+	/* NULL (chunk_len > 0) when the driver gave its snapshot without
+	 * the bytes: it fills the chunk from storage before sending. */
 	const uint8_t *chunk;
 	bool last_chunk;
 };
@@ -316,7 +318,11 @@ struct baton_event {
 		struct {
 			/* Durable snapshot of the state machine after applying
 			 * `index` (<= last applied). The core copies `data` to
-			 * serve followers and compacts its log. */
+			 * serve followers and compacts its log. With `data`
+			 * NULL the core keeps only `len`, and its snapshot
+			 * messages to followers carry chunk NULL: the driver
+			 * reads each chunk (meta.index, offset, chunk_len)
+			 * from its durable snapshot before sending. */
 			baton_index index;
 			const uint8_t *data;
 			size_t len;

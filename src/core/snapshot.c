@@ -51,18 +51,24 @@ int baton__snapshot_taken(struct baton_raft *r, baton_index index,
 			  const uint8_t *data, size_t len)
 {
 	struct baton_snapshot_meta meta;
-	if (index <= r->snap.index || (len > 0 && data == NULL) ||
+	if (index <= r->snap.index ||
 	    baton_raft_snapshot_meta(r, index, &meta) != 0)
 		return BATON_EINVAL;
 	BATON_ASSERT(index <= r->applied_index && index <= r->commit_index);
-	uint8_t *copy = malloc(len > 0 ? len : 1);
-	if (copy == NULL)
-		return BATON_ENOMEM;
-	if (len > 0)
-		memcpy(copy, data, len);
+	/* Without the bytes (data NULL), the driver serves them from its
+	 * durable snapshot: the core keeps no copy of a big state. */
+	uint8_t *copy = NULL;
+	if (data != NULL) {
+		copy = malloc(len > 0 ? len : 1);
+		if (copy == NULL)
+			return BATON_ENOMEM;
+		if (len > 0)
+			memcpy(copy, data, len);
+	}
 	free(r->snap_data);
 	r->snap_data = copy;
 	r->snap_len = len;
+	BATON_ASSERT(r->snap_data != NULL || data == NULL);
 	r->snap = meta;
 	uint64_t trailing = r->o.snapshot_trailing_entries;
 	baton_index upto = index > trailing ? index - trailing : 0;
@@ -99,7 +105,9 @@ void baton__send_snapshot_chunk(struct baton_raft *r, struct baton__progress *p)
 	m->u.snapshot.total_len = r->snap_len;
 	m->u.snapshot.offset = p->snap_offset;
 	m->u.snapshot.chunk_len = len;
-	m->u.snapshot.chunk = r->snap_data + p->snap_offset;
+	/* NULL: the driver reads the chunk from its durable snapshot. */
+	m->u.snapshot.chunk =
+		r->snap_data != NULL ? r->snap_data + p->snap_offset : NULL;
 	m->u.snapshot.last_chunk = p->snap_offset + len == r->snap_len;
 	BATON_ASSERT(len <= r->o.snapshot_chunk_bytes);
 }

@@ -3,7 +3,10 @@
  * pipeline (src/node/pipeline.h), which does all the work. A timer ticks
  * it, the storage's async handle polls its completions, a uv_check handle
  * flushes it at the end of each loop iteration (batching the proposals and
- * reads of many clients), and the transport carries its messages.
+ * reads of many clients), a uv_idle handle writes one slice of a snapshot
+ * per iteration while one is being written (the loop then polls for I/O
+ * without waiting, so clients and peers are served between slices), and
+ * the transport carries its messages.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -25,6 +28,11 @@ struct baton_node {
 	uv_timer_t tick;
 	uv_async_t storage_async;
 	uv_check_t flush;
+	uv_idle_t work;
+	/* The longest slice of snapshot work of the current or last snapshot
+	 * (ns), and of any snapshot since start. */
+	uint64_t work_slice_max_ns;
+	uint64_t work_slice_max_ns_ever;
 	baton_node_id leader;
 	/* Peer messages from nodes that are not members, dropped: in all,
 	 * and since the last warning (which is rate-limited). */
@@ -215,10 +223,29 @@ static void storage_notify(void *data)
 	uv_async_send(data);
 }
 
+static void on_work(uv_idle_t *h)
+{
+	struct baton_node *n = h->data;
+	uint64_t t0 = uv_hrtime();
+	baton_pipeline_work(n->pipeline);
+	uint64_t took = uv_hrtime() - t0;
+	if (took > n->work_slice_max_ns)
+		n->work_slice_max_ns = took;
+	if (took > n->work_slice_max_ns_ever)
+		n->work_slice_max_ns_ever = took;
+	if (!baton_pipeline_has_work(n->pipeline))
+		uv_idle_stop(&n->work);
+}
+
 static void on_check(uv_check_t *c)
 {
 	struct baton_node *n = c->data;
 	baton_pipeline_flush(n->pipeline);
+	if (baton_pipeline_has_work(n->pipeline) &&
+	    !uv_is_active((uv_handle_t *)&n->work)) {
+		n->work_slice_max_ns = 0;
+		uv_idle_start(&n->work, on_work);
+	}
 }
 
 /* A stall lifts without a word (the entry that caused it was replaced):
@@ -362,6 +389,9 @@ void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 	memcpy(out->stalled_why, ps.stalled_why, sizeof out->stalled_why);
 	baton_transport_stats(n->transport, &out->transport);
 	out->peer_msgs_dropped_not_member = n->dropped_not_member;
+	out->snapshots = ps.snapshots;
+	out->snapshot_slice_max_us = n->work_slice_max_ns / 1000;
+	out->snapshot_slice_max_us_ever = n->work_slice_max_ns_ever / 1000;
 }
 
 baton_index baton_node_stalled(struct baton_node *n, const char **why)
@@ -438,6 +468,7 @@ static void pipeline_config(struct baton_node *n,
 	pc->storage = n->storage;
 	pc->machine = n->app.machine;
 	pc->snapshot_entries = c->snapshot_entries;
+	pc->snapshot_slice_bytes = c->snapshot_slice_bytes;
 	pc->n_founders = c->n_founders;
 	memcpy(pc->founders, c->founders, sizeof pc->founders);
 	pc->bootstrap_deferred = c->defer_bootstrap;
@@ -534,6 +565,8 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 	uv_check_init(loop, &n->flush);
 	n->flush.data = n;
 	uv_check_start(&n->flush, on_check);
+	uv_idle_init(loop, &n->work);
+	n->work.data = n;
 	*out = n;
 	return 0;
 }
@@ -573,6 +606,10 @@ void baton_node_close(struct baton_node *n)
 	if (n->flush.type == UV_CHECK) {
 		uv_check_stop(&n->flush);
 		uv_close((uv_handle_t *)&n->flush, NULL);
+	}
+	if (n->work.type == UV_IDLE) {
+		uv_idle_stop(&n->work);
+		uv_close((uv_handle_t *)&n->work, NULL);
 	}
 	/* Fails what still waits, before the transport goes. */
 	baton_pipeline_destroy(n->pipeline);

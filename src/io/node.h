@@ -69,6 +69,9 @@ struct baton_node_config {
 	uint32_t election_timeout_ms;
 	uint32_t heartbeat_ms;
 	uint64_t snapshot_entries; /* take a snapshot every this many */
+	/* Write a snapshot in slices of about this many bytes, one per loop
+	 * iteration (0: the pipeline's default). */
+	size_t snapshot_slice_bytes;
 	/* Entries kept behind a snapshot for followers a little behind. */
 	bool snapshot_trailing_set;
 	uint32_t snapshot_trailing;
@@ -201,6 +204,12 @@ struct baton_node_status {
 	/* Raft messages and forwarded writes (or their replies) dropped
 	 * because their sender is not in this node's latest configuration. */
 	uint64_t peer_msgs_dropped_not_member;
+	/* The node's own snapshots, and the longest slice of snapshot work
+	 * the loop ran in one go (the current or last snapshot's, and the
+	 * longest since start), in microseconds. */
+	struct baton_pipeline_snapshot_stats snapshots;
+	uint64_t snapshot_slice_max_us;
+	uint64_t snapshot_slice_max_us_ever;
 };
 void baton_node_status(struct baton_node *n, struct baton_node_status *out);
 

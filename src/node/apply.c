@@ -153,6 +153,8 @@ static int apply_versions(struct baton_pipeline *p, const struct baton_entry *e)
 	struct baton_machine_version from = p->versions.machine;
 	if (v.machine.value != from.value &&
 	    p->machine->ops->version_changed != NULL) {
+		/* The snapshot in progress is of the old version's state. */
+		pl_snapshot_abandon(p, "the machine version changes");
 		rv = p->machine->ops->version_changed(p->machine, e->index,
 						      from, v.machine);
 		if (rv != 0) {
@@ -315,6 +317,8 @@ void pl_apply_update(struct baton_pipeline *p, const struct baton_update *u)
 		    p->stalled_index <= u->snapshot->index)
 			clear_stall(p);
 		pl_props_fail_upto(p, u->snapshot->index, BATON_ELEADERCHANGED);
+		pl_snapshot_abandon(p, "a snapshot from the leader replaces "
+				       "the state");
 		if (restore(p, u->snapshot, u->snapshot_data,
 			    u->snapshot_len) != 0)
 			return;

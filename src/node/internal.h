@@ -83,6 +83,23 @@ struct pl_deferred {
 	void *data;
 };
 
+/* The node's own snapshot in progress (snapshot.c). */
+enum pl_snap_phase {
+	PL_SNAP_NONE = 0,
+	PL_SNAP_WRITING,    /* the machine's slices go to the sink */
+	PL_SNAP_COMMITTING, /* the storage syncs it in the background */
+};
+
+struct pl_snapshot {
+	uint32_t phase; /* enum pl_snap_phase */
+	struct baton_snapshot_header h;
+	struct baton_snapshot_sink *sink;
+	struct baton_buf slice; /* the bytes of one step */
+	uint64_t bytes;		/* written to the sink so far */
+	uint32_t slices;
+	uint64_t began_ms;
+};
+
 struct baton_pipeline {
 	struct baton_pipeline_config c;
 	struct baton_pipeline_env env;
@@ -119,6 +136,12 @@ struct baton_pipeline {
 	struct baton_version_state versions;
 	baton_index snapshot_index;
 	bool snapshot_due;
+	struct pl_snapshot snap;
+	struct baton_pipeline_snapshot_stats stats;
+	/* Where a snapshot chunk read back from storage goes before it is
+	 * sent (the core gave its snapshot without the bytes). */
+	uint8_t *chunk;
+	size_t chunk_cap;
 	uint32_t role;
 	baton_node_id leader;
 	struct baton_buf reply;
@@ -148,6 +171,24 @@ int pl_step(struct baton_pipeline *p, struct baton_event *ev);
 /* Grow an array of elem-sized items to hold at least one more; 0 or
  * BATON_ENOMEM (the array is then unchanged). */
 int pl_grow(void **v, uint32_t *cap, size_t elem);
+
+/* The storage failed (rv): stop accepting writes, tell the driver. */
+void pl_storage_failed(struct baton_pipeline *p, int rv);
+
+/* snapshot.c */
+/* Start a snapshot at the applied index, if none is in progress. */
+void pl_snapshot_begin(struct baton_pipeline *p);
+/* The machine is about to be restored or converted: drop the snapshot
+ * being written (a commit in flight goes on). */
+void pl_snapshot_abandon(struct baton_pipeline *p, const char *why);
+/* A background commit may have ended: finish it. */
+void pl_snapshot_poll(struct baton_pipeline *p);
+/* At destroy: abandon, or wait for the commit in flight. */
+void pl_snapshot_destroy(struct baton_pipeline *p);
+/* Fill a snapshot message whose chunk the core left NULL from the
+ * durable snapshot; false if it cannot be read (the message is dropped,
+ * the leader sends it again). */
+bool pl_snapshot_fill_chunk(struct baton_pipeline *p, struct baton_msg *m);
 
 /* apply.c */
 /* Hand the update's committed entries (and its installed snapshot) to the

@@ -95,7 +95,7 @@ int pl_step(struct baton_pipeline *p, struct baton_event *ev)
 
 /* ---- the persist chain --------------------------------------------------- */
 
-static void storage_failed(struct baton_pipeline *p, int rv)
+void pl_storage_failed(struct baton_pipeline *p, int rv)
 {
 	if (p->storage_failed)
 		return;
@@ -204,13 +204,13 @@ static void persist(struct baton_pipeline *p, const struct baton_update *u)
 	 * tracked: its completion must find it. */
 	struct pl_write *w = write_make(u);
 	if (w == NULL) {
-		storage_failed(p, BATON_ENOMEM);
+		pl_storage_failed(p, BATON_ENOMEM);
 		return;
 	}
 	int rv = p->storage->ops->submit(p->storage, u, &w->seq);
 	if (rv != 0) {
 		write_free(w);
-		storage_failed(p, rv);
+		pl_storage_failed(p, rv);
 		return;
 	}
 	BATON_ASSERT(p->writes_tail == NULL || p->writes_tail->seq < w->seq);
@@ -230,7 +230,7 @@ static void on_persisted(void *data, uint64_t seq, int status)
 	if (p->writes == NULL)
 		p->writes_tail = NULL;
 	if (status != 0) {
-		storage_failed(p, status);
+		pl_storage_failed(p, status);
 		write_free(w);
 		return;
 	}
@@ -249,6 +249,7 @@ void baton_pipeline_storage_ready(struct baton_pipeline *p)
 {
 	BATON_ASSERT(!p->stepping);
 	p->storage->ops->poll(p->storage, on_persisted, p);
+	pl_snapshot_poll(p);
 }
 
 /* ---- the update ---------------------------------------------------------- */
@@ -263,8 +264,17 @@ static void handle_update(struct baton_pipeline *p,
 		if (leader_changed && p->env.leader_changed != NULL)
 			p->env.leader_changed(p->env.data, u->leader_id);
 	}
-	for (uint32_t i = 0; i < u->n_msgs; i++)
-		p->env.send(p->env.data, &u->msgs[i]);
+	for (uint32_t i = 0; i < u->n_msgs; i++) {
+		const struct baton_msg *m = &u->msgs[i];
+		if (m->type == BATON_MSG_SNAPSHOT &&
+		    m->u.snapshot.chunk == NULL) {
+			struct baton_msg filled = *m;
+			if (pl_snapshot_fill_chunk(p, &filled))
+				p->env.send(p->env.data, &filled);
+			continue;
+		}
+		p->env.send(p->env.data, m);
+	}
 	persist(p, u);
 	pl_apply_update(p, u);
 	pl_resolve_reads(p, u);
@@ -273,68 +283,6 @@ static void handle_update(struct baton_pipeline *p,
 	if (p->c.snapshot_entries > 0 && p->stalled_index == 0 &&
 	    p->applied >= p->snapshot_index + p->c.snapshot_entries)
 		p->snapshot_due = true;
-}
-
-/* ---- snapshots ----------------------------------------------------------- */
-
-static int snapshot_save(struct baton_pipeline *p,
-			 const struct baton_snapshot_header *h,
-			 const struct baton_buf *data)
-{
-	struct baton_snapshot_sink *k = NULL;
-	int rv = p->storage->ops->snapshot_begin(p->storage, h, &k);
-	if (rv != 0)
-		return rv;
-	rv = p->storage->ops->snapshot_write(k, data->data, data->len);
-	if (rv != 0) {
-		p->storage->ops->snapshot_abort(k);
-		return rv;
-	}
-	return p->storage->ops->snapshot_commit(k);
-}
-
-static void take_snapshot(struct baton_pipeline *p)
-{
-	p->snapshot_due = false;
-	/* Never past a stall: the machine does not hold what follows. */
-	if (p->stalled_index != 0 || p->storage_failed)
-		return;
-	struct baton_snapshot_header h;
-	memset(&h, 0, sizeof h);
-	int rv = baton_raft_snapshot_meta(p->raft, p->applied, &h.meta);
-	if (rv != 0)
-		return;
-	BATON_ASSERT(h.meta.index == p->applied);
-	BATON_ASSERT(h.meta.versions.machine.value ==
-		     p->versions.machine.value);
-	struct baton_buf data;
-	baton_buf_init(&data);
-	rv = p->machine->ops->snapshot(p->machine, p->versions.machine, &data);
-	if (rv == 0)
-		rv = snapshot_save(p, &h, &data);
-	if (rv == 0) {
-		struct baton_event ev = {.type = BATON_EVENT_SNAPSHOT_TAKEN};
-		ev.u.snapshot_taken.index = h.meta.index;
-		ev.u.snapshot_taken.data = data.data;
-		ev.u.snapshot_taken.len = data.len;
-		baton_index before = p->snapshot_index;
-		p->snapshot_index = h.meta.index;
-		rv = pl_step(p, &ev);
-		p->snapshot_due = false;
-		if (rv == 0)
-			pl_log(p, BATON_PIPELINE_LOG_INFO,
-			       "snapshot at index %" PRIu64 " (%zu bytes)",
-			       h.meta.index, data.len);
-		else
-			p->snapshot_index = before;
-	}
-	if (rv == BATON_EIO)
-		storage_failed(p, rv);
-	else if (rv != 0)
-		pl_log(p, BATON_PIPELINE_LOG_WARN,
-		       "snapshot at %" PRIu64 " failed: %s", h.meta.index,
-		       baton_strerror(rv));
-	baton_buf_free(&data);
 }
 
 /* ---- driver inputs ------------------------------------------------------- */
@@ -353,6 +301,7 @@ void baton_pipeline_retire(struct baton_pipeline *p)
 {
 	BATON_ASSERT(!p->stepping);
 	p->retired = true;
+	pl_snapshot_abandon(p, "this node was removed from the cluster");
 }
 
 void baton_pipeline_receive(struct baton_pipeline *p, const struct baton_msg *m)
@@ -374,8 +323,10 @@ void baton_pipeline_flush(struct baton_pipeline *p)
 			p->env.storage_failed(p->env.data);
 	}
 	pl_flush_requests(p);
+	if (p->storage_failed)
+		pl_snapshot_abandon(p, "the storage failed");
 	if (p->snapshot_due)
-		take_snapshot(p);
+		pl_snapshot_begin(p);
 }
 
 /* ---- life cycle ---------------------------------------------------------- */
@@ -497,6 +448,8 @@ void baton_pipeline_destroy(struct baton_pipeline *p)
 		return;
 	BATON_ASSERT(!p->stepping);
 	pl_requests_free(p, BATON_ESTATE);
+	pl_snapshot_destroy(p);
+	free(p->chunk);
 	while (p->writes != NULL) {
 		struct pl_write *w = p->writes;
 		p->writes = w->next;
@@ -524,6 +477,8 @@ void baton_pipeline_status(const struct baton_pipeline *p,
 	memcpy(out->stalled_why, p->stalled_why, sizeof out->stalled_why);
 	out->proposals_waiting = p->props_n + p->queue_n;
 	out->reads_waiting = p->reads_n;
+	out->snapshots = p->stats;
+	out->snapshots.in_progress = p->snap.phase != PL_SNAP_NONE;
 }
 
 const struct baton_raft *baton_pipeline_raft(const struct baton_pipeline *p)

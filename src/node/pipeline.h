@@ -87,6 +87,9 @@ struct baton_pipeline_config {
 	struct baton_machine *machine;
 	/* Take a snapshot every this many applied entries (0: never). */
 	uint64_t snapshot_entries;
+	/* A snapshot is written in slices of about this many bytes, one per
+	 * baton_pipeline_work() (0: 256 KiB, about a millisecond). */
+	size_t snapshot_slice_bytes;
 	/* How long requests may wait before failing with a retryable error
 	 * (0: the defaults, 5 s for reads, 10 s for proposals, 30 s for
 	 * membership changes and transfers). */
@@ -141,6 +144,13 @@ void baton_pipeline_storage_ready(struct baton_pipeline *p);
 /* End of a turn of the driver's loop: run deferred requests, batch queued
  * proposals and reads into the core, take a snapshot if one is due. */
 void baton_pipeline_flush(struct baton_pipeline *p);
+/* Whether a snapshot is being written: then the driver calls
+ * baton_pipeline_work() once per turn of its loop, without waiting for
+ * I/O in between (libuv: an idle handle), until this says false. */
+bool baton_pipeline_has_work(const struct baton_pipeline *p);
+/* Write the next slice of the snapshot in progress (a bounded amount of
+ * work: the loop stays responsive). */
+void baton_pipeline_work(struct baton_pipeline *p);
 
 /* ---- application requests ------------------------------------------------
  * Each returns 0 (cb will be called exactly once) or a BATON_E* code (cb
@@ -198,6 +208,19 @@ void baton_msg_copy_free(struct baton_msg_copy *c);
 
 /* ---- introspection ------------------------------------------------------- */
 
+/* The node's own snapshots since start. */
+struct baton_pipeline_snapshot_stats {
+	bool in_progress; /* being written or committed */
+	uint64_t snapshots_taken;
+	uint64_t snapshots_abandoned;
+	/* The last one taken: its index, size, slices, and the time from
+	 * its start to durable. */
+	baton_index last_index;
+	uint64_t last_bytes;
+	uint32_t last_slices;
+	uint64_t last_ms;
+};
+
 struct baton_pipeline_status {
 	struct baton_raft_status raft;
 	baton_index match[BATON_MAX_MEMBERS]; /* leader only, by config */
@@ -209,6 +232,7 @@ struct baton_pipeline_status {
 	baton_index stalled_index;
 	char stalled_why[BATON_STALL_TEXT_MAX];
 	uint32_t proposals_waiting, reads_waiting;
+	struct baton_pipeline_snapshot_stats snapshots;
 };
 void baton_pipeline_status(const struct baton_pipeline *p,
 			   struct baton_pipeline_status *out);

@@ -152,6 +152,34 @@ static void versions_view(struct server *s, const struct baton_node_status *st,
 				sizeof v->downgrade);
 }
 
+/* INFO "# Persistence": the node's own snapshots, written in slices
+ * between the loop's other work (docs/node.md). */
+static int info_persistence(struct server *s,
+			    const struct baton_node_status *st, char *out,
+			    size_t cap)
+{
+	const struct baton_pipeline_snapshot_stats *k = &st->snapshots;
+	struct kv_snapshot_stats kv;
+	kv_snapshot_stats(s->machine.kv, &kv);
+	int n = snprintf(
+		out, cap,
+		"\r\n# Persistence\r\nsnapshot_in_progress:%d"
+		"\r\nsnapshots_taken:%" PRIu64
+		"\r\nsnapshots_abandoned:%" PRIu64
+		"\r\nsnapshot_last_index:%" PRIu64
+		"\r\nsnapshot_last_bytes:%" PRIu64
+		"\r\nsnapshot_last_slices:%u\r\nsnapshot_last_ms:%" PRIu64
+		"\r\nsnapshot_slice_max_us:%" PRIu64
+		"\r\nsnapshot_slice_max_us_ever:%" PRIu64
+		"\r\nsnapshot_preimages:%" PRIu64
+		"\r\nsnapshot_preimage_bytes:%" PRIu64 "\r\n",
+		k->in_progress ? 1 : 0, k->snapshots_taken,
+		k->snapshots_abandoned, k->last_index, k->last_bytes,
+		k->last_slices, k->last_ms, st->snapshot_slice_max_us,
+		st->snapshot_slice_max_us_ever, kv.preimages, kv.bytes_kept);
+	return n > 0 && (size_t)n < cap ? n : 0;
+}
+
 int admin_info(struct command_ctx *x)
 {
 	struct server *s = x->s;
@@ -212,6 +240,9 @@ int admin_info(struct command_ctx *x)
 		st.transport.unknown, st.transport.refused,
 		st.transport.auth_failed, st.peer_msgs_dropped_not_member,
 		st.storage_failed ? "no" : "yes");
+	if (n > 0 && (size_t)n < sizeof text)
+		n += info_persistence(s, &st, text + n,
+				      sizeof text - (size_t)n);
 	resp_bulk(command_out(x), text, n > 0 ? (size_t)n : 0);
 	return command_done(x);
 }

@@ -85,6 +85,10 @@ static void usage(FILE *f)
 		"(default 0: never)\n"
 		"  --snapshot-entries N    snapshot every N applied entries "
 		"(default 100000)\n"
+		"  --snapshot-slice-bytes N  write a snapshot in slices of about N "
+		"bytes between\n"
+		"                          other work (default 262144; "
+		"4096..67108864)\n"
 		"  --snapshot-trailing N   log entries kept behind a snapshot "
 		"for slow followers\n"
 		"                          (default 1024; a follower further "
@@ -365,6 +369,10 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 		if (parse_u64(name, v, 1, UINT32_MAX, &n) != 0)
 			return -1;
 		c->snapshot_entries = n;
+	} else if (strcmp(name, "snapshot-slice-bytes") == 0) {
+		if (parse_u64(name, v, 4096, 64u << 20, &n) != 0)
+			return -1;
+		c->snapshot_slice_bytes = n;
 	} else if (strcmp(name, "snapshot-trailing") == 0) {
 		if (parse_u64(name, v, 0, UINT32_MAX, &n) != 0)
 			return -1;

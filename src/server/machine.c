@@ -406,6 +406,24 @@ static bool decode_identity(struct baton_le_reader *r,
 	return true;
 }
 
+/* What comes before the kv map: magic, format, the address book and,
+ * in format 2, the identity part. */
+static int encode_wrapper(const struct server_machine *m, struct baton_buf *out)
+{
+	bool identity = m->has_uuid || m->removed_n > 0;
+	uint8_t head[SNAP_HEAD_BYTES];
+	memcpy(head, SERVER_SNAPSHOT_MAGIC, 4);
+	head[4] = identity ? SERVER_SNAPSHOT_FORMAT
+			   : SERVER_SNAPSHOT_FORMAT_PLAIN;
+	baton_le_put_u32(head + 5, m->book_n);
+	int rv = baton_buf_append(out, head, sizeof head);
+	for (uint32_t i = 0; rv == 0 && i < m->book_n; i++)
+		rv = encode_entry(&m->book[i], out);
+	if (rv == 0 && identity)
+		rv = encode_identity(m, out);
+	return rv;
+}
+
 static int machine_snapshot(struct baton_machine *bm,
 			    struct baton_machine_version v,
 			    struct baton_buf *out)
@@ -415,17 +433,7 @@ static int machine_snapshot(struct baton_machine *bm,
 	if (rv != 0)
 		return rv;
 	size_t mark = out->len;
-	bool identity = m->has_uuid || m->removed_n > 0;
-	uint8_t head[SNAP_HEAD_BYTES];
-	memcpy(head, SERVER_SNAPSHOT_MAGIC, 4);
-	head[4] = identity ? SERVER_SNAPSHOT_FORMAT
-			   : SERVER_SNAPSHOT_FORMAT_PLAIN;
-	baton_le_put_u32(head + 5, m->book_n);
-	rv = baton_buf_append(out, head, sizeof head);
-	for (uint32_t i = 0; rv == 0 && i < m->book_n; i++)
-		rv = encode_entry(&m->book[i], out);
-	if (rv == 0 && identity)
-		rv = encode_identity(m, out);
+	rv = encode_wrapper(m, out);
 	if (rv == 0)
 		rv = kv_snapshot(m->kv, v, sink, out);
 	if (rv != 0) {
@@ -433,6 +441,54 @@ static int machine_snapshot(struct baton_machine *bm,
 		return refuse(m, rv, "snapshot: %s", baton_strerror(rv));
 	}
 	return 0;
+}
+
+/* The incremental form: the wrapper is small and goes whole into the
+ * first step; the map follows in slices (kv_snapshot_begin). */
+static int machine_snapshot_begin(struct baton_machine *bm,
+				  struct baton_machine_version v)
+{
+	struct server_machine *m = (struct server_machine *)bm;
+	int rv = version_check(m, v);
+	if (rv != 0)
+		return rv;
+	baton_buf_init(&m->snap_wrapper);
+	rv = encode_wrapper(m, &m->snap_wrapper);
+	if (rv == 0)
+		rv = kv_snapshot_begin(m->kv, v);
+	if (rv != 0) {
+		baton_buf_free(&m->snap_wrapper);
+		return refuse(m, rv, "snapshot: %s", baton_strerror(rv));
+	}
+	return 0;
+}
+
+static int machine_snapshot_step(struct baton_machine *bm, size_t budget,
+				 struct baton_buf *out, bool *done)
+{
+	struct server_machine *m = (struct server_machine *)bm;
+	size_t mark = out->len;
+	int rv = 0;
+	if (m->snap_wrapper.len > 0) {
+		rv = baton_buf_append(out, m->snap_wrapper.data,
+				      m->snap_wrapper.len);
+		if (rv == 0)
+			baton_buf_free(&m->snap_wrapper);
+	}
+	if (rv == 0)
+		rv = kv_snapshot_step(m->kv, budget, sink, out, done);
+	if (rv != 0) {
+		out->len = mark;
+		return refuse(m, rv, "snapshot: %s", baton_strerror(rv));
+	}
+	return 0;
+}
+
+static void machine_snapshot_end(struct baton_machine *bm)
+{
+	struct server_machine *m = (struct server_machine *)bm;
+	baton_buf_free(&m->snap_wrapper);
+	kv_snapshot_end(m->kv);
 }
 
 static int machine_restore(struct baton_machine *bm,
@@ -533,6 +589,9 @@ static const struct baton_machine_ops ops = {
 	.apply = machine_apply,
 	.version_changed = machine_version_changed,
 	.snapshot = machine_snapshot,
+	.snapshot_begin = machine_snapshot_begin,
+	.snapshot_step = machine_snapshot_step,
+	.snapshot_end = machine_snapshot_end,
 	.restore = machine_restore,
 	.errmsg = machine_errmsg,
 };
@@ -546,6 +605,7 @@ int server_machine_init(struct server_machine *m)
 
 void server_machine_free(struct server_machine *m)
 {
+	baton_buf_free(&m->snap_wrapper);
 	kv_destroy(m->kv);
 	m->kv = NULL;
 	m->book_n = 0;

@@ -94,6 +94,8 @@ struct server_machine {
 			  struct baton_machine_version to,
 			  uint64_t expiries_dropped);
 	void *data;
+	/* The wrapper of the snapshot being written, until its first step. */
+	struct baton_buf snap_wrapper;
 	char err[256];
 };
 

@@ -95,6 +95,7 @@ static int run(struct server *s)
 		.election_timeout_ms = s->cfg.election_timeout_ms,
 		.heartbeat_ms = s->cfg.heartbeat_ms,
 		.snapshot_entries = s->cfg.snapshot_entries,
+		.snapshot_slice_bytes = s->cfg.snapshot_slice_bytes,
 		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
 		.snapshot_trailing = s->cfg.snapshot_trailing,
 		.n_founders = s->cfg.n_founders,

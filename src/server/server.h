@@ -115,6 +115,7 @@ struct server_config {
 	char founder_client[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
 	uint32_t max_clients;
 	uint64_t snapshot_entries;
+	uint64_t snapshot_slice_bytes; /* 0: the pipeline's default */
 	bool snapshot_trailing_set;
 	uint32_t snapshot_trailing;
 	uint32_t election_timeout_ms;

@@ -189,6 +189,8 @@ static int kv_apply(struct baton_machine *m, struct baton_machine_version v,
 	struct sim_kv *kv = to_kv(m);
 	if (!implements(kv, v.value, "apply entry", e->index))
 		return BATON_EVERSION;
+	if (kv->snap_open)
+		kv->n->w->stats.applied_mid_snapshot++;
 	if (e->type != BATON_ENTRY_COMMAND || e->index <= kv->applied) {
 		kv->err = "not the next command";
 		return BATON_ECORRUPT;
@@ -223,11 +225,15 @@ static void put_u64(struct baton_buf *b, uint64_t v, int *rv)
  * of the version entry that brings it in; converting down to version 1
  * (an explicit downgrade) drops it, as version 1 has none. Both happen at
  * the same index on every node, so they agree on the state after. */
+static bool snapshot_closed(struct sim_kv *kv, const char *call);
+
 static int kv_version_changed(struct baton_machine *m, baton_index index,
 			      struct baton_machine_version from,
 			      struct baton_machine_version to)
 {
 	struct sim_kv *kv = to_kv(m);
+	if (!snapshot_closed(kv, "version_changed"))
+		return BATON_ESTATE;
 	if (!implements(kv, to.value,
 			"convert to a new machine version at entry", index))
 		return BATON_EVERSION;
@@ -269,6 +275,65 @@ static int kv_snapshot(struct baton_machine *m, struct baton_machine_version v,
 	return rv;
 }
 
+/* The node's contract: one snapshot at a time, and no conversion, restore
+ * or one-call snapshot while one is open. */
+static bool snapshot_closed(struct sim_kv *kv, const char *call)
+{
+	if (!kv->snap_open)
+		return true;
+	sim_fail(kv->n->w,
+		 "machine contract: node %llu called %s while a snapshot "
+		 "was open",
+		 (unsigned long long)kv->n->id, call);
+	return false;
+}
+
+static int kv_snapshot_begin(struct baton_machine *m,
+			     struct baton_machine_version v)
+{
+	struct sim_kv *kv = to_kv(m);
+	if (!snapshot_closed(kv, "snapshot_begin"))
+		return BATON_ESTATE;
+	baton_buf_init(&kv->snap);
+	int rv = kv_snapshot(m, v, &kv->snap);
+	if (rv != 0) {
+		baton_buf_free(&kv->snap);
+		return rv;
+	}
+	kv->snap_open = true;
+	kv->snap_sent = 0;
+	return 0;
+}
+
+static int kv_snapshot_step(struct baton_machine *m, size_t budget,
+			    struct baton_buf *out, bool *done)
+{
+	struct sim_kv *kv = to_kv(m);
+	if (!kv->snap_open) {
+		sim_fail(kv->n->w,
+			 "machine contract: node %llu stepped a "
+			 "snapshot that is not open",
+			 (unsigned long long)kv->n->id);
+		return BATON_ESTATE;
+	}
+	size_t left = kv->snap.len - kv->snap_sent;
+	size_t n = budget == 0 ? 1 : budget < left ? budget : left;
+	int rv = baton_buf_append(out, kv->snap.data + kv->snap_sent, n);
+	if (rv != 0)
+		return rv;
+	kv->snap_sent += n;
+	*done = kv->snap_sent == kv->snap.len;
+	return 0;
+}
+
+static void kv_snapshot_end(struct baton_machine *m)
+{
+	struct sim_kv *kv = to_kv(m);
+	baton_buf_free(&kv->snap);
+	kv->snap_open = false;
+	kv->snap_sent = 0;
+}
+
 static uint64_t get_u64(const uint8_t *p)
 {
 	uint64_t v = 0;
@@ -281,6 +346,8 @@ static int kv_restore(struct baton_machine *m, struct baton_machine_version v,
 		      const uint8_t *buf, size_t len)
 {
 	struct sim_kv *kv = to_kv(m);
+	if (!snapshot_closed(kv, "restore"))
+		return BATON_ESTATE;
 	if (!implements(kv, v.value, "restore a snapshot whose last command is",
 			len >= 8 ? get_u64(buf) : 0))
 		return BATON_EVERSION;
@@ -329,6 +396,9 @@ static const struct baton_machine_ops kv_ops = {
 	.apply = kv_apply,
 	.version_changed = kv_version_changed,
 	.snapshot = kv_snapshot,
+	.snapshot_begin = kv_snapshot_begin,
+	.snapshot_step = kv_snapshot_step,
+	.snapshot_end = kv_snapshot_end,
 	.restore = kv_restore,
 	.errmsg = kv_errmsg,
 };

@@ -209,6 +209,8 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 	t->partitions += s->partitions;
 	t->snapshots_taken += s->snapshots_taken;
 	t->snapshots_installed += s->snapshots_installed;
+	t->snapshot_slices += s->snapshot_slices;
+	t->applied_mid_snapshot += s->applied_mid_snapshot;
 	t->member_changes += s->member_changes;
 	t->transfers += s->transfers;
 	t->reads_ok += s->reads_ok;
@@ -241,7 +243,7 @@ static void print_stats(const char *what, const struct sim_stats *s)
 {
 	printf("%s: %llu proposals accepted, %llu entries committed, %llu "
 	       "elections, %llu crashes, %llu partitions, %llu snapshots "
-	       "taken, "
+	       "taken (%llu slices, %llu commands applied between them), "
 	       "%llu installed, %llu membership changes, %llu transfers, %llu "
 	       "reads ok (%llu failed), %llu messages (%llu lost); client "
 	       "operations: %llu ok, %llu failed, %llu indeterminate; "
@@ -258,6 +260,8 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->elections, (unsigned long long)s->crashes,
 	       (unsigned long long)s->partitions,
 	       (unsigned long long)s->snapshots_taken,
+	       (unsigned long long)s->snapshot_slices,
+	       (unsigned long long)s->applied_mid_snapshot,
 	       (unsigned long long)s->snapshots_installed,
 	       (unsigned long long)s->member_changes,
 	       (unsigned long long)s->transfers,

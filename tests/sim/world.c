@@ -91,6 +91,7 @@ void sim_params_default(struct sim_params *p)
 		.snapshot_every = 200,
 		.trailing = 50,
 		.chunk_bytes = 64,
+		.slice_bytes = 32,
 		.inflight = 8,
 		.batch = 64,
 		.max_uncommitted = 256,
@@ -192,6 +193,10 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->downgrade_every_ms =
 		sim_chance(g, 500) ? (uint32_t)sim_range(g, 1000, 6000) : 0;
 	p->cancel_per_mille = (uint32_t)sim_range(g, 0, 300);
+	/* Snapshots in slices (docs/node.md): from a few bytes per slice,
+	 * so many applies fall between them, to all of it in one. */
+	p->slice_bytes = sim_chance(g, 800) ? (uint32_t)sim_range(g, 1, 256)
+					    : 1u << 20;
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -361,7 +366,7 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	if (target != NULL && target->alive &&
 	    target->paused_until_ms > w->now_ms &&
 	    (e->kind == EV_TICK || e->kind == EV_DISK ||
-	     e->kind == EV_DELIVER)) {
+	     e->kind == EV_DELIVER || e->kind == EV_WORK)) {
 		struct sim_event later = *e;
 		later.at = target->paused_until_ms;
 		later.seq = w->seq++;
@@ -388,6 +393,10 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	case EV_DISK:
 		if (current)
 			sim_disk_done(w, n);
+		return;
+	case EV_WORK:
+		if (current)
+			sim_node_work(w, n);
 		return;
 	case EV_RESTART:
 		if (n != NULL && !n->alive && !w->liveness)

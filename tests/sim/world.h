@@ -87,6 +87,7 @@ struct sim_params {
 	uint32_t snapshot_every; /* applied entries between snapshots */
 	uint32_t trailing;
 	uint32_t chunk_bytes;
+	uint32_t slice_bytes; /* the pipeline's snapshot_slice_bytes */
 	uint32_t inflight;
 	uint32_t batch;
 	uint32_t max_uncommitted;
@@ -197,6 +198,12 @@ struct sim_kv {
 	uint64_t ticks;
 	struct sim_kv_slot slots[SIM_KV_SLOTS];
 	const char *err;
+	/* The incremental snapshot open: its bytes as of begin (the state is
+	 * small, so a copy of it all is the machine's "pre-image"), and how
+	 * many of them the steps handed out. */
+	bool snap_open;
+	struct baton_buf snap;
+	size_t snap_sent;
 };
 
 /* An empty machine for node n. */
@@ -241,6 +248,7 @@ struct sim_node {
 	baton_term term;
 	baton_index commit;
 	bool committed_this_term; /* as leader: its first commit happened */
+	bool work_scheduled;	  /* an EV_WORK is queued for it */
 	uint64_t paused_until_ms; /* SIGSTOP: frozen, then resumes as if
 				   * no time had passed for it */
 	baton_index leader_last_index;
@@ -266,7 +274,8 @@ struct sim_stats {
 		ops_failed, ops_unknown, extensions, upgrades, msgs_refused,
 		version_raises, needs_upgrade, floor_raises, floor_holds,
 		votes_refused, downgrades, downgrade_restarts, cancels,
-		downgrade_ends, rules_steps;
+		downgrade_ends, rules_steps, snapshot_slices,
+		applied_mid_snapshot;
 	/* The longest waits the liveness checks of the rules saw (rules.c),
 	 * in thousandths of their bounds: for a leader, for leadership to
 	 * reach the majority release. */
@@ -355,6 +364,7 @@ enum sim_event_kind {
 	EV_MEMBER_NOW, /* one membership request (nemesis.c, after elections) */
 	EV_UPGRADE,    /* restart a node at a newer release (versions.c) */
 	EV_DOWNGRADE,  /* the operator's next downgrade move (downgrade.c) */
+	EV_WORK,       /* a turn of a node's loop with snapshot work to do */
 };
 
 /* Queue an event `delay` ms from now. An event for a node (node != 0) is
@@ -388,6 +398,8 @@ void sim_node_tick(struct sim_world *w, struct sim_node *n);
 void sim_node_receive(struct sim_world *w, struct sim_node *n,
 		      const struct baton_msg *m);
 void sim_disk_done(struct sim_world *w, struct sim_node *n);
+/* A turn of the loop that writes the next slice of a snapshot. */
+void sim_node_work(struct sim_world *w, struct sim_node *n);
 /* From the node's machine (machine.c): it applied e, its hash now `hash`;
  * it restored a snapshot. Checked after the step's own invariants. */
 void sim_node_applied(struct sim_node *n, const struct baton_entry *e,
@@ -570,10 +582,10 @@ void sim_check_apply(struct sim_world *w, struct sim_node *n,
 /* A snapshot the node restored its machine from. */
 void sim_check_snapshot(struct sim_world *w, struct sim_node *n,
 			baton_index index, uint64_t hash);
-/* Node n's storage just made this snapshot durable: it must read back. */
+/* Node n's storage just made its snapshot at index (len bytes) durable:
+ * it must read back, and hold the machine's state at index. */
 void sim_check_snapshot_saved(struct sim_world *w, struct sim_node *n,
-			      baton_index index, const uint8_t *buf,
-			      size_t len);
+			      baton_index index, size_t len);
 /* Highest index applied by any node so far. */
 baton_index sim_max_applied(const struct sim_world *w);
 /* Did every node that applied index i apply the entry of this term? */
