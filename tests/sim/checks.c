@@ -634,8 +634,9 @@ void sim_check_snapshot_saved(struct sim_world *w, struct sim_node *n,
 			missing = i;
 	if (len < 16 || applied > index || missing != 0)
 		sim_fail(w,
-			 "node %llu: its snapshot at index %llu holds the "
-			 "state after command %llu (command %llu missing)",
+			 "state machine safety: node %llu took a snapshot "
+			 "at index %llu holding the state after command %llu "
+			 "(command %llu missing)",
 			 (unsigned long long)n->id, (unsigned long long)index,
 			 (unsigned long long)applied,
 			 (unsigned long long)missing);
