@@ -2,6 +2,13 @@
  * The simulated disk behind struct baton_storage: a FIFO of deep-copied
  * submissions in front of the durable state of sim_disk.h. Nothing here
  * draws on the seed; the world decides when each submission completes.
+ *
+ * A snapshot commit in the background (snapshot_commit_start) takes its
+ * place in the same FIFO and tells the world as a submission does, so it
+ * ends when the world completes it, neither at once nor never; its sink
+ * then holds the result until snapshot_commit_wait. A blocking wait
+ * finishes it at once and leaves its place in the FIFO empty, so the
+ * world's count of completions still matches. A crash loses it.
  */
 #include "world.h"
 
@@ -22,6 +29,10 @@ struct sim_write {
 	struct baton_entry *entries;
 	uint32_t n_entries;
 	baton_index compact_upto;
+	/* Not a submission but an application snapshot's commit (no seq);
+	 * its sink, or NULL once a blocking wait finished it early. */
+	bool snapshot_commit;
+	struct baton_snapshot_sink *sink;
 	struct sim_write *next;
 };
 
@@ -37,14 +48,19 @@ struct sim_storage {
 	const char *err;
 	void (*on_submit)(void *data);
 	void *on_submit_data;
+	/* The one application snapshot being written or committed (as the
+	 * real storage, one at a time), until its commit, abort or wait. */
+	struct baton_snapshot_sink *sink;
 };
 
 /* One application snapshot being written. */
 struct baton_snapshot_sink {
-	struct sim_storage *s;
+	struct sim_storage *s; /* NULL once the storage let go (crash, close) */
 	struct baton_snapshot_header h;
 	uint8_t *buf;
 	size_t len, cap;
+	bool done; /* its commit ended: result is what wait returns */
+	int result;
 };
 
 static const struct baton_storage_ops sim_disk_ops;
@@ -109,6 +125,35 @@ static void disk_set_snapshot(struct sim_disk *d,
 	d->snap = *h;
 	d->snap_data = data;
 	d->snap_len = len;
+}
+
+/* The commit, at once or in the background: durable, or refused when the
+ * durable snapshot is as new. */
+static int commit_now(struct baton_snapshot_sink *k)
+{
+	struct sim_storage *s = k->s;
+	struct sim_disk *d = s->disk;
+	if (d->has_snap && d->snap.meta.index >= k->h.meta.index) {
+		s->err = "a snapshot at a higher or equal index is durable";
+		return BATON_ESTATE;
+	}
+	disk_set_snapshot(d, &k->h, k->buf, k->len);
+	k->buf = NULL;
+	return 0;
+}
+
+static void commit_end(struct baton_snapshot_sink *k)
+{
+	k->result = commit_now(k);
+	k->done = true;
+}
+
+/* Power loss before the commit ended: it never becomes durable. */
+static void commit_lost(struct baton_snapshot_sink *k)
+{
+	k->result = BATON_EIO;
+	k->done = true;
+	k->s = NULL;
 }
 
 void sim_disk_free(struct sim_disk *d)
@@ -205,6 +250,12 @@ void sim_disk_complete_next(struct baton_storage *bs)
 	s->queue = wr->next;
 	if (s->queue == NULL)
 		s->queue_tail = NULL;
+	if (wr->snapshot_commit) {
+		if (wr->sink != NULL)
+			commit_end(wr->sink);
+		free(wr);
+		return;
+	}
 	struct sim_disk *d = s->disk;
 	if (wr->hs) {
 		d->term = wr->term;
@@ -249,9 +300,15 @@ void sim_disk_crash(struct baton_storage *bs)
 	while (s->queue != NULL) {
 		struct sim_write *wr = s->queue;
 		s->queue = wr->next;
+		if (wr->sink != NULL)
+			commit_lost(wr->sink);
 		write_free(wr);
 	}
 	s->queue_tail = NULL;
+	/* A snapshot still being written dies with the process. */
+	if (s->sink != NULL)
+		s->sink->s = NULL;
+	s->sink = NULL;
 }
 
 /* ---- the application's snapshots ----------------------------------------
@@ -261,10 +318,16 @@ static int sim_snapshot_begin(struct baton_storage *bs,
 			      const struct baton_snapshot_header *h,
 			      struct baton_snapshot_sink **out)
 {
+	struct sim_storage *s = to_sim(bs);
+	if (s->sink != NULL) {
+		s->err = "another snapshot is being written or committed";
+		return BATON_EBUSY;
+	}
 	struct baton_snapshot_sink *k = sim_xmalloc(sizeof *k);
 	memset(k, 0, sizeof *k);
-	k->s = to_sim(bs);
+	k->s = s;
 	k->h = *h;
+	s->sink = k;
 	*out = k;
 	return 0;
 }
@@ -284,24 +347,73 @@ static int sim_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
 	return 0;
 }
 
-static void sim_snapshot_abort(struct baton_snapshot_sink *k)
+/* The sink goes: the storage may begin the next one. */
+static void sink_free(struct baton_snapshot_sink *k)
 {
+	if (k->s != NULL)
+		k->s->sink = NULL;
 	free(k->buf);
 	free(k);
 }
 
+static void sim_snapshot_abort(struct baton_snapshot_sink *k)
+{
+	sink_free(k);
+}
+
 static int sim_snapshot_commit(struct baton_snapshot_sink *k)
 {
-	struct sim_disk *d = k->s->disk;
-	if (d->has_snap && d->snap.meta.index >= k->h.meta.index) {
-		k->s->err = "a snapshot at a higher or equal index is durable";
-		sim_snapshot_abort(k);
-		return BATON_ESTATE;
+	/* Durable at once: the caller waits for it, as on the real disk. */
+	int rv = k->s != NULL ? commit_now(k) : BATON_EIO;
+	sink_free(k);
+	return rv;
+}
+
+static int sim_snapshot_commit_start(struct baton_snapshot_sink *k)
+{
+	struct sim_storage *s = k->s;
+	if (s == NULL) {
+		sink_free(k); /* the storage is gone: as the contract says */
+		return BATON_EIO;
 	}
-	/* Durable at once: the world's timing covers only submissions. */
-	disk_set_snapshot(d, &k->h, k->buf, k->len);
-	free(k);
+	struct sim_write *wr = sim_xmalloc(sizeof *wr);
+	memset(wr, 0, sizeof *wr);
+	wr->snapshot_commit = true;
+	wr->sink = k;
+	if (s->queue_tail != NULL)
+		s->queue_tail->next = wr;
+	else
+		s->queue = wr;
+	s->queue_tail = wr;
+	if (s->on_submit != NULL)
+		s->on_submit(s->on_submit_data);
 	return 0;
+}
+
+/* A blocking wait ends the commit now; its place in the FIFO stays, empty,
+ * so the world's completions still line up with the queue. */
+static void commit_finish_early(struct baton_snapshot_sink *k)
+{
+	if (k->s == NULL)
+		abort(); /* waited for without a start */
+	for (struct sim_write *wr = k->s->queue; wr != NULL; wr = wr->next)
+		if (wr->sink == k) {
+			wr->sink = NULL;
+			commit_end(k);
+			return;
+		}
+	abort(); /* started, neither ended nor queued */
+}
+
+static int sim_snapshot_commit_wait(struct baton_snapshot_sink *k, bool block)
+{
+	if (!k->done && !block)
+		return BATON_EAGAIN;
+	if (!k->done)
+		commit_finish_early(k);
+	int rv = k->result;
+	sink_free(k);
+	return rv;
 }
 
 static int sim_snapshot_read(struct baton_storage *bs, baton_index index,
@@ -341,6 +453,9 @@ static void sim_close(struct baton_storage *bs)
 	struct sim_storage *s = to_sim(bs);
 	while (s->queue != NULL)
 		sim_disk_complete_next(bs);
+	/* A sink outlives the storage: its wait or abort must not reach it. */
+	if (s->sink != NULL)
+		s->sink->s = NULL;
 	free(s);
 }
 
@@ -352,6 +467,8 @@ static const struct baton_storage_ops sim_disk_ops = {
 	.snapshot_write = sim_snapshot_write,
 	.snapshot_commit = sim_snapshot_commit,
 	.snapshot_abort = sim_snapshot_abort,
+	.snapshot_commit_start = sim_snapshot_commit_start,
+	.snapshot_commit_wait = sim_snapshot_commit_wait,
 	.snapshot_read = sim_snapshot_read,
 	.errmsg = sim_errmsg,
 	.close = sim_close,

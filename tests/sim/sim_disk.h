@@ -11,6 +11,17 @@
  * keeps deciding when writes complete, from the seed: a hook tells it of
  * each submission (sim_disk_on_submit), as the real storage's notify
  * callback tells the event loop of completions.
+ *
+ * An application snapshot's commit in the background
+ * (snapshot_commit_start) queues behind the submissions in the same FIFO
+ * and calls the same hook: it ends (durable, or BATON_ESTATE when the
+ * durable snapshot is as new) at the sim_disk_complete_next the world
+ * schedules for it, after the submissions queued before it, and
+ * snapshot_commit_wait answers BATON_EAGAIN until then. A blocking wait
+ * ends it at once (its turn in the FIFO stays, empty). A crash loses it:
+ * it never becomes durable, and its wait returns BATON_EIO and frees the
+ * sink, even after the storage is closed. As on the real disk, one
+ * snapshot is written or committed at a time (BATON_EBUSY).
  */
 #ifndef BATON_SIM_DISK_H
 #define BATON_SIM_DISK_H
@@ -34,17 +45,21 @@ struct sim_disk {
  * ops->close, which first makes every queued submission durable. */
 struct baton_storage *sim_disk_open(struct sim_disk *d, baton_node_id id);
 
-/* Call cb(data) after every submit, so the world can schedule when the
- * submission reaches the platter (then call sim_disk_complete_next). */
+/* Call cb(data) after every submit and snapshot_commit_start, so the world
+ * can schedule when it reaches the platter (then call
+ * sim_disk_complete_next, once per call of cb). */
 void sim_disk_on_submit(struct baton_storage *s, void (*cb)(void *data),
 			void *data);
 
-/* The oldest queued submission becomes durable; poll() reports it. Aborts
- * if nothing is queued, or if its entries would leave a gap in the log. */
+/* The oldest queued submission becomes durable; poll() reports it (or the
+ * queued snapshot commit ends; the caller then tells the node, as for a
+ * submission, so it calls snapshot_commit_wait). Aborts if nothing is
+ * queued, or if its entries would leave a gap in the log. */
 void sim_disk_complete_next(struct baton_storage *s);
 
 /* Power loss: the queued submissions never become durable and are never
- * reported. The durable state is untouched. */
+ * reported; a snapshot commit in flight is lost (its wait returns
+ * BATON_EIO). The durable state is untouched. */
 void sim_disk_crash(struct baton_storage *s);
 
 /* Free the durable state (at the end of a run). */
