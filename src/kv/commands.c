@@ -367,7 +367,8 @@ static int incr_by(struct baton_kv *kv, const struct kv__args *a, int64_t by,
 	if (rv != 0)
 		return rv;
 	if (e != NULL) {
-		rv = kv__entry_set(e, (const uint8_t *)text, (size_t)n);
+		rv = kv__entry_set(&kv->table, e, (const uint8_t *)text,
+				   (size_t)n);
 		if (rv != 0)
 			return rv;
 	} else {
@@ -420,7 +421,7 @@ static int run_append(struct baton_kv *kv, const struct kv__args *a,
 	if (rv != 0)
 		return rv;
 	if (e != NULL) {
-		rv = kv__entry_append(e, a->argv[2], a->lens[2]);
+		rv = kv__entry_append(&kv->table, e, a->argv[2], a->lens[2]);
 		if (rv != 0)
 			return rv;
 	} else {

@@ -43,6 +43,7 @@ uint64_t kv_convert_loss(const struct baton_kv *kv,
 int kv_convert(struct baton_kv *kv, struct baton_machine_version from,
 	       struct baton_machine_version to)
 {
+	kv_snapshot_end(kv);
 	kv->err[0] = '\0';
 	if (!known(from) || !known(to)) {
 		snprintf(kv->err, sizeof kv->err,

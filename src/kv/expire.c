@@ -182,7 +182,7 @@ int kv__run_set(struct baton_kv *kv, const struct kv__args *a,
 		return o.get ? 0 : resp_simple(reply, "OK");
 	}
 	if (e != NULL) {
-		rv = kv__entry_set(e, a->argv[2], a->lens[2]);
+		rv = kv__entry_set(t, e, a->argv[2], a->lens[2]);
 		if (rv != 0)
 			return rv;
 	} else {

@@ -99,6 +99,8 @@ struct kv__entry *kv__heap_top(const struct kv__heap *h)
 void kv__expire_set(struct kv__table *t, struct kv__entry *e, int64_t at_ms)
 {
 	struct kv__heap *h = &t->expiring;
+	if (t->snap != NULL)
+		kv__snap_touch(t->snap, e, e->hash, e->key, e->key_len);
 	if (!kv__has_expiry(e)) {
 		assert(h->n < h->cap); /* reserved */
 		e->expire_at_ms = at_ms;
@@ -119,6 +121,8 @@ void kv__expire_clear(struct kv__table *t, struct kv__entry *e)
 {
 	if (!kv__has_expiry(e))
 		return;
+	if (t->snap != NULL)
+		kv__snap_touch(t->snap, e, e->hash, e->key, e->key_len);
 	struct kv__heap *h = &t->expiring;
 	size_t i = e->heap_pos;
 	assert(i < h->n && h->v[i] == e);

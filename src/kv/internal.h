@@ -77,6 +77,10 @@ struct kv__table {
 	uint64_t moved;		/* old buckets [0, moved) are empty */
 	uint64_t count;
 	struct kv__heap expiring; /* the entries with an expiry */
+	/* The incremental snapshot open on this table, or NULL: every change
+	 * of a key goes through the functions below, which tell it first
+	 * (kv__snap_touch), so that it can keep the key as it was. */
+	struct kv__snap *snap;
 };
 
 #define KV_TABLE_BUCKETS_MIN 4u
@@ -100,11 +104,19 @@ void kv__table_clear(struct kv__table *t);
 struct kv__entry *kv__entry_new(const uint8_t *key, size_t klen,
 				const uint8_t *val, size_t vlen);
 void kv__entry_free(struct kv__entry *e);
-/* Replace e's value by a copy of val; 0, or BATON_ENOMEM with e unchanged. */
-int kv__entry_set(struct kv__entry *e, const uint8_t *val, size_t len);
-/* Append to e's value (growing greedily); 0, or BATON_ENOMEM with e
- * unchanged. The caller checked kv__append_fits(). */
-int kv__entry_append(struct kv__entry *e, const uint8_t *val, size_t len);
+/* Replace the value of e (in t) by a copy of val; 0, or BATON_ENOMEM with
+ * e unchanged. */
+int kv__entry_set(struct kv__table *t, struct kv__entry *e, const uint8_t *val,
+		  size_t len);
+/* Append to the value of e (in t), growing greedily; 0, or BATON_ENOMEM
+ * with e unchanged. The caller checked kv__append_fits(). */
+int kv__entry_append(struct kv__table *t, struct kv__entry *e,
+		     const uint8_t *val, size_t len);
+/* <0, 0, >0 as the key (hash_a, key_a) sorts before, with or after
+ * (hash_b, key_b) in the canonical order: kv__rev64(hash), then the key's
+ * bytes, then its length. */
+int kv__position_cmp(uint64_t hash_a, const uint8_t *key_a, size_t len_a,
+		     uint64_t hash_b, const uint8_t *key_b, size_t len_b);
 
 struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
 				 size_t len);
@@ -164,6 +176,54 @@ static inline bool kv__expired(const struct kv__entry *e, int64_t now_ms)
 {
 	return kv__has_expiry(e) && e->expire_at_ms <= now_ms;
 }
+
+/* ---- snapshot.c: the encoding both kinds of snapshot share ---- */
+
+/* Gathers a snapshot's bytes into chunks for the sink and checksums them.
+ * The sink may change between calls (one per incremental step). */
+struct kv__snap_writer {
+	int (*sink)(void *arg, const void *buf, size_t len);
+	void *arg;
+	struct baton__hasher *sum;
+	uint8_t *chunk;
+	size_t used;
+	uint64_t bytes; /* put so far, the trailer not included */
+};
+
+/* 0, or BATON_ENOMEM (free what was made with kv__snap_writer_free). */
+int kv__snap_writer_init(struct kv__snap_writer *w);
+void kv__snap_writer_free(struct kv__snap_writer *w);
+/* Hand the gathered bytes to the sink: 0 or the sink's error. */
+int kv__snap_writer_flush(struct kv__snap_writer *w);
+/* The header: magic, format, [format 2: machine time], count. */
+int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
+			int64_t now_ms, uint64_t count);
+/* One entry; expire_at_ms 0 for none (format 2 writes it). */
+int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
+		       const uint8_t *key, size_t key_len, const uint8_t *val,
+		       size_t val_len, uint64_t expire_at_ms);
+/* Flush, then the trailer: the checksum of everything put. */
+int kv__snap_put_trailer(struct kv__snap_writer *w);
+/* The snapshot format of machine version v for this map: 0, or
+ * BATON_EVERSION with kv_errmsg() saying why (v unknown, or version 1
+ * while keys have expiries). */
+int kv__snap_format(const struct baton_kv *kv, struct baton_machine_version v,
+		    uint32_t *format);
+
+/* ---- snapshot_slices.c: incremental snapshots ---- */
+
+/* What a table with t->snap set calls before it changes the key (hash,
+ * key, len): `cur` is its entry now, NULL if absent. If the snapshot has
+ * not written the key yet and holds no copy of it, it copies cur (or
+ * notes the key was absent): cur is still the key as it was at begin, as
+ * any earlier change would have made the copy. Cannot fail: out of
+ * memory, the snapshot (not the write) fails, at its next step. */
+void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
+		    uint64_t hash, const uint8_t *key, size_t len);
+/* What kv__table_clear(t) calls first: true if the snapshot took t's
+ * entries (they are its state at begin, but for its copies) and left t
+ * empty; false if t must be cleared as usual. */
+bool kv__snap_take_table(struct kv__snap *s, struct kv__table *t);
 
 /* ---- glob.c ---- */
 
@@ -267,6 +327,8 @@ struct baton_kv {
 	int64_t now_ms;		  /* machine time: the largest stamp applied */
 	struct baton_buf scratch; /* replies nobody waits for */
 	char err[160];		  /* why the last call failed (kv_errmsg) */
+	struct kv__snap *snap;	  /* the incremental snapshot open, or NULL */
+	struct kv_snapshot_stats snap_stats; /* of it, or the last one */
 };
 
 /* Remove the key of argument i if it has expired at the machine time. */

@@ -35,15 +35,24 @@
 /* Small pieces are gathered into chunks of this size for the sink. */
 #define SNAP_CHUNK_BYTES ((size_t)64 << 10)
 
-struct writer {
-	int (*sink)(void *arg, const void *buf, size_t len);
-	void *arg;
-	struct baton__hasher *sum;
-	uint8_t *chunk;
-	size_t used;
-};
+int kv__snap_writer_init(struct kv__snap_writer *w)
+{
+	memset(w, 0, sizeof *w);
+	w->sum = baton__hasher_new();
+	w->chunk = malloc(SNAP_CHUNK_BYTES);
+	return w->sum != NULL && w->chunk != NULL ? 0 : BATON_ENOMEM;
+}
 
-static int flush(struct writer *w)
+void kv__snap_writer_free(struct kv__snap_writer *w)
+{
+	if (w->sum != NULL)
+		baton__hasher_free(w->sum);
+	free(w->chunk);
+	w->sum = NULL;
+	w->chunk = NULL;
+}
+
+int kv__snap_writer_flush(struct kv__snap_writer *w)
 {
 	if (w->used == 0)
 		return 0;
@@ -54,77 +63,102 @@ static int flush(struct writer *w)
 }
 
 /* Gather small pieces; hand big ones to the sink as they are. */
-static int put(struct writer *w, const void *buf, size_t len)
+static int put(struct kv__snap_writer *w, const void *buf, size_t len)
 {
+	w->bytes += len;
 	if (len <= SNAP_CHUNK_BYTES - w->used) {
 		if (len > 0)
 			memcpy(w->chunk + w->used, buf, len);
 		w->used += len;
 		return 0;
 	}
-	int rv = flush(w);
+	int rv = kv__snap_writer_flush(w);
 	if (rv != 0)
 		return rv;
-	if (len <= SNAP_CHUNK_BYTES / 2)
-		return put(w, buf, len);
+	if (len <= SNAP_CHUNK_BYTES / 2) {
+		memcpy(w->chunk, buf, len);
+		w->used = len;
+		return 0;
+	}
 	baton__hasher_update(w->sum, buf, len);
 	return w->sink(w->arg, buf, len);
 }
 
-static int put_entry(struct writer *w, const struct kv__entry *e,
-		     uint32_t format)
+int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
+		       const uint8_t *key, size_t key_len, const uint8_t *val,
+		       size_t val_len, uint64_t expire_at_ms)
 {
 	uint8_t n[4];
-	assert(e->key_len <= KV_KEY_BYTES_MAX &&
-	       e->val_len <= KV_VALUE_BYTES_MAX);
-	baton_le_put_u32(n, (uint32_t)e->key_len);
+	assert(key_len <= KV_KEY_BYTES_MAX && val_len <= KV_VALUE_BYTES_MAX);
+	assert(expire_at_ms <= INT64_MAX);
+	baton_le_put_u32(n, (uint32_t)key_len);
 	int rv = put(w, n, 4);
 	if (rv == 0)
-		rv = put(w, e->key, e->key_len);
-	baton_le_put_u32(n, (uint32_t)e->val_len);
+		rv = put(w, key, key_len);
+	baton_le_put_u32(n, (uint32_t)val_len);
 	if (rv == 0)
 		rv = put(w, n, 4);
 	if (rv == 0)
-		rv = put(w, e->val, e->val_len);
+		rv = put(w, val, val_len);
 	if (rv == 0 && format == KV_SNAPSHOT_FORMAT_2) {
 		uint8_t at[8];
-		baton_le_put_u64(
-			at, kv__has_expiry(e) ? (uint64_t)e->expire_at_ms : 0);
+		baton_le_put_u64(at, expire_at_ms);
 		rv = put(w, at, sizeof at);
 	}
 	return rv;
 }
 
-static int write_all(struct writer *w, const struct baton_kv *kv,
-		     uint32_t format)
+int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
+			int64_t now_ms, uint64_t count)
 {
-	const struct kv__table *t = &kv->table;
+	assert(format == KV_SNAPSHOT_FORMAT || format == KV_SNAPSHOT_FORMAT_2);
+	assert(now_ms >= 0);
 	uint8_t head[SNAP_HEADER_2_BYTES];
 	memcpy(head, KV_SNAPSHOT_MAGIC, 4);
 	baton_le_put_u32(head + 4, format);
 	size_t n = SNAP_HEADER_BYTES;
 	if (format == KV_SNAPSHOT_FORMAT_2) {
-		baton_le_put_u64(head + 8, (uint64_t)kv->now_ms);
+		baton_le_put_u64(head + 8, (uint64_t)now_ms);
 		n = SNAP_HEADER_2_BYTES;
 	}
-	baton_le_put_u64(head + n - 8, t->count);
-	int rv = put(w, head, n);
+	baton_le_put_u64(head + n - 8, count);
+	return put(w, head, n);
+}
+
+int kv__snap_put_trailer(struct kv__snap_writer *w)
+{
+	int rv = kv__snap_writer_flush(w);
+	if (rv != 0)
+		return rv;
+	uint8_t trailer[SNAP_TRAILER_BYTES];
+	baton_le_put_u64(trailer, baton__hasher_digest(w->sum));
+	return w->sink(w->arg, trailer, sizeof trailer);
+}
+
+static uint64_t expiry_of(const struct kv__entry *e)
+{
+	return kv__has_expiry(e) ? (uint64_t)e->expire_at_ms : 0;
+}
+
+static int write_all(struct kv__snap_writer *w, const struct baton_kv *kv,
+		     uint32_t format)
+{
+	const struct kv__table *t = &kv->table;
+	int rv = kv__snap_put_header(w, format, kv->now_ms, t->count);
 	uint64_t written = 0, cursor = 0;
 	do {
 		const struct kv__entry *e = kv__table_bucket(t, cursor);
 		for (; rv == 0 && e != NULL;
 		     e = kv__table_after(t, e), written++)
-			rv = put_entry(w, e, format);
+			rv = kv__snap_put_entry(w, format, e->key, e->key_len,
+						e->val, e->val_len,
+						expiry_of(e));
 		cursor = kv__table_next(t, cursor);
 	} while (rv == 0 && cursor != 0);
-	if (rv == 0)
-		rv = flush(w);
 	if (rv != 0)
 		return rv;
 	assert(written == t->count);
-	uint8_t trailer[SNAP_TRAILER_BYTES];
-	baton_le_put_u64(trailer, baton__hasher_digest(w->sum));
-	return w->sink(w->arg, trailer, sizeof trailer);
+	return kv__snap_put_trailer(w);
 }
 
 /* Say why in kv->err (a diagnostic, writable through const). */
@@ -135,27 +169,36 @@ static int fail(const struct baton_kv *kv, int rv, const char *why)
 	return rv;
 }
 
-int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
-		int (*sink)(void *arg, const void *buf, size_t len), void *arg)
+int kv__snap_format(const struct baton_kv *kv, struct baton_machine_version v,
+		    uint32_t *format)
 {
 	if (v.value < KV_MACHINE_VERSION_MIN ||
 	    v.value > KV_MACHINE_VERSION_MAX)
 		return fail(kv, BATON_EVERSION,
 			    "a snapshot under an unknown machine version");
-	uint32_t format =
-		v.value >= 2 ? KV_SNAPSHOT_FORMAT_2 : KV_SNAPSHOT_FORMAT;
-	if (format == KV_SNAPSHOT_FORMAT && kv->table.expiring.n > 0)
+	*format = v.value >= 2 ? KV_SNAPSHOT_FORMAT_2 : KV_SNAPSHOT_FORMAT;
+	if (*format == KV_SNAPSHOT_FORMAT && kv->table.expiring.n > 0)
 		return fail(kv, BATON_EVERSION,
 			    "keys have expiries, which snapshot format 1 "
 			    "(machine version 1) cannot hold");
-	struct writer w = {sink, arg, baton__hasher_new(),
-			   malloc(SNAP_CHUNK_BYTES), 0};
-	int rv = BATON_ENOMEM;
-	if (w.sum != NULL && w.chunk != NULL)
+	return 0;
+}
+
+int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
+		int (*sink)(void *arg, const void *buf, size_t len), void *arg)
+{
+	uint32_t format;
+	int rv = kv__snap_format(kv, v, &format);
+	if (rv != 0)
+		return rv;
+	struct kv__snap_writer w;
+	rv = kv__snap_writer_init(&w);
+	if (rv == 0) {
+		w.sink = sink;
+		w.arg = arg;
 		rv = write_all(&w, kv, format);
-	if (w.sum != NULL)
-		baton__hasher_free(w.sum);
-	free(w.chunk);
+	}
+	kv__snap_writer_free(&w);
 	return rv;
 }
 
@@ -194,6 +237,7 @@ static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
 int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 	       const uint8_t *buf, size_t len)
 {
+	kv_snapshot_end(kv);
 	kv->err[0] = '\0';
 	if (v.value < KV_MACHINE_VERSION_MIN ||
 	    v.value > KV_MACHINE_VERSION_MAX)

@@ -113,6 +113,8 @@ void kv__table_free(struct kv__table *t)
 
 void kv__table_clear(struct kv__table *t)
 {
+	if (t->snap != NULL && kv__snap_take_table(t->snap, t))
+		return;
 	free_chains(t);
 	if (t->size == KV_TABLE_BUCKETS_MIN)
 		return;
@@ -160,9 +162,18 @@ void kv__entry_free(struct kv__entry *e)
 	free(e);
 }
 
-int kv__entry_set(struct kv__entry *e, const uint8_t *val, size_t len)
+/* Tell t's open snapshot, if any, that e is about to change. */
+static void touch(struct kv__table *t, const struct kv__entry *e)
+{
+	if (t->snap != NULL)
+		kv__snap_touch(t->snap, e, e->hash, e->key, e->key_len);
+}
+
+int kv__entry_set(struct kv__table *t, struct kv__entry *e, const uint8_t *val,
+		  size_t len)
 {
 	assert(len <= KV_VALUE_BYTES_MAX);
+	touch(t, e);
 	if (len <= e->val_cap && e->val_cap - len <= KV_VALUE_SLACK_BYTES) {
 		if (len > 0)
 			memmove(e->val, val, len);
@@ -181,9 +192,11 @@ int kv__entry_set(struct kv__entry *e, const uint8_t *val, size_t len)
 	return 0;
 }
 
-int kv__entry_append(struct kv__entry *e, const uint8_t *val, size_t len)
+int kv__entry_append(struct kv__table *t, struct kv__entry *e,
+		     const uint8_t *val, size_t len)
 {
 	assert(kv__append_fits(e->val_len, len));
+	touch(t, e);
 	size_t need = e->val_len + len;
 	if (need > e->val_cap) {
 		size_t slack = need < KV_APPEND_SLACK_BYTES_MAX
@@ -206,18 +219,24 @@ int kv__entry_append(struct kv__entry *e, const uint8_t *val, size_t len)
 
 /* ---- the table ---- */
 
+int kv__position_cmp(uint64_t hash_a, const uint8_t *key_a, size_t len_a,
+		     uint64_t hash_b, const uint8_t *key_b, size_t len_b)
+{
+	uint64_t ra = kv__rev64(hash_a), rb = kv__rev64(hash_b);
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	size_t n = len_a < len_b ? len_a : len_b;
+	int c = n > 0 ? memcmp(key_a, key_b, n) : 0;
+	if (c != 0)
+		return c;
+	return len_a < len_b ? -1 : len_a > len_b ? 1 : 0;
+}
+
 /* <0, 0, >0 as (hash, key) sorts before, with or after entry b. */
 static int order(uint64_t hash, const uint8_t *key, size_t len,
 		 const struct kv__entry *b)
 {
-	uint64_t ra = kv__rev64(hash), rb = kv__rev64(b->hash);
-	if (ra != rb)
-		return ra < rb ? -1 : 1;
-	size_t n = len < b->key_len ? len : b->key_len;
-	int c = n > 0 ? memcmp(key, b->key, n) : 0;
-	if (c != 0)
-		return c;
-	return len < b->key_len ? -1 : len > b->key_len ? 1 : 0;
+	return kv__position_cmp(hash, key, len, b->hash, b->key, b->key_len);
 }
 
 /* Link e into its place in the sorted chain *pp. */
@@ -343,6 +362,8 @@ struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
 void kv__table_insert(struct kv__table *t, struct kv__entry *e)
 {
 	assert(kv__table_find(t, e->key, e->key_len) == NULL);
+	if (t->snap != NULL)
+		kv__snap_touch(t->snap, NULL, e->hash, e->key, e->key_len);
 	kv__table_step(t);
 	link_sorted(chain_of(t, e->hash), e);
 	t->count++;
@@ -356,6 +377,7 @@ void kv__table_put(struct kv__table *t, struct kv__entry *e)
 		kv__table_insert(t, e);
 		return;
 	}
+	touch(t, old);
 	uint8_t *val = old->val;
 	size_t len = old->val_len, cap = old->val_cap;
 	old->val = e->val;
@@ -378,6 +400,7 @@ bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
 		if (e->hash != h || e->key_len != len ||
 		    (len > 0 && memcmp(e->key, key, len) != 0))
 			continue;
+		touch(t, e);
 		*pp = e->next;
 		kv__expire_clear(t, e);
 		kv__entry_free(e);

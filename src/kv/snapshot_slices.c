@@ -1,0 +1,404 @@
+/*
+ * Incremental snapshots (kv.h, kv_snapshot_begin..end): the map as it was
+ * at begin, written in slices while kv_apply() goes on changing it
+ * (docs/node.md, "Snapshots off the event loop", option 3 with
+ * pre-images).
+ *
+ * The snapshot walks the keys in the canonical order (kv__rev64(hash),
+ * then the key: the order of kv_snapshot, KEYS and SCAN, whatever the
+ * table's size) and remembers P, the position of the last key it passed.
+ * Each step finds the first key after P afresh, from P's bucket under the
+ * table's current mask, so a resize (growth or shrink) between steps
+ * changes nothing; within a step the table does not change.
+ *
+ * The table tells the snapshot before it changes a key (t->snap,
+ * kv__snap_touch). A key after P the snapshot holds nothing of is still
+ * as it was at begin, since any earlier change would have been told: its
+ * entry is copied into `kept`, or, if the key is absent, noted in `born`.
+ * A step merges the table with `kept` in position order: a copy speaks for
+ * its key (the table's entry is newer), a key in `born` is passed over.
+ *
+ * FLUSHALL (kv__table_clear) takes the whole table aside as `frozen`
+ * instead of copying every key: the map goes on from an empty table, and
+ * the snapshot reads frozen from then on. Frozen is never changed again,
+ * so no later write needs a copy.
+ *
+ * A copy that cannot be made (out of memory) fails the snapshot, not the
+ * write: the next step returns BATON_ENOMEM. The map never depends on the
+ * snapshot, so every node applies alike whatever its snapshots do.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton/assert.h"
+#include "internal.h"
+
+/* The smallest buffer for P's key. */
+#define SNAP_POSITION_KEY_BYTES_MIN 64u
+
+/* A position in the canonical order: the last key the snapshot passed. */
+struct position {
+	bool started; /* false: before every key */
+	uint64_t hash;
+	uint8_t *key;
+	size_t len, cap;
+};
+
+struct kv__snap {
+	struct baton_kv *kv;
+	uint32_t format;
+	int64_t now_ms;	  /* machine time at begin */
+	uint64_t count;	  /* keys at begin */
+	uint64_t written; /* entries written */
+	struct kv__snap_writer w;
+	bool header_written;
+	bool finished; /* the trailer is written */
+	int failed;    /* 0, or what every later step returns */
+	struct position p;
+	/* Keys present at begin and changed since, as they were; a copy's
+	 * expiry is in expire_at_ms (0 for none): copies are in no heap. */
+	struct kv__table kept;
+	/* Keys absent at begin and created since (no value). */
+	struct kv__table born;
+	/* After a FLUSHALL: the table as it was (frozen_active). */
+	struct kv__table frozen;
+	bool frozen_active;
+};
+
+/* Say why in kv->err and return rv. */
+static int fail(struct baton_kv *kv, int rv, const char *why)
+{
+	snprintf(kv->err, sizeof kv->err, "%s", why);
+	return rv;
+}
+
+/* The bytes a copy holds. */
+static uint64_t record_bytes(const struct kv__entry *e)
+{
+	return sizeof *e + e->key_len + e->val_cap;
+}
+
+/* Free the copies and the frozen table, and stop listening to the map's
+ * writes: once finished or failed, nothing needs them. */
+static void release(struct kv__snap *s)
+{
+	if (s->kv->table.snap == s)
+		s->kv->table.snap = NULL;
+	kv__table_free(&s->kept);
+	kv__table_free(&s->born);
+	kv__table_free(&s->frozen);
+	s->frozen_active = false;
+	s->kv->snap_stats.bytes_kept = 0;
+}
+
+/* Fail the snapshot: every later step returns rv. */
+static int snap_fail(struct kv__snap *s, int rv, const char *why)
+{
+	BATON_ASSERT(rv < 0);
+	BATON_ASSERT(!s->finished);
+	if (s->failed == 0) {
+		s->failed = rv;
+		fail(s->kv, rv, why);
+	}
+	release(s);
+	return rv;
+}
+
+int kv_snapshot_begin(struct baton_kv *kv, struct baton_machine_version v)
+{
+	if (kv->snap != NULL)
+		return fail(kv, BATON_ESTATE,
+			    "an incremental snapshot is open already: end it "
+			    "first");
+	uint32_t format;
+	int rv = kv__snap_format(kv, v, &format);
+	if (rv != 0)
+		return rv;
+	struct kv__snap *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return fail(kv, BATON_ENOMEM, "out of memory");
+	s->kv = kv;
+	rv = kv__snap_writer_init(&s->w);
+	if (rv == 0)
+		rv = kv__table_init(&s->kept, 0);
+	if (rv == 0)
+		rv = kv__table_init(&s->born, 0);
+	if (rv != 0) {
+		kv__snap_writer_free(&s->w);
+		kv__table_free(&s->kept);
+		kv__table_free(&s->born);
+		free(s);
+		return fail(kv, rv, "out of memory");
+	}
+	s->format = format;
+	s->now_ms = kv->now_ms;
+	s->count = kv->table.count;
+	BATON_ASSERT(kv->table.snap == NULL);
+	kv->snap = s;
+	kv->table.snap = s;
+	memset(&kv->snap_stats, 0, sizeof kv->snap_stats);
+	return 0;
+}
+
+void kv_snapshot_end(struct baton_kv *kv)
+{
+	struct kv__snap *s = kv->snap;
+	if (s == NULL)
+		return;
+	release(s);
+	BATON_ASSERT(kv->table.snap == NULL);
+	kv__snap_writer_free(&s->w);
+	free(s->p.key);
+	free(s);
+	kv->snap = NULL;
+}
+
+bool kv_snapshot_open(const struct baton_kv *kv)
+{
+	return kv->snap != NULL;
+}
+
+void kv_snapshot_stats(const struct baton_kv *kv, struct kv_snapshot_stats *out)
+{
+	*out = kv->snap_stats;
+}
+
+/* ---- what the table tells ---- */
+
+/* Has the snapshot passed the key (hash, key, len) already? */
+static bool passed(const struct position *p, uint64_t hash, const uint8_t *key,
+		   size_t len)
+{
+	return p->started &&
+	       kv__position_cmp(hash, key, len, p->hash, p->key, p->len) <= 0;
+}
+
+static bool holds(const struct kv__table *t, const uint8_t *key, size_t len)
+{
+	return t->count > 0 && kv__table_find(t, key, len) != NULL;
+}
+
+void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
+		    uint64_t hash, const uint8_t *key, size_t len)
+{
+	/* Finished, failed or frozen snapshots stop listening (release,
+	 * kv__snap_take_table). */
+	BATON_ASSERT(s->failed == 0 && !s->finished && !s->frozen_active);
+	BATON_ASSERT(cur == NULL || cur->hash == hash);
+	if (passed(&s->p, hash, key, len) || holds(&s->kept, key, len) ||
+	    holds(&s->born, key, len))
+		return;
+	struct kv__entry *copy =
+		cur != NULL ? kv__entry_new(key, len, cur->val, cur->val_len)
+			    : kv__entry_new(key, len, NULL, 0);
+	if (copy == NULL) {
+		snap_fail(s, BATON_ENOMEM,
+			  "out of memory keeping a key as it was for the "
+			  "snapshot in progress");
+		return;
+	}
+	if (cur != NULL) {
+		copy->expire_at_ms =
+			kv__has_expiry(cur) ? cur->expire_at_ms : 0;
+		kv__table_insert(&s->kept, copy);
+		s->kv->snap_stats.preimages++;
+	} else {
+		kv__table_insert(&s->born, copy);
+	}
+	s->kv->snap_stats.bytes_kept += record_bytes(copy);
+}
+
+bool kv__snap_take_table(struct kv__snap *s, struct kv__table *t)
+{
+	BATON_ASSERT(t->snap == s && t == &s->kv->table);
+	BATON_ASSERT(!s->frozen_active && s->failed == 0 && !s->finished);
+	struct kv__table fresh;
+	if (kv__table_init(&fresh, 0) != 0) {
+		kv__table_free(&fresh);
+		snap_fail(s, BATON_ENOMEM,
+			  "out of memory setting the table aside for the "
+			  "snapshot in progress");
+		return false;
+	}
+	s->frozen = *t;
+	s->frozen.snap = NULL;
+	/* The new table needs no copies: the snapshot reads frozen now. */
+	*t = fresh;
+	s->frozen_active = true;
+	return true;
+}
+
+/* ---- the steps ---- */
+
+/* A walk over one table's keys in canonical order. */
+struct walk {
+	const struct kv__table *t;
+	uint64_t cursor;
+	const struct kv__entry *e; /* NULL once past the last key */
+};
+
+/* Move on to the next bucket with a key unless at one. */
+static void walk_settle(struct walk *w)
+{
+	while (w->e == NULL) {
+		w->cursor = kv__table_next(w->t, w->cursor);
+		if (w->cursor == 0)
+			return; /* every bucket visited */
+		w->e = kv__table_bucket(w->t, w->cursor);
+	}
+}
+
+/* Start at t's first key after p: in p's bucket under t's mask now, else
+ * in the buckets that follow it. */
+static void walk_start(struct walk *w, const struct kv__table *t,
+		       const struct position *p)
+{
+	w->t = t;
+	w->cursor = p->started ? p->hash : 0;
+	w->e = NULL;
+	if (t->count == 0)
+		return;
+	w->e = kv__table_bucket(t, w->cursor);
+	while (p->started && w->e != NULL &&
+	       kv__position_cmp(w->e->hash, w->e->key, w->e->key_len, p->hash,
+				p->key, p->len) <= 0)
+		w->e = kv__table_after(t, w->e);
+	walk_settle(w);
+}
+
+static void walk_next(struct walk *w)
+{
+	BATON_ASSERT(w->e != NULL);
+	w->e = kv__table_after(w->t, w->e);
+	walk_settle(w);
+}
+
+static int remember(struct position *p, const struct kv__entry *e)
+{
+	BATON_ASSERT(!p->started ||
+		     kv__position_cmp(e->hash, e->key, e->key_len, p->hash,
+				      p->key, p->len) > 0);
+	if (e->key_len > p->cap) {
+		size_t cap = p->cap > SNAP_POSITION_KEY_BYTES_MIN
+				     ? p->cap
+				     : SNAP_POSITION_KEY_BYTES_MIN;
+		while (cap < e->key_len)
+			cap *= 2;
+		uint8_t *key = realloc(p->key, cap);
+		if (key == NULL)
+			return BATON_ENOMEM;
+		p->key = key;
+		p->cap = cap;
+	}
+	if (e->key_len > 0)
+		memcpy(p->key, e->key, e->key_len);
+	p->len = e->key_len;
+	p->hash = e->hash;
+	p->started = true;
+	return 0;
+}
+
+/* Write the keys after P, in order, until `budget` bytes were put since
+ * `start` (one key at least) or none is left (*end). */
+static int write_entries(struct kv__snap *s, uint64_t start, size_t budget,
+			 bool *end)
+{
+	const struct kv__table *t =
+		s->frozen_active ? &s->frozen : &s->kv->table;
+	struct walk table, kept;
+	walk_start(&table, t, &s->p);
+	walk_start(&kept, &s->kept, &s->p);
+	const struct kv__entry *last = NULL;
+	uint64_t n = 0;
+	int rv = 0;
+	*end = false;
+	for (;;) {
+		if (table.e == NULL && kept.e == NULL) {
+			*end = true;
+			break;
+		}
+		if (n > 0 && s->w.bytes - start >= budget)
+			break;
+		int c = table.e == NULL ? 1
+			: kept.e == NULL
+				? -1
+				: kv__position_cmp(table.e->hash, table.e->key,
+						   table.e->key_len,
+						   kept.e->hash, kept.e->key,
+						   kept.e->key_len);
+		const struct kv__entry *e;
+		uint64_t at;
+		if (c < 0) {
+			e = table.e;
+			walk_next(&table);
+			last = e;
+			if (holds(&s->born, e->key, e->key_len))
+				continue; /* created after begin */
+			at = kv__has_expiry(e) ? (uint64_t)e->expire_at_ms : 0;
+		} else {
+			/* The copy is the key at begin; on a tie the
+			 * table's entry is newer. */
+			e = kept.e;
+			walk_next(&kept);
+			if (c == 0)
+				walk_next(&table);
+			at = (uint64_t)e->expire_at_ms;
+		}
+		last = e;
+		rv = kv__snap_put_entry(&s->w, s->format, e->key, e->key_len,
+					e->val, e->val_len, at);
+		if (rv != 0)
+			return rv;
+		n++;
+		s->written++;
+	}
+	return last != NULL ? remember(&s->p, last) : 0;
+}
+
+int kv_snapshot_step(struct baton_kv *kv, size_t budget,
+		     int (*sink)(void *arg, const void *buf, size_t len),
+		     void *arg, bool *done)
+{
+	struct kv__snap *s = kv->snap;
+	*done = false;
+	if (s == NULL)
+		return fail(kv, BATON_ESTATE,
+			    "no incremental snapshot is open");
+	if (s->failed != 0)
+		return s->failed;
+	if (s->finished) {
+		*done = true;
+		return 0;
+	}
+	s->w.sink = sink;
+	s->w.arg = arg;
+	uint64_t start = s->w.bytes;
+	int rv = 0;
+	if (!s->header_written) {
+		rv = kv__snap_put_header(&s->w, s->format, s->now_ms, s->count);
+		s->header_written = true;
+	}
+	bool end = false;
+	if (rv == 0)
+		rv = write_entries(s, start, budget, &end);
+	kv->snap_stats.entries = s->written;
+	if (rv == 0 && end) {
+		/* Each key at begin exactly once, else a write went untold. */
+		BATON_ASSERT(s->written == s->count);
+		rv = kv__snap_put_trailer(&s->w);
+	} else if (rv == 0) {
+		rv = kv__snap_writer_flush(&s->w);
+	}
+	if (rv != 0)
+		return snap_fail(s, rv,
+				 rv == BATON_ENOMEM
+					 ? "out of memory writing a snapshot"
+					 : "the snapshot's sink failed");
+	if (end) {
+		s->finished = true;
+		release(s);
+		*done = true;
+	}
+	return 0;
+}
