@@ -150,9 +150,10 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 	struct pl_snapshot *s = &p->snap;
 	p->snapshot_due = false;
 	/* One at a time; never past a stall: the machine does not hold what
-	 * follows. */
+	 * follows; and only news: a leader's snapshot installed since it
+	 * became due may cover everything applied. */
 	if (s->phase != PL_SNAP_NONE || p->stalled_index != 0 ||
-	    p->storage_failed || p->retired)
+	    p->storage_failed || p->retired || p->applied <= p->snapshot_index)
 		return;
 	memset(&s->h, 0, sizeof s->h);
 	int rv = baton_raft_snapshot_meta(p->raft, p->applied, &s->h.meta);

@@ -379,11 +379,14 @@ void sim_node_crash(struct sim_world *w, struct sim_node *n)
 	if (!n->alive)
 		return;
 	n->alive = false;
+	/* The disk first: what it had not made durable is lost, a snapshot
+	 * commit in flight included (the pipeline's destroy then finds it
+	 * failed rather than completing it). */
+	sim_disk_crash(n->storage);
 	baton_pipeline_destroy(n->pipe);
 	n->pipe = NULL;
 	n->raft = NULL;
 	settle_drop(n);
-	sim_disk_crash(n->storage);
 	n->storage->ops->close(n->storage);
 	n->storage = NULL;
 	n->last_write_done_ms = 0;
