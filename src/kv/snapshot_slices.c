@@ -23,6 +23,10 @@
  * the snapshot reads frozen from then on. Frozen is never changed again,
  * so no later write needs a copy.
  *
+ * What a step passes it frees (copies, born notes, frozen entries), so that
+ * no step frees much more than it wrote and memory comes back as the
+ * snapshot goes.
+ *
  * A copy that cannot be made (out of memory) fails the snapshot, not the
  * write: the next step returns BATON_ENOMEM. The map never depends on the
  * snapshot, so every node applies alike whatever its snapshots do.
@@ -56,6 +60,7 @@ struct kv__snap {
 	bool finished; /* the trailer is written */
 	int failed;    /* 0, or what every later step returns */
 	struct position p;
+	struct position p_before; /* P before the last step (spare buffer) */
 	/* Keys present at begin and changed since, as they were; a copy's
 	 * expiry is in expire_at_ms (0 for none): copies are in no heap. */
 	struct kv__table kept;
@@ -150,6 +155,7 @@ void kv_snapshot_end(struct baton_kv *kv)
 	BATON_ASSERT(kv->table.snap == NULL);
 	kv__snap_writer_free(&s->w);
 	free(s->p.key);
+	free(s->p_before.key);
 	free(s);
 	kv->snap = NULL;
 }
@@ -299,6 +305,29 @@ static int remember(struct position *p, const struct kv__entry *e)
 	return 0;
 }
 
+/* Free t's entries after `from` and up to P, which the snapshot has passed
+ * and will not read again. */
+static void drop_passed(struct kv__snap *s, struct kv__table *t,
+			const struct position *from, bool copies)
+{
+	BATON_ASSERT(t->snap == NULL);
+	for (;;) {
+		struct walk w;
+		walk_start(&w, t, from);
+		if (w.e == NULL ||
+		    !passed(&s->p, w.e->hash, w.e->key, w.e->key_len))
+			return;
+		if (copies) {
+			BATON_ASSERT(s->kv->snap_stats.bytes_kept >=
+				     record_bytes(w.e));
+			s->kv->snap_stats.bytes_kept -= record_bytes(w.e);
+		}
+		/* The walk restarts: a delete may step the table's resize. */
+		bool deleted = kv__table_delete(t, w.e->key, w.e->key_len);
+		BATON_ASSERT(deleted);
+	}
+}
+
 /* Write the keys after P, in order, until `budget` bytes were put since
  * `start` (one key at least) or none is left (*end). */
 static int write_entries(struct kv__snap *s, uint64_t start, size_t budget,
@@ -353,7 +382,19 @@ static int write_entries(struct kv__snap *s, uint64_t start, size_t budget,
 		n++;
 		s->written++;
 	}
-	return last != NULL ? remember(&s->p, last) : 0;
+	if (last == NULL)
+		return 0;
+	struct position before = s->p;
+	s->p = s->p_before;
+	rv = remember(&s->p, last);
+	s->p_before = before;
+	if (rv != 0)
+		return rv;
+	drop_passed(s, &s->kept, &s->p_before, true);
+	drop_passed(s, &s->born, &s->p_before, true);
+	if (s->frozen_active)
+		drop_passed(s, &s->frozen, &s->p_before, false);
+	return 0;
 }
 
 int kv_snapshot_step(struct baton_kv *kv, size_t budget,
