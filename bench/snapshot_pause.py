@@ -4,8 +4,9 @@
 Starts a local 3-node batond cluster on 127.0.0.1 (binaries from
 $BATON_BUILD, default `build`; the e2e tests' Cluster helper, so the nodes
 get a fresh peer secret and free ports; batond's default timing, election
-timeout 1000 ms and heartbeat 100 ms), loads --keys keys of --value-bytes
-bytes with pipelined MSETs from several connections, then runs
+timeout 1000 ms and heartbeat 100 ms, and default --snapshot-slice-bytes
+unless --slice-bytes is given), loads --keys keys of --value-bytes bytes
+with pipelined MSETs from several connections, then runs
 `redis-benchmark -t set -c 50` against the leader twice over the same keys:
 
   none    no snapshot can fall in the run (checked on every node);
@@ -17,10 +18,21 @@ For each phase it prints one line: p50, p99 and max SET latency of
 redis-benchmark's 50 clients (closed loop, from --csv) and of an open-loop
 setter alongside (one SET every 5 ms, timed from when it was due),
 elections (the highest term on any node before and after) and, for
-`during`, each node's snapshot: its size and index (the log line
-"snapshot at index N (B bytes)"), the time of that line, and the longest
-stall of the node's event loop seen by a PING every 10 ms (the snapshot
-runs on the loop today, so the stall is its duration).
+`during`, how long the event loops were held, measured two ways:
+
+  slice   the longest slice of snapshot work any node ran on its loop
+          (INFO snapshot_slice_max_us_ever: a snapshot is written in
+          slices of about --snapshot-slice-bytes between the loop's other
+          work, then committed on a thread of its own);
+  stall   the longest gap between the answers to a PING sent to each node
+          every 10 ms (anything that held the loop, a slice or not, plus
+          this machine's scheduling).
+
+Then, per node: each snapshot of the run from its log line "snapshot at
+index N (B bytes, S slices, T ms)" (the older "(B bytes)" is read too),
+and INFO's snapshot_last_bytes / _slices / _ms, snapshot_slice_max_us of
+its last snapshot, snapshot_preimages (keys copied before a write changed
+them: writes applied between slices) and the PING probe's longest stall.
 
   /usr/bin/python3 bench/snapshot_pause.py                 # 1M keys x 100 B
   /usr/bin/python3 bench/snapshot_pause.py --keys 200000   # a quick run
@@ -29,7 +41,7 @@ runs on the loop today, so the stall is its duration).
 redis-benchmark is a closed loop: while the leader is stalled its 50
 clients wait rather than send, so a 2 s pause costs only 50 slow requests
 and hardly moves p99 of a long run; the open-loop setter's p99 counts
-every SET due during the stall, which is what the target (p99 within
+every SET due during a stall, which is what the target (p99 within
 10 ms during a snapshot) is about.
 
 Everything runs in a temporary folder, removed at the end; only the PIDs
@@ -37,11 +49,13 @@ started here are stopped (SIGTERM, then SIGKILL), and every wait is bounded.
 """
 
 import argparse
+import collections
 import csv
 import io
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -59,10 +73,14 @@ BATOND_HEARTBEAT_MS = 100
 PROBE_INTERVAL_S = 0.010
 PROBE_TIMEOUT_S = 10.0
 OPEN_LOOP_INTERVAL_S = 0.005  # 200 SETs per second
+READ_POLL_S = 0.2
 BENCH_TIMEOUT_S = 600
 KEY_FORMAT = "key:{:012d}"  # redis-benchmark -r's keys: the same table
+# "snapshot at index N (B bytes, S slices, T ms)"; before slices, "(B bytes)"
 SNAPSHOT_LINE = re.compile(
-    r"^(\S+)Z .*snapshot at index (\d+) \((\d+) bytes\)")
+    r"^(\S+)Z .*snapshot at index (\d+) \((\d+) bytes"
+    r"(?:, (\d+) slices, (\d+) ms)?\)")
+SNAPSHOT_DONE_TIMEOUT_S = 60
 
 
 def die(msg):
@@ -86,6 +104,8 @@ def parse_args():
     a.add_argument("--lead-s", type=float, default=1.0,
                    help="about how far into the `during` run the snapshot "
                    "falls")
+    a.add_argument("--slice-bytes", type=int, default=None,
+                   help="batond --snapshot-slice-bytes (default: batond's)")
     a.add_argument("--timeout-s", type=int, default=900,
                    help="give up after this long in all")
     args = a.parse_args()
@@ -187,33 +207,88 @@ class LoopProbe:
         self.thread.join(timeout=PROBE_TIMEOUT_S + 1)
 
 
+def resp_command(*args):
+    """A command as a RESP array of bulk strings."""
+    out = b"*%d\r\n" % len(args)
+    for arg in args:
+        arg = arg if isinstance(arg, bytes) else str(arg).encode()
+        out += b"$%d\r\n%s\r\n" % (len(arg), arg)
+    return out
+
+
 class OpenLoopSetter:
-    """One SET every OPEN_LOOP_INTERVAL_S on its own connection, each
-    timed from when it was due rather than when it was sent: a stall then
-    counts for every SET that should have gone out during it, as it would
-    for clients that do not wait for each other (redis-benchmark's 50
-    clients do, and so hide most of a stall)."""
+    """One SET every OPEN_LOOP_INTERVAL_S on its own connection, sent when
+    due whether or not the earlier ones were answered (pipelined: a thread
+    sends, another reads the replies, which come back in order), each
+    timed from when it was due to its reply. A stall then counts for
+    every SET due during it, as it would for clients that do not wait for
+    each other (redis-benchmark's 50 clients do, and so hide most of a
+    stall); and a SET slower than the interval does not delay the next
+    one's sending, as it would if this setter waited for each reply."""
 
     def __init__(self, node, key, value):
-        self.node, self.key, self.value = node, key, value
+        self.node = node
+        self.command = resp_command("SET", key, value)
         self.latencies = []
+        self.errors = 0
+        self.worst = 0.0
+        self.worst_due = None  # wall clock when the slowest SET was due
+        self.in_flight = collections.deque()  # due times, monotonic
+        self.sending_done = threading.Event()
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.sock = socket.create_connection((HOST, node.client_port),
+                                             timeout=PROBE_TIMEOUT_S)
+        self.sock.settimeout(READ_POLL_S)  # to notice the end
+        self.sender = threading.Thread(target=self.send, daemon=True)
+        self.reader = threading.Thread(target=self.read, daemon=True)
 
-    def run(self):
-        r = self.node.client(timeout=PROBE_TIMEOUT_S)
+    def send(self):
         due = time.monotonic()
-        while not self.stop.is_set():
-            wait = due - time.monotonic()
-            if wait > 0:
-                self.stop.wait(wait)
-            try:
-                r.set(self.key, self.value)
-                self.latencies.append(time.monotonic() - due)
-            except (redis.ConnectionError, redis.TimeoutError,
-                    redis.ResponseError):
-                self.latencies.append(time.monotonic() - due)
-            due += OPEN_LOOP_INTERVAL_S
+        try:
+            while not self.stop.is_set():
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self.stop.wait(wait)
+                    continue
+                self.in_flight.append(due)
+                self.sock.sendall(self.command)
+                due += OPEN_LOOP_INTERVAL_S
+        except OSError:
+            self.errors += 1
+        finally:
+            self.sending_done.set()
+
+    def read(self):
+        pending = b""
+        quiet_since = time.monotonic()
+        try:
+            while not (self.sending_done.is_set() and not self.in_flight):
+                try:
+                    chunk = self.sock.recv(1 << 16)
+                except socket.timeout:
+                    if (self.in_flight and time.monotonic() - quiet_since >
+                            PROBE_TIMEOUT_S):
+                        raise
+                    continue
+                quiet_since = time.monotonic()
+                if not chunk:
+                    break
+                answered = time.monotonic()
+                pending += chunk
+                while b"\r\n" in pending:
+                    line, pending = pending.split(b"\r\n", 1)
+                    if not line.startswith(b"+"):
+                        self.errors += 1
+                    self.record(self.in_flight.popleft(), answered)
+        except (OSError, IndexError):
+            self.errors += 1
+
+    def record(self, due, answered):
+        took = answered - due
+        self.latencies.append(took)
+        if took > self.worst:
+            self.worst = took
+            self.worst_due = time.time() - (time.monotonic() - due)
 
     def percentile(self, q):
         ordered = sorted(self.latencies)
@@ -222,12 +297,15 @@ class OpenLoopSetter:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
     def __enter__(self):
-        self.thread.start()
+        self.reader.start()
+        self.sender.start()
         return self
 
     def __exit__(self, *exc):
         self.stop.set()
-        self.thread.join(timeout=PROBE_TIMEOUT_S + 1)
+        self.sender.join(timeout=PROBE_TIMEOUT_S + 1)
+        self.reader.join(timeout=PROBE_TIMEOUT_S + 1)  # the last replies
+        self.sock.close()
 
 
 def redis_benchmark(port, args, seconds_hint):
@@ -248,8 +326,36 @@ def snapshot_lines(node, after_index):
     for line in node.log_text().splitlines():
         m = SNAPSHOT_LINE.match(line)
         if m and int(m.group(2)) > after_index:
-            found.append((m.group(1), int(m.group(2)), int(m.group(3))))
+            found.append({"when": m.group(1), "index": int(m.group(2)),
+                          "bytes": int(m.group(3)),
+                          "slices": m.group(4), "ms": m.group(5)})
     return found
+
+
+def utc(wall):
+    """A wall-clock time as the nodes' logs print it (HH:MM:SS.mmmZ)."""
+    return (time.strftime("%H:%M:%S", time.gmtime(wall)) +
+            f".{int(wall * 1000) % 1000:03d}Z")
+
+
+def redis_info(node):
+    return node.client(timeout=PROBE_TIMEOUT_S).info()
+
+
+def wait_snapshots_done(cluster, after_index):
+    """Bounded: until every node has logged a snapshot past after_index
+    and has none in progress (a follower's may end after the run)."""
+    d = Deadline(SNAPSHOT_DONE_TIMEOUT_S, "every node's snapshot to end")
+    busy = [m.id for m in cluster.alive()]
+    while not d.expired():
+        busy = [m.id for m in cluster.alive()
+                if not snapshot_lines(m, after_index)
+                or redis_info(m).get("snapshot_in_progress", 0)]
+        if not busy:
+            return
+        time.sleep(0.1)
+    print(f"  (after {SNAPSHOT_DONE_TIMEOUT_S} s nodes {busy} had still not "
+          f"finished a snapshot past index {after_index})")
 
 
 def top_up(leader, target_applied, deadline):
@@ -277,7 +383,9 @@ def phase_line(name, row, setter, elections, extra=""):
             f"{float(row['rps']):.0f} SET/s | open loop: "
             f"p50 {setter.percentile(0.50):.2f} ms "
             f"p99 {setter.percentile(0.99):.2f} ms "
-            f"max {setter.percentile(1.0):.1f} ms | elections {elections}"
+            f"max {setter.percentile(1.0):.1f} ms"
+            + (f" ({setter.errors} errors)" if setter.errors else "")
+            + f" | elections {elections}"
             f"{extra}")
 
 
@@ -294,14 +402,19 @@ def run(args, root):
     # snapshots none can fall in the load or the `none` run.
     load_commands = -(-args.keys // args.mset_keys)
     snapshot_entries = load_commands + 2 * args.requests
+    extra = []
+    if args.slice_bytes is not None:
+        extra = ["--snapshot-slice-bytes", str(args.slice_bytes)]
     cluster = Cluster(root / "cluster")
     try:
         leader = cluster.start(
             3, election_timeout_ms=BATOND_ELECTION_TIMEOUT_MS,
             heartbeat_ms=BATOND_HEARTBEAT_MS,
-            snapshot_entries=snapshot_entries)
+            snapshot_entries=snapshot_entries, extra=extra)
         print(f"3 nodes in {root}, leader node {leader.id} at "
-              f"{leader.client_addr}; --snapshot-entries {snapshot_entries}")
+              f"{leader.client_addr}; --snapshot-entries {snapshot_entries}"
+              + (f" --snapshot-slice-bytes {args.slice_bytes}" if extra
+                 else ""))
         secs = load(leader, args)
         applied = int(node_info(leader)["applied"])
         wait_all_applied(cluster, applied, timeout=120)
@@ -338,29 +451,50 @@ def run(args, root):
             p.__enter__()
         try:
             row_during, setter_during = measured_run(leader, args)
-            time.sleep(1.0)  # a follower's snapshot may end after the run
+            wait_snapshots_done(cluster, due - 1)
         finally:
             for p in probes:
                 p.__exit__()
         term1 = max_term(cluster)
         detail = []
+        slice_max_us = []
         for p in probes:
             snaps = snapshot_lines(p.node, due - 1)
+            info = redis_info(p.node)
             role = "leader" if p.node is leader else "follower"
-            if snaps:
-                when, index, size = snaps[0]
-                detail.append(f"  node {p.node.id} ({role}): snapshot at "
-                              f"index {index} ({size / 1e6:.1f} MB) logged "
-                              f"{when[11:]}Z; event loop held "
-                              f"{p.longest * 1000:.0f} ms at most")
-            else:
-                detail.append(f"  node {p.node.id} ({role}): no snapshot in "
-                              f"the run; event loop held "
-                              f"{p.longest * 1000:.0f} ms at most")
+            if "snapshot_slice_max_us_ever" in info:
+                slice_max_us.append(int(info["snapshot_slice_max_us_ever"]))
+            stall_end = (f", ending {utc(p.longest_end)}"
+                         if p.longest_end is not None else "")
+            detail.append(f"  node {p.node.id} ({role}): {len(snaps)} "
+                          f"snapshot(s) in the run; PING stall "
+                          f"{p.longest * 1000:.0f} ms at most{stall_end}")
+            for snap in snaps:
+                shape = (f", {snap['slices']} slices in {snap['ms']} ms"
+                         if snap["slices"] is not None else "")
+                detail.append(f"    snapshot at index {snap['index']} "
+                              f"({snap['bytes'] / 1e6:.1f} MB{shape}) "
+                              f"logged {snap['when'][11:]}Z")
+            if "snapshot_last_slices" in info:
+                detail.append(
+                    f"    INFO: last {info['snapshot_last_bytes'] / 1e6:.1f}"
+                    f" MB, {info['snapshot_last_slices']} slices, "
+                    f"{info['snapshot_last_ms']} ms; its longest slice "
+                    f"{info['snapshot_slice_max_us']} us, longest ever "
+                    f"{info['snapshot_slice_max_us_ever']} us; pre-images "
+                    f"{info['snapshot_preimages']}; taken "
+                    f"{info['snapshots_taken']}, abandoned "
+                    f"{info['snapshots_abandoned']}")
+        if setter_during.worst_due is not None:
+            detail.append(f"  open loop: slowest SET "
+                          f"{setter_during.worst * 1000:.0f} ms, due "
+                          f"{utc(setter_during.worst_due)}")
         worst = max(p.longest for p in probes)
+        held = (f"  longest slice {max(slice_max_us) / 1000:.1f} ms"
+                if slice_max_us else "  longest slice n/a")
         lines.append(phase_line("during", row_during, setter_during,
                                 term1 - term0,
-                                f"  loop held {worst * 1000:.0f} ms"))
+                                f"{held}, PING stall {worst * 1000:.0f} ms"))
         print()
         print(f"SET, {args.clients} clients, {args.requests} requests per "
               f"phase, {args.value_bytes} B values over {args.keys} keys "
