@@ -16,7 +16,8 @@ with pipelined MSETs from several connections, then runs
 
 For each phase it prints one line: p50, p99 and max SET latency of
 redis-benchmark's 50 clients (closed loop, from --csv) and of an open-loop
-setter alongside (one SET every 5 ms, timed from when it was due),
+setter alongside (one SET every 5 ms, sent when due without waiting
+for the earlier replies, timed from when it was due to its reply),
 elections (the highest term on any node before and after) and, for
 `during`, how long the event loops were held, measured two ways:
 
