@@ -78,7 +78,13 @@ struct baton_storage_ops {
 	/* Stream a snapshot of the application's state: begin, write any
 	 * number of times, then commit (durable on return; BATON_ESTATE if a
 	 * snapshot at a higher or equal index is already durable) or abort.
-	 * Safe to use from another thread than submit/poll. */
+	 * Safe to use from another thread than submit/poll.
+	 * snapshot_write may hand the bytes to a thread of the storage (it
+	 * copies them) rather than write them on the caller's thread; when
+	 * that thread's queue is full it returns BATON_EAGAIN having taken
+	 * nothing, and the caller tries again after the storage's notify
+	 * callback fired. A write error found by that thread is returned by
+	 * a later write or by the commit. */
 	int (*snapshot_begin)(struct baton_storage *s,
 			      const struct baton_snapshot_header *h,
 			      struct baton_snapshot_sink **out);
