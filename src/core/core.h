@@ -41,12 +41,21 @@ struct baton__log {
 	size_t cap;
 	size_t head;
 	size_t n;
+	/* Compacted slots before head whose payloads are not freed yet. */
+	size_t garbage;
 	baton_index base; /* index just before the first held entry */
 	baton_term base_term;
 };
 
+/* Payloads of compacted entries freed per step: a few tens of
+ * microseconds, so a compaction of 100000 entries is done within about
+ * fifty steps (a fraction of a second of a busy node) without a pause. */
+#define BATON__LOG_COLLECT_PER_STEP 2048u
+
 void baton__log_init(struct baton__log *l);
 void baton__log_free(struct baton__log *l);
+/* Free up to `budget` payloads of compacted entries (see log.c). */
+void baton__log_collect(struct baton__log *l, size_t budget);
 baton_index baton__log_last_index(const struct baton__log *l);
 baton_term baton__log_last_term(const struct baton__log *l);
 struct baton_entry *baton__log_get(const struct baton__log *l, baton_index i);

@@ -3,6 +3,12 @@
  * contiguous array so that an update can hand the driver a slice of it
  * without copying. Compaction advances `head`; the array is shifted down
  * only when appending finds no room at the end.
+ *
+ * Compaction after a snapshot drops a whole snapshot's worth of entries
+ * (100000 by default). Freeing their payloads at once held the loop for
+ * tens of milliseconds, so the compacted slots keep their payloads as
+ * garbage, slots[head - garbage, head), freed a bounded number per step
+ * (baton__log_collect), and at the latest before the array moves.
  */
 #include "core.h"
 
@@ -22,9 +28,21 @@ static void free_range(struct baton__log *l, size_t from, size_t to)
 	}
 }
 
+/* Free up to `budget` payloads of compacted entries, oldest first. */
+void baton__log_collect(struct baton__log *l, size_t budget)
+{
+	BATON_ASSERT(l->garbage <= l->head);
+	size_t n = l->garbage < budget ? l->garbage : budget;
+	size_t from = l->head - l->garbage;
+	free_range(l, from, from + n);
+	l->garbage -= n;
+	BATON_ASSERT(l->garbage <= l->head);
+}
+
 void baton__log_free(struct baton__log *l)
 {
 	BATON_ASSERT(l->head + l->n <= l->cap);
+	baton__log_collect(l, SIZE_MAX);
 	free_range(l, l->head, l->head + l->n);
 	free(l->slots);
 	baton__log_init(l);
@@ -74,6 +92,7 @@ static int make_room(struct baton__log *l)
 	if (l->head + l->n < l->cap)
 		return 0;
 	if (l->head > 0 && l->head >= l->cap / 2) {
+		baton__log_collect(l, SIZE_MAX); /* their slots are reused */
 		memmove(l->slots, l->slots + l->head, l->n * sizeof *l->slots);
 		l->head = 0;
 		return 0;
@@ -129,13 +148,11 @@ void baton__log_compact(struct baton__log *l, baton_index i)
 	BATON_ASSERT(i <= baton__log_last_index(l));
 	size_t drop = (size_t)(i - l->base);
 	baton_term t = l->slots[l->head + drop - 1].term;
-	free_range(l, l->head, l->head + drop);
 	l->head += drop;
+	l->garbage += drop; /* freed by baton__log_collect */
 	l->n -= drop;
 	l->base = i;
 	l->base_term = t;
-	if (l->n == 0)
-		l->head = 0;
 	BATON_ASSERT(l->base == i &&
 		     (l->n == 0 || l->slots[l->head].index == i + 1));
 }
@@ -143,6 +160,7 @@ void baton__log_compact(struct baton__log *l, baton_index i)
 void baton__log_reset(struct baton__log *l, baton_index base,
 		      baton_term base_term)
 {
+	baton__log_collect(l, SIZE_MAX);
 	free_range(l, l->head, l->head + l->n);
 	l->head = 0;
 	l->n = 0;

@@ -605,6 +605,8 @@ int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
 	r->msgs_after.n = 0;
 	r->n_read_results = 0;
 	r->alloc_failed = false;
+	/* A bounded share of the last compaction's freeing per step. */
+	baton__log_collect(&r->log, BATON__LOG_COLLECT_PER_STEP);
 	int rv = dispatch(r, ev);
 	finalize(r, out);
 	if (rv == 0 && r->alloc_failed)

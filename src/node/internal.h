@@ -94,7 +94,11 @@ struct pl_snapshot {
 	uint32_t phase; /* enum pl_snap_phase */
 	struct baton_snapshot_header h;
 	struct baton_snapshot_sink *sink;
-	struct baton_buf slice; /* the bytes of one step */
+	/* The machine's snapshot is open (its last step not taken yet). */
+	bool machine_open;
+	/* The storage's queue was full: wait for its notify. */
+	bool blocked;
+	struct baton_buf slice; /* the bytes of one step not written yet */
 	uint64_t bytes;		/* written to the sink so far */
 	uint32_t slices;
 	uint64_t began_ms;

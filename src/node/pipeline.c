@@ -280,7 +280,10 @@ static void handle_update(struct baton_pipeline *p,
 	pl_resolve_reads(p, u);
 	pl_serve_reads(p);
 	pl_check_waiters(p, u->promotion_failed);
+	/* Not while one is in progress: its index is not snapshot_index
+	 * yet, and the next is due from it. */
 	if (p->c.snapshot_entries > 0 && p->stalled_index == 0 &&
+	    p->snap.phase == PL_SNAP_NONE &&
 	    p->applied >= p->snapshot_index + p->c.snapshot_entries)
 		p->snapshot_due = true;
 }

@@ -46,7 +46,28 @@ static void reset(struct pl_snapshot *s)
 {
 	s->phase = PL_SNAP_NONE;
 	s->sink = NULL;
+	s->machine_open = false;
+	s->blocked = false;
 	baton_buf_free(&s->slice);
+}
+
+/* The machine's part is over (done or not): let it free its copies. */
+static void machine_end(struct baton_pipeline *p)
+{
+	if (!p->snap.machine_open)
+		return;
+	p->snap.machine_open = false;
+	p->machine->ops->snapshot_end(p->machine);
+}
+
+/* Drop the snapshot being written: the machine's part, the sink. */
+static void drop(struct baton_pipeline *p)
+{
+	struct pl_snapshot *s = &p->snap;
+	BATON_ASSERT(s->phase == PL_SNAP_WRITING);
+	machine_end(p);
+	p->storage->ops->snapshot_abort(s->sink);
+	reset(s);
 }
 
 /* Why a snapshot did not make it, for the log; EIO stops the node. */
@@ -66,13 +87,11 @@ void pl_snapshot_abandon(struct baton_pipeline *p, const char *why)
 	struct pl_snapshot *s = &p->snap;
 	if (s->phase != PL_SNAP_WRITING)
 		return; /* a commit in flight finishes on its own */
-	p->machine->ops->snapshot_end(p->machine);
-	p->storage->ops->snapshot_abort(s->sink);
 	pl_log(p, BATON_PIPELINE_LOG_INFO,
 	       "snapshot at index %" PRIu64 " abandoned after %" PRIu64
 	       " bytes: %s",
 	       s->h.meta.index, s->bytes, why);
-	reset(s);
+	drop(p);
 	p->stats.snapshots_abandoned++;
 }
 
@@ -133,6 +152,8 @@ static void commit(struct baton_pipeline *p)
 	s->phase = PL_SNAP_COMMITTING;
 }
 
+/* Hand the slice to the sink. BATON_EAGAIN: the storage's queue is full
+ * and took nothing; the slice waits for its notify (pl_snapshot_poll). */
 static int write_slice(struct baton_pipeline *p)
 {
 	struct pl_snapshot *s = &p->snap;
@@ -140,6 +161,10 @@ static int write_slice(struct baton_pipeline *p)
 		return 0;
 	int rv = p->storage->ops->snapshot_write(s->sink, s->slice.data,
 						 s->slice.len);
+	if (rv == BATON_EAGAIN) {
+		s->blocked = true;
+		return rv;
+	}
 	s->bytes += s->slice.len;
 	s->slice.len = 0;
 	return rv;
@@ -148,12 +173,14 @@ static int write_slice(struct baton_pipeline *p)
 void pl_snapshot_begin(struct baton_pipeline *p)
 {
 	struct pl_snapshot *s = &p->snap;
-	p->snapshot_due = false;
 	/* One at a time; never past a stall: the machine does not hold what
 	 * follows; and only news: a leader's snapshot installed since it
 	 * became due may cover everything applied. */
-	if (s->phase != PL_SNAP_NONE || p->stalled_index != 0 ||
-	    p->storage_failed || p->retired || p->applied <= p->snapshot_index)
+	if (s->phase != PL_SNAP_NONE)
+		return; /* still due: after this one */
+	p->snapshot_due = false;
+	if (p->stalled_index != 0 || p->storage_failed || p->retired ||
+	    p->applied <= p->snapshot_index)
 		return;
 	memset(&s->h, 0, sizeof s->h);
 	int rv = baton_raft_snapshot_meta(p->raft, p->applied, &s->h.meta);
@@ -174,54 +201,57 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 	if (incremental(p)) {
 		rv = p->machine->ops->snapshot_begin(p->machine,
 						     p->versions.machine);
-		if (rv == 0) {
-			s->phase = PL_SNAP_WRITING;
-			return;
-		}
+		s->machine_open = rv == 0;
 	} else {
-		/* The whole state in one call, on the loop. */
+		/* The whole state in one call, on the loop; then written
+		 * like the last slice. */
 		rv = p->machine->ops->snapshot(p->machine, p->versions.machine,
 					       &s->slice);
 		s->slices = 1;
-		if (rv == 0)
-			rv = write_slice(p);
-		if (rv == 0) {
-			commit(p);
-			return;
-		}
 	}
-	p->storage->ops->snapshot_abort(s->sink);
-	reset(s);
-	failed(p, rv, "failed");
-}
-
-bool baton_pipeline_has_work(const struct baton_pipeline *p)
-{
-	return p->snap.phase == PL_SNAP_WRITING;
-}
-
-void baton_pipeline_work(struct baton_pipeline *p)
-{
-	BATON_ASSERT(!p->stepping);
-	struct pl_snapshot *s = &p->snap;
-	if (s->phase != PL_SNAP_WRITING)
-		return;
-	bool done = false;
-	int rv = p->machine->ops->snapshot_step(p->machine, slice_budget(p),
-						&s->slice, &done);
-	s->slices++;
-	if (rv == 0)
-		rv = write_slice(p);
 	if (rv != 0) {
-		p->machine->ops->snapshot_end(p->machine);
 		p->storage->ops->snapshot_abort(s->sink);
 		reset(s);
 		failed(p, rv, "failed");
 		return;
 	}
-	if (!done)
+	s->phase = PL_SNAP_WRITING;
+}
+
+bool baton_pipeline_has_work(const struct baton_pipeline *p)
+{
+	return p->snap.phase == PL_SNAP_WRITING && !p->snap.blocked;
+}
+
+/* One turn: the slice the storage could not take yet, else the machine's
+ * next one; once the machine is done and all is written, the commit. */
+void baton_pipeline_work(struct baton_pipeline *p)
+{
+	BATON_ASSERT(!p->stepping);
+	struct pl_snapshot *s = &p->snap;
+	if (s->phase != PL_SNAP_WRITING || s->blocked)
 		return;
-	p->machine->ops->snapshot_end(p->machine);
+	int rv = write_slice(p);
+	if (rv == 0 && s->machine_open) {
+		bool done = false;
+		rv = p->machine->ops->snapshot_step(p->machine, slice_budget(p),
+						    &s->slice, &done);
+		s->slices++;
+		if (rv == 0 && done)
+			machine_end(p);
+		if (rv == 0)
+			rv = write_slice(p);
+	}
+	if (rv == BATON_EAGAIN)
+		return;
+	if (rv != 0) {
+		drop(p);
+		failed(p, rv, "failed");
+		return;
+	}
+	if (s->machine_open)
+		return;
+	BATON_ASSERT(s->slice.len == 0);
 	baton_buf_free(&s->slice);
 	commit(p);
 }
@@ -229,6 +259,9 @@ void baton_pipeline_work(struct baton_pipeline *p)
 void pl_snapshot_poll(struct baton_pipeline *p)
 {
 	struct pl_snapshot *s = &p->snap;
+	/* The storage's queue has room again: the next turn writes. */
+	if (s->phase == PL_SNAP_WRITING)
+		s->blocked = false;
 	if (s->phase != PL_SNAP_COMMITTING)
 		return;
 	int rv = p->storage->ops->snapshot_commit_wait(s->sink, false);
@@ -240,8 +273,7 @@ void pl_snapshot_destroy(struct baton_pipeline *p)
 {
 	struct pl_snapshot *s = &p->snap;
 	if (s->phase == PL_SNAP_WRITING) {
-		p->machine->ops->snapshot_end(p->machine);
-		p->storage->ops->snapshot_abort(s->sink);
+		drop(p);
 	} else if (s->phase == PL_SNAP_COMMITTING) {
 		/* The storage's thread may be using the sink: wait. Whether
 		 * it became durable, the next start will see. */
