@@ -224,6 +224,10 @@ void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
  * entries (they are its state at begin, but for its copies) and left t
  * empty; false if t must be cleared as usual. */
 bool kv__snap_take_table(struct kv__snap *s, struct kv__table *t);
+/* Make t (the table s listens to) the view's frozen table, leaving t
+ * zeroed for the caller to replace (kv_restore under an open KEYS).
+ * Cannot fail. */
+void kv__snap_set_aside(struct kv__snap *s, struct kv__table *t);
 
 /* ---- glob.c ---- */
 
@@ -327,7 +331,7 @@ struct baton_kv {
 	int64_t now_ms;		  /* machine time: the largest stamp applied */
 	struct baton_buf scratch; /* replies nobody waits for */
 	char err[160];		  /* why the last call failed (kv_errmsg) */
-	struct kv__snap *snap;	  /* the incremental snapshot open, or NULL */
+	struct kv__snap *snap;	  /* the view open (snapshot, KEYS), or NULL */
 	struct kv_snapshot_stats snap_stats; /* of it, or the last one */
 };
 

@@ -31,6 +31,7 @@ void kv_destroy(struct baton_kv *kv)
 	if (kv == NULL)
 		return;
 	kv_snapshot_end(kv);
+	kv_keys_end(kv);
 	kv__table_free(&kv->table);
 	baton_buf_free(&kv->scratch);
 	free(kv);

@@ -290,10 +290,11 @@ int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
  * it. One snapshot at a time.
  *
  * begin: 0, BATON_EVERSION (as kv_snapshot; nothing started), BATON_ESTATE
- * (one is open already) or BATON_ENOMEM. step: hands sink the next part,
- * about `budget` bytes (at least one entry), and sets *done after the
- * trailer; 0, the sink's error or BATON_ENOMEM (the snapshot stays open:
- * end it). end: closes it, finished or not, and frees its copies.
+ * (one is open already), BATON_EBUSY (a KEYS below is open: the map has
+ * one view at a time; try again once it ended) or BATON_ENOMEM. step: hands
+ * sink the next part, about `budget` bytes (at least one entry), and sets *done
+ * after the trailer; 0, the sink's error or BATON_ENOMEM (the snapshot stays
+ * open: end it). end: closes it, finished or not, and frees its copies.
  * kv_restore() and kv_convert() end an open snapshot first. */
 int kv_snapshot_begin(struct baton_kv *kv, struct baton_machine_version v);
 int kv_snapshot_step(struct baton_kv *kv, size_t budget,
@@ -301,6 +302,30 @@ int kv_snapshot_step(struct baton_kv *kv, size_t budget,
 		     void *arg, bool *done);
 void kv_snapshot_end(struct baton_kv *kv);
 bool kv_snapshot_open(const struct baton_kv *kv);
+
+/* KEYS in slices, for big maps (batond's, docs/kv.md "KEYS"): the keys
+ * matching the glob pattern that are live at machine time at
+ * kv_keys_begin(), in KEYS's order, listed a few at a time while
+ * kv_apply() goes on changing the map. It shares the incremental
+ * snapshot's view (pre-images of keys changed before the walk reached
+ * them), and the map holds one view at a time.
+ *
+ * begin: copies the pattern; 0, BATON_EBUSY (a snapshot or a KEYS is
+ * open: try again once it ended; nothing started) or BATON_ENOMEM.
+ * step: looks at the next `budget` keys (at least one) and appends to
+ * `bulks` the RESP bulk string of each that matched, adding their number
+ * to *matched; sets *done after the last key. The reply KEYS gives at
+ * begin is then the RESP array header of *matched followed by the bulks
+ * of all steps. 0, BATON_ESTATE (no KEYS is open) or BATON_ENOMEM (the
+ * listing stays open and failed: end it). end: closes it, finished or
+ * not. kv_restore() keeps an open KEYS going: it lists the map replaced,
+ * as it was at begin; kv_convert() changes keys through the usual paths,
+ * so the listing stays the map at begin too. */
+int kv_keys_begin(struct baton_kv *kv, const uint8_t *pattern, size_t len);
+int kv_keys_step(struct baton_kv *kv, size_t budget, struct baton_buf *bulks,
+		 uint64_t *matched, bool *done);
+void kv_keys_end(struct baton_kv *kv);
+bool kv_keys_open(const struct baton_kv *kv);
 
 /* Figures of the snapshot open now, or else of the last one. */
 struct kv_snapshot_stats {

@@ -276,7 +276,12 @@ int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 					       : "malformed snapshot entries");
 	}
 	assert(t.count == count);
-	kv__table_free(&kv->table);
+	/* An open KEYS lists the map as it was at its begin: the old table
+	 * is its from now on (as after FLUSHALL). */
+	if (kv->table.snap != NULL)
+		kv__snap_set_aside(kv->table.snap, &kv->table);
+	else
+		kv__table_free(&kv->table);
 	kv->table = t;
 	kv->now_ms = (int64_t)now;
 	return 0;

@@ -1,15 +1,17 @@
 /*
- * Incremental snapshots (kv.h, kv_snapshot_begin..end): the map as it was
- * at begin, written in slices while kv_apply() goes on changing it
- * (docs/node.md, "Snapshots off the event loop", option 3 with
- * pre-images).
+ * Views of the map as it was at their begin, read in slices while
+ * kv_apply() goes on changing it (docs/node.md, "Snapshots off the event
+ * loop", option 3 with pre-images). Two kinds share one walk: incremental
+ * snapshots (kv_snapshot_begin..end), which encode each key, and KEYS
+ * (kv_keys_begin..end), which lists the keys live at begin that match its
+ * pattern. One view is open at a time: the table tells only one.
  *
- * The snapshot walks the keys in the canonical order (kv__rev64(hash),
- * then the key: the order of kv_snapshot, KEYS and SCAN, whatever the
- * table's size) and remembers P, the position of the last key it passed.
- * Each step finds the first key after P afresh, from P's bucket under the
- * table's current mask, so a resize (growth or shrink) between steps
- * changes nothing; within a step the table does not change.
+ * Below, "the snapshot" is the view of either kind. It walks the keys in the
+ * canonical order (kv__rev64(hash), then the key: the order of kv_snapshot,
+ * KEYS and SCAN, whatever the table's size) and remembers P, the position of
+ * the last key it passed. Each step finds the first key after P afresh, from
+ * P's bucket under the table's current mask, so a resize (growth or shrink)
+ * between steps changes nothing; within a step the table does not change.
  *
  * The table tells the snapshot before it changes a key (t->snap,
  * kv__snap_touch). A key after P the snapshot holds nothing of is still
@@ -37,6 +39,7 @@
 
 #include "baton/assert.h"
 #include "internal.h"
+#include "resp.h"
 
 /* The smallest buffer for P's key. */
 #define SNAP_POSITION_KEY_BYTES_MIN 64u
@@ -49,15 +52,32 @@ struct position {
 	size_t len, cap;
 };
 
+enum view_kind {
+	VIEW_SNAPSHOT, /* kv_snapshot_begin */
+	VIEW_KEYS,     /* kv_keys_begin */
+};
+
 struct kv__snap {
 	struct baton_kv *kv;
-	uint32_t format;
+	enum view_kind kind;
 	int64_t now_ms;	  /* machine time at begin */
 	uint64_t count;	  /* keys at begin */
-	uint64_t written; /* entries written */
+	uint64_t visited; /* keys at begin handed on so far */
+	/* Copies and their bytes: kv->snap_stats for a snapshot (INFO shows
+	 * them), own_stats for KEYS. */
+	struct kv_snapshot_stats *stats;
+	struct kv_snapshot_stats own_stats;
+	/* VIEW_SNAPSHOT: the encoding. */
+	uint32_t format;
 	struct kv__snap_writer w;
 	bool header_written;
-	bool finished; /* the trailer is written */
+	/* VIEW_KEYS: the pattern (owned; NULL for '*') and, during a step,
+	 * where the matched keys go and how many went. */
+	uint8_t *pattern;
+	size_t pattern_len;
+	struct baton_buf *bulks;
+	uint64_t *matched;
+	bool finished; /* every key handed on (a snapshot: the trailer too) */
 	int failed;    /* 0, or what every later step returns */
 	struct position p;
 	struct position p_before; /* P before the last step (spare buffer) */
@@ -94,7 +114,7 @@ static void release(struct kv__snap *s)
 	kv__table_free(&s->born);
 	kv__table_free(&s->frozen);
 	s->frozen_active = false;
-	s->kv->snap_stats.bytes_kept = 0;
+	s->stats->bytes_kept = 0;
 }
 
 /* Fail the snapshot: every later step returns rv. */
@@ -110,21 +130,17 @@ static int snap_fail(struct kv__snap *s, int rv, const char *why)
 	return rv;
 }
 
-int kv_snapshot_begin(struct baton_kv *kv, struct baton_machine_version v)
+/* Open a view of the kind on kv (nothing open): 0 or BATON_ENOMEM. */
+static int view_open(struct baton_kv *kv, enum view_kind kind,
+		     struct kv__snap **out)
 {
-	if (kv->snap != NULL)
-		return fail(kv, BATON_ESTATE,
-			    "an incremental snapshot is open already: end it "
-			    "first");
-	uint32_t format;
-	int rv = kv__snap_format(kv, v, &format);
-	if (rv != 0)
-		return rv;
+	BATON_ASSERT(kv->snap == NULL && kv->table.snap == NULL);
 	struct kv__snap *s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return fail(kv, BATON_ENOMEM, "out of memory");
 	s->kv = kv;
-	rv = kv__snap_writer_init(&s->w);
+	s->kind = kind;
+	int rv = kind == VIEW_SNAPSHOT ? kv__snap_writer_init(&s->w) : 0;
 	if (rv == 0)
 		rv = kv__table_init(&s->kept, 0);
 	if (rv == 0)
@@ -136,38 +152,119 @@ int kv_snapshot_begin(struct baton_kv *kv, struct baton_machine_version v)
 		free(s);
 		return fail(kv, rv, "out of memory");
 	}
-	s->format = format;
 	s->now_ms = kv->now_ms;
 	s->count = kv->table.count;
-	BATON_ASSERT(kv->table.snap == NULL);
+	s->stats = kind == VIEW_SNAPSHOT ? &kv->snap_stats : &s->own_stats;
+	memset(s->stats, 0, sizeof *s->stats);
 	kv->snap = s;
 	kv->table.snap = s;
-	memset(&kv->snap_stats, 0, sizeof kv->snap_stats);
+	*out = s;
 	return 0;
 }
 
-void kv_snapshot_end(struct baton_kv *kv)
+/* Close kv's view (of the kind), finished or not. */
+static void view_close(struct baton_kv *kv, enum view_kind kind)
 {
 	struct kv__snap *s = kv->snap;
-	if (s == NULL)
+	if (s == NULL || s->kind != kind)
 		return;
 	release(s);
 	BATON_ASSERT(kv->table.snap == NULL);
 	kv__snap_writer_free(&s->w);
+	free(s->pattern);
 	free(s->p.key);
 	free(s->p_before.key);
 	free(s);
 	kv->snap = NULL;
 }
 
+/* BATON_EBUSY if a view of another kind than `kind` is open (the one
+ * that asks must wait for it), else 0. */
+static int other_kind_open(struct baton_kv *kv, enum view_kind kind)
+{
+	if (kv->snap == NULL || kv->snap->kind == kind)
+		return 0;
+	return fail(kv, BATON_EBUSY,
+		    kv->snap->kind == VIEW_KEYS
+			    ? "a KEYS is reading the map in slices: try again "
+			      "when it ends"
+			    : "an incremental snapshot is open: try again "
+			      "when it ends");
+}
+
+int kv_snapshot_begin(struct baton_kv *kv, struct baton_machine_version v)
+{
+	int rv = other_kind_open(kv, VIEW_SNAPSHOT);
+	if (rv != 0)
+		return rv;
+	if (kv->snap != NULL)
+		return fail(kv, BATON_ESTATE,
+			    "an incremental snapshot is open already: end it "
+			    "first");
+	uint32_t format;
+	rv = kv__snap_format(kv, v, &format);
+	if (rv != 0)
+		return rv;
+	struct kv__snap *s;
+	rv = view_open(kv, VIEW_SNAPSHOT, &s);
+	if (rv != 0)
+		return rv;
+	s->format = format;
+	return 0;
+}
+
+void kv_snapshot_end(struct baton_kv *kv)
+{
+	view_close(kv, VIEW_SNAPSHOT);
+}
+
 bool kv_snapshot_open(const struct baton_kv *kv)
 {
-	return kv->snap != NULL;
+	return kv->snap != NULL && kv->snap->kind == VIEW_SNAPSHOT;
 }
 
 void kv_snapshot_stats(const struct baton_kv *kv, struct kv_snapshot_stats *out)
 {
 	*out = kv->snap_stats;
+}
+
+int kv_keys_begin(struct baton_kv *kv, const uint8_t *pattern, size_t len)
+{
+	int rv = other_kind_open(kv, VIEW_KEYS);
+	if (rv != 0)
+		return rv;
+	if (kv->snap != NULL)
+		return fail(kv, BATON_EBUSY,
+			    "a KEYS is reading the map in slices already: "
+			    "try again when it ends");
+	uint8_t *copy = NULL;
+	bool every = len == 1 && pattern[0] == '*';
+	if (!every) {
+		copy = malloc(len > 0 ? len : 1);
+		if (copy == NULL)
+			return fail(kv, BATON_ENOMEM, "out of memory");
+		if (len > 0)
+			memcpy(copy, pattern, len);
+	}
+	struct kv__snap *s;
+	rv = view_open(kv, VIEW_KEYS, &s);
+	if (rv != 0) {
+		free(copy);
+		return rv;
+	}
+	s->pattern = copy;
+	s->pattern_len = every ? 0 : len;
+	return 0;
+}
+
+void kv_keys_end(struct baton_kv *kv)
+{
+	view_close(kv, VIEW_KEYS);
+}
+
+bool kv_keys_open(const struct baton_kv *kv)
+{
+	return kv->snap != NULL && kv->snap->kind == VIEW_KEYS;
 }
 
 /* ---- what the table tells ---- */
@@ -195,9 +292,11 @@ void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
 	if (passed(&s->p, hash, key, len) || holds(&s->kept, key, len) ||
 	    holds(&s->born, key, len))
 		return;
+	/* KEYS needs the key and its expiry, not the value. */
+	bool value = cur != NULL && s->kind == VIEW_SNAPSHOT;
 	struct kv__entry *copy =
-		cur != NULL ? kv__entry_new(key, len, cur->val, cur->val_len)
-			    : kv__entry_new(key, len, NULL, 0);
+		value ? kv__entry_new(key, len, cur->val, cur->val_len)
+		      : kv__entry_new(key, len, NULL, 0);
 	if (copy == NULL) {
 		snap_fail(s, BATON_ENOMEM,
 			  "out of memory keeping a key as it was for the "
@@ -208,11 +307,11 @@ void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
 		copy->expire_at_ms =
 			kv__has_expiry(cur) ? cur->expire_at_ms : 0;
 		kv__table_insert(&s->kept, copy);
-		s->kv->snap_stats.preimages++;
+		s->stats->preimages++;
 	} else {
 		kv__table_insert(&s->born, copy);
 	}
-	s->kv->snap_stats.bytes_kept += record_bytes(copy);
+	s->stats->bytes_kept += record_bytes(copy);
 }
 
 bool kv__snap_take_table(struct kv__snap *s, struct kv__table *t)
@@ -227,12 +326,20 @@ bool kv__snap_take_table(struct kv__snap *s, struct kv__table *t)
 			  "snapshot in progress");
 		return false;
 	}
-	s->frozen = *t;
-	s->frozen.snap = NULL;
+	kv__snap_set_aside(s, t);
 	/* The new table needs no copies: the snapshot reads frozen now. */
 	*t = fresh;
-	s->frozen_active = true;
 	return true;
+}
+
+void kv__snap_set_aside(struct kv__snap *s, struct kv__table *t)
+{
+	BATON_ASSERT(t->snap == s && t == &s->kv->table);
+	BATON_ASSERT(!s->frozen_active && s->failed == 0 && !s->finished);
+	s->frozen = *t;
+	s->frozen.snap = NULL;
+	memset(t, 0, sizeof *t);
+	s->frozen_active = true;
 }
 
 /* ---- the steps ---- */
@@ -318,9 +425,8 @@ static void drop_passed(struct kv__snap *s, struct kv__table *t,
 		    !passed(&s->p, w.e->hash, w.e->key, w.e->key_len))
 			return;
 		if (copies) {
-			BATON_ASSERT(s->kv->snap_stats.bytes_kept >=
-				     record_bytes(w.e));
-			s->kv->snap_stats.bytes_kept -= record_bytes(w.e);
+			BATON_ASSERT(s->stats->bytes_kept >= record_bytes(w.e));
+			s->stats->bytes_kept -= record_bytes(w.e);
 		}
 		/* The walk restarts: a delete may step the table's resize. */
 		bool deleted = kv__table_delete(t, w.e->key, w.e->key_len);
@@ -328,10 +434,39 @@ static void drop_passed(struct kv__snap *s, struct kv__table *t,
 	}
 }
 
-/* Write the keys after P, in order, until `budget` bytes were put since
- * `start` (one key at least) or none is left (*end). */
-static int write_entries(struct kv__snap *s, uint64_t start, size_t budget,
-			 bool *end)
+/* Hand the key e, as it was at begin with its expiry then (0: none), to
+ * the view: a snapshot encodes it, KEYS lists it if it was live and
+ * matches. */
+static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at)
+{
+	if (s->kind == VIEW_SNAPSHOT)
+		return kv__snap_put_entry(&s->w, s->format, e->key, e->key_len,
+					  e->val, e->val_len, at);
+	if (at != 0 && at <= (uint64_t)s->now_ms)
+		return 0; /* expired at begin, as run_keys skips it */
+	if (s->pattern != NULL &&
+	    !kv__glob_match(s->pattern, s->pattern_len, e->key, e->key_len))
+		return 0;
+	int rv = resp_bulk(s->bulks, e->key, e->key_len);
+	if (rv == 0)
+		(*s->matched)++;
+	return rv;
+}
+
+/* Has a step that began with `start` bytes put and has handed on n keys
+ * used its budget (bytes for a snapshot, keys for KEYS)? */
+static bool step_full(const struct kv__snap *s, uint64_t start, size_t budget,
+		      uint64_t n)
+{
+	if (s->kind == VIEW_SNAPSHOT)
+		return s->w.bytes - start >= budget;
+	return n >= budget;
+}
+
+/* Hand the keys after P, in order, to visit() until the step's budget is
+ * used (one key at least) or none is left (*end). */
+static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
+			bool *end)
 {
 	const struct kv__table *t =
 		s->frozen_active ? &s->frozen : &s->kv->table;
@@ -347,7 +482,7 @@ static int write_entries(struct kv__snap *s, uint64_t start, size_t budget,
 			*end = true;
 			break;
 		}
-		if (n > 0 && s->w.bytes - start >= budget)
+		if (n > 0 && step_full(s, start, budget, n))
 			break;
 		int c = table.e == NULL ? 1
 			: kept.e == NULL
@@ -375,12 +510,11 @@ static int write_entries(struct kv__snap *s, uint64_t start, size_t budget,
 			at = (uint64_t)e->expire_at_ms;
 		}
 		last = e;
-		rv = kv__snap_put_entry(&s->w, s->format, e->key, e->key_len,
-					e->val, e->val_len, at);
+		rv = visit(s, e, at);
 		if (rv != 0)
 			return rv;
 		n++;
-		s->written++;
+		s->visited++;
 	}
 	if (last == NULL)
 		return 0;
@@ -397,15 +531,36 @@ static int write_entries(struct kv__snap *s, uint64_t start, size_t budget,
 	return 0;
 }
 
+/* The view open on kv if it is of the kind, else NULL with kv_errmsg()
+ * saying so. */
+static struct kv__snap *open_view(struct baton_kv *kv, enum view_kind kind)
+{
+	if (kv->snap != NULL && kv->snap->kind == kind)
+		return kv->snap;
+	fail(kv, BATON_ESTATE,
+	     kind == VIEW_SNAPSHOT ? "no incremental snapshot is open"
+				   : "no KEYS is open");
+	return NULL;
+}
+
+/* The key count and release at the end of a walk. */
+static void view_finished(struct kv__snap *s)
+{
+	/* Each key at begin exactly once, else a write went untold. */
+	BATON_ASSERT(s->visited == s->count);
+	BATON_ASSERT(!s->finished && s->failed == 0);
+	s->finished = true;
+	release(s);
+}
+
 int kv_snapshot_step(struct baton_kv *kv, size_t budget,
 		     int (*sink)(void *arg, const void *buf, size_t len),
 		     void *arg, bool *done)
 {
-	struct kv__snap *s = kv->snap;
+	struct kv__snap *s = open_view(kv, VIEW_SNAPSHOT);
 	*done = false;
 	if (s == NULL)
-		return fail(kv, BATON_ESTATE,
-			    "no incremental snapshot is open");
+		return BATON_ESTATE;
 	if (s->failed != 0)
 		return s->failed;
 	if (s->finished) {
@@ -422,23 +577,47 @@ int kv_snapshot_step(struct baton_kv *kv, size_t budget,
 	}
 	bool end = false;
 	if (rv == 0)
-		rv = write_entries(s, start, budget, &end);
-	kv->snap_stats.entries = s->written;
-	if (rv == 0 && end) {
-		/* Each key at begin exactly once, else a write went untold. */
-		BATON_ASSERT(s->written == s->count);
+		rv = walk_entries(s, start, budget, &end);
+	kv->snap_stats.entries = s->visited;
+	if (rv == 0 && end)
 		rv = kv__snap_put_trailer(&s->w);
-	} else if (rv == 0) {
+	else if (rv == 0)
 		rv = kv__snap_writer_flush(&s->w);
-	}
 	if (rv != 0)
 		return snap_fail(s, rv,
 				 rv == BATON_ENOMEM
 					 ? "out of memory writing a snapshot"
 					 : "the snapshot's sink failed");
 	if (end) {
-		s->finished = true;
-		release(s);
+		view_finished(s);
+		*done = true;
+	}
+	return 0;
+}
+
+int kv_keys_step(struct baton_kv *kv, size_t budget, struct baton_buf *bulks,
+		 uint64_t *matched, bool *done)
+{
+	struct kv__snap *s = open_view(kv, VIEW_KEYS);
+	*done = false;
+	if (s == NULL)
+		return BATON_ESTATE;
+	if (s->failed != 0)
+		return s->failed;
+	if (s->finished) {
+		*done = true;
+		return 0;
+	}
+	s->bulks = bulks;
+	s->matched = matched;
+	bool end = false;
+	int rv = walk_entries(s, 0, budget > 0 ? budget : 1, &end);
+	s->bulks = NULL;
+	s->matched = NULL;
+	if (rv != 0)
+		return snap_fail(s, rv, "out of memory listing keys");
+	if (end) {
+		view_finished(s);
 		*done = true;
 	}
 	return 0;
