@@ -157,6 +157,11 @@ struct baton_fs_options {
 	uint32_t max_entry_bytes;
 	/* Snapshots above this are refused by load (default 4 GiB). */
 	uint64_t max_snapshot_bytes;
+	/* An application snapshot's writes wait on a thread of the storage
+	 * in a queue of at most this many bytes (default 8 MiB; 0 means the
+	 * default): snapshot_write answers BATON_EAGAIN when its bytes would
+	 * not fit, unless nothing is queued (then it takes any size). */
+	uint64_t snapshot_queue_bytes;
 	/* Called on the writer thread when completions are ready for poll()
 	 * (e.g. uv_async_send). May be NULL: then the caller polls. */
 	void (*notify)(void *data);

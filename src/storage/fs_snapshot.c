@@ -1,12 +1,9 @@
 /*
  * The application snapshot of the storage on files (fs_storage.c): the
  * durable snapshot, which snapshot_read serves and the writer thread's
- * compaction stops at; the one sink being written; and its commit, either
- * on the caller's thread (snapshot_commit) or on a thread of its own
- * (snapshot_commit_start, then snapshot_commit_wait), so that an event
- * loop never waits for the sync of a big file. Both commits run the same
- * code (commit_sink). The commit thread is not the writer thread: log
- * group commits go on while a snapshot syncs.
+ * compaction stops at, and the step that makes a written snapshot the
+ * durable one (baton__fs_snaps_commit). The sink that writes and commits
+ * a snapshot on a thread of its own is in snapshot_sink.c.
  *
  * Locking: mu guards the durable snapshot and the sink's bookkeeping. A
  * commit syncs its temporary file outside mu (long for a big file, and
@@ -17,32 +14,22 @@
  * compacts the log past a snapshot whose name is not durable yet.
  */
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-struct baton_snapshot_sink {
-	struct baton__fs_snaps *sn;
-	struct baton__snap_writer *w;
-	baton_index index;
-	/* The commit in the background. */
-	pthread_t thread;
-	atomic_bool done; /* result is set; the thread only notifies */
-	int result;
-};
-
 void baton__fs_snaps_init(struct baton__fs_snaps *sn,
 			  struct baton_storage *owner, struct baton_vfs *vfs,
-			  const char *dir, void (*notify)(void *data),
-			  void *notify_data)
+			  const char *dir, uint64_t queue_bytes,
+			  void (*notify)(void *data), void *notify_data)
 {
 	memset(sn, 0, sizeof *sn);
 	sn->owner = owner;
 	sn->vfs = vfs;
 	sn->dir = dir;
+	sn->queue_bytes = queue_bytes;
 	sn->notify = notify;
 	sn->notify_data = notify_data;
 	sn->fd = -1;
@@ -155,155 +142,18 @@ int baton__fs_snapshot_read(struct baton__fs_snaps *sn, baton_index index,
 	return rv;
 }
 
-/* ---- the sink ------------------------------------------------------------ */
-
-int baton__fs_snapshot_begin(struct baton__fs_snaps *sn,
-			     const struct baton_snapshot_header *h,
-			     struct baton_snapshot_sink **out)
-{
-	int failed = baton__fs_failed(sn->owner);
-	if (failed)
-		return failed;
-	pthread_mutex_lock(&sn->mu);
-	bool busy = sn->sink_open;
-	sn->sink_open = true;
-	pthread_mutex_unlock(&sn->mu);
-	if (busy) {
-		baton__fs_set_error(sn->owner,
-				    "snapshot_begin: another snapshot is being "
-				    "written or committed");
-		return BATON_EBUSY;
-	}
-	char err[STORAGE_ERR_MAX];
-	struct baton_snapshot_sink *k = calloc(1, sizeof *k);
-	int rv = k == NULL ? BATON_ENOMEM
-			   : baton__snap_writer_open(sn->vfs, sn->dir,
-						     FS_SNAP_OWN_TMP, h, &k->w,
-						     err, sizeof err);
-	if (rv != 0) {
-		baton__fs_set_error(sn->owner,
-				    k == NULL ? "out of memory" : err);
-		free(k);
-		pthread_mutex_lock(&sn->mu);
-		sn->sink_open = false;
-		pthread_mutex_unlock(&sn->mu);
-		return rv;
-	}
-	k->sn = sn;
-	k->index = h->meta.index;
-	*out = k;
-	return 0;
-}
-
-int baton__fs_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
-			     size_t len)
-{
-	char err[STORAGE_ERR_MAX];
-	int rv = baton__snap_writer_write(k->w, buf, len, err, sizeof err);
-	if (rv == BATON_EIO)
-		baton__fs_latch_failure(k->sn->owner, err);
-	else if (rv != 0)
-		baton__fs_set_error(k->sn->owner, err);
-	return rv;
-}
-
-static void sink_free(struct baton_snapshot_sink *k)
-{
-	struct baton__fs_snaps *sn = k->sn;
-	baton__snap_writer_free(k->w);
-	pthread_mutex_lock(&sn->mu);
-	sn->sink_open = false;
-	if (sn->committing == k)
-		sn->committing = NULL;
-	pthread_mutex_unlock(&sn->mu);
-	free(k);
-}
-
-void baton__fs_snapshot_abort(struct baton_snapshot_sink *k)
-{
-	sink_free(k);
-}
-
-/* The commit, on whichever thread: durable, refused or failed (a failed
- * write or sync stops the storage's writes, as in the log). */
-static int commit_sink(struct baton_snapshot_sink *k)
-{
-	struct baton_storage *owner = k->sn->owner;
-	int rv = baton__fs_failed(owner);
-	if (rv != 0)
-		return rv; /* the message names the first failure */
-	char err[STORAGE_ERR_MAX];
-	bool skipped = false;
-	rv = baton__fs_snaps_commit(k->sn, k->w, k->index, &skipped, err,
-				    sizeof err);
-	if (rv == 0 && skipped) {
-		snprintf(err, sizeof err,
-			 "snapshot at %" PRIu64
-			 " is not newer than the durable one",
-			 k->index);
-		rv = BATON_ESTATE;
-	}
-	if (rv == BATON_EIO)
-		baton__fs_latch_failure(owner, err);
-	else if (rv != 0)
-		baton__fs_set_error(owner, err);
-	return rv;
-}
-
-int baton__fs_snapshot_commit(struct baton_snapshot_sink *k)
-{
-	int rv = commit_sink(k);
-	sink_free(k);
-	return rv;
-}
-
-static void *commit_main(void *arg)
-{
-	struct baton_snapshot_sink *k = arg;
-	struct baton__fs_snaps *sn = k->sn;
-	k->result = commit_sink(k);
-	atomic_store(&k->done, true);
-	/* As the writer does for completions; k may be waited for (and
-	 * freed by the join's caller) only after this thread ends. */
-	if (sn->notify != NULL)
-		sn->notify(sn->notify_data);
-	return NULL;
-}
-
-int baton__fs_snapshot_commit_start(struct baton_snapshot_sink *k)
-{
-	struct baton__fs_snaps *sn = k->sn;
-	atomic_init(&k->done, false);
-	pthread_mutex_lock(&sn->mu);
-	sn->committing = k;
-	pthread_mutex_unlock(&sn->mu);
-	if (pthread_create(&k->thread, NULL, commit_main, k) != 0) {
-		baton__fs_set_error(sn->owner,
-				    "snapshot_commit_start: cannot start the "
-				    "commit thread");
-		sink_free(k);
-		return BATON_ENOMEM;
-	}
-	return 0;
-}
-
-int baton__fs_snapshot_commit_wait(struct baton_snapshot_sink *k, bool block)
-{
-	if (!block && !atomic_load(&k->done))
-		return BATON_EAGAIN;
-	pthread_join(k->thread, NULL);
-	int rv = k->result;
-	sink_free(k);
-	return rv;
-}
-
 void baton__fs_snaps_close(struct baton__fs_snaps *sn)
 {
 	pthread_mutex_lock(&sn->mu);
-	struct baton_snapshot_sink *k = sn->committing;
+	struct baton_snapshot_sink *k = sn->sink;
+	bool committing = k != NULL && sn->committing == k;
 	pthread_mutex_unlock(&sn->mu);
-	if (k != NULL)
+	/* Nobody may use the sink after close: a commit ends, a snapshot
+	 * still being written is dropped with its temporary file. */
+	if (committing)
 		baton__fs_snapshot_commit_wait(k, true);
+	else if (k != NULL)
+		baton__fs_snapshot_abort(k);
 	if (sn->fd >= 0)
 		sn->vfs->ops->close(sn->vfs, sn->fd);
 	sn->fd = -1;

@@ -487,6 +487,7 @@ void baton_fs_options_default(struct baton_fs_options *o)
 	o->max_batch_bytes = 8ull << 20;
 	o->max_entry_bytes = 64u << 20;
 	o->max_snapshot_bytes = 4ull << 30;
+	o->snapshot_queue_bytes = FS_SNAP_QUEUE_BYTES_DEFAULT;
 }
 
 /* Take the directory: create it, lock it, clear temporary files. */
@@ -564,8 +565,11 @@ int baton_fs_storage_open(const struct baton_fs_options *o,
 	s->o.dir = s->dir;
 	s->vfs = o->vfs != NULL ? o->vfs : baton_vfs_posix();
 	s->lock_fd = -1;
-	baton__fs_snaps_init(&s->snaps, &s->base, s->vfs, s->dir, o->notify,
-			     o->notify_data);
+	baton__fs_snaps_init(&s->snaps, &s->base, s->vfs, s->dir,
+			     o->snapshot_queue_bytes != 0
+				     ? o->snapshot_queue_bytes
+				     : FS_SNAP_QUEUE_BYTES_DEFAULT,
+			     o->notify, o->notify_data);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->idle, NULL);

@@ -5,7 +5,9 @@
  *   snapshot_file.c snapshot files: streamed write, header, chunked read
  *   wal.c           log segments: recovery, group-commit batches, compaction
  *   fs_snapshot.c   the storage's application snapshot: the durable one
- *                   (reads), the sink, the commit in the background
+ *                   (reads) and the commit that replaces it
+ *   snapshot_sink.c a snapshot being written: a queue, a thread that
+ *                   writes, syncs as it goes and commits in the background
  *   fs_storage.c    the struct baton_storage on files: queue, writer thread
  * Errors: BATON_E* codes; the message goes into a caller's buffer.
  */
@@ -102,6 +104,10 @@ int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
  * its lock, the rename under it). */
 int baton__snap_writer_commit(struct baton__snap_writer *w,
 			      const char *final_name, char *err, size_t errlen);
+/* Sync the data written so far (not the header), so that the final sync
+ * has little left to write. */
+int baton__snap_writer_sync_data(struct baton__snap_writer *w, char *err,
+				 size_t errlen);
 /* Write the header and sync the temporary file. */
 int baton__snap_writer_sync(struct baton__snap_writer *w, char *err,
 			    size_t errlen);
@@ -132,6 +138,10 @@ int baton__snap_load(struct baton_vfs *v, const char *dir, const char *name,
 #define FS_SNAP_NAME "snapshot"
 #define FS_SNAP_OWN_TMP "snapshot-own.tmp"
 #define FS_SNAP_INSTALL_TMP "snapshot-install.tmp"
+/* A sink's queue (baton_fs_options.snapshot_queue_bytes): 32 slices of
+ * the node's default 256 KiB, enough to ride out a slow write or a sync
+ * of the thread, little next to the state being snapshotted. */
+#define FS_SNAP_QUEUE_BYTES_DEFAULT (8ull << 20)
 
 /* The storage's application snapshot: the durable one (what snapshot_read
  * serves, and where the writer's compaction stops), and the one sink being
@@ -148,16 +158,20 @@ struct baton__fs_snaps {
 	struct baton_snapshot_header h;
 	uint64_t offset, len; /* of the data in fd */
 	int fd;
-	bool sink_open; /* begun, not yet committed, aborted or waited for */
+	/* Bytes a sink may queue for its thread (snapshot_sink.c). */
+	uint64_t queue_bytes;
+	/* Begun, not yet committed, aborted or waited for. */
+	struct baton_snapshot_sink *sink;
 	struct baton_snapshot_sink *committing; /* started, not waited for */
 };
 
 void baton__fs_snaps_init(struct baton__fs_snaps *sn,
 			  struct baton_storage *owner, struct baton_vfs *vfs,
-			  const char *dir, void (*notify)(void *data),
-			  void *notify_data);
-/* Waits for a commit still in flight and frees its sink (nobody may wait
- * for it any more), then closes the durable snapshot. */
+			  const char *dir, uint64_t queue_bytes,
+			  void (*notify)(void *data), void *notify_data);
+/* Waits for a commit still in flight, or aborts a sink still being
+ * written, and frees it (nobody may use it any more), then closes the
+ * durable snapshot. */
 void baton__fs_snaps_close(struct baton__fs_snaps *sn);
 /* Point reads at the file now named FS_SNAP_NAME. */
 int baton__fs_snaps_adopt(struct baton__fs_snaps *sn, char *err, size_t errlen);
@@ -170,7 +184,11 @@ int baton__fs_snaps_commit(struct baton__fs_snaps *sn,
 			   struct baton__snap_writer *w, baton_index index,
 			   bool *skipped, char *err, size_t errlen);
 
-/* The storage's snapshot operations (struct baton_storage_ops). */
+/* ---- snapshot_sink.c ---------------------------------------------------- */
+
+/* The storage's snapshot operations (struct baton_storage_ops): a sink
+ * queues what snapshot_write copies for a thread of its own, which writes
+ * it, syncs it as it goes, and commits. */
 int baton__fs_snapshot_begin(struct baton__fs_snaps *sn,
 			     const struct baton_snapshot_header *h,
 			     struct baton_snapshot_sink **out);

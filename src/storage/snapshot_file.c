@@ -187,6 +187,15 @@ int baton__snap_writer_write(struct baton__snap_writer *w, const void *buf,
 	return 0;
 }
 
+int baton__snap_writer_sync_data(struct baton__snap_writer *w, char *err,
+				 size_t errlen)
+{
+	int rv = w->vfs->ops->fdatasync(w->vfs, w->fd);
+	if (rv != 0)
+		return baton__io_err(err, errlen, rv, "fdatasync", w->tmp);
+	return 0;
+}
+
 int baton__snap_writer_sync(struct baton__snap_writer *w, char *err,
 			    size_t errlen)
 {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store_util.h"
 
@@ -148,6 +149,22 @@ int store_hard_state(struct baton_storage *s, baton_term term,
 	return store_write(s, &u);
 }
 
+int store_snapshot_write(struct baton_storage *s, struct baton_snapshot_sink *k,
+			 const void *buf, size_t len)
+{
+	/* The queue drains by itself: try again a little later, without
+	 * needing the storage's notify (10 s at most). */
+	for (int i = 0; i < 10000; i++) {
+		int rv = s->ops->snapshot_write(k, buf, len);
+		if (rv != BATON_EAGAIN)
+			return rv;
+		struct timespec ts = {0, 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_fail("the snapshot queue did not drain within 10 s");
+	return BATON_EAGAIN;
+}
+
 int store_snapshot_written(struct baton_storage *s, baton_index index,
 			   baton_term term, size_t len,
 			   struct baton_snapshot_sink **out)
@@ -167,9 +184,9 @@ int store_snapshot_written(struct baton_storage *s, baton_index index,
 	uint8_t *data = malloc(len > 0 ? len : 1);
 	payload_fill(data, (uint32_t)len, index, term);
 	size_t half = len / 2;
-	rv = s->ops->snapshot_write(k, data, half);
+	rv = store_snapshot_write(s, k, data, half);
 	if (rv == 0)
-		rv = s->ops->snapshot_write(k, data + half, len - half);
+		rv = store_snapshot_write(s, k, data + half, len - half);
 	free(data);
 	if (rv != 0) {
 		s->ops->snapshot_abort(k);

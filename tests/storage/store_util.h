@@ -43,6 +43,9 @@ int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
 int store_snapshot_written(struct baton_storage *s, baton_index index,
 			   baton_term term, size_t len,
 			   struct baton_snapshot_sink **out);
+/* snapshot_write, tried again while the queue is full (BATON_EAGAIN). */
+int store_snapshot_write(struct baton_storage *s, struct baton_snapshot_sink *k,
+			 const void *buf, size_t len);
 
 /* Checks that e[i] is entries_make's entry for its index/term. */
 bool entry_intact(const struct baton_entry *e, uint32_t len);
