@@ -38,6 +38,10 @@ static void die(const char *what, const char *detail)
 
 static char base_dir[512];
 static double seconds_per_test = 2.0;
+/* The storage's snapshot queue (0: its default); --quick makes it smaller
+ * than the snapshot, so that a smoke run (make tsan) goes through the
+ * queue's BATON_EAGAIN and notify. */
+static uint64_t snapshot_queue_bytes;
 
 static void subdir(char *out, size_t cap, const char *name)
 {
@@ -114,6 +118,8 @@ static void store_open(struct bench_store *b, const char *name)
 	o.dir = dir;
 	o.notify = notify;
 	o.notify_data = b;
+	if (snapshot_queue_bytes != 0)
+		o.snapshot_queue_bytes = snapshot_queue_bytes;
 	pthread_mutex_init(&b->mu, NULL);
 	pthread_cond_init(&b->cond, NULL);
 	b->notified = b->done = 0;
@@ -240,9 +246,28 @@ static struct append_result adaptive(void)
 				      (double)st.syncs / el};
 }
 
-/* Write an application snapshot at `index` of `bytes` bytes; not committed. */
-static struct baton_snapshot_sink *
-snapshot_written(struct bench_store *b, baton_index index, size_t bytes)
+/* How writing a snapshot went, as a loop sees it. */
+struct write_result {
+	double longest_write_ms; /* the longest snapshot_write call */
+	uint64_t refusals;	 /* BATON_EAGAIN: the queue was full */
+};
+
+/* Until notify fires after it had fired `seen` times. */
+static void wait_notified(struct bench_store *b, uint64_t seen)
+{
+	pthread_mutex_lock(&b->mu);
+	while (b->notified == seen)
+		pthread_cond_wait(&b->cond, &b->mu);
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Write an application snapshot at `index` of `bytes` bytes; not committed.
+ * A write refused with BATON_EAGAIN waits for the storage's notify, as a
+ * node's loop does. */
+static struct baton_snapshot_sink *snapshot_written(struct bench_store *b,
+						    baton_index index,
+						    size_t bytes,
+						    struct write_result *r)
 {
 	struct baton_snapshot_header h = {0};
 	h.meta.index = index;
@@ -259,12 +284,26 @@ snapshot_written(struct bench_store *b, baton_index index, size_t bytes)
 	if (chunk == NULL)
 		die("memory", "snapshot");
 	memset(chunk, 0xa7, SNAPSHOT_CHUNK_BYTES);
-	for (size_t off = 0; off < bytes; off += SNAPSHOT_CHUNK_BYTES) {
+	for (size_t off = 0; off < bytes;) {
 		size_t n = bytes - off < SNAPSHOT_CHUNK_BYTES
 				   ? bytes - off
 				   : SNAPSHOT_CHUNK_BYTES;
-		if (b->s->ops->snapshot_write(k, chunk, n) != 0)
+		pthread_mutex_lock(&b->mu);
+		uint64_t seen = b->notified;
+		pthread_mutex_unlock(&b->mu);
+		double t0 = now_s();
+		int rv = b->s->ops->snapshot_write(k, chunk, n);
+		double ms = (now_s() - t0) * 1e3;
+		if (ms > r->longest_write_ms)
+			r->longest_write_ms = ms;
+		if (rv == BATON_EAGAIN) {
+			r->refusals++;
+			wait_notified(b, seen);
+			continue;
+		}
+		if (rv != 0)
 			die("snapshot_write", b->s->ops->errmsg(b->s));
+		off += n;
 	}
 	free(chunk);
 	return k;
@@ -274,6 +313,7 @@ struct background_result {
 	double commit_s;   /* from start to the end of its wait */
 	uint64_t appended; /* single-entry updates durable meanwhile */
 	uint64_t reads;	   /* whole chunks of the old snapshot read */
+	struct write_result write;
 };
 
 /* The loop of a node while its snapshot of `bytes` commits in the
@@ -284,14 +324,15 @@ static struct background_result snapshot_in_background(size_t bytes)
 {
 	struct bench_store b;
 	store_open(&b, "snapshot");
-	struct baton_snapshot_sink *k = snapshot_written(&b, 1, 4096);
+	struct background_result r = {0};
+	struct write_result small = {0};
+	struct baton_snapshot_sink *k = snapshot_written(&b, 1, 4096, &small);
 	if (b.s->ops->snapshot_commit(k) != 0)
 		die("snapshot_commit", b.s->ops->errmsg(b.s));
-	k = snapshot_written(&b, 2, bytes);
+	k = snapshot_written(&b, 2, bytes, &r.write);
 	struct baton_entry *e = make_entries(1, ENTRY_BYTES);
 	baton_index next = 3;
 	uint64_t submitted = 0;
-	struct background_result r = {0};
 	uint8_t chunk[4096];
 	bool old_gone = false;
 	double t0 = now_s();
@@ -427,6 +468,7 @@ int main(int argc, char **argv)
 			seconds_per_test = 0.2;
 			recovery_entries = 20000;
 			snapshot_bytes = 4u << 20;
+			snapshot_queue_bytes = 1u << 20;
 		} else {
 			usage();
 			return strcmp(argv[i], "--help") == 0 ? 0 : 2;
@@ -473,6 +515,10 @@ int main(int argc, char **argv)
 	       snapshot_bytes >> 20, bg.commit_s,
 	       (unsigned long long)bg.appended,
 	       (double)bg.appended / bg.commit_s, (unsigned long long)bg.reads);
+	printf("writing it in %u KiB writes: the longest write call took "
+	       "%.3f ms, %llu refused (queue full)\n",
+	       SNAPSHOT_CHUNK_BYTES >> 10, bg.write.longest_write_ms,
+	       (unsigned long long)bg.write.refusals);
 	uint64_t segments = 0;
 	double rec = recovery_seconds(recovery_entries, &segments);
 	printf("\nrecovery of %u entries of %u B (%llu segments): %.3f s "
