@@ -67,7 +67,10 @@ struct baton_machine_ops {
 	 * snapshot still needs (a copy of an item before an apply changes
 	 * it). snapshot_end() ends it, finished or abandoned, and frees what
 	 * it kept. One snapshot at a time; the node never calls
-	 * version_changed(), restore() or snapshot() while one is open. */
+	 * version_changed(), restore() or snapshot() while one is open.
+	 * snapshot_begin() may return BATON_EBUSY when the machine cannot
+	 * fix its state now (batond's map while a KEYS reads it in slices):
+	 * nothing began, and the node asks again at its next flush. */
 	int (*snapshot_begin)(struct baton_machine *m,
 			      struct baton_machine_version v);
 	int (*snapshot_step)(struct baton_machine *m, size_t budget,

@@ -189,8 +189,25 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 	BATON_ASSERT(s->h.meta.index == p->applied);
 	BATON_ASSERT(s->h.meta.versions.machine.value ==
 		     p->versions.machine.value);
+	/* The machine first, before any file: busy (a read of its own, as
+	 * batond's KEYS in slices, holds its one view), it is asked again
+	 * at the next flush, quietly. */
+	if (incremental(p)) {
+		rv = p->machine->ops->snapshot_begin(p->machine,
+						     p->versions.machine);
+		if (rv == BATON_EBUSY) {
+			p->snapshot_due = true;
+			return;
+		}
+		if (rv != 0) {
+			failed(p, rv, "failed");
+			return;
+		}
+		s->machine_open = true;
+	}
 	rv = p->storage->ops->snapshot_begin(p->storage, &s->h, &s->sink);
 	if (rv != 0) {
+		machine_end(p);
 		failed(p, rv, "not started");
 		return;
 	}
@@ -198,11 +215,7 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 	s->slices = 0;
 	s->began_ms = pl_now(p);
 	baton_buf_init(&s->slice);
-	if (incremental(p)) {
-		rv = p->machine->ops->snapshot_begin(p->machine,
-						     p->versions.machine);
-		s->machine_open = rv == 0;
-	} else {
+	if (!incremental(p)) {
 		/* The whole state in one call, on the loop; then written
 		 * like the last slice. */
 		rv = p->machine->ops->snapshot(p->machine, p->versions.machine,

@@ -11,7 +11,10 @@
  * writes may pipeline with writes and reads with reads; but a read waits
  * until the connection's writes in flight are done (applied on the leader,
  * so a read index taken after them covers them), and a write until its
- * reads in flight are served. The command that must wait stays parsed in
+ * reads in flight are served. KEYS on a big map may see the data later
+ * than reads after it (its view begins when the map's one view is free,
+ * keys.c), so every command that touches data waits until it is
+ * answered. The command that must wait stays parsed in
  * the parser, which is not fed meanwhile: reading from the socket stops
  * until it runs, so a waiting connection holds at most one request.
  *
@@ -57,6 +60,7 @@ struct client {
 	struct slot *head, *tail;
 	uint32_t in_flight; /* slots not yet done */
 	uint32_t reads_in_flight, writes_in_flight;
+	uint32_t alone_in_flight; /* ORDER_READ_ALONE, also in reads */
 	/* A parsed command waiting for its turn (see the top); its argv
 	 * points into the parser, which is left alone meanwhile. */
 	bool has_waiting;
@@ -263,9 +267,17 @@ static void flush(struct client *c)
 		c->head = sl->next;
 		if (c->head == NULL)
 			c->tail = NULL;
-		if (!c->closing &&
-		    baton_buf_append(&w->buf, sl->buf.data, sl->buf.len) != 0)
+		if (!c->closing && w->buf.len == 0) {
+			/* The first reply moves rather than copies: a big
+			 * one (KEYS) costs no pass over its bytes here. */
+			baton_buf_free(&w->buf);
+			w->buf = sl->buf;
+			baton_buf_init(&sl->buf);
+		} else if (!c->closing &&
+			   baton_buf_append(&w->buf, sl->buf.data,
+					    sl->buf.len) != 0) {
 			client_close(c);
+		}
 		slot_free(sl);
 	}
 	if (c->closing || w->buf.len == 0) {
@@ -301,12 +313,16 @@ void slot_done(struct slot *sl)
 	BATON_ASSERT(!sl->done && c->in_flight > 0);
 	sl->done = true;
 	c->in_flight--;
-	if (sl->order == ORDER_READ) {
+	if (sl->order == ORDER_READ || sl->order == ORDER_READ_ALONE) {
 		BATON_ASSERT(c->reads_in_flight > 0);
 		c->reads_in_flight--;
 	} else if (sl->order == ORDER_WRITE) {
 		BATON_ASSERT(c->writes_in_flight > 0);
 		c->writes_in_flight--;
+	}
+	if (sl->order == ORDER_READ_ALONE) {
+		BATON_ASSERT(c->alone_in_flight > 0);
+		c->alone_in_flight--;
 	}
 	if (c->closing) {
 		/* Nobody to send to: drop what is finished (a slow reader
@@ -353,6 +369,11 @@ void reply_error_for(struct baton_buf *b, int code)
 	}
 }
 
+bool slot_abandoned(const struct slot *sl)
+{
+	return sl->c->closing;
+}
+
 void slot_error(struct slot *sl, int code)
 {
 	reply_error_for(&sl->buf, code);
@@ -373,10 +394,12 @@ static struct slot *slot_new(struct client *c, enum command_order order)
 		c->head = sl;
 	c->tail = sl;
 	c->in_flight++;
-	if (order == ORDER_READ)
+	if (order == ORDER_READ || order == ORDER_READ_ALONE)
 		c->reads_in_flight++;
 	else if (order == ORDER_WRITE)
 		c->writes_in_flight++;
+	if (order == ORDER_READ_ALONE)
+		c->alone_in_flight++;
 	return sl;
 }
 
@@ -444,8 +467,10 @@ static void run(struct client *c, const struct resp_command *cmd,
 /* Must a command of this order wait for those in flight? */
 static bool must_wait(const struct client *c, enum command_order order)
 {
-	return (order == ORDER_READ && c->writes_in_flight > 0) ||
-	       (order == ORDER_WRITE && c->reads_in_flight > 0);
+	bool read = order == ORDER_READ || order == ORDER_READ_ALONE;
+	return (read && c->writes_in_flight > 0) ||
+	       (order == ORDER_WRITE && c->reads_in_flight > 0) ||
+	       (order != ORDER_ANY && c->alone_in_flight > 0);
 }
 
 /* Run the commands parsed from what the client sent, in order, until one

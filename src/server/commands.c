@@ -195,6 +195,8 @@ static void on_read_ready(void *data, int status)
 	if (status != 0) {
 		server_reply_error(r->s, slot_buf(r->sl), status);
 		slot_done(r->sl);
+	} else if (keys_is(r->argv[0], r->lens[0])) {
+		keys_answer(r->s, r->sl, r->argv[1], r->lens[1]);
 	} else {
 		kv_read(r->s->machine.kv, r->argc,
 			(const uint8_t *const *)r->argv, r->lens,
@@ -237,6 +239,10 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 			propose_write(x->s, x->sl, &w);
 		else
 			forward_write(x->s, x->sl, &w);
+		return 0;
+	}
+	if (stale && keys_is(x->argv[0], x->lens[0])) {
+		keys_answer(x->s, x->sl, x->argv[1], x->lens[1]);
 		return 0;
 	}
 	if (stale) {
@@ -348,6 +354,8 @@ enum command_order command_order(const struct client_state *cs, int argc,
 		return ORDER_ANY;
 	if (kc->flags & KV_WRITE)
 		return ORDER_WRITE;
+	if (keys_is(argv[0], lens[0]))
+		return ORDER_READ_ALONE; /* keys.c: may be answered in slices */
 	return (kc->flags & KV_READ) ? ORDER_READ : ORDER_ANY;
 }
 

@@ -452,11 +452,15 @@ static int machine_snapshot_begin(struct baton_machine *bm,
 	int rv = version_check(m, v);
 	if (rv != 0)
 		return rv;
+	/* The map first: BATON_EBUSY while a KEYS reads it in slices
+	 * (keys.c), which the node takes as "try again later". */
+	rv = kv_snapshot_begin(m->kv, v);
+	if (rv != 0)
+		return refuse(m, rv, "snapshot: %s", kv_errmsg(m->kv));
 	baton_buf_init(&m->snap_wrapper);
 	rv = encode_wrapper(m, &m->snap_wrapper);
-	if (rv == 0)
-		rv = kv_snapshot_begin(m->kv, v);
 	if (rv != 0) {
+		kv_snapshot_end(m->kv);
 		baton_buf_free(&m->snap_wrapper);
 		return refuse(m, rv, "snapshot: %s", baton_strerror(rv));
 	}

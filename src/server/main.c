@@ -30,6 +30,7 @@ static void after_handover(void *data)
 	struct server *s = data;
 	LOG_INFO("closing storage and exiting");
 	clients_close_all(s);
+	keys_stop(s);
 	forward_fail_all(s, "shutting down");
 	expiry_stop(s);
 	join_stop(s);
@@ -152,6 +153,7 @@ static int run(struct server *s)
 	s->housekeeping.data = s;
 	uv_timer_start(&s->housekeeping, on_housekeeping, 500, 500);
 	expiry_start(s);
+	keys_start(s);
 	char release[BATON_RELEASE_STR_MAX], own[BATON_RELEASE_STR_MAX];
 	const struct baton_profile *p = &s->cfg.profile;
 	baton_release_format(baton_release_current()->release, own);

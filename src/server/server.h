@@ -136,6 +136,7 @@ int server_config_parse(struct server_config *c, int argc, char **argv);
 
 struct client;
 struct pending_forward;
+struct keys_job;
 
 struct server {
 	uv_loop_t *loop;
@@ -174,6 +175,14 @@ struct server {
 	struct pending_forward *forwards; /* a list */
 	uint64_t next_forward_id;
 	baton_node_id leader;
+
+	/* KEYS over big maps, in slices between the loop's other work
+	 * (keys.c): the jobs in arrival order, the first one running. */
+	struct {
+		uv_idle_t idle;
+		bool started;
+		struct keys_job *head, *tail;
+	} keys;
 
 	/* The leader's expiry sweeper (expiry.c). */
 	struct {
@@ -232,6 +241,8 @@ struct baton_buf *slot_buf(struct slot *sl);
 void slot_done(struct slot *sl);
 /* Fill a slot with the RESP error for a BATON_E* code. */
 void slot_error(struct slot *sl, int code);
+/* Has the slot's client gone (nobody will read its reply)? */
+bool slot_abandoned(const struct slot *sl);
 void reply_error_for(struct baton_buf *b, int code);
 
 /* ---- commands.c ---- */
@@ -275,6 +286,10 @@ enum command_order {
 	ORDER_ANY = 0, /* answered at once, or touches no data */
 	ORDER_READ,
 	ORDER_WRITE,
+	/* A read whose view of the data may begin after later reads were
+	 * served (KEYS on a big map, keys.c): the connection's next
+	 * command that touches data waits until it is answered. */
+	ORDER_READ_ALONE,
 };
 enum command_order command_order(const struct client_state *cs, int argc,
 				 const uint8_t *const *argv,
@@ -453,5 +468,21 @@ uint64_t server_wall_ms(void);
  * expiry_stop before baton_node_close). */
 void expiry_start(struct server *s);
 void expiry_stop(struct server *s);
+
+/* ---- keys.c ---- */
+/* KEYS on a map of at least this many keys is answered in slices. */
+#define KEYS_SLICED_MIN_KEYS 16384u
+/* Answer KEYS pattern (after its read barrier, or a stale read) into
+ * sl: at once on a small map, else as a job of slices that begins the
+ * map's KEYS view as soon as it is free (a snapshot may hold it) and
+ * fills sl when done. The pattern is copied. */
+void keys_answer(struct server *s, struct slot *sl, const uint8_t *pattern,
+		 size_t len);
+/* Is argv[0] KEYS? */
+bool keys_is(const uint8_t *name, size_t len);
+/* keys_start once the loop runs; keys_stop at shutdown (before the
+ * handles close): the jobs left get an error. */
+void keys_start(struct server *s);
+void keys_stop(struct server *s);
 
 #endif /* BATON_SERVER_H */
