@@ -121,6 +121,16 @@ static const struct baton_profile releases[] = {
 	 .proto_min = {2},
 	 .proto_max = {3},
 	 .machine_max = {2}},
+	/* Same protocols and machine version as 1.2.0, so the two mix
+	 * freely in a cluster: snapshots written in slices between the
+	 * loop's other work and committed in the background, incremental
+	 * snapshots of the key-value store. (Peer authentication, cluster
+	 * identity and per-connection order were already in 1.2.0, commit
+	 * ac38bfc: see RELEASES.) */
+	{.release = {1, 3, 0},
+	 .proto_min = {2},
+	 .proto_max = {3},
+	 .machine_max = {2}},
 };
 
 #define N_RELEASES ((uint32_t)(sizeof releases / sizeof releases[0]))

@@ -38,6 +38,17 @@ def build_dir():
 BATOND = build_dir() / "batond"
 
 
+def release_table():
+    """The releases of the table in src/core/version.c (the only place a
+    version number is written), oldest first, as "x.y.z": the last one is
+    the tree's own release. Tests that mean "the newest release" use it
+    rather than write a number down."""
+    text = (REPO / "src" / "core" / "version.c").read_text()
+    found = re.findall(r"\.release = \{(\d+), (\d+), (\d+)\}", text)
+    assert found, "no release rows in src/core/version.c"
+    return [".".join(row) for row in found]
+
+
 def sanitized_build():
     """Whether the binaries were built with sanitizers (make sanitize):
     ASan keeps freed memory in quarantine (256 MiB by default), which

@@ -53,7 +53,7 @@ def wait_machine_version(cluster, version):
 
 @pytest.fixture(scope="module")
 def v2(tmp_path_factory):
-    """A 3-node cluster of this binary's release (1.2.0) once its
+    """A 3-node cluster of this binary's own release once its
     effective machine version is 2."""
     c = Cluster(tmp_path_factory.mktemp("kv2"))
     try:
@@ -348,7 +348,7 @@ def test_gated_under_machine_version_1(cluster):
 
 def test_transaction_forwarded_over_protocol_2(cluster):
     """1.1.0 speaks peer protocols 1-2: a follower forwards EXEC as one
-    transaction in protocol 2 (1.2.0 clusters use 3)."""
+    transaction in protocol 2 (clusters of 1.2.0 and newer use 3)."""
     cluster.start(3, extra=["--as-release", "1.1.0"])
     wait_machine_version(cluster, 2)
     _, follower = leader_and_follower(cluster)

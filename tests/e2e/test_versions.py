@@ -4,8 +4,10 @@ release, and active join (--join-seeds) across releases.
 
 Mixed clusters are built from this one binary with --as-release (the
 releases table: 1.0.0 {protocol 1, machine 1}, 1.1.0 {1-2, 2}, 1.2.0
-{2-3, 2}). A node is upgraded the way an operator does it: SIGTERM, then
-a restart on the same data at the newer release.
+{2-3, 2}, and the newer ones). A node is upgraded the way an operator does
+it: SIGTERM, then a restart on the same data at the newer release. Where a
+test means "this binary's own release" it reads the table
+(conftest.release_table()), so a new release does not change the tests.
 """
 
 import json
@@ -16,9 +18,11 @@ import time
 import redis
 
 from conftest import (BATOND, Deadline, Node, POLL_S, free_ports,
-                      require_binary, retry)
+                      release_table, require_binary, retry)
 
 UPGRADE_TIMEOUT_S = 30.0
+RELEASES = release_table()
+NEWEST = RELEASES[-1]  # the binary's own release
 # A joiner's back-off grows to 15-30 s between attempts.
 JOIN_TIMEOUT_S = 75.0
 
@@ -114,12 +118,14 @@ def wait_machine_version(cluster, v, nodes=None):
 def test_version_prints_release_profile_and_emulated_releases():
     r = batond("--version")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("batond 1.2.0\n"), r.stdout
+    assert r.stdout.startswith(f"batond {NEWEST}\n"), r.stdout
     assert "peer protocol 2-3, machine_max 2" in r.stdout
-    assert "can emulate (--as-release): 0.1.0, 1.0.0 and 1.1.0" in r.stdout
+    older = RELEASES[:-1]
+    assert ("can emulate (--as-release): " + ", ".join(older[:-1])
+            + f" and {older[-1]}") in r.stdout, r.stdout
     r = batond("--as-release", "1.1.0", "--version")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("batond 1.1.0 (emulated by batond 1.2.0)")
+    assert r.stdout.startswith(f"batond 1.1.0 (emulated by batond {NEWEST})")
     assert "peer protocol 1-2, machine_max 2" in r.stdout
     r = batond("--version", "--as-release", "1.0.0")
     assert "batond 1.0.0" in r.stdout and "peer protocol 1-1" in r.stdout
@@ -129,7 +135,7 @@ def test_unknown_release_and_bad_flags_are_refused():
     r = batond("--as-release", "9.9.9", "--id", "1")
     assert r.returncode == 2
     assert "does not contain release '9.9.9'" in r.stderr
-    assert "0.1.0, 1.0.0, 1.1.0 and 1.2.0" in r.stderr
+    assert (", ".join(RELEASES[:-1]) + f" and {NEWEST}") in r.stderr
     r = batond("--as-release", "1.x", "--version")
     assert r.returncode == 2 and "'1.x'" in r.stderr
     r = batond("--machine-upgrade", "most", "--id", "1")
@@ -174,7 +180,7 @@ def test_versions_of_a_1_0_0_cluster(cluster):
     assert all(r["release"] == "1.0.0" for r in rows.values())
 
 
-def test_versions_of_a_1_2_0_cluster_and_batonctl(cluster):
+def test_versions_of_a_newest_release_cluster_and_batonctl(cluster):
     cluster.start(3, extra=["--machine-upgrade", "quorum"])
     # Every member implements machine version 2: it is raised at once.
     wait_machine_version(cluster, 2)
@@ -182,12 +188,12 @@ def test_versions_of_a_1_2_0_cluster_and_batonctl(cluster):
         v = info_section(m)
         assert (v["release"], v["peer_protocol"], v["machine_max"],
                 v["machine_upgrade"], v["upgrade_waits_for"],
-                v["needs_upgrade"]) == ("1.2.0", "2-3", "2", "quorum", "",
+                v["needs_upgrade"]) == (NEWEST, "2-3", "2", "quorum", "",
                                         "no")
     rows = json.loads(cluster.batonctl("status", "--json").stdout)
     assert len(rows) == 3
     for r in rows:
-        assert r["release"] == "1.2.0"
+        assert r["release"] == NEWEST
         assert (r["proto_min"], r["proto_max"], r["machine_max"]) == (2, 3, 2)
         assert r["machine_version"] == 2
         assert r["machine_upgrade"] == "quorum"
@@ -243,7 +249,7 @@ def test_strict_release_refuses_a_mixed_member(cluster):
     wait_for("node 3 to log the strict refusal",
              lambda: "strict release" in n3.log_text()
              and "1.1.0" in n3.log_text())
-    assert "1.2.0" in n3.log_text()
+    assert NEWEST in n3.log_text()
     time.sleep(1.0)
     assert int(n3.info()["applied"]) < applied, (
         "a member of another release took entries under strict release")

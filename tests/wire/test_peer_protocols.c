@@ -381,14 +381,15 @@ Test(peer_protocols, malformed_transactions)
 /* The releases of the table and what each pair negotiates (0: refused,
  * no common version), written out. */
 static const struct baton_release releases[] = {
-	{0, 1, 0}, {1, 0, 0}, {1, 1, 0}, {1, 2, 0}};
+	{0, 1, 0}, {1, 0, 0}, {1, 1, 0}, {1, 2, 0}, {1, 3, 0}};
 #define N_RELEASES (sizeof releases / sizeof releases[0])
 static const uint32_t expected[N_RELEASES][N_RELEASES] = {
-	/*            0.1.0 1.0.0 1.1.0 1.2.0 */
-	/* 0.1.0 */ {1, 1, 1, 0},
-	/* 1.0.0 */ {1, 1, 1, 0},
-	/* 1.1.0 */ {1, 1, 2, 2},
-	/* 1.2.0 */ {0, 0, 2, 3},
+	/*            0.1.0 1.0.0 1.1.0 1.2.0 1.3.0 */
+	/* 0.1.0 */ {1, 1, 1, 0, 0},
+	/* 1.0.0 */ {1, 1, 1, 0, 0},
+	/* 1.1.0 */ {1, 1, 2, 2, 2},
+	/* 1.2.0 */ {0, 0, 2, 3, 3},
+	/* 1.3.0 */ {0, 0, 2, 3, 3},
 };
 
 Test(peer_protocols, every_pair_of_releases)
