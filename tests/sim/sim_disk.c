@@ -9,11 +9,28 @@
  * then holds the result until snapshot_commit_wait. A blocking wait
  * finishes it at once and leaves its place in the FIFO empty, so the
  * world's count of completions still matches. A crash loses it.
+ *
+ * A snapshot's writes go into a queue, as on the real disk, where a thread
+ * writes them while the loop goes on: the first write into an empty queue
+ * puts a "drain" in the FIFO (and tells the world, as a submission does),
+ * and the queue is empty again when the world completes it. Meanwhile the
+ * queue takes at most SIM_SINK_QUEUE_WRITES writes and SIM_SINK_QUEUE_BYTES
+ * bytes (a bigger write only into an empty queue); a write that does not
+ * fit gets BATON_EAGAIN and is not taken, and the node writes it again
+ * after the drain's completion (its storage_ready). So a node that writes
+ * faster than its disk meets BATON_EAGAIN, decided by the world's disk
+ * latencies alone. A crash drops the drain with the sink.
  */
 #include "world.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* A sink's queue: a few of the simulator's small slices (1 to 256 bytes,
+ * 32 by default), so that a snapshot of a few kilobytes waits for its
+ * disk now and then. */
+#define SIM_SINK_QUEUE_WRITES 4u
+#define SIM_SINK_QUEUE_BYTES 1024u
 
 /* One submission: the persistence one update asked for, copied. */
 struct sim_write {
@@ -29,9 +46,11 @@ struct sim_write {
 	struct baton_entry *entries;
 	uint32_t n_entries;
 	baton_index compact_upto;
-	/* Not a submission but an application snapshot's commit (no seq);
-	 * its sink, or NULL once a blocking wait finished it early. */
+	/* Not a submission but an application snapshot's commit or the
+	 * drain of its queue (no seq); its sink, or NULL once the sink went
+	 * (a commit finished early by a blocking wait, an abort). */
 	bool snapshot_commit;
+	bool snapshot_drain;
 	struct baton_snapshot_sink *sink;
 	struct sim_write *next;
 };
@@ -59,6 +78,10 @@ struct baton_snapshot_sink {
 	struct baton_snapshot_header h;
 	uint8_t *buf;
 	size_t len, cap;
+	/* Taken since the last drain, which is in the FIFO (draining). */
+	size_t queued_bytes;
+	uint32_t queued_writes;
+	bool draining;
 	bool done; /* its commit ended: result is what wait returns */
 	int result;
 };
@@ -256,6 +279,15 @@ void sim_disk_complete_next(struct baton_storage *bs)
 		free(wr);
 		return;
 	}
+	if (wr->snapshot_drain) {
+		if (wr->sink != NULL) {
+			wr->sink->queued_bytes = 0;
+			wr->sink->queued_writes = 0;
+			wr->sink->draining = false;
+		}
+		free(wr);
+		return;
+	}
 	struct sim_disk *d = s->disk;
 	if (wr->hs) {
 		d->term = wr->term;
@@ -300,7 +332,7 @@ void sim_disk_crash(struct baton_storage *bs)
 	while (s->queue != NULL) {
 		struct sim_write *wr = s->queue;
 		s->queue = wr->next;
-		if (wr->sink != NULL)
+		if (wr->snapshot_commit && wr->sink != NULL)
 			commit_lost(wr->sink);
 		write_free(wr);
 	}
@@ -332,9 +364,31 @@ static int sim_snapshot_begin(struct baton_storage *bs,
 	return 0;
 }
 
+/* Behind the submissions queued so far, tell the world. */
+static void queue_snapshot_item(struct sim_storage *s,
+				struct baton_snapshot_sink *k, bool commit)
+{
+	struct sim_write *wr = sim_xmalloc(sizeof *wr);
+	memset(wr, 0, sizeof *wr);
+	wr->snapshot_commit = commit;
+	wr->snapshot_drain = !commit;
+	wr->sink = k;
+	if (s->queue_tail != NULL)
+		s->queue_tail->next = wr;
+	else
+		s->queue = wr;
+	s->queue_tail = wr;
+	if (s->on_submit != NULL)
+		s->on_submit(s->on_submit_data);
+}
+
 static int sim_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
 			      size_t len)
 {
+	if (k->queued_writes > 0 &&
+	    (k->queued_writes >= SIM_SINK_QUEUE_WRITES ||
+	     k->queued_bytes + len > SIM_SINK_QUEUE_BYTES))
+		return BATON_EAGAIN; /* until the drain in the FIFO ends */
 	if (k->len + len > k->cap) {
 		k->cap = k->len + len > 2 * k->cap ? k->len + len : 2 * k->cap;
 		k->buf = realloc(k->buf, k->cap);
@@ -344,14 +398,26 @@ static int sim_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
 	if (len > 0)
 		memcpy(k->buf + k->len, buf, len);
 	k->len += len;
+	k->queued_bytes += len;
+	k->queued_writes++;
+	if (!k->draining && k->s != NULL) {
+		k->draining = true;
+		queue_snapshot_item(k->s, k, false);
+	}
 	return 0;
 }
 
-/* The sink goes: the storage may begin the next one. */
+/* The sink goes: the storage may begin the next one; its places in the
+ * FIFO stay, empty, so the world's completions still line up. */
 static void sink_free(struct baton_snapshot_sink *k)
 {
-	if (k->s != NULL)
+	if (k->s != NULL) {
 		k->s->sink = NULL;
+		for (struct sim_write *wr = k->s->queue; wr != NULL;
+		     wr = wr->next)
+			if (wr->sink == k)
+				wr->sink = NULL;
+	}
 	free(k->buf);
 	free(k);
 }
@@ -376,17 +442,7 @@ static int sim_snapshot_commit_start(struct baton_snapshot_sink *k)
 		sink_free(k); /* the storage is gone: as the contract says */
 		return BATON_EIO;
 	}
-	struct sim_write *wr = sim_xmalloc(sizeof *wr);
-	memset(wr, 0, sizeof *wr);
-	wr->snapshot_commit = true;
-	wr->sink = k;
-	if (s->queue_tail != NULL)
-		s->queue_tail->next = wr;
-	else
-		s->queue = wr;
-	s->queue_tail = wr;
-	if (s->on_submit != NULL)
-		s->on_submit(s->on_submit_data);
+	queue_snapshot_item(s, k, true);
 	return 0;
 }
 
@@ -397,7 +453,7 @@ static void commit_finish_early(struct baton_snapshot_sink *k)
 	if (k->s == NULL)
 		abort(); /* waited for without a start */
 	for (struct sim_write *wr = k->s->queue; wr != NULL; wr = wr->next)
-		if (wr->sink == k) {
+		if (wr->snapshot_commit && wr->sink == k) {
 			wr->sink = NULL;
 			commit_end(k);
 			return;

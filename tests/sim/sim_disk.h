@@ -22,6 +22,14 @@
  * it never becomes durable, and its wait returns BATON_EIO and frees the
  * sink, even after the storage is closed. As on the real disk, one
  * snapshot is written or committed at a time (BATON_EBUSY).
+ *
+ * A snapshot's writes queue as on the real disk: the first write into an
+ * empty queue puts a drain in the same FIFO (calling the same hook), and
+ * the queue is empty again at its sim_disk_complete_next. Until then it
+ * takes at most a few writes and bytes (sim_disk.c); a write that does
+ * not fit gets BATON_EAGAIN, takes nothing, and fits after the drain
+ * (the world then tells the node, as for a submission). Nothing of this
+ * draws on the seed. A crash drops the drain with the sink.
  */
 #ifndef BATON_SIM_DISK_H
 #define BATON_SIM_DISK_H
@@ -45,15 +53,16 @@ struct sim_disk {
  * ops->close, which first makes every queued submission durable. */
 struct baton_storage *sim_disk_open(struct sim_disk *d, baton_node_id id);
 
-/* Call cb(data) after every submit and snapshot_commit_start, so the world
- * can schedule when it reaches the platter (then call
- * sim_disk_complete_next, once per call of cb). */
+/* Call cb(data) after every submit, snapshot_commit_start and drain of a
+ * snapshot's queue, so the world can schedule when it reaches the platter
+ * (then call sim_disk_complete_next, once per call of cb). */
 void sim_disk_on_submit(struct baton_storage *s, void (*cb)(void *data),
 			void *data);
 
 /* The oldest queued submission becomes durable; poll() reports it (or the
- * queued snapshot commit ends; the caller then tells the node, as for a
- * submission, so it calls snapshot_commit_wait). Aborts if nothing is
+ * queued snapshot commit ends, or a snapshot's queue drains; the caller
+ * then tells the node, as for a submission, so it calls
+ * snapshot_commit_wait or writes again). Aborts if nothing is
  * queued, or if its entries would leave a gap in the log. */
 void sim_disk_complete_next(struct baton_storage *s);
 
