@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FORMAT_FILES = $(shell find src include tests bench tools -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server bench-snapshot format format-check run clean
+.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server bench-snapshot format format-check run demo clean
 
 all: build
 
@@ -98,6 +98,12 @@ format-check: setup
 # stops it (scripts/run-cluster).
 run: build
 	BUILD=$(BUILD) scripts/run-cluster
+
+# A rolling upgrade to watch: 3 nodes at the oldest release rolled to the
+# newest under client load, the history checked, a summary and an HTML
+# timeline; the page's path is the last line (scripts/demo).
+demo: build
+	BUILD=$(BUILD) scripts/demo
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
