@@ -84,8 +84,8 @@ def summary_rows(timeline):
     ]
     for r in timeline["restarts"]:
         rows.append((f"longest write gap, t+{r['t']:.1f} s node {r['node']} "
-                     f"restarted at {r['release']}", _gap_text(r.get("gap_ms")),
-                     f"sum-gap-{len(rows)}"))
+                     f"restarted at {r['release']}",
+                     _gap_text(r.get("gap_ms")), f"sum-gap-{len(rows)}"))
     for node, rel in sorted((s.get("final_releases") or {}).items()):
         rows.append((f"node {node} release at the end", str(rel),
                      f"sum-final-{node}"))

@@ -9,6 +9,7 @@ end: it must exit 0, print the page's path last, say the history is
 linearizable and that every node reached the newest release.
 """
 
+import importlib.machinery
 import importlib.util
 import json
 import re
@@ -37,6 +38,14 @@ def load_page_module():
 
 
 demo_page = load_page_module()
+
+
+def load_demo_module():
+    loader = importlib.machinery.SourceFileLoader("baton_demo", str(DEMO))
+    spec = importlib.util.spec_from_loader("baton_demo", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
 def chromium():
@@ -210,6 +219,23 @@ def test_page_refuses_a_malformed_timeline():
     tl["bucket_ms"] = 0
     with pytest.raises(ValueError, match="bucket_ms must be positive"):
         demo_page.render(tl)
+
+
+def test_demo_rolls_through_releases_that_can_talk():
+    demo = load_demo_module()
+    # release: (peer protocol min, max, machine_max), as batond --version
+    table = {"0.1.0": (1, 1, 1), "1.0.0": (1, 1, 1), "1.1.0": (1, 2, 2),
+             "1.2.0": (2, 3, 2), "1.3.0": (2, 3, 2)}
+    assert demo.choose_start(table, "1.3.0") == "0.1.0"
+    assert demo.roll_path(table, "0.1.0", "1.3.0") == \
+        ["0.1.0", "1.1.0", "1.3.0"]
+    assert demo.roll_path(table, "1.2.0", "1.3.0") == ["1.2.0", "1.3.0"]
+    # An oldest release nothing newer can talk to is not a start.
+    table["0.0.9"] = (0, 0, 1)
+    assert demo.roll_path(table, "0.0.9", "1.3.0") == []
+    assert demo.choose_start(table, "1.3.0") == "0.1.0"
+    with pytest.raises(demo.DemoError, match="not in the binary's table"):
+        demo.choose_start(table, "1.3.0", "2.0.0")
 
 
 def newest_release():
