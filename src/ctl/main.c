@@ -69,6 +69,40 @@ static const struct command commands[] = {
 	 "did not answer (status RELEASE: no downgrade to RELEASE in progress\n"
 	 "or done); 2 bad usage.\n",
 	 1, 3, ctl_cmd_downgrade},
+	{"roll", "--to RELEASE --restart 'COMMAND {id}' [OPTIONS]",
+	 "Roll every member to RELEASE, one node at a time (see\n"
+	 "docs/upgrading.md, \"batonctl roll\"). Pre-checks first: every\n"
+	 "member answers and is caught up, a leader, no downgrade in\n"
+	 "progress, RELEASE known to this batonctl, not below the release\n"
+	 "floor, and able to talk to every member. Then followers (least lag\n"
+	 "first) and the leader last, after handing its leadership to an\n"
+	 "up-to-date node of RELEASE. Per node: run the restart command with\n"
+	 "/bin/sh -c ({id} becomes the node id, {release} RELEASE; it must\n"
+	 "return once the node is started), then wait until the node reports\n"
+	 "RELEASE, has caught up and the cluster has a leader and every "
+	 "member\n"
+	 "answers. At the end, wait for the effective machine version to rise\n"
+	 "as far as RELEASE allows. Members already at RELEASE are skipped.\n"
+	 "  --to RELEASE            the release to roll to "
+	 "(major.minor.patch)\n"
+	 "  --restart COMMAND       e.g. 'systemctl restart baton@{id}'\n"
+	 "  --dry-run               print the plan; change nothing\n"
+	 "  --pause SECONDS         wait between two nodes (default 0)\n"
+	 "  --step-timeout-s N      bound on each restart, each wait, the\n"
+	 "                          hand-over and the machine version (60)\n"
+	 "  --max-lag ENTRIES       caught up: match within this of the\n"
+	 "                          leader's commit (default 1000)\n"
+	 "  --json                  one JSON object per line: {\"t\", "
+	 "\"event\",\n"
+	 "                          \"message\", ...}, events plan, precheck,\n"
+	 "                          transfer, restart, wait, node_done,\n"
+	 "                          machine_version, done, failed\n"
+	 "Exit status: 0 rolled (or nothing to do, or a dry run); 1 failed\n"
+	 "during the roll (stopped at once; says the cluster's state and how\n"
+	 "to resume or roll back); 2 bad usage; 3 a pre-check refused\n"
+	 "(nothing changed); 4 rolled, but the effective machine version did\n"
+	 "not rise in time (says what holds it back).\n",
+	 0, 16, ctl_cmd_roll},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -92,7 +126,8 @@ static void print_usage(FILE *f)
 		"  --timeout-ms N   connect and reply timeout (default %d)\n"
 		"  --help           this text; 'batonctl COMMAND --help' for "
 		"one command\n"
-		"\nexit status: 0 success, 1 error, 2 bad usage\n",
+		"\nexit status: 0 success, 1 error, 2 bad usage (roll: also 3 "
+		"and 4)\n",
 		CTL_DEFAULT_HOST, CTL_DEFAULT_PORT, CTL_DEFAULT_TIMEOUT_MS);
 }
 

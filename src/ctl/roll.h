@@ -1,0 +1,177 @@
+/*
+ * batonctl roll (docs/upgrading.md, "batonctl roll"): the pieces shared by
+ * roll.c (options, pre-checks, plan, steps), roll_view.c (what the cluster
+ * looks like now, as its members say) and roll_out.c (progress lines or
+ * JSON events, and running the restart command).
+ */
+#ifndef BATON_CTL_ROLL_H
+#define BATON_CTL_ROLL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton/version.h"
+#include "ctl.h"
+
+/* Exit codes of roll beyond ctl.h's: a pre-check refused (nothing was
+ * changed); rolled, but the machine version did not rise in time. */
+#define ROLL_EXIT_REFUSED 3
+#define ROLL_EXIT_MACHINE 4
+
+/* One member as it answered BATON.NODE, with the leader's match index. */
+struct roll_member {
+	uint64_t id;
+	bool voter;
+	char client_addr[CTL_ADDR_MAX];
+	bool up; /* answered BATON.NODE as this id */
+	char err[CTL_ERR_MAX];
+	char role[CTL_VALUE_MAX];
+	char release[CTL_VALUE_MAX];
+	uint64_t term, leader, commit, applied, last_index;
+	uint64_t proto_min, proto_max, machine_max, machine_version;
+	bool match_known; /* the leader's view */
+	uint64_t match;
+	uint64_t stalled_index; /* 0: it applies */
+	char stalled[CTL_ERR_MAX];
+	char upgrade_waits_for[CTL_ERR_MAX];
+	char machine_upgrade[CTL_VALUE_MAX];
+	char release_floor[CTL_VALUE_MAX];
+	char downgrade[CTL_ERR_MAX];
+};
+
+struct roll_view {
+	struct roll_member m[CTL_MEMBERS_MAX];
+	size_t n;
+	struct roll_member *leader; /* NULL: none reports leading */
+	/* Set when no member list could be read at all. */
+	char err[CTL_ERR_MAX];
+};
+
+/* Where the members may be asked: the node of the options first, then
+ * every client address seen in a view (a restarted node does not answer
+ * for a while, so the list never shrinks). */
+struct roll_seeds {
+	char addr[CTL_MEMBERS_MAX + 1][CTL_ADDR_MAX];
+	size_t n;
+};
+
+/* ---- roll_view.c ------------------------------------------------------ */
+
+void roll_seeds_init(struct roll_seeds *s, const struct ctl_opts *o);
+
+/* Read the members (BATON.MEMBERS from the first seed that answers, the
+ * leader's when one is known, for the match indexes), then every member's
+ * BATON.NODE. Returns 0, or -1 with v->err set when no seed answered. */
+int roll_observe(const struct ctl_opts *o, struct roll_seeds *s,
+		 struct roll_view *v);
+
+struct roll_member *roll_find(struct roll_view *v, uint64_t id);
+
+/* Parse a release as a member reported it; false if it is not one. */
+bool roll_release(const char *text, struct baton_release *out);
+
+/* The leader's commit minus the member's match, or UINT64_MAX if either is
+ * not known. */
+uint64_t roll_lag(const struct roll_view *v, const struct roll_member *m);
+
+/* ---- roll_out.c ------------------------------------------------------- */
+
+/* A field of a JSON event: a string, a number or raw JSON (an array). */
+enum roll_field_kind { ROLL_STR, ROLL_NUM, ROLL_RAW };
+struct roll_field {
+	const char *key;
+	enum roll_field_kind kind;
+	const char *str; /* ROLL_STR, ROLL_RAW */
+	uint64_t num;	 /* ROLL_NUM */
+};
+#define ROLL_F_STR(k, v) ((struct roll_field){(k), ROLL_STR, (v), 0})
+#define ROLL_F_NUM(k, v) ((struct roll_field){(k), ROLL_NUM, NULL, (v)})
+#define ROLL_F_RAW(k, v) ((struct roll_field){(k), ROLL_RAW, (v), 0})
+
+struct roll_out {
+	bool json;
+	uint64_t start_ns; /* CLOCK_MONOTONIC */
+};
+
+void roll_out_init(struct roll_out *out, bool json);
+double roll_elapsed_s(const struct roll_out *out);
+uint64_t roll_now_ns(void);
+
+/* One progress line "[+12.3s] <message>" on stdout, or with --json one
+ * object {"t": 12.3, "event": ..., "message": ..., <fields>}. */
+void roll_emit(const struct roll_out *out, const char *event,
+	       const struct roll_field *fields, size_t n_fields,
+	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* A line of text with no event (the state after a failure, the plan's
+ * details): on stdout as text; left out with --json (the event has it). */
+void roll_say(const struct roll_out *out, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Run `cmd` with /bin/sh -c in a process group of its own, its output
+ * passed through line by line with `prefix` (to stdout, or stderr with
+ * --json). Waits at most timeout_ms; then the group gets SIGTERM, SIGKILL
+ * two seconds later. Returns its exit status (0..255), 128 + a signal, or
+ * -1 if it could not be started or timed out; `why` says which. */
+int roll_run_command(const struct roll_out *out, const char *cmd,
+		     const char *prefix, int timeout_ms, char *why,
+		     size_t why_len);
+
+void roll_sleep_ms(int ms);
+
+/* ---- roll.c, roll_check.c: the command's state ------------------------ */
+
+#define ROLL_POLL_MS 100
+#define ROLL_REASON_MAX 1024u
+
+struct roll_step {
+	uint64_t id;
+	char from[CTL_VALUE_MAX]; /* its release before the roll */
+	bool led;		  /* it led when the plan was made */
+	uint64_t lag;		  /* behind the leader's commit, then */
+};
+
+struct roll {
+	const struct ctl_opts *o;
+	/* Options of the command. */
+	const char *to_text;
+	const struct baton_profile *target;
+	const char *restart;
+	bool dry_run;
+	int pause_ms;
+	int step_timeout_s;
+	uint64_t max_lag;
+	/* State. */
+	struct roll_out out;
+	struct roll_seeds seeds;
+	struct roll_view view;
+	struct roll_step plan[CTL_MEMBERS_MAX];
+	size_t n_plan;
+	size_t n_started; /* steps whose restart command ran */
+};
+
+/* ---- roll_check.c: pre-checks, failure, the machine version ----------- */
+
+/* Whether member m answers and reports the target release. */
+bool roll_at_target(const struct roll *r, const struct roll_member *m);
+
+/* A fresh r->view (empty when no member answers). */
+void roll_refresh(struct roll *r);
+
+/* Read the cluster into r->view and check that the roll may start; every
+ * refusal is said. Returns how many there were. */
+size_t roll_precheck(struct roll *r);
+
+/* Stop the roll at node `id`: say why, the cluster's state now, how to
+ * resume and how to roll back. Returns CTL_EXIT_ERROR. */
+int roll_fail(struct roll *r, uint64_t id, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* After the last node: wait (bounded) until every member reports the
+ * effective machine version the members' machine_max allow. Returns 0,
+ * or ROLL_EXIT_MACHINE after saying what holds it back. */
+int roll_wait_machine(struct roll *r);
+
+#endif /* BATON_CTL_ROLL_H */
