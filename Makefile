@@ -95,9 +95,10 @@ format-check: setup
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 # A local 3-node cluster on 127.0.0.1, data in a temporary folder; Ctrl-C
-# stops it (scripts/run-cluster).
+# stops it (scripts/run-cluster). RELEASE=1.2.0 starts every node at that
+# (emulated) release, to roll it with batonctl roll.
 run: build
-	BUILD=$(BUILD) scripts/run-cluster
+	BUILD=$(BUILD) RELEASE=$(RELEASE) scripts/run-cluster
 
 # A rolling upgrade to watch: 3 nodes at the oldest release rolled to the
 # newest under client load, the history checked, a summary and an HTML
