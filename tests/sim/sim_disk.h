@@ -29,7 +29,8 @@
  * takes at most a few writes and bytes (sim_disk.c); a write that does
  * not fit gets BATON_EAGAIN, takes nothing, and fits after the drain
  * (the world then tells the node, as for a submission). Nothing of this
- * draws on the seed. A crash drops the drain with the sink.
+ * draws on the seed. A crash drops the drain with the sink. Without the
+ * hook (sim_disk_on_submit) there is no drain: writes never wait.
  */
 #ifndef BATON_SIM_DISK_H
 #define BATON_SIM_DISK_H
