@@ -298,6 +298,8 @@ static void run(uint32_t rounds)
 		baton_pipeline_tick(p);
 		baton_pipeline_storage_ready(p);
 		baton_pipeline_flush(p);
+		while (baton_pipeline_has_work(p))
+			baton_pipeline_work(p);
 		baton_pipeline_storage_ready(p);
 	}
 }

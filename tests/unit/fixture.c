@@ -284,7 +284,13 @@ void fx_machine_init(struct fx_machine *m)
 void fx_settle(struct baton_pipeline *p, const struct fx_disk *d)
 {
 	baton_pipeline_flush(p);
-	while (fx_disk_unreported(d)) {
+	for (;;) {
+		/* A snapshot due is written whole within the turn: the
+		 * scenarios look at it right after. */
+		while (baton_pipeline_has_work(p))
+			baton_pipeline_work(p);
+		if (!fx_disk_unreported(d))
+			break;
 		baton_pipeline_storage_ready(p);
 		baton_pipeline_flush(p);
 	}
