@@ -69,11 +69,7 @@ static void env_send(void *data, const struct baton_msg *m)
 static void settle(struct bench *b, baton_node_id id)
 {
 	struct bnode *n = &b->nodes[id];
-	baton_pipeline_flush(n->p);
-	while (fx_disk_unreported(&n->disk)) {
-		baton_pipeline_storage_ready(n->p);
-		baton_pipeline_flush(n->p);
-	}
+	fx_settle(n->p, &n->disk);
 }
 
 static void deliver_all(struct bench *b)
