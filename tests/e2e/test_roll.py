@@ -9,7 +9,10 @@ test keeps owning every PID it started.
 """
 
 import json
+import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +24,7 @@ import redis
 
 from conftest import (BATOND, BATONCTL, Deadline, POLL_S, release_table,
                       require_binary)
+from test_run_cluster import free_base_port, start_script
 
 RELEASES = release_table()
 NEWEST = RELEASES[-1]
@@ -133,14 +137,14 @@ class Writer(threading.Thread):
                 time.sleep(0.02)
 
 
-def roll(cluster, restarter, *args, command=None, via=None,
+def roll(cluster, restarter, *args, command=None, via=None, to=NEWEST,
          timeout=ROLL_TIMEOUT_S):
     """Run batonctl roll to the newest release with the restarter's
     command (or `command`), serving its restart requests meanwhile."""
     require_binary(BATONCTL)
     node = via or cluster.nodes[min(cluster.nodes)]
     cmd = [str(BATONCTL), "-p", str(node.client_port), "roll", "--to",
-           NEWEST, "--step-timeout-s", str(STEP_TIMEOUT_S),
+           to, "--step-timeout-s", str(STEP_TIMEOUT_S),
            "--restart", command or restarter.command(), *args]
     with tempfile.TemporaryFile("w+") as out, \
             tempfile.TemporaryFile("w+") as err:
@@ -297,3 +301,63 @@ def test_failed_restart_stops_and_a_rerun_completes(cluster, tmp_path):
     r = roll(cluster, restarter)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"every member already runs {NEWEST}" in r.stdout, r.stdout
+
+
+def test_roll_raises_the_machine_version(cluster, tmp_path):
+    """1.0.0 (machine version 1) to 1.1.0 (2): the roll ends once every
+    member applies machine version 2, and says so."""
+    start_at(cluster, "1.0.0")
+    restarter = Restarter(cluster, tmp_path / "requests", "1.1.0")
+    r = roll(cluster, restarter, "--json", to="1.1.0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    ev = [e for e in events(r.stdout) if e["event"] == "machine_version"]
+    assert len(ev) == 1 and ev[0]["machine_version"] == 2, r.stdout
+    assert ev[0]["release_floor"] == "1.1.0", r.stdout
+    lead = cluster.leader()
+    assert lead.client().set("k", "v", px=60000)  # a version-2 command
+
+
+def test_make_run_cluster_rolls_with_run_cluster_restart(tmp_path):
+    """RELEASE=<previous> scripts/run-cluster (make run), then the roll
+    command it prints, whose restarts go through `run-cluster restart`."""
+    require_binary(BATONCTL)
+    base = free_base_port()
+    p, out = start_script(base, tmp_path, RELEASE=PREVIOUS)
+    record = tmp_path / f"baton-cluster-{base}.dir"
+    try:
+        d = Deadline(30, "run-cluster to print the roll command")
+        text = ""
+        while not d.expired():
+            out.seek(0)
+            text = out.read()
+            if "Ctrl-C stops" in text or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        else:
+            d.fail(text)
+        assert p.poll() is None, f"run-cluster exited:\n{text}"
+        assert record.exists(), text
+        restart = re.search(r"--restart '([^']+)'", text)
+        assert restart and "restart {id} --release {release}" in \
+            restart.group(1), text
+        env = dict(os.environ, TMPDIR=str(tmp_path))
+        r = subprocess.run([str(BATONCTL), "-p", str(base), "roll", "--to",
+                            NEWEST, "--step-timeout-s", str(STEP_TIMEOUT_S),
+                            "--restart", restart.group(1)],
+                           capture_output=True, text=True, env=env,
+                           timeout=ROLL_TIMEOUT_S)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for i in range(3):
+            c = redis.Redis(host="127.0.0.1", port=base + i,
+                            socket_timeout=5, decode_responses=True)
+            assert c.info()["release"] == NEWEST
+        assert r.stdout.count("restarted at release") == 3, r.stdout
+        # Ctrl-C still stops every node, the restarted ones too.
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(timeout=30) == 130
+        assert not record.exists()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=30)
+        out.close()

@@ -38,9 +38,9 @@ def free_base_port():
     raise AssertionError("no free base port found")
 
 
-def start_script(base, tmp_path):
+def start_script(base, tmp_path, **extra_env):
     env = dict(os.environ, BUILD=str(build_dir()), BASE_PORT=str(base),
-               TMPDIR=str(tmp_path))
+               TMPDIR=str(tmp_path), **extra_env)
     out = open(tmp_path / "run-cluster.out", "w+")
     # Its own session, as a terminal would run it: a Ctrl-C goes to its
     # process group, which the script's nodes are not in.
