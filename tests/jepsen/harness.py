@@ -419,13 +419,14 @@ class JepsenNode(e2e.Node):
     (src/storage/vfs_unsynced.c)."""
 
     release = None  # --as-release for every start (None: the binary's)
+    batond = None  # the binary it runs (None: e2e.BATOND)
     base_args = ()
 
     def start(self, args=None, wait=True):
         c = self.cluster
         power_loss = (c.lose_unsynced is not None
                       and c.rng.random() < c.power_loss_share)
-        self.binary = c.lose_unsynced if power_loss else None
+        self.binary = c.lose_unsynced if power_loss else self.batond
         if args is not None:
             self.base_args = list(args)
         emulate = ["--as-release", self.release] if self.release else []
@@ -433,7 +434,7 @@ class JepsenNode(e2e.Node):
 
     @property
     def loses_unsynced(self):
-        return self.binary is not None
+        return self.binary is not None and self.binary != self.batond
 
 
 class JepsenCluster(e2e.Cluster):
@@ -451,8 +452,8 @@ class JepsenCluster(e2e.Cluster):
         self.lose_unsynced = lose_unsynced
         self.power_loss_share = power_loss_share
 
-    def start_proxied(self, n, extra=(), release=None):
-        e2e.require_binary(e2e.BATOND)
+    def start_proxied(self, n, extra=(), release=None, batond=None):
+        e2e.require_binary(Path(batond or e2e.BATOND))
         self.common_args = ["--election-timeout-ms", str(ELECTION_TIMEOUT_MS),
                             "--heartbeat-ms", str(HEARTBEAT_MS)] + list(extra)
         self.data_root.mkdir(parents=True, exist_ok=True)
@@ -461,6 +462,7 @@ class JepsenCluster(e2e.Cluster):
             node = JepsenNode(self, i + 1, ports[2 * i], ports[2 * i + 1])
             node.data_dir = self.data_root / f"node{node.id}"
             node.release = release
+            node.batond = batond
             self.nodes[node.id] = node
         ids = sorted(self.nodes)
         proxy_port = {}
@@ -1005,9 +1007,11 @@ class Result:
         self.message = ""
         self.liveness_s = None
         self.out_dir = None
-        self.roller = None  # with --roll-releases
+        self.roller = None  # with --roll-releases or --roll-binaries
         self.roll_summary = ""
         self.roll_gaps_ms = {}
+        self.final_versions = {}  # with --roll-binaries: roll.final_versions
+        self.lost_writes = None  # with --roll-binaries: lost_writes()
         self.stager = None  # with --scenario (stages.py)
         self.stage_summary = ""
 
@@ -1091,7 +1095,24 @@ def _run(args, r, res, checker, run_dir, data_root):
         schedule = roll.merge_schedule(schedule, args.seconds,
                                        list(range(1, args.nodes + 1)),
                                        release_to)
+    binaries = None
+    if args.roll_binaries:
+        binaries = roll.parse_binaries(args.roll_binaries)
+        try:
+            release_from, release_to = (roll.binary_release(b)
+                                        for b in binaries)
+        except ValueError as e:
+            raise HarnessFailure(f"--roll-binaries: {e}") from None
+        # The roller picks each node when its turn comes (followers
+        # first, the leader last).
+        schedule = roll.merge_schedule(schedule, args.seconds,
+                                       list(range(1, args.nodes + 1)),
+                                       release_to, ["next"] * args.nodes)
     extra = snapshot_flags(random.Random(args.seed ^ 0x5EED))
+    if binaries:
+        # Frequent snapshots and a short log: each restarted node loads a
+        # snapshot the other release wrote, and a node behind is sent one.
+        extra = ["--snapshot-entries", "200", "--snapshot-trailing", "16"]
     r.say(f"seed {args.seed}: {args.nodes} nodes, {args.clients} clients, "
           f"{args.keys} keys, {args.seconds:g} s, nemesis {args.nemesis} "
           f"({len(schedule)} episodes), {' '.join(extra)}"
@@ -1099,6 +1120,8 @@ def _run(args, r, res, checker, run_dir, data_root):
           + (f", server {args.batond}" if args.batond else "")
           + (f", rolling {release_from} -> {release_to}"
              if release_to else "")
+          + (f" (binaries {binaries[0]} -> {binaries[1]})"
+             if binaries else "")
           + (f", scenario {scenario.name} from {release_from}"
              if scenario else "")
           + (f", {args.power_loss:.0%} of starts lose unsynced writes on "
@@ -1124,7 +1147,9 @@ def _run(args, r, res, checker, run_dir, data_root):
         r.cluster = JepsenCluster(run_dir / "logs", data_root, r.net,
                                   args.seed, lose_unsynced,
                                   args.power_loss)
-        r.cluster.start_proxied(args.nodes, extra, release_from)
+        r.cluster.start_proxied(args.nodes, extra,
+                                None if binaries else release_from,
+                                binaries[0] if binaries else None)
         r.node_list = [r.cluster.node(i) for i in sorted(r.cluster.nodes)]
         r.say("cluster up: " + ", ".join(
             f"node {m.id} client {m.client_addr} peer {m.peer_addr}"
@@ -1133,7 +1158,8 @@ def _run(args, r, res, checker, run_dir, data_root):
         nemesis = Nemesis(r)
         if release_to:
             nemesis.roller = roll.Roller(r, nemesis, release_from,
-                                         release_to, HarnessFailure)
+                                         release_to, HarnessFailure,
+                                         binaries)
             res.roller = nemesis.roller
             nemesis.roller.observe()
         if scenario is not None:
@@ -1156,6 +1182,8 @@ def _run(args, r, res, checker, run_dir, data_root):
         r.stop_clients.set()
         join_clients(clients)
         res.liveness_s = liveness(r, nemesis)
+        if binaries:
+            res.final_versions = nemesis.roller.final_versions()
     except (HarnessFailure, AssertionError) as e:
         # AssertionError: from the e2e helpers (a node did not start).
         res.failure = str(e)
@@ -1194,6 +1222,15 @@ def _run(args, r, res, checker, run_dir, data_root):
     if nemesis is not None:
         (run_dir / "nemesis.jsonl").write_text(
             "".join(json.dumps(e) + "\n" for e in nemesis.log))
+    if binaries:
+        res.lost_writes = lost_writes(ops)
+        checked, lost = res.lost_writes
+        r.say(f"acknowledged writes whose effect the final reads must "
+              f"show: {checked}, lost: {len(lost)}"
+              + "".join(f"\n  lost: {x}" for x in lost[:10]))
+        if lost and res.failure is None:
+            res.failure = (f"{len(lost)} acknowledged writes lost, e.g. "
+                           f"{lost[0]}")
     res.history_path = run_dir / "history.txt"
     write_history(ops, res.history_path, r)
     write_op_nodes(ops, run_dir / "ops.tsv")
@@ -1228,6 +1265,51 @@ def join_clients(clients):
         raise HarnessFailure(f"clients crashed: {crashed}")
 
 
+def lost_writes(ops):
+    """Acknowledged writes missing from the final reads, counted where it
+    is certain: an acknowledged APPEND whose value every final read of its
+    key must hold, because no SET, DEL or INCR of the key may have taken
+    effect after it (none that did not fail, except those that completed
+    before it was invoked); likewise an acknowledged SET whose value every
+    final read must equal (no other write of the key may follow it). The
+    final reads are the ones after the clients stopped (FinalClient's
+    process ids). Returns (writes checked, descriptions of the lost ones).
+    The checker (baton-lincheck) catches these too; this says it in
+    words."""
+    final_process = FinalClient.FIRST_PROCESS
+    finals = {}  # key -> final GET results
+    by_key = {}
+    for op in ops:
+        if op.f == "get":
+            if op.process >= final_process and op.status == "ok":
+                finals.setdefault(op.key, []).append(op.result or "")
+        elif op.status != "fail":
+            by_key.setdefault(op.key, []).append(op)
+    checked, lost = 0, []
+    for key, writes in by_key.items():
+        if key not in finals:
+            continue
+        for w in writes:
+            if w.status != "ok" or w.f not in ("append", "set"):
+                continue
+            # INCR too: an appended value may be all digits.
+            overwriters = ("set", "del", "incr") if w.f == "append" else \
+                ("set", "del", "append", "incr")
+            later = [o for o in writes if o is not w and o.f in overwriters
+                     and not (o.status == "ok"
+                              and o.complete_ns < w.invoke_ns)]
+            if later:
+                continue
+            checked += 1
+            for value in finals[key]:
+                if (w.arg not in value if w.f == "append"
+                        else value != w.arg):
+                    lost.append(f"{w.f} {key} {w.arg!r} acknowledged on "
+                                f"node {w.node}, final read {value!r}")
+                    break
+    return checked, lost
+
+
 def liveness(r, nemesis):
     """With every fault healed: on every node, within LIVENESS_S, a write
     (SET of the node's own key) and a linearizable read of it succeed;
@@ -1260,11 +1342,13 @@ class FinalClient:
     """Sequential operations for the liveness check and the final reads,
     each retried until it succeeds or a deadline passes."""
 
+    FIRST_PROCESS = 1 << 40  # apart from the clients' ids
+
     def __init__(self, r, nemesis):
         self.r = r
         self.nemesis = nemesis
         self.ops = r.recorder.new_list()
-        self.process = 1 << 40  # apart from the clients' ids
+        self.process = self.FIRST_PROCESS
         self.conns = {}
 
     def until_ok(self, node, f, key, arg, deadline, what):
@@ -1430,6 +1514,8 @@ def replay_command(args):
              f"--power-loss {args.power_loss:g}"]
     if args.roll_releases:
         parts.append(f"--roll-releases {args.roll_releases}")
+    if args.roll_binaries:
+        parts.append(f"--roll-binaries {args.roll_binaries}")
     if args.scenario:
         parts.append(f"--scenario {args.scenario}")
     if args.read_heavy:
@@ -1494,6 +1580,12 @@ def parse_args(argv=None):
                    help="start every node at release FROM (--as-release) "
                         "and upgrade them one by one to TO during the run "
                         "(tests/jepsen/roll.py)")
+    p.add_argument("--roll-binaries", default=None, metavar="OLD_DIR,NEW_DIR",
+                   help="start every node on OLD_DIR/batond and restart them "
+                        "one by one (followers first, the leader last) on "
+                        "NEW_DIR/batond during the run, same data; e.g. a "
+                        "release built by scripts/build-release and the "
+                        "build directory (tests/jepsen/roll.py)")
     p.add_argument("--scenario", default=None, choices=sorted(
                        stages.SCENARIOS),
                    help="play a scripted upgrade or downgrade scenario under "
@@ -1512,9 +1604,22 @@ def parse_args(argv=None):
         p.error(f"--keys must be in [1, {KEYS_MAX}]")
     if args.key_ops < 1 or args.key_infos < 1:
         p.error("--key-ops and --key-infos must be at least 1")
+    if args.roll_releases and args.roll_binaries:
+        p.error("--roll-releases and --roll-binaries do not go together")
+    if args.roll_binaries:
+        if args.power_loss:
+            p.error("--roll-binaries runs real binaries only: --power-loss "
+                    "must be 0 (batond-lose-unsynced is a test build)")
+        args.power_loss = 0.0
+        try:
+            for b in roll.parse_binaries(args.roll_binaries):
+                roll.binary_release(b)
+        except ValueError as e:
+            p.error(str(e))
     if args.scenario:
-        if args.roll_releases:
-            p.error("--scenario and --roll-releases do not go together")
+        if args.roll_releases or args.roll_binaries:
+            p.error("--scenario and --roll-releases or --roll-binaries do "
+                    "not go together")
         args.nodes = stages.SCENARIOS[args.scenario].nodes
         args.nemesis = "none"
         if args.power_loss is None:

@@ -1,9 +1,20 @@
-"""Rolling releases during a harness run (`--roll-releases FROM,TO`).
+"""Rolling releases during a harness run (`--roll-releases FROM,TO`, or
+`--roll-binaries OLD_DIR,NEW_DIR`).
 
-Every node starts emulating release FROM (`batond --as-release FROM`); at
-evenly spaced moments of the run one node after the other, by increasing
-id, is stopped with SIGTERM and started again at release TO on the same
-data directory, as an operator upgrading by hand would (docs/upgrading.md).
+With --roll-releases every node starts emulating release FROM (`batond
+--as-release FROM`); at evenly spaced moments of the run one node after the
+other, by increasing id, is stopped with SIGTERM and started again at
+release TO on the same data directory, as an operator upgrading by hand
+would (docs/upgrading.md).
+
+With --roll-binaries the nodes run real binaries of two releases: every
+node starts on OLD_DIR/batond (e.g. a previous release built from git
+history by scripts/build-release) and is restarted on NEW_DIR/batond, same
+flags, same data directory. The order is an operator's: followers first,
+the leader last (at each restart, a node not yet upgraded that does not
+lead, the lowest id first; the leader only when no other is left, and its
+SIGTERM hands leadership over first). FROM and TO are what the two binaries
+report (`batond --version`), and each restarted node must report TO.
 Fault episodes of the schedule that would overlap an upgrade are left out,
 so each restart is an upgrade and not a crash; the faults before, between
 and after still run.
@@ -22,7 +33,9 @@ with the longest gap a client saw between two acknowledged writes around
 each restart.
 """
 
+import subprocess
 import time
+from pathlib import Path
 
 import redis
 
@@ -47,11 +60,44 @@ def parse_spec(text):
     return parts[0], parts[1]
 
 
-def merge_schedule(schedule, seconds, node_ids, release):
-    """The fault schedule with one upgrade episode per node (by id, evenly
-    spaced over the run) and without the fault episodes that would overlap
-    an upgrade."""
+def parse_binaries(text):
+    """'OLD_DIR,NEW_DIR' -> (old batond, new batond) as Paths; ValueError
+    unless each folder holds an executable batond."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ValueError("--roll-binaries takes OLD_DIR,NEW_DIR (folders "
+                         "holding a batond each)")
+    out = []
+    for p in parts:
+        batond = Path(p).resolve() / "batond"
+        if not batond.is_file():
+            raise ValueError(f"--roll-binaries: no batond in {p} (build a "
+                             f"recorded release with scripts/build-release "
+                             f"VERSION)")
+        out.append(batond)
+    return out[0], out[1]
+
+
+def binary_release(batond):
+    """The release a batond binary reports: the first line of --version is
+    'batond X.Y.Z'. ValueError otherwise."""
+    p = subprocess.run([str(batond), "--version"], capture_output=True,
+                       text=True, timeout=10)
+    words = (p.stdout.splitlines() or [""])[0].split()
+    if p.returncode != 0 or len(words) != 2 or words[0] != "batond":
+        raise ValueError(f"{batond} --version: exit {p.returncode}, "
+                         f"{(p.stdout + p.stderr).strip()[:200]!r}")
+    parse_spec(f"{words[1]},{words[1]}")  # a release, or ValueError
+    return words[1]
+
+
+def merge_schedule(schedule, seconds, node_ids, release, targets=None):
+    """The fault schedule with one upgrade episode per node (evenly spaced
+    over the run; targets: by id, or the given ones, e.g. "next" to let the
+    roller choose) and without the fault episodes that would overlap an
+    upgrade."""
     n = len(node_ids)
+    targets = sorted(node_ids) if targets is None else targets
     times = [seconds * (k + 1) / (n + 1) for k in range(n)]
     kept = []
     for ep in schedule:
@@ -59,11 +105,22 @@ def merge_schedule(schedule, seconds, node_ids, release):
         if all(end < t - UPGRADE_QUIET_S or start > t + UPGRADE_QUIET_S
                for t in times):
             kept.append(ep)
-    for t, node_id in zip(times, sorted(node_ids)):
+    for t, node_id in zip(times, targets):
         kept.append({"at": round(t, 3), "duration": 0.5, "faults": [
             {"kind": "upgrade", "target": node_id, "release": release}]})
     kept.sort(key=lambda ep: ep["at"])
     return kept
+
+
+def node_floor(node, timeout=1.0):
+    """(release, machine_version, release_floor) from INFO, or None."""
+    try:
+        info = node.client(timeout=timeout).info()
+        return (str(info["release"]), int(info["machine_version"]),
+                str(info["release_floor"]))
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError,
+            KeyError, ValueError):
+        return None
 
 
 def node_versions(node, timeout=1.0):
@@ -85,8 +142,10 @@ class Roller:
     """Carries out the upgrade episodes and checks what it observes. Its
     failures are raised as the harness's failure class."""
 
-    def __init__(self, run, nemesis, release_from, release_to, failure):
+    def __init__(self, run, nemesis, release_from, release_to, failure,
+                 binaries=None):
         self.run = run
+        self.binaries = binaries  # (old batond, new batond), or None
         self.nemesis = nemesis
         self.release_from = release_from
         self.release_to = release_to
@@ -104,10 +163,28 @@ class Roller:
         self.timeline.append(entry)
         self.nemesis.note(what, **detail)
 
+    def next_node(self):
+        """Followers first, the leader last: a node not yet upgraded that
+        does not lead (lowest id first), else the leader."""
+        left = [i for i in sorted(self.run.cluster.nodes)
+                if i not in self.upgraded]
+        if not left:
+            raise self.failure("an upgrade episode with every node upgraded")
+        leader = self.run.cluster.quick_leader()
+        followers = [i for i in left if leader is None or i != leader.id]
+        return followers[0] if followers else left[0]
+
     def upgrade(self, node_id):
+        if node_id == "next":
+            node_id = self.next_node()
         node = self.run.cluster.node(node_id)
         self.run.cluster.resume(node)
-        node.release = self.release_to
+        leader = self.run.cluster.quick_leader()
+        if self.binaries is not None:
+            node.batond = self.binaries[1]
+        else:
+            node.release = self.release_to
+        restarted = node.alive
         if node.alive:
             code = node.terminate()
             if code != 0:
@@ -118,8 +195,33 @@ class Roller:
             # Down for a fault: the heal restarts it at the new release.
             self.nemesis.killed.add(node_id)
         self.upgraded[node_id] = time.monotonic_ns()
-        self.note("upgrade", node=node_id, release=self.release_to)
+        detail = {"binary": str(node.batond)} if self.binaries else {}
+        self.note("upgrade", node=node_id, release=self.release_to,
+                  leader=leader.id if leader is not None else None, **detail)
+        if restarted:
+            v = node_versions(node, timeout=2.0)
+            if v is None or v[0] != self.release_to:
+                raise self.failure(
+                    f"node {node_id} restarted for release "
+                    f"{self.release_to} reports "
+                    f"{v[0] if v else 'nothing (INFO failed)'}")
         self.observe()
+
+    def final_versions(self):
+        """{node id: (release, machine_version, release_floor)} of every
+        node at the end (each asked until it answers, within SETTLE_S)."""
+        out = {}
+        end = time.monotonic() + SETTLE_S
+        for node in self.run.cluster.nodes.values():
+            v = node_floor(node, timeout=2.0)
+            while v is None and time.monotonic() < end:
+                time.sleep(0.25)
+                v = node_floor(node, timeout=2.0)
+            out[node.id] = v
+        self.note("final versions", nodes=" ".join(
+            f"{i}:{v[0]}/m{v[1]}/floor {v[2]}" if v else f"{i}:?"
+            for i, v in sorted(out.items())))
+        return out
 
     def maybe_observe(self):
         """observe() about once a second during the run; the timeline keeps

@@ -1,0 +1,193 @@
+"""A rolling upgrade from the real binaries of the previous recorded release
+to this tree's, under client load (issue "Real previous binaries"; docs/
+upgrading.md, "Releases").
+
+RELEASES (at the repository's root) records each release's commit. The
+test takes the newest recorded release older than the tree's own (what the
+tree's `batond --version` reports), builds its batond from git history with
+scripts/build-release (cached: $BATON_RELEASES_DIR/VERSION, default
+$BATON_BUILD/releases/VERSION), and runs the fault harness with
+`--roll-binaries`: three nodes start on the old binary, the harness's
+clients run, and the nodes are restarted one by one on the tree's batond
+(followers first, the leader last), same flags and data. It asserts:
+
+- the history is linearizable (baton-lincheck) and no acknowledged write
+  is missing from the final reads;
+- the nodes first reported the old release, and each restarted node the
+  new one; at the end every node reports the new release, the release
+  floor is the new release, and the effective machine version is the new
+  release's machine_max;
+- the order: no node was restarted while it led, but the last;
+- each node, restarted on the new binary, recovered from a snapshot the old
+  release wrote (the run takes one every 200 entries).
+
+It fails (never skips) when RELEASES, the release or its commit is missing
+(a shallow clone: `git fetch --unshallow`), or the old build fails.
+
+Environment as test_jepsen.py (BATON_BUILD, BATON_LINCHECK, JEPSEN_SEED,
+JEPSEN_OUT, JEPSEN_CLIENTS, JEPSEN_KEYS); JEPSEN_REAL_ROLL_SECONDS (default
+30); BATON_RELEASES_DIR.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+import roll  # noqa: E402
+from test_jepsen import (env_int, harness_args, require_binaries,  # noqa: E402
+                         seed_from_env)
+
+REPO = harness.REPO
+BUILD_RELEASE = REPO / "scripts" / "build-release"
+ROLL_SECONDS = 30
+BUILD_TIMEOUT_S = 900  # the old release's batond and batonctl, -j2
+
+
+def release_key(text):
+    return tuple(int(x) for x in text.split("."))
+
+
+def recorded_releases(path=REPO / "RELEASES"):
+    """{version: commit} of RELEASES; fails the test if it is missing or
+    malformed."""
+    if not path.is_file():
+        pytest.fail(f"{path} not found: it records each release's commit "
+                    f"(docs/upgrading.md, \"Releases\")")
+    out = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) != 2 or len(words[1]) != 40:
+            pytest.fail(f"{path}:{n}: expected 'VERSION COMMIT' (a full "
+                        f"40-hex commit id), found {line!r}")
+        roll.parse_spec(f"{words[0]},{words[0]}")
+        out[words[0]] = words[1]
+    if not out:
+        pytest.fail(f"{path} records no release")
+    return out
+
+
+def releases_dir():
+    env = os.environ.get("BATON_RELEASES_DIR")
+    d = Path(env) if env else harness.build_dir() / "releases"
+    return d if d.is_absolute() else REPO / d
+
+
+def machine_max(batond):
+    """The machine_max a batond reports in --version ("peer protocol 2-3,
+    machine_max 2")."""
+    text = subprocess.run([str(batond), "--version"], capture_output=True,
+                          text=True, timeout=10).stdout
+    found = re.search(r"\bmachine_max (\d+)\b", text)
+    if found:
+        return int(found.group(1))
+    pytest.fail(f"{batond} --version names no machine_max: {text!r}")
+
+
+def build_release(version, outdir):
+    t0 = time.monotonic()
+    p = subprocess.run([str(BUILD_RELEASE), version, str(outdir)],
+                       capture_output=True, text=True,
+                       timeout=BUILD_TIMEOUT_S)
+    took = time.monotonic() - t0
+    print(f"{BUILD_RELEASE.name} {version}: exit {p.returncode} in "
+          f"{took:.1f} s\n{p.stdout}{p.stderr}")
+    if p.returncode != 0:
+        pytest.fail(f"scripts/build-release {version} failed (exit "
+                    f"{p.returncode}):\n{p.stdout}{p.stderr}")
+    return outdir
+
+
+def test_roll_from_the_previous_release_binaries(tmp_path):
+    require_binaries()
+    build = harness.build_dir()
+    new = roll.binary_release(build / "batond")
+    older = [v for v in recorded_releases()
+             if release_key(v) < release_key(new)]
+    if not older:
+        pytest.fail(f"RELEASES records no release older than the tree's "
+                    f"{new}: record the previous release's commit there")
+    old = max(older, key=release_key)
+    old_dir = build_release(old, releases_dir() / old)
+    seed = seed_from_env()
+    seconds = env_int("JEPSEN_REAL_ROLL_SECONDS", ROLL_SECONDS)
+    args = harness_args(tmp_path, seed, seconds, 3,
+                        ["--roll-binaries", f"{old_dir},{build}",
+                         "--nemesis", "none"], label=f"real-{old}-")
+    res = harness.run(args)
+    print(res.message)
+    print(res.roll_summary)
+    assert res.ok, f"{res.message}\n{res.roll_summary}"
+    assert res.verdict == "linearizable"
+    assert res.counts["ok"] > 0
+    checked, lost = res.lost_writes
+    assert not lost, lost
+    assert checked > 0, "no acknowledged write whose effect could be checked"
+    timeline = res.roller.timeline
+    first = next(e for e in timeline if e["what"] == "versions")
+    assert first["nodes"] == " ".join(f"{i}:{old}" for i in (1, 2, 3)), \
+        res.roll_summary
+    upgrades = [e for e in timeline if e["what"] == "upgrade"]
+    assert sorted(e["node"] for e in upgrades) == [1, 2, 3], res.roll_summary
+    assert all(e["release"] == new for e in upgrades)
+    # Followers first: only the last restart may be of the leader.
+    assert all(e["leader"] != e["node"] for e in upgrades[:-1]), \
+        res.roll_summary
+    want_machine = machine_max(build / "batond")
+    assert res.final_versions == {i: (new, want_machine, new)
+                                  for i in (1, 2, 3)}, res.roll_summary
+    # Each node's restart on the new binary recovered from a snapshot the
+    # old release wrote (the harness takes one every 200 entries).
+    for i in (1, 2, 3):
+        log = (res.out_dir / "logs" / f"node{i}.log").read_text(
+            errors="replace")
+        starts = log.split("---- start: ")
+        assert len(starts) == 3, f"node {i}: expected 2 starts in its log"
+        found = re.search(r"recovered term \d+, snapshot (\d+)", starts[2])
+        assert found and int(found.group(1)) > 0, (
+            f"node {i} on {new} did not report recovering from a snapshot "
+            f"of {old} ('recovered term T, snapshot S' with S > 0):\n"
+            + starts[2][:2000])
+    for node_id, gap in sorted(res.roll_gaps_ms.items()):
+        print(f"node {node_id}: longest write gap around its restart "
+              + ("(no writes)" if gap is None else f"{gap:.0f} ms"))
+
+
+def test_build_release_refuses_what_it_cannot_build(tmp_path):
+    """scripts/build-release fails with a message saying what to do: a
+    release RELEASES does not record, and a recorded commit missing from a
+    shallow clone."""
+    p = subprocess.run([str(BUILD_RELEASE), "0.0.1", str(tmp_path / "x")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    assert "release 0.0.1 is not recorded" in p.stderr, p.stderr
+    if shutil.which("git") is None:
+        pytest.fail("git not found")
+    clone = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1",
+                    f"file://{REPO}", str(clone)], check=True, timeout=120,
+                   capture_output=True)
+    releases = recorded_releases()
+    shallow_has = {v for v, c in releases.items()
+                   if subprocess.run(["git", "-C", str(clone), "cat-file",
+                                      "-e", f"{c}^{{commit}}"],
+                                     capture_output=True).returncode == 0}
+    missing = sorted(set(releases) - shallow_has, key=release_key)
+    assert missing, "a depth-1 clone holds every recorded release's commit"
+    shutil.copy(REPO / "RELEASES", clone / "RELEASES")
+    p = subprocess.run([str(BUILD_RELEASE), missing[-1], str(tmp_path / "y")],
+                       capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, BATON_REPO=str(clone)))
+    assert p.returncode == 1
+    assert "shallow clone" in p.stderr and "fetch --unshallow" in p.stderr, \
+        p.stderr
+    assert not (tmp_path / "y" / "batond").exists()
