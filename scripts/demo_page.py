@@ -320,7 +320,11 @@ node, to a newer release. Top: acknowledged operations per
 (red). Below, one lane per node, coloured by the release it runs (hatched:
 not running), with a triangle where it was restarted and a dark bar while it
 leads; then each leader change, the release floor and the effective machine
-version. Hover over any mark for details.</p>
+version. Hover over any mark for details. The clients spread their
+operations over all nodes, and one that finds a node down waits 50 ms
+before its next try: that, not a pause of the cluster, is most of the dip
+in throughput at each restart; the longest write gaps in the table say how
+long acknowledged writes stopped.</p>
 <div id="legend"></div>
 <svg id="timeline" xmlns="http://www.w3.org/2000/svg" role="img"
  aria-label="timeline of the rolling upgrade"></svg>
