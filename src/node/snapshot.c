@@ -112,17 +112,22 @@ static void finish(struct baton_pipeline *p, int rv)
 	ev.u.snapshot_taken.index = index;
 	ev.u.snapshot_taken.data = NULL; /* served from storage */
 	ev.u.snapshot_taken.len = (size_t)bytes;
+	/* Before the step: its update judges the next snapshot due from
+	 * this one. */
+	baton_index before = p->snapshot_index;
+	if (index > p->snapshot_index)
+		p->snapshot_index = index;
 	rv = pl_step(p, &ev);
 	if (rv != 0) {
 		/* A newer snapshot (a leader's) took its place meanwhile. */
+		if (p->snapshot_index == index)
+			p->snapshot_index = before;
 		pl_log(p, BATON_PIPELINE_LOG_INFO,
 		       "snapshot at index %" PRIu64
 		       " saved but superseded (%s)",
 		       index, baton_strerror(rv));
 		return;
 	}
-	if (index > p->snapshot_index)
-		p->snapshot_index = index;
 	p->stats.snapshots_taken++;
 	p->stats.last_index = index;
 	p->stats.last_bytes = bytes;

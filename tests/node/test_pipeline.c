@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,9 @@ struct mem_storage {
 	struct baton_snapshot_header snap_h;
 	struct baton_buf snap;
 	uint32_t snapshots;
+	/* The smallest distance between the indexes of two snapshots in a
+	 * row (UINT64_MAX: fewer than two). */
+	uint64_t min_gap;
 };
 
 struct mem_sink {
@@ -87,6 +91,9 @@ static int mem_snapshot_commit(struct baton_snapshot_sink *bk)
 	struct mem_sink *k = (struct mem_sink *)bk;
 	baton_buf_free(&k->s->snap);
 	k->s->snap = k->data;
+	if (k->s->has_snapshot &&
+	    k->h.meta.index - k->s->snap_h.meta.index < k->s->min_gap)
+		k->s->min_gap = k->h.meta.index - k->s->snap_h.meta.index;
 	k->s->snap_h = k->h;
 	k->s->has_snapshot = true;
 	k->s->snapshots++;
@@ -247,6 +254,7 @@ static void env_stalled(void *data, baton_index index, const char *why)
 static void setup(void)
 {
 	memset(&st, 0, sizeof st);
+	st.min_gap = UINT64_MAX;
 	st.base.ops = &mem_ops;
 	memset(&tm, 0, sizeof tm);
 	tm.base.ops = &tm_ops;
@@ -475,6 +483,25 @@ Test(pipeline, snapshot_every_n_entries_records_versions)
 		     baton_release_current()->machine_max.value);
 	cr_assert(st.snap_h.meta.index >= 5);
 	cr_assert_eq(status().raft.snapshot_index, st.snap_h.meta.index);
+}
+
+/* A snapshot is due snapshot_entries after the last one: never a second
+ * one right after (the update of the first's SNAPSHOT_TAKEN once judged
+ * the next due from the one before). */
+Test(pipeline, snapshots_are_snapshot_entries_apart)
+{
+	start(5, true);
+	run_until_leader();
+	struct result r[40];
+	memset(r, 0, sizeof r);
+	for (int i = 0; i < 40; i++) {
+		propose("a", &r[i]);
+		run(1);
+	}
+	run(10);
+	cr_assert_geq(st.snapshots, 3);
+	cr_assert_geq(st.min_gap, 5, "two snapshots %" PRIu64 " entries apart",
+		      st.min_gap);
 }
 
 Test(pipeline, refused_command_stalls_and_fails_waiters)
