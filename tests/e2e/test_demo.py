@@ -244,13 +244,38 @@ def newest_release():
     return re.match(r"batond (\d+\.\d+\.\d+)", out).group(1)
 
 
+def run_demo(build, out_dir):
+    return subprocess.run([sys.executable, str(DEMO), "--build", str(build),
+                           "--out", str(out_dir)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True,
+                          timeout=DEMO_TIMEOUT_S)
+
+
+def test_demo_fails_when_the_roll_fails(tmp_path):
+    """A batonctl whose roll refuses: the demo still stops, checks and
+    writes its page, and exits 1 saying the roll failed."""
+    require_binary(BATOND)
+    build = tmp_path / "build"
+    build.mkdir()
+    for name in ("batond", "baton-lincheck"):
+        (build / name).symlink_to(build_dir() / name)
+    fake = build / "batonctl"
+    fake.write_text("#!/bin/sh\necho '[+0.0s] pre-check refused: made up'\n"
+                    "exit 3\n")
+    fake.chmod(0o755)
+    p = run_demo(build, tmp_path / "demo")
+    assert p.returncode == 1, (p.stdout + p.stderr)[-4000:]
+    assert "roll: FAILED: batonctl roll --to" in p.stdout
+    assert "exited 3 (a pre-check refused, nothing changed)" in p.stdout
+    assert f"every node at {newest_release()}: NO" in p.stdout
+    assert "roll: [+0.0s] pre-check refused: made up" in p.stdout
+    assert Path(p.stdout.strip().splitlines()[-1]).is_file()
+
+
 def test_demo_end_to_end(tmp_path):
     require_binary(BATOND)
     out_dir = tmp_path / "demo"
-    p = subprocess.run([sys.executable, str(DEMO), "--build",
-                        str(build_dir()), "--out", str(out_dir)],
-                       stdin=subprocess.DEVNULL, capture_output=True,
-                       text=True, timeout=DEMO_TIMEOUT_S)
+    p = run_demo(build_dir(), out_dir)
     said = p.stdout + p.stderr
     assert p.returncode == 0, said[-6000:]
     lines = p.stdout.strip().splitlines()
