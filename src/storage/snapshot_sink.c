@@ -29,11 +29,13 @@
  * outlives its sink, and it calls notify only while the storage is open
  * (close ends the sink's thread before anything else of the snapshot).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -42,7 +44,14 @@
  * dirty page cache stays far below the kernel's writeback thresholds (the
  * writes then never wait for writeback), and that a sync never has much
  * to write ahead of the log's fdatasync on the same disk. */
-#define SINK_SYNC_EVERY_BYTES (16u << 20)
+#define SINK_SYNC_EVERY_BYTES (4u << 20)
+/* After each of those syncs the thread rests as long as the sync took (up
+ * to this): the snapshot then has the disk at most half of the time, and
+ * the log's fdatasync, which a disk cache flush makes wait for every write
+ * issued before it, never queues behind a long run of snapshot writes.
+ * Measured on a shared VM disk: without the rest, SETs waited 100-300 ms
+ * around a 132 MB snapshot although the loop was free. */
+#define SINK_REST_MAX_MS 200u
 
 /* One copied write, queued for the thread. */
 struct sink_chunk {
@@ -110,6 +119,35 @@ static int commit_sink(struct baton_snapshot_sink *k)
 	return rv;
 }
 
+static uint64_t monotonic_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Wait `ms` (at most SINK_REST_MAX_MS), or less if an abort comes. */
+static void rest(struct baton_snapshot_sink *k, uint64_t ms)
+{
+	if (ms > SINK_REST_MAX_MS)
+		ms = SINK_REST_MAX_MS;
+	if (ms == 0)
+		return;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(ms / 1000u);
+	until.tv_nsec += (long)(ms % 1000u) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&k->mu);
+	while (!k->abort &&
+	       pthread_cond_timedwait(&k->work, &k->mu, &until) == 0)
+		;
+	pthread_mutex_unlock(&k->mu);
+}
+
 /* Write one chunk, and sync if enough is unsynced (unless an abort came
  * meanwhile). Outside mu. */
 static int write_chunk(struct baton_snapshot_sink *k,
@@ -127,7 +165,11 @@ static int write_chunk(struct baton_snapshot_sink *k,
 	if (aborting)
 		return 0;
 	k->unsynced = 0;
-	return baton__snap_writer_sync_data(k->w, err, errlen);
+	uint64_t t0 = monotonic_ms();
+	rv = baton__snap_writer_sync_data(k->w, err, errlen);
+	if (rv == 0)
+		rest(k, monotonic_ms() - t0);
+	return rv;
 }
 
 /* The written chunk leaves the queue; a failure latches and drops the

@@ -557,7 +557,7 @@ Test(snapshot_sink, a_failure_notifies_a_refused_writer)
 	free(data);
 }
 
-/* The thread syncs every 16 MiB as it goes, so the commit's sync has
+/* The thread syncs every 4 MiB as it goes, so the commit's sync has
  * little left; a failed sync on the way surfaces as a failed write. */
 Test(snapshot_sink, the_thread_syncs_as_it_goes)
 {
@@ -572,8 +572,12 @@ Test(snapshot_sink, the_thread_syncs_as_it_goes)
 	write_all(s, k, data, LEN, MIB, &refusals);
 	cr_assert_eq(s->ops->snapshot_commit(k), 0, "%s", s->ops->errmsg(s));
 	fault_vfs_stats(fv, &after);
-	/* Two on the way (at 16 and 32 MiB), one at the commit. */
-	cr_assert_eq(after.syncs - before.syncs, 3);
+	/* About one per 4 MiB on the way (where the counting starts depends
+	 * on the file's header), and the commit's: far more than the commit's
+	 * alone, and never more than one per 4 MiB and the commit's. */
+	uint64_t syncs = after.syncs - before.syncs;
+	cr_assert(syncs >= 8 && syncs <= 9, "%llu syncs",
+		  (unsigned long long)syncs);
 	expect_snapshot(s, 7, data, LEN);
 	uint64_t durable = 0;
 	cr_assert_eq(
