@@ -17,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import types
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -236,6 +237,27 @@ def test_demo_rolls_through_releases_that_can_talk():
     assert demo.choose_start(table, "1.3.0") == "0.1.0"
     with pytest.raises(demo.DemoError, match="not in the binary's table"):
         demo.choose_start(table, "1.3.0", "2.0.0")
+
+
+def test_demo_counts_each_write_gap_for_one_restart():
+    demo = load_demo_module()
+
+    def write(ms, f="set", status="ok"):
+        return types.SimpleNamespace(f=f, status=status,
+                                     complete_ns=ms * 1_000_000)
+
+    ops = [write(ms) for ms in (0, 100, 200, 2000, 2300, 2350, 2500,
+                                2600, 9000, 9040)]
+    ops += [write(2400, f="get"), write(2450, status="info")]
+    restarts = [{"ns": 2000 * 10**6, "ready_ns": 2400 * 10**6},
+                {"ns": 2450 * 10**6, "ready_ns": 2700 * 10**6},
+                {"ns": 9000 * 10**6, "ready_ns": 9100 * 10**6}]
+    # Windows: [1.0 s, 2.4 s) (the second's starts when the first node is
+    # back), [2.4 s, 5.45 s), [8.0 s, 12.0 s). The gap of 1800 ms ends at
+    # 2.0 s, 150 ms at 2.5 s, 6400 ms at 9.0 s; reads and indeterminate
+    # writes are not acknowledged writes.
+    assert demo.write_gaps(ops, restarts) == [1800.0, 150.0, 6400.0]
+    assert demo.write_gaps(ops[:1], restarts) == [None, None, None]
 
 
 def newest_release():
