@@ -3,10 +3,9 @@
  * pipeline (src/node/pipeline.h), which does all the work. A timer ticks
  * it, the storage's async handle polls its completions, a uv_check handle
  * flushes it at the end of each loop iteration (batching the proposals and
- * reads of many clients), a uv_idle handle writes one slice of a snapshot
- * per iteration while one is being written (the loop then polls for I/O
- * without waiting, so clients and peers are served between slices), and
- * the transport carries its messages.
+ * reads of many clients), a 1 ms timer writes one slice of a snapshot at
+ * a time while one is being written (clients and peers are served between
+ * slices), and the transport carries its messages.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,6 +17,11 @@
 #include "node.h"
 #include "peer.h"
 
+/* A snapshot's slices run at most once per this many ms (a timer, not an
+ * idle handle): a background task paced so that the loop's own work
+ * always gets the larger share of the CPU. */
+#define SNAPSHOT_SLICE_EVERY_MS 1u
+
 struct baton_node {
 	uv_loop_t *loop;
 	struct baton_node_config c;
@@ -28,7 +32,7 @@ struct baton_node {
 	uv_timer_t tick;
 	uv_async_t storage_async;
 	uv_check_t flush;
-	uv_idle_t work;
+	uv_timer_t work;
 	/* The longest slice of snapshot work of the current or last snapshot
 	 * (ns), and of any snapshot since start. */
 	uint64_t work_slice_max_ns;
@@ -223,7 +227,7 @@ static void storage_notify(void *data)
 	uv_async_send(data);
 }
 
-static void on_work(uv_idle_t *h)
+static void on_work(uv_timer_t *h)
 {
 	struct baton_node *n = h->data;
 	uint64_t t0 = uv_hrtime();
@@ -234,7 +238,7 @@ static void on_work(uv_idle_t *h)
 	if (took > n->work_slice_max_ns_ever)
 		n->work_slice_max_ns_ever = took;
 	if (!baton_pipeline_has_work(n->pipeline))
-		uv_idle_stop(&n->work);
+		uv_timer_stop(&n->work);
 }
 
 static void on_check(uv_check_t *c)
@@ -244,7 +248,7 @@ static void on_check(uv_check_t *c)
 	if (baton_pipeline_has_work(n->pipeline) &&
 	    !uv_is_active((uv_handle_t *)&n->work)) {
 		n->work_slice_max_ns = 0;
-		uv_idle_start(&n->work, on_work);
+		uv_timer_start(&n->work, on_work, 0, SNAPSHOT_SLICE_EVERY_MS);
 	}
 }
 
@@ -565,7 +569,7 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 	uv_check_init(loop, &n->flush);
 	n->flush.data = n;
 	uv_check_start(&n->flush, on_check);
-	uv_idle_init(loop, &n->work);
+	uv_timer_init(loop, &n->work);
 	n->work.data = n;
 	*out = n;
 	return 0;
@@ -607,8 +611,8 @@ void baton_node_close(struct baton_node *n)
 		uv_check_stop(&n->flush);
 		uv_close((uv_handle_t *)&n->flush, NULL);
 	}
-	if (n->work.type == UV_IDLE) {
-		uv_idle_stop(&n->work);
+	if (n->work.type == UV_TIMER) {
+		uv_timer_stop(&n->work);
 		uv_close((uv_handle_t *)&n->work, NULL);
 	}
 	/* Fails what still waits, before the transport goes. */

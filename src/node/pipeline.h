@@ -88,7 +88,7 @@ struct baton_pipeline_config {
 	/* Take a snapshot every this many applied entries (0: never). */
 	uint64_t snapshot_entries;
 	/* A snapshot is written in slices of about this many bytes, one per
-	 * baton_pipeline_work() (0: 256 KiB, about a millisecond). */
+	 * baton_pipeline_work() (0: 64 KiB, a fraction of a millisecond). */
 	size_t snapshot_slice_bytes;
 	/* How long requests may wait before failing with a retryable error
 	 * (0: the defaults, 5 s for reads, 10 s for proposals, 30 s for
@@ -145,8 +145,9 @@ void baton_pipeline_storage_ready(struct baton_pipeline *p);
  * proposals and reads into the core, take a snapshot if one is due. */
 void baton_pipeline_flush(struct baton_pipeline *p);
 /* Whether a snapshot is being written: then the driver calls
- * baton_pipeline_work() once per turn of its loop, without waiting for
- * I/O in between (libuv: an idle handle), until this says false. */
+ * baton_pipeline_work() regularly, between its other work, until this
+ * says false (src/io/node.c: once a millisecond, from a timer; as often
+ * as once per turn of its loop is fine too). */
 bool baton_pipeline_has_work(const struct baton_pipeline *p);
 /* Write the next slice of the snapshot in progress (a bounded amount of
  * work: the loop stays responsive). */

@@ -29,7 +29,7 @@
 
 #include "internal.h"
 
-#define SNAPSHOT_SLICE_BYTES_DEFAULT ((size_t)256 << 10)
+#define SNAPSHOT_SLICE_BYTES_DEFAULT ((size_t)64 << 10)
 
 static bool incremental(const struct baton_pipeline *p)
 {

@@ -87,7 +87,7 @@ static void usage(FILE *f)
 		"(default 100000)\n"
 		"  --snapshot-slice-bytes N  write a snapshot in slices of about N "
 		"bytes between\n"
-		"                          other work (default 262144; "
+		"                          other work (default 65536; "
 		"4096..67108864)\n"
 		"  --snapshot-trailing N   log entries kept behind a snapshot "
 		"for slow followers\n"
