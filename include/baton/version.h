@@ -78,6 +78,10 @@ const struct baton_profile *baton_releases(uint32_t *n_out);
 const struct baton_profile *baton_release_find(struct baton_release r);
 /* The binary's own (newest) release. */
 const struct baton_profile *baton_release_current(void);
+/* The first release that records the cluster's identity (its UUID and
+ * removed members) in the log: batond writes those entries only once
+ * every member runs it or a later one. */
+struct baton_release baton_release_identity_since(void);
 /* The release just before r in the table (one step back: the only target
  * of an explicit downgrade), or NULL when r is the oldest or not in it. */
 const struct baton_profile *baton_release_previous(struct baton_release r);

@@ -135,6 +135,19 @@ static const struct baton_profile releases[] = {
 
 #define N_RELEASES ((uint32_t)(sizeof releases / sizeof releases[0]))
 
+/* The release whose leaders first wrote the cluster's identity into the
+ * log (batond's 'U' and 'R' entries). */
+static const struct baton_release identity_since = {1, 2, 0};
+
+struct baton_release baton_release_identity_since(void)
+{
+	BATON_ASSERT(baton_release_find(identity_since) != NULL);
+	BATON_ASSERT(baton_release_compare(identity_since,
+					   releases[N_RELEASES - 1].release) <=
+		     0);
+	return identity_since;
+}
+
 const struct baton_profile *baton_releases(uint32_t *n_out)
 {
 	BATON_ASSERT(N_RELEASES >= 1);

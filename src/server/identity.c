@@ -17,11 +17,10 @@
 #include "log.h"
 #include "server.h"
 
-/* The release that introduced the 'U' and 'R' entries: a leader writes
- * them only once the release floor of the log is at least this (no older
- * release can then be a member that must apply them) and it runs this
- * release or a later one itself (not an emulated older one). */
-static const struct baton_release identity_since = {1, 2, 0};
+/* A leader writes the 'U' and 'R' entries only once the release floor of
+ * the log is at least the release that introduced them (no older release
+ * can then be a member that must apply them) and it runs that release or
+ * a later one itself (not an emulated older one). */
 
 _Static_assert(SERVER_UUID_LEN == BATON_CLUSTER_UUID_LEN,
 	       "the machine's UUID is the data directory's");
@@ -30,6 +29,7 @@ bool identity_entries_allowed(struct server *s)
 {
 	struct baton_node_status *st = &s->identity.status;
 	baton_node_status(s->node, st);
+	struct baton_release identity_since = baton_release_identity_since();
 	return baton_release_compare(s->cfg.profile.release, identity_since) >=
 		       0 &&
 	       baton_release_compare(st->raft.versions.floor, identity_since) >=
