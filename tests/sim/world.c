@@ -195,8 +195,8 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	p->cancel_per_mille = (uint32_t)sim_range(g, 0, 300);
 	/* Snapshots in slices (docs/node.md): from a few bytes per slice,
 	 * so many applies fall between them, to all of it in one. */
-	p->slice_bytes = sim_chance(g, 800) ? (uint32_t)sim_range(g, 1, 256)
-					    : 1u << 20;
+	p->slice_bytes =
+		sim_chance(g, 800) ? (uint32_t)sim_range(g, 1, 256) : 1u << 20;
 }
 
 /* ---- output -------------------------------------------------------------- */
