@@ -103,6 +103,31 @@ redisReply *ctl_conn_call(struct ctl_conn *c, int argc, const char **argv)
 	return r;
 }
 
+redisReply *ctl_ask(const struct ctl_opts *o, const char *addr, int argc,
+		    const char **argv, char *err, size_t err_len)
+{
+	struct ctl_conn c;
+	redisReply *r = NULL;
+	if (ctl_conn_open(&c, o, addr) == 0)
+		r = ctl_conn_call(&c, argc, argv);
+	if (r == NULL) {
+		snprintf(err, err_len, "%s", c.err);
+	} else if (r->type == REDIS_REPLY_ERROR) {
+		snprintf(err, err_len, "%s: %s", argv[0], r->str);
+		freeReplyObject(r);
+		r = NULL;
+	}
+	ctl_conn_close(&c);
+	return r;
+}
+
+redisReply *ctl_ask_cmd(const struct ctl_opts *o, const char *addr,
+			const char *cmd, char *err, size_t err_len)
+{
+	const char *argv[] = {cmd};
+	return ctl_ask(o, addr, 1, argv, err, err_len);
+}
+
 void ctl_conn_close(struct ctl_conn *c)
 {
 	if (c->ctx != NULL)

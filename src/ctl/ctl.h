@@ -69,6 +69,14 @@ redisReply *ctl_conn_call(struct ctl_conn *c, int argc, const char **argv);
 
 void ctl_conn_close(struct ctl_conn *c);
 
+/* One command on a fresh connection to `addr`: the reply, or NULL with
+ * `err` set (an error reply becomes NULL too, its text in err). */
+redisReply *ctl_ask(const struct ctl_opts *o, const char *addr, int argc,
+		    const char **argv, char *err, size_t err_len);
+/* The same for a command without arguments. */
+redisReply *ctl_ask_cmd(const struct ctl_opts *o, const char *addr,
+			const char *cmd, char *err, size_t err_len);
+
 /* Send one command to the node of the global options and, if it answers
  * `-NOTLEADER leader is <id> at <client_addr>`, once more to that address.
  * Returns the last reply (an error reply too; free it), or NULL after

@@ -88,26 +88,6 @@ static int leader_op(const struct ctl_opts *o, const char *op,
 	return rv;
 }
 
-/* One command on a fresh connection; NULL with err set (an error reply
- * too). */
-static redisReply *ask(const struct ctl_opts *o, const char *addr, int argc,
-		       const char **argv, char *err, size_t err_len)
-{
-	struct ctl_conn c;
-	redisReply *r = NULL;
-	if (ctl_conn_open(&c, o, addr) == 0)
-		r = ctl_conn_call(&c, argc, argv);
-	if (r == NULL) {
-		snprintf(err, err_len, "%s", c.err);
-	} else if (r->type == REDIS_REPLY_ERROR) {
-		snprintf(err, err_len, "%s: %s", argv[0], r->str);
-		freeReplyObject(r);
-		r = NULL;
-	}
-	ctl_conn_close(&c);
-	return r;
-}
-
 /* One row per member: its release (BATON.NODE) and whether it may be
  * restarted on the target (its own BATON.DOWNGRADE STATUS). */
 static void print_members(const struct ctl_opts *o, const redisReply *ms)
@@ -130,9 +110,10 @@ static void print_members(const struct ctl_opts *o, const redisReply *ms)
 		ctl_table_set(&t, 1, "%s", addr);
 		const char *node[] = {"BATON.NODE"};
 		const char *st[] = {"BATON.DOWNGRADE", "STATUS"};
-		redisReply *n = ask(o, addr, 1, node, err, sizeof err);
+		redisReply *n = ctl_ask(o, addr, 1, node, err, sizeof err);
 		redisReply *d =
-			n != NULL ? ask(o, addr, 2, st, err, sizeof err) : NULL;
+			n != NULL ? ctl_ask(o, addr, 2, st, err, sizeof err)
+				  : NULL;
 		char rel[CTL_VALUE_MAX] = "down", ready[CTL_CELL_MAX] = "-";
 		if (n != NULL && ctl_map_valid(n))
 			field(n, "release", rel, sizeof rel);
@@ -153,7 +134,7 @@ static int status(const struct ctl_opts *o, const char *release)
 	char addr[CTL_ADDR_MAX], err[CTL_ERR_MAX];
 	ctl_opts_addr(o, addr, sizeof addr);
 	const char *st[] = {"BATON.DOWNGRADE", "STATUS"};
-	redisReply *r = ask(o, addr, 2, st, err, sizeof err);
+	redisReply *r = ctl_ask(o, addr, 2, st, err, sizeof err);
 	if (r == NULL || !ctl_map_valid(r)) {
 		ctl_error("node %s: %s", addr,
 			  r == NULL ? err
@@ -183,7 +164,7 @@ static int status(const struct ctl_opts *o, const char *release)
 		printf("still on another release: %s\n",
 		       strcmp(waiting, "-") == 0 ? "none" : waiting);
 		const char *mem[] = {"BATON.MEMBERS"};
-		redisReply *ms = ask(o, addr, 1, mem, err, sizeof err);
+		redisReply *ms = ctl_ask(o, addr, 1, mem, err, sizeof err);
 		if (ms != NULL && ms->type == REDIS_REPLY_ARRAY) {
 			printf("\n");
 			print_members(o, ms);

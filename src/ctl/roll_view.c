@@ -51,27 +51,6 @@ uint64_t roll_lag(const struct roll_view *v, const struct roll_member *m)
 	return m->match >= commit ? 0 : commit - m->match;
 }
 
-/* One command on a fresh connection; NULL with err set (an error reply
- * too). */
-static redisReply *ask(const struct ctl_opts *o, const char *addr,
-		       const char *cmd, char *err, size_t err_len)
-{
-	struct ctl_conn c;
-	const char *argv[] = {cmd};
-	redisReply *r = NULL;
-	if (ctl_conn_open(&c, o, addr) == 0)
-		r = ctl_conn_call(&c, 1, argv);
-	if (r == NULL) {
-		snprintf(err, err_len, "%s", c.err);
-	} else if (r->type == REDIS_REPLY_ERROR) {
-		snprintf(err, err_len, "%s: %s", cmd, r->str);
-		freeReplyObject(r);
-		r = NULL;
-	}
-	ctl_conn_close(&c);
-	return r;
-}
-
 /* Merge one BATON.MEMBERS reply: new members are added, known ones get its
  * match index if it has one. Returns 0, or -1 with v->err set. */
 static int merge_members(struct roll_view *v, const redisReply *r,
@@ -161,8 +140,8 @@ static void probe(const struct ctl_opts *o, struct roll_member *m)
 		snprintf(m->err, sizeof m->err, "no client address known");
 		return;
 	}
-	redisReply *r =
-		ask(o, m->client_addr, "BATON.NODE", m->err, sizeof m->err);
+	redisReply *r = ctl_ask_cmd(o, m->client_addr, "BATON.NODE", m->err,
+				    sizeof m->err);
 	if (r != NULL)
 		read_node(m, r);
 	freeReplyObject(r);
@@ -187,8 +166,8 @@ int roll_observe(const struct ctl_opts *o, struct roll_seeds *s,
 	char err[CTL_ERR_MAX] = "";
 	size_t asked = s->n;
 	for (size_t i = 0; i < s->n; i++) {
-		redisReply *r =
-			ask(o, s->addr[i], "BATON.MEMBERS", err, sizeof err);
+		redisReply *r = ctl_ask_cmd(o, s->addr[i], "BATON.MEMBERS", err,
+					    sizeof err);
 		int rv = r == NULL ? -1 : merge_members(v, r, s->addr[i]);
 		freeReplyObject(r);
 		if (rv == 0) {
@@ -211,8 +190,8 @@ int roll_observe(const struct ctl_opts *o, struct roll_seeds *s,
 	if (v->leader == NULL || v->leader->match_known)
 		return 0;
 	/* The asked node does not lead: the leader has the match indexes. */
-	redisReply *r = ask(o, v->leader->client_addr, "BATON.MEMBERS", err,
-			    sizeof err);
+	redisReply *r = ctl_ask_cmd(o, v->leader->client_addr, "BATON.MEMBERS",
+				    err, sizeof err);
 	if (r != NULL && merge_members(v, r, v->leader->client_addr) == 0) {
 		for (size_t i = 0; i < v->n; i++)
 			probe(o, &v->m[i]);

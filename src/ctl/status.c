@@ -200,27 +200,6 @@ static bool needs_upgrade(const struct row *r)
 	return r->up && strncmp(r->needs_upgrade, "yes", 3) == 0;
 }
 
-/* One command on a fresh connection to `addr`. Returns the reply (an error
- * reply becomes NULL too) or NULL with `err` set. */
-static redisReply *ask(const struct ctl_opts *o, const char *addr,
-		       const char *cmd, char *err, size_t err_len)
-{
-	struct ctl_conn c;
-	const char *argv[] = {cmd};
-	redisReply *r = NULL;
-	if (ctl_conn_open(&c, o, addr) == 0)
-		r = ctl_conn_call(&c, 1, argv);
-	if (r == NULL) {
-		snprintf(err, err_len, "%s", c.err);
-	} else if (r->type == REDIS_REPLY_ERROR) {
-		snprintf(err, err_len, "%s: %s", cmd, r->str);
-		freeReplyObject(r);
-		r = NULL;
-	}
-	ctl_conn_close(&c);
-	return r;
-}
-
 static void probe(const struct ctl_opts *o, struct row *row)
 {
 	if (row->up || row->err[0] != '\0')
@@ -229,8 +208,8 @@ static void probe(const struct ctl_opts *o, struct row *row)
 		snprintf(row->err, sizeof row->err, "no client address known");
 		return;
 	}
-	redisReply *r = ask(o, row->client_addr, "BATON.NODE", row->err,
-			    sizeof row->err);
+	redisReply *r = ctl_ask_cmd(o, row->client_addr, "BATON.NODE", row->err,
+				    sizeof row->err);
 	if (r != NULL)
 		read_node(row, r);
 	freeReplyObject(r);
@@ -273,7 +252,7 @@ static int gather(const struct ctl_opts *o, struct cluster *cl)
 	char addr[CTL_ADDR_MAX], err[CTL_ERR_MAX];
 	ctl_opts_addr(o, addr, sizeof addr);
 	memset(cl, 0, sizeof *cl);
-	redisReply *r = ask(o, addr, "BATON.MEMBERS", err, sizeof err);
+	redisReply *r = ctl_ask_cmd(o, addr, "BATON.MEMBERS", err, sizeof err);
 	int rv = r == NULL ? -1 : merge_members(cl, r, err, sizeof err);
 	freeReplyObject(r);
 	if (rv != 0) {
@@ -287,7 +266,8 @@ static int gather(const struct ctl_opts *o, struct cluster *cl)
 		return 0;
 	/* The asked node does not lead: the leader knows the match indexes
 	 * (and maybe members the asked node has not heard of yet). */
-	r = ask(o, leader->client_addr, "BATON.MEMBERS", err, sizeof err);
+	r = ctl_ask_cmd(o, leader->client_addr, "BATON.MEMBERS", err,
+			sizeof err);
 	if (r != NULL && merge_members(cl, r, err, sizeof err) == 0) {
 		for (size_t i = 0; i < cl->n; i++)
 			probe(o, &cl->rows[i]);
