@@ -553,12 +553,15 @@ static void view_finished(struct kv__snap *s)
 	release(s);
 }
 
-int kv_snapshot_step(struct baton_kv *kv, size_t budget,
-		     int (*sink)(void *arg, const void *buf, size_t len),
-		     void *arg, bool *done)
+/* The start of a step of either kind: *out is the open view to go on
+ * with, or NULL and the return value says why not (BATON_ESTATE: none of
+ * this kind is open; its latched failure; 0 with *done: finished). */
+static int step_view(struct baton_kv *kv, enum view_kind kind, bool *done,
+		     struct kv__snap **out)
 {
-	struct kv__snap *s = open_view(kv, VIEW_SNAPSHOT);
+	struct kv__snap *s = open_view(kv, kind);
 	*done = false;
+	*out = NULL;
 	if (s == NULL)
 		return BATON_ESTATE;
 	if (s->failed != 0)
@@ -567,10 +570,21 @@ int kv_snapshot_step(struct baton_kv *kv, size_t budget,
 		*done = true;
 		return 0;
 	}
+	*out = s;
+	return 0;
+}
+
+int kv_snapshot_step(struct baton_kv *kv, size_t budget,
+		     int (*sink)(void *arg, const void *buf, size_t len),
+		     void *arg, bool *done)
+{
+	struct kv__snap *s;
+	int rv = step_view(kv, VIEW_SNAPSHOT, done, &s);
+	if (s == NULL)
+		return rv;
 	s->w.sink = sink;
 	s->w.arg = arg;
 	uint64_t start = s->w.bytes;
-	int rv = 0;
 	if (!s->header_written) {
 		rv = kv__snap_put_header(&s->w, s->format, s->now_ms, s->count);
 		s->header_written = true;
@@ -598,20 +612,14 @@ int kv_snapshot_step(struct baton_kv *kv, size_t budget,
 int kv_keys_step(struct baton_kv *kv, size_t budget, struct baton_buf *bulks,
 		 uint64_t *matched, bool *done)
 {
-	struct kv__snap *s = open_view(kv, VIEW_KEYS);
-	*done = false;
+	struct kv__snap *s;
+	int rv = step_view(kv, VIEW_KEYS, done, &s);
 	if (s == NULL)
-		return BATON_ESTATE;
-	if (s->failed != 0)
-		return s->failed;
-	if (s->finished) {
-		*done = true;
-		return 0;
-	}
+		return rv;
 	s->bulks = bulks;
 	s->matched = matched;
 	bool end = false;
-	int rv = walk_entries(s, 0, budget > 0 ? budget : 1, &end);
+	rv = walk_entries(s, 0, budget > 0 ? budget : 1, &end);
 	s->bulks = NULL;
 	s->matched = NULL;
 	if (rv != 0)
