@@ -131,9 +131,19 @@ int baton_pipeline_propose(struct baton_pipeline *p, const uint8_t *payload,
 	return 0;
 }
 
-/* One PROPOSE event per batch of queued proposals. */
+/* One PROPOSE event per batch of queued proposals. While the leader hands
+ * leadership over (a transfer, at most an election timeout) the core
+ * refuses proposals: they wait in the queue instead, and go in when the
+ * transfer fails, or fail with BATON_ENOTLEADER (never appended: the
+ * client may safely retry at the new leader) when it succeeds. */
 static void flush_proposals(struct baton_pipeline *p)
 {
+	if (p->queue_n > 0 && p->role == BATON_LEADER) {
+		struct baton_raft_status s;
+		baton_raft_status(p->raft, &s);
+		if (s.transfer_target != 0)
+			return;
+	}
 	while (p->queue_n > 0) {
 		uint32_t k = p->queue_n < BATON_PIPELINE_BATCH_MAX
 				     ? p->queue_n

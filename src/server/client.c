@@ -356,6 +356,11 @@ void reply_error_for(struct baton_buf *b, int code)
 	case BATON_EOVERLOADED:
 		resp_error(b, "TRYAGAIN overloaded; retry later");
 		break;
+	case BATON_EBUSY:
+		/* Nothing was appended: retrying is safe, and soon works. */
+		resp_error(b, "TRYAGAIN a leadership transfer or configuration "
+			      "change is in progress; retry");
+		break;
 	case BATON_EIO:
 		resp_error(b, "ERR storage failed on this node; it no longer "
 			      "accepts writes");
