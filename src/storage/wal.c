@@ -12,11 +12,13 @@
  * start and changes nothing, because the damaged entries may have been
  * acknowledged to the leader.
  */
+#define _GNU_SOURCE /* memmem */
 #include <baton/assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "file_header.h"
 #include "format.h"
@@ -221,11 +223,23 @@ static bool batch_header_valid(const uint8_t *h)
  * after the batch at `from`, which therefore had been synced. */
 static bool later_batch_exists(const uint8_t *buf, uint64_t size, uint64_t from)
 {
-	for (uint64_t off = pad8((size_t)from);
-	     off + WAL_BATCH_HEADER_LEN <= size; off += 8)
-		if (baton_le_get_u32(buf + off) == WAL_BATCH_MAGIC &&
-		    batch_header_valid(buf + off))
+	/* Looks for the magic with memmem rather than at every 8 bytes: the
+	 * zeroed tail of a preallocated segment (most of 64 MiB) is then
+	 * crossed many times faster, which shortens every start. */
+	uint8_t magic[4];
+	baton_le_put_u32(magic, WAL_BATCH_MAGIC);
+	uint64_t off = pad8((size_t)from);
+	while (off + WAL_BATCH_HEADER_LEN <= size) {
+		const uint8_t *hit =
+			memmem(buf + off, (size_t)(size - off), magic, 4);
+		if (hit == NULL)
+			return false;
+		uint64_t at = (uint64_t)(hit - buf);
+		if (at % 8 == 0 && at + WAL_BATCH_HEADER_LEN <= size &&
+		    batch_header_valid(buf + at))
 			return true;
+		off = at + 1;
+	}
 	return false;
 }
 
