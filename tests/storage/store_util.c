@@ -203,3 +203,9 @@ int store_snapshot(struct baton_storage *s, baton_index index, baton_term term,
 	int rv = store_snapshot_written(s, index, term, len, &k);
 	return rv != 0 ? rv : s->ops->snapshot_commit(k);
 }
+
+void store_sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}

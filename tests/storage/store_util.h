@@ -50,4 +50,7 @@ int store_snapshot_write(struct baton_storage *s, struct baton_snapshot_sink *k,
 /* Checks that e[i] is entries_make's entry for its index/term. */
 bool entry_intact(const struct baton_entry *e, uint32_t len);
 
+/* Sleep ms milliseconds (tests that wait for a storage's thread). */
+void store_sleep_ms(long ms);
+
 #endif /* BATON_TESTS_STORE_UTIL_H */

@@ -27,12 +27,6 @@ static void teardown(void)
 
 TestSuite(snapshot_commit, .init = setup, .fini = teardown);
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* wait(k, false) until it stops answering BATON_EAGAIN (5 s at most). */
 static int wait_polling(struct baton_storage *s, struct baton_snapshot_sink *k)
 {
@@ -40,7 +34,7 @@ static int wait_polling(struct baton_storage *s, struct baton_snapshot_sink *k)
 		int rv = s->ops->snapshot_commit_wait(k, false);
 		if (rv != BATON_EAGAIN)
 			return rv;
-		sleep_ms(1);
+		store_sleep_ms(1);
 	}
 	cr_assert_fail("the snapshot commit did not end within 5 s");
 	return BATON_EAGAIN;
@@ -178,7 +172,7 @@ Test(snapshot_commit, reads_of_the_previous_snapshot_race_with_the_commit)
 		}
 		rv = s->ops->snapshot_commit_wait(k, false);
 		if (rv == BATON_EAGAIN)
-			sleep_ms(1);
+			store_sleep_ms(1);
 	}
 	cr_assert_eq(rv, 0, "%s", s->ops->errmsg(s));
 	cr_log_info("%u whole reads of the old snapshot during the commit",
@@ -221,7 +215,7 @@ Test(snapshot_commit, notify_fires_when_it_ends)
 	cr_assert_eq(store_snapshot_written(s, 12, 2, 300000, &k), 0);
 	cr_assert_eq(s->ops->snapshot_commit_start(k), 0);
 	for (int i = 0; i < 5000 && atomic_load(&notified) == 0; i++)
-		sleep_ms(1);
+		store_sleep_ms(1);
 	cr_assert_eq(atomic_load(&notified), 1);
 	cr_assert_eq(s->ops->snapshot_commit_wait(k, false), 0);
 	expect_readable(s, 12, 2, 300000);

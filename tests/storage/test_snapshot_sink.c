@@ -32,12 +32,6 @@ static void teardown(void)
 
 TestSuite(snapshot_sink, .init = setup, .fini = teardown);
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 static atomic_uint notified;
 
 static void count_notify(void *data)
@@ -50,7 +44,7 @@ static void count_notify(void *data)
 static void wait_notified(unsigned seen)
 {
 	for (int i = 0; i < 5000 && atomic_load(&notified) <= seen; i++)
-		sleep_ms(1);
+		store_sleep_ms(1);
 	cr_assert_gt(atomic_load(&notified), seen, "no notify within 5 s");
 }
 
@@ -394,7 +388,7 @@ Test(snapshot_sink, a_full_queue_says_eagain_then_notifies_when_drained)
 static void *open_gate_later(void *arg)
 {
 	(void)arg;
-	sleep_ms(50);
+	store_sleep_ms(50);
 	gate_set(false);
 	return NULL;
 }
@@ -519,7 +513,7 @@ Test(snapshot_sink, a_failed_background_write_surfaces_at_a_later_write)
 	cr_assert_eq(s->ops->snapshot_write(k, data, 1000), 0);
 	int rv = 0;
 	for (int i = 0; i < 5000 && rv == 0; i++) {
-		sleep_ms(1);
+		store_sleep_ms(1);
 		rv = s->ops->snapshot_write(k, data, 10);
 	}
 	cr_assert_eq(rv, BATON_EIO, "%s", baton_err_name(rv));
@@ -590,7 +584,7 @@ Test(snapshot_sink, the_thread_syncs_as_it_goes)
 	for (size_t off = 0; off < LEN && rv == 0;) {
 		rv = s->ops->snapshot_write(k, data + off, MIB);
 		if (rv == BATON_EAGAIN) {
-			sleep_ms(1);
+			store_sleep_ms(1);
 			rv = 0;
 		} else if (rv == 0) {
 			off += MIB;
