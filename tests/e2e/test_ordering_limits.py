@@ -309,6 +309,11 @@ def test_idle_connections_at_max_clients_lock_nobody_out(cluster):
                 break
             except redis.ResponseError as e:
                 assert "max number of clients" in str(e), e
+            except redis.ConnectionError:
+                # Still full: the refusal arrived (and the node closed the
+                # connection) before redis-py sent the PING ("Connection
+                # has data"), a race on a busy machine.
+                pass
             if d.expired():
                 d.fail()
             time.sleep(0.2)
