@@ -504,11 +504,17 @@ def run(args, root):
             print(line)
         for line in detail:
             print(line)
-        p99 = max(float(row_during["p99_latency_ms"]),
-                  setter_during.percentile(0.99))
-        met = p99 <= 10.0 and term1 == term0
+        # The issue's measure is the 50 clients' p99; the open loop's,
+        # which a closed loop cannot hide a stall from, is the stricter.
+        closed = float(row_during["p99_latency_ms"])
+        opened = setter_during.percentile(0.99)
+        calm = term1 == term0
         print(f"target (during a snapshot: p99 <= 10 ms, no election): "
-              f"{'met' if met else 'NOT met'}")
+              f"{args.clients} clients' p99 {closed:.2f} ms "
+              f"{'met' if closed <= 10.0 and calm else 'NOT met'}; "
+              f"open-loop p99 {opened:.2f} ms "
+              f"{'met' if opened <= 10.0 and calm else 'NOT met'}; "
+              f"{'no election' if calm else 'ELECTION'}")
     finally:
         cluster.stop_all()
 
