@@ -182,6 +182,22 @@ def retry(fn, deadline_s=RETRY_DEADLINE_S, what="a command",
     d.fail(f"last error: {last!r}")
 
 
+def mset_load(client, n, key_of, value, per_command, in_flight):
+    """SET key_of(0..n-1) to value: MSETs of per_command keys, in_flight of
+    them pipelined at a time, each pipeline retried on -TRYAGAIN (an MSET
+    sets the same values again, so a retry is harmless)."""
+    for first in range(0, n, per_command * in_flight):
+        last = min(n, first + per_command * in_flight)
+
+        def batch():
+            p = client.pipeline(transaction=False)
+            for s in range(first, last, per_command):
+                p.mset({key_of(k): value
+                        for k in range(s, min(last, s + per_command))})
+            return p.execute()
+        assert all(retry(batch, what=f"the load of keys {first}..{last}"))
+
+
 def as_map(reply):
     """An admin reply (alternating field names and values) as a dict."""
     assert isinstance(reply, list) and len(reply) % 2 == 0, reply

@@ -24,7 +24,7 @@ import time
 import pytest
 import redis
 
-from conftest import POLL_S, Deadline, retry
+from conftest import POLL_S, Deadline, mset_load
 
 ELECTION_TIMEOUT_MS = 1000  # batond's default: a busy machine is no fault
 HEARTBEAT_MS = 100
@@ -39,17 +39,8 @@ def key(n):
 
 
 def load(leader):
-    c = leader.client(timeout=60)
-    for first in range(0, KEYS_TOTAL, MSET_KEYS * 20):
-        last = min(KEYS_TOTAL, first + MSET_KEYS * 20)
-
-        def batch():
-            p = c.pipeline(transaction=False)
-            for s in range(first, last, MSET_KEYS):
-                p.mset({key(n): VALUE
-                        for n in range(s, min(last, s + MSET_KEYS))})
-            return p.execute()
-        assert all(retry(batch, what=f"the load of keys {first}..{last}"))
+    mset_load(leader.client(timeout=60), KEYS_TOTAL, key, VALUE,
+              per_command=MSET_KEYS, in_flight=20)
 
 
 class Writer:

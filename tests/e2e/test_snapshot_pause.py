@@ -23,7 +23,7 @@ import time
 
 import redis
 
-from conftest import POLL_S, Deadline, retry
+from conftest import POLL_S, Deadline, mset_load, retry
 
 # batond's default timing rather than the tests' quicker one: the claim
 # is that a snapshot costs no election, and on a busy 2-core machine a
@@ -55,17 +55,8 @@ def start(cluster, extra=()):
 def load(leader, keys, model):
     """MSET keys 0..keys-1 (MSET_KEYS a command, pipelined): few entries,
     so no snapshot falls in the load."""
-    c = leader.client(timeout=30)
-    for first in range(0, keys, MSET_KEYS * MSETS_IN_FLIGHT):
-        last = min(keys, first + MSET_KEYS * MSETS_IN_FLIGHT)
-
-        def batch():
-            p = c.pipeline(transaction=False)
-            for start_ in range(first, last, MSET_KEYS):
-                p.mset({loaded_key(n): VALUE
-                        for n in range(start_, min(last, start_ + MSET_KEYS))})
-            return p.execute()
-        assert all(retry(batch, what=f"the load of keys {first}..{last}"))
+    mset_load(leader.client(timeout=30), keys, loaded_key, VALUE,
+              per_command=MSET_KEYS, in_flight=MSETS_IN_FLIGHT)
     for n in range(keys):
         model[loaded_key(n)] = VALUE
 

@@ -328,6 +328,18 @@ static void one_run(uint64_t seed)
 	kv_destroy(r.kv);
 }
 
+/* The one-call snapshot of kv under machine version v into *expected,
+ * then a sliced one begun, its bytes to come in *got. */
+static void begin_sliced(struct baton_kv *kv, uint32_t v,
+			 struct baton_buf *expected, struct baton_buf *got)
+{
+	baton_buf_init(expected);
+	baton_buf_init(got);
+	kvt_snapshot(kv, expected);
+	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){v}),
+		     0, "%s", kv_errmsg(kv));
+}
+
 Test(snapshot_slices, equal_to_one_call_snapshot_under_random_writes,
      .timeout = 120)
 {
@@ -379,12 +391,8 @@ Test(snapshot_slices, empty_map)
 	for (uint32_t version = 1; version <= 2; version++) {
 		struct baton_kv *kv = kvt_new();
 		kvt_use(version, 5000);
-		struct baton_machine_version v = {version};
 		struct baton_buf expected, got;
-		baton_buf_init(&expected);
-		baton_buf_init(&got);
-		kvt_snapshot(kv, &expected);
-		cr_assert_eq(kv_snapshot_begin(kv, v), 0);
+		begin_sliced(kv, version, &expected, &got);
 		cr_assert(kv_snapshot_open(kv));
 		bool done = false;
 		cr_assert_eq(kv_snapshot_step(kv, 1, sink, &got, &done), 0);
@@ -438,11 +446,7 @@ Test(snapshot_slices, every_key_deleted_before_it_is_written)
 	kvt_use(2, 100);
 	fill(kv, "d", 500);
 	struct baton_buf expected, got;
-	baton_buf_init(&expected);
-	baton_buf_init(&got);
-	kvt_snapshot(kv, &expected);
-	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){2}),
-		     0);
+	begin_sliced(kv, 2, &expected, &got);
 	bool done = false;
 	cr_assert_eq(kv_snapshot_step(kv, 1, sink, &got, &done), 0);
 	cr_assert(!done);
@@ -478,11 +482,7 @@ Test(snapshot_slices, keys_created_then_deleted_are_not_written)
 	kvt_use(2, 100);
 	fill(kv, "c", 50);
 	struct baton_buf expected, got;
-	baton_buf_init(&expected);
-	baton_buf_init(&got);
-	kvt_snapshot(kv, &expected);
-	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){2}),
-		     0);
+	begin_sliced(kv, 2, &expected, &got);
 	bool done = false;
 	cr_assert_eq(kv_snapshot_step(kv, 1, sink, &got, &done), 0);
 	/* Created and left, created and deleted, created, deleted and
@@ -511,12 +511,8 @@ Test(snapshot_slices, flushall_twice)
 	fill(kv, "f", 300);
 	kvt_run(kv, "PEXPIRE f3 1000");
 	struct baton_buf expected, got, now;
-	baton_buf_init(&expected);
-	baton_buf_init(&got);
 	baton_buf_init(&now);
-	kvt_snapshot(kv, &expected);
-	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){2}),
-		     0);
+	begin_sliced(kv, 2, &expected, &got);
 	bool done = false;
 	cr_assert_eq(kv_snapshot_step(kv, 200, sink, &got, &done), 0);
 	kvt_run(kv, "SET f100 changed");
@@ -640,12 +636,8 @@ Test(snapshot_slices, versions_refused_as_kv_snapshot)
 	/* Without expiries, version 1 writes format 1. */
 	kvt_run(kv, "PERSIST e1");
 	struct baton_buf expected, got;
-	baton_buf_init(&expected);
-	baton_buf_init(&got);
 	kvt_use(1, 0);
-	kvt_snapshot(kv, &expected);
-	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){1}),
-		     0);
+	begin_sliced(kv, 1, &expected, &got);
 	kvt_run(kv, "SET e2 other");
 	finish(kv, 3, &got);
 	expect_same(&got, &expected);
@@ -702,11 +694,7 @@ Test(snapshot_slices, copies_keep_value_and_expiry_at_begin)
 	kvt_run(kv, "PEXPIRE p10 5000");
 	kvt_run(kv, "PEXPIRE p11 5000");
 	struct baton_buf expected, got;
-	baton_buf_init(&expected);
-	baton_buf_init(&got);
-	kvt_snapshot(kv, &expected);
-	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){2}),
-		     0);
+	begin_sliced(kv, 2, &expected, &got);
 	kvt_use(2, 3000); /* machine time moves: the header keeps 1000 */
 	kvt_run(kv, "PERSIST p10");
 	kvt_run(kv, "PEXPIRE p11 1");

@@ -220,6 +220,19 @@ static int sim_load(struct baton_storage *bs, struct baton_durable_state *out)
 	return 0;
 }
 
+/* Queue wr behind everything submitted before it; the world schedules
+ * its completion (on_submit). */
+static void enqueue(struct sim_storage *s, struct sim_write *wr)
+{
+	if (s->queue_tail != NULL)
+		s->queue_tail->next = wr;
+	else
+		s->queue = wr;
+	s->queue_tail = wr;
+	if (s->on_submit != NULL)
+		s->on_submit(s->on_submit_data);
+}
+
 static int sim_submit(struct baton_storage *bs, const struct baton_update *u,
 		      uint64_t *seq_out)
 {
@@ -247,14 +260,8 @@ static int sim_submit(struct baton_storage *bs, const struct baton_update *u,
 		wr->n_entries = u->n_entries;
 	}
 	wr->compact_upto = u->compact_upto;
-	if (s->queue_tail != NULL)
-		s->queue_tail->next = wr;
-	else
-		s->queue = wr;
-	s->queue_tail = wr;
 	*seq_out = wr->seq;
-	if (s->on_submit != NULL)
-		s->on_submit(s->on_submit_data);
+	enqueue(s, wr);
 	return 0;
 }
 
@@ -375,13 +382,7 @@ static void queue_snapshot_item(struct sim_storage *s,
 	wr->snapshot_commit = commit;
 	wr->snapshot_drain = !commit;
 	wr->sink = k;
-	if (s->queue_tail != NULL)
-		s->queue_tail->next = wr;
-	else
-		s->queue = wr;
-	s->queue_tail = wr;
-	if (s->on_submit != NULL)
-		s->on_submit(s->on_submit_data);
+	enqueue(s, wr);
 }
 
 static int sim_snapshot_write(struct baton_snapshot_sink *k, const void *buf,
