@@ -166,6 +166,13 @@ static void told_removed(void *data, baton_node_id by, const char *reason)
 		n->app.removed(n->app.data, by, reason);
 }
 
+static void peer_down(void *data, baton_node_id id)
+{
+	struct baton_node *n = data;
+	if (n->app.peer_down != NULL)
+		n->app.peer_down(n->app.data, id);
+}
+
 /* ---- what the pipeline asks of the world --------------------------------- */
 
 static uint64_t env_now_ms(void *data)
@@ -325,6 +332,11 @@ int baton_node_send_frame(struct baton_node *n, baton_node_id to,
 			  const struct baton_peer_frame *f)
 {
 	return baton_transport_send_frame(n->transport, to, f);
+}
+
+bool baton_node_peer_connected(struct baton_node *n, baton_node_id to)
+{
+	return baton_transport_peer_proto(n->transport, to).value != 0;
 }
 
 void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,
@@ -534,6 +546,7 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 		.secret = c->peer_secret,
 		.is_removed = is_removed,
 		.removed = told_removed,
+		.peer_down = peer_down,
 	};
 	int rv = baton_transport_start(&tc, &n->transport);
 	if (rv != 0) {
@@ -575,10 +588,17 @@ int baton_node_start(uv_loop_t *loop, const struct baton_node_config *c,
 	return 0;
 }
 
+/* The hand-over before exit ended. Failed (no other voter, as in a
+ * cluster of one, or none caught up in time): nothing is left to wait
+ * for, so the exit goes on at the next tick. */
 static void transfer_done(void *data, int status)
 {
-	(void)data;
-	(void)status;
+	struct baton_node *n = data;
+	if (status != 0 && n->shutdown_cb != NULL) {
+		LOG_INFO("no hand-over (%s): exiting as the leader",
+			 baton_strerror(status));
+		n->shutdown_deadline_ms = 0;
+	}
 }
 
 void baton_node_shutdown(struct baton_node *n, void (*cb)(void *data),
@@ -592,7 +612,9 @@ void baton_node_shutdown(struct baton_node *n, void (*cb)(void *data),
 						: 1000u);
 	if (n->leader == n->c.id) {
 		LOG_INFO("handing leadership over before exit");
-		baton_node_transfer(n, 0, transfer_done, NULL);
+		int rv = baton_node_transfer(n, 0, transfer_done, n);
+		if (rv != 0)
+			transfer_done(n, rv);
 	}
 }
 

@@ -58,6 +58,9 @@ struct baton_node_app {
 	 * refusing our connection, that this node was. May be NULL. */
 	bool (*is_removed)(void *data, baton_node_id id);
 	void (*removed)(void *data, baton_node_id by, const char *reason);
+	/* The last connection to peer id closed (a stopped or killed node:
+	 * the kernel closes its sockets). May be NULL. */
+	void (*peer_down)(void *data, baton_node_id id);
 };
 
 struct baton_node_config {
@@ -158,6 +161,8 @@ int baton_node_transfer(struct baton_node *n, baton_node_id id,
  * protocol version of the connection (baton_transport_send_frame()). */
 int baton_node_send_frame(struct baton_node *n, baton_node_id to,
 			  const struct baton_peer_frame *f);
+/* A connection to peer `to` is up (its handshake completed). */
+bool baton_node_peer_connected(struct baton_node *n, baton_node_id to);
 /* Tell the transport where a member listens. */
 void baton_node_set_peer_addr(struct baton_node *n, baton_node_id id,
 			      const char *addr);

@@ -139,9 +139,11 @@ void baton__transport_close(struct conn *c, const char *why)
 		if (c->outbound)
 			schedule_redial(p);
 	}
-	if (c->ready && c->t->stats.connected_peers > 0 &&
-	    (p == NULL || (p->out == NULL && p->in == NULL)))
+	bool down =
+		c->ready && (p == NULL || (p->out == NULL && p->in == NULL));
+	if (down && c->t->stats.connected_peers > 0)
 		c->t->stats.connected_peers--;
+	baton_node_id down_id = down && p != NULL ? p->id : 0;
 	/* A node we never dial (a joiner, or anyone who reached the port)
 	 * holds its slot only while connected: otherwise 64 made-up ids
 	 * would leave no room for the next real one. */
@@ -152,6 +154,8 @@ void baton__transport_close(struct conn *c, const char *why)
 		memset(p, 0, sizeof *p);
 	}
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+	if (down_id != 0 && c->t->c.peer_down != NULL)
+		c->t->c.peer_down(c->t->c.data, down_id);
 }
 
 /* ---- writing ------------------------------------------------------------- */

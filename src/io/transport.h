@@ -139,6 +139,10 @@ struct baton_transport_config {
 	/* A member told us, refusing a connection, that this node was
 	 * removed from the cluster (`reason` is its text). NULL: ignored. */
 	void (*removed)(void *data, baton_node_id by, const char *reason);
+	/* The last ready connection to peer `id` closed: nothing sent to it
+	 * gets through, nor its answers, until one is up again. NULL:
+	 * ignored. */
+	void (*peer_down)(void *data, baton_node_id id);
 };
 
 /* The UUID this node's cluster was born with, once known: sent in every

@@ -152,11 +152,17 @@ static const char *peer_addr(void *data, baton_node_id id)
 static void leader_changed(void *data, baton_node_id leader)
 {
 	struct server *s = data;
-	if (leader != s->leader)
-		forward_fail_all(s, "leadership changed");
+	bool changed = leader != s->leader;
 	s->leader = leader;
 	if (leader == s->cfg.id)
 		server_publish_founders(s);
+	if (changed)
+		route_leader_changed(s, leader);
+}
+
+static void peer_down(void *data, baton_node_id id)
+{
+	forward_peer_down(data, id);
 }
 
 static void converted(void *data, baton_index index,
@@ -178,6 +184,7 @@ void server_node_app(struct server *s, struct baton_node_app *app)
 	app->peer_frame = peer_frame;
 	app->leader_changed = leader_changed;
 	app->peer_addr = peer_addr;
+	app->peer_down = peer_down;
 	s->machine.address_changed = address_changed;
 	s->machine.converted = converted;
 	s->machine.data = s;

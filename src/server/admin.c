@@ -213,6 +213,7 @@ int admin_info(struct command_ctx *x)
 		"\r\nprotocol_errors:%" PRIu64
 		"\r\nclient_output_disconnects:%" PRIu64
 		"\r\nclient_idle_disconnects:%" PRIu64
+		"\r\nwrites_parked:%" PRIu64 "\r\nwrites_rerouted:%" PRIu64
 		"\r\npeer_frames_dropped:%" PRIu64
 		"\r\npeer_frames_unknown:%" PRIu64
 		"\r\npeer_handshakes_refused:%" PRIu64
@@ -236,7 +237,8 @@ int admin_info(struct command_ctx *x)
 		v.eligible, v.policy, v.downgrade, s->stats.connections,
 		s->stats.commands, s->stats.rejected_clients,
 		s->stats.protocol_errors, s->stats.output_disconnects,
-		s->stats.idle_disconnects, st.transport.dropped,
+		s->stats.idle_disconnects, s->stats.writes_parked,
+		s->stats.writes_rerouted, st.transport.dropped,
 		st.transport.unknown, st.transport.refused,
 		st.transport.auth_failed, st.peer_msgs_dropped_not_member,
 		st.storage_failed ? "no" : "yes");

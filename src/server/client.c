@@ -657,9 +657,35 @@ int clients_listen(struct server *s)
 
 void clients_close_all(struct server *s)
 {
-	uv_close((uv_handle_t *)&s->listener, NULL);
+	if (!uv_is_closing((uv_handle_t *)&s->listener))
+		uv_close((uv_handle_t *)&s->listener, NULL);
 	for (struct client *c = s->clients; c != NULL; c = c->next)
 		client_close(c);
+}
+
+void clients_drain(struct server *s)
+{
+	if (!uv_is_closing((uv_handle_t *)&s->listener))
+		uv_close((uv_handle_t *)&s->listener, NULL);
+	for (struct client *c = s->clients; c != NULL; c = c->next) {
+		if (c->closing)
+			continue;
+		/* As after QUIT: nothing more is read or run; the replies
+		 * owed go out, then the FIN (flush() sends it once the last
+		 * one is written). */
+		c->hangup = true;
+		update_reading(c);
+		if (c->head == NULL)
+			hang_up(c);
+	}
+}
+
+bool clients_drained(const struct server *s)
+{
+	for (const struct client *c = s->clients; c != NULL; c = c->next)
+		if (!c->closing && c->in_flight > 0)
+			return false;
+	return true;
 }
 
 /* Nothing in flight, nothing read or written for the timeout. */

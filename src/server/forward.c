@@ -6,8 +6,10 @@
  * proposes it. A follower sends a client's write (one command, or a
  * transaction from EXEC) to the leader as a Forward frame and relays the
  * leader's reply; the leader checks, encodes and proposes it like its own
- * client's. A forwarded write whose leader changes, or that does not come
- * back in time, gets a retryable error that says its outcome is unknown.
+ * client's. Where a write goes, and what happens when a leader did not
+ * append it, is route.c's; a forwarded write whose leader is gone, or that
+ * does not come back in time, gets a retryable error that says its outcome
+ * is unknown.
  *
  * A node that stopped applying for want of a newer release forwards its
  * clients' reads the same way (server_stall_forwards): the leader runs
@@ -21,18 +23,11 @@
 #include "log.h"
 #include "server.h"
 
-struct pending_forward {
-	uint64_t id;
-	uint64_t deadline_ms;
-	struct slot *sl;
-	struct pending_forward *next;
-};
-
 /* A write proposed on the leader for a local client or a follower. */
 struct proposal_ctx {
 	struct server *s;
-	struct slot *sl;    /* a local client, or */
-	baton_node_id from; /* the follower that forwarded it */
+	struct routed_write *rw; /* a local client's, or */
+	baton_node_id from;	 /* the follower that forwarded it */
 	uint64_t forward_id;
 	bool acked; /* BATON_PLANTED_BUG_EARLY_ACK answered already */
 };
@@ -70,11 +65,9 @@ static void send_forward_reply(struct server *s, baton_node_id to, uint64_t id,
 /* The reply goes to the local client or back to the follower. */
 static void deliver(struct proposal_ctx *p, const uint8_t *reply, size_t len)
 {
-	if (p->sl != NULL) {
-		if (baton_buf_append(slot_buf(p->sl), reply, len) != 0)
-			slot_error(p->sl, BATON_ENOMEM);
-		else
-			slot_done(p->sl);
+	if (p->rw != NULL) {
+		route_answer(p->rw, reply, len);
+		p->rw = NULL;
 	} else {
 		send_forward_reply(p->s, p->from, p->forward_id, reply, len);
 	}
@@ -85,6 +78,13 @@ static void on_proposed(void *data, int status, const uint8_t *reply,
 {
 	struct proposal_ctx *p = data;
 	if (p->acked) {
+		free(p);
+		return;
+	}
+	if (status == BATON_ENOTLEADER && p->rw != NULL) {
+		/* Never appended: leadership moved while it waited in the
+		 * pipeline (a transfer). The next leader takes it. */
+		route_again(p->rw, p->s->cfg.id);
 		free(p);
 		return;
 	}
@@ -185,7 +185,8 @@ static int encode(struct server *s, const struct write_req *w, uint32_t v,
 }
 
 /* Check, encode and propose a write. On failure the error reply goes to
- * `err` and nothing is proposed. */
+ * `err` and nothing is proposed; BATON_ENOTLEADER (this node no longer
+ * leads) is returned with `err` empty for the caller to deal with. */
 static int propose(struct server *s, struct proposal_ctx *p,
 		   const struct write_req *w, struct baton_buf *err)
 {
@@ -207,6 +208,8 @@ static int propose(struct server *s, struct proposal_ctx *p,
 			   entry_bytes);
 		return -1;
 	}
+	if (rv == BATON_ENOTLEADER && p->rw != NULL)
+		return rv;
 	if (rv != 0) {
 		server_reply_error(s, err, rv);
 		return -1;
@@ -223,39 +226,31 @@ static int propose(struct server *s, struct proposal_ctx *p,
 	return 0;
 }
 
-void propose_write(struct server *s, struct slot *sl, const struct write_req *w)
+int propose_routed(struct server *s, struct routed_write *rw)
 {
 	struct proposal_ctx *p = calloc(1, sizeof *p);
 	if (p == NULL) {
-		slot_error(sl, BATON_ENOMEM);
-		return;
+		route_fail(rw, BATON_ENOMEM);
+		return 0;
 	}
 	p->s = s;
-	p->sl = sl;
-	if (propose(s, p, w, slot_buf(sl)) != 0) {
-		free(p);
-		slot_done(sl);
-	}
+	p->rw = rw;
+	int rv = propose(s, p, &rw->w, slot_buf(rw->sl));
+	if (rv == 0)
+		return 0;
+	free(p);
+	if (rv == BATON_ENOTLEADER)
+		return rv;
+	route_done(rw);
+	return 0;
 }
 
 /* ---- on a follower ------------------------------------------------------- */
 
-void forward_write(struct server *s, struct slot *sl, const struct write_req *w)
+/* The Forward frame of a write, sent to the leader. */
+static int send_forward(struct server *s, const struct write_req *w,
+			uint64_t id)
 {
-	if (s->leader == 0) {
-		slot_error(sl, BATON_ENOLEADER);
-		return;
-	}
-	if (!w->transaction) {
-		/* Refuse what the leader would refuse, without a round trip. */
-		const struct kv_txn_command *t = &w->commands[0];
-		const struct kv_command *c = kv_lookup(t->argv[0], t->lens[0]);
-		if (c != NULL &&
-		    kv_check(c, t->argc, t->argv, t->lens, slot_buf(sl)) != 0) {
-			slot_done(sl);
-			return;
-		}
-	}
 	struct baton_peer_command one;
 	struct baton_peer_command *cmds = &one;
 	struct baton_peer_watch *watches = NULL;
@@ -263,9 +258,8 @@ void forward_write(struct server *s, struct slot *sl, const struct write_req *w)
 		cmds = calloc(w->n_commands, sizeof *cmds);
 	if (w->n_watches > 0)
 		watches = calloc(w->n_watches, sizeof *watches);
-	struct pending_forward *f = calloc(1, sizeof *f);
 	int rv = 0;
-	if (f == NULL || cmds == NULL || (w->n_watches > 0 && watches == NULL))
+	if (cmds == NULL || (w->n_watches > 0 && watches == NULL))
 		rv = BATON_ENOMEM;
 	for (uint32_t i = 0; rv == 0 && i < w->n_commands; i++)
 		cmds[i] = (struct baton_peer_command){w->commands[i].argc,
@@ -276,12 +270,9 @@ void forward_write(struct server *s, struct slot *sl, const struct write_req *w)
 						       w->watches[i].key_len,
 						       w->watches[i].hash};
 	if (rv == 0) {
-		f->id = ++s->next_forward_id;
-		f->deadline_ms = uv_now(s->loop) + SERVER_FORWARD_TIMEOUT_MS;
-		f->sl = sl;
 		struct baton_peer_frame fr = {.kind = BATON_PEER_FORWARD};
 		fr.forward = (struct baton_peer_forward){
-			.request_id = f->id,
+			.request_id = id,
 			.transaction = w->transaction,
 			.n_commands = w->n_commands,
 			.commands = cmds,
@@ -297,56 +288,84 @@ void forward_write(struct server *s, struct slot *sl, const struct write_req *w)
 	if (cmds != &one)
 		free(cmds);
 	free(watches);
+	return rv;
+}
+
+int forward_routed(struct server *s, struct routed_write *rw)
+{
+	const struct write_req *w = &rw->w;
+	BATON_ASSERT(s->leader != 0 && s->leader != s->cfg.id);
+	if (!w->transaction) {
+		/* Refuse what the leader would refuse, without a round trip. */
+		const struct kv_txn_command *t = &w->commands[0];
+		const struct kv_command *c = kv_lookup(t->argv[0], t->lens[0]);
+		if (c != NULL && kv_check(c, t->argc, t->argv, t->lens,
+					  slot_buf(rw->sl)) != 0) {
+			route_done(rw);
+			return 0;
+		}
+	}
+	uint64_t id = ++s->next_forward_id;
+	int rv = send_forward(s, w, id);
+	if (rv == BATON_ENOTFOUND)
+		return rv;
 	if (rv == BATON_EVERSION) {
 		/* Protocol 1 carries single commands only; machine version
 		 * 2 (transactions) needs every member at 1.1.0 or later, so
 		 * this is a link to a leader of an older release. */
-		resp_error(slot_buf(sl),
+		resp_error(slot_buf(rw->sl),
 			   "ERR cannot forward a transaction to leader %" PRIu64
 			   ": its connection speaks peer protocol 1; run it on "
 			   "the leader",
 			   s->leader);
-		slot_done(sl);
-		free(f);
-		return;
+		route_done(rw);
+		return 0;
 	}
 	if (rv != 0) {
-		free(f);
-		slot_error(sl, rv == BATON_ENOTFOUND ? BATON_ENOLEADER : rv);
-		return;
+		route_fail(rw, rv);
+		return 0;
 	}
-	f->next = s->forwards;
-	s->forwards = f;
+	rw->forward_id = id;
+	rw->sent_to = s->leader;
+	rw->deadline_ms = uv_now(s->loop) + SERVER_FORWARD_TIMEOUT_MS;
+	rw->next = s->forwards;
+	s->forwards = rw;
+	return 0;
 }
 
-static struct pending_forward *take(struct server *s, uint64_t id)
+/* The forwarded write with this request id, sent to `from`. */
+static struct routed_write *take(struct server *s, baton_node_id from,
+				 uint64_t id)
 {
-	for (struct pending_forward **pp = &s->forwards; *pp != NULL;
+	for (struct routed_write **pp = &s->forwards; *pp != NULL;
 	     pp = &(*pp)->next) {
-		if ((*pp)->id == id) {
-			struct pending_forward *f = *pp;
-			*pp = f->next;
-			return f;
+		if ((*pp)->forward_id == id && (*pp)->sent_to == from) {
+			struct routed_write *rw = *pp;
+			*pp = rw->next;
+			rw->next = NULL;
+			return rw;
 		}
 	}
 	return NULL;
 }
 
-static void on_forward_reply(struct server *s,
+static void on_forward_reply(struct server *s, baton_node_id from,
 			     const struct baton_peer_forward_reply *r)
 {
-	struct pending_forward *pf = take(s, r->request_id);
-	if (pf == NULL)
+	struct routed_write *rw = take(s, from, r->request_id);
+	if (rw == NULL)
 		return; /* expired already */
-	int rv = r->error != NULL
-			 ? resp_error(slot_buf(pf->sl), "ERR %s", r->error)
-			 : baton_buf_append(slot_buf(pf->sl), r->resp_reply,
-					    r->resp_len);
-	if (rv != 0)
-		slot_error(pf->sl, rv);
-	else
-		slot_done(pf->sl);
-	free(pf);
+	if (r->error != NULL) {
+		int rv = resp_error(slot_buf(rw->sl), "ERR %s", r->error);
+		if (rv != 0)
+			route_fail(rw, rv);
+		else
+			route_done(rw);
+	} else if (route_reply_not_appended(r->resp_reply, r->resp_len)) {
+		route_again(rw, from);
+	} else {
+		route_answer(rw, r->resp_reply, r->resp_len);
+	}
 }
 
 /* A read from a node that stalled for want of a newer release
@@ -518,40 +537,98 @@ void forward_on_frame(struct server *s, baton_node_id from,
 		      const struct baton_peer_frame *f)
 {
 	if (f->kind == BATON_PEER_FORWARD_REPLY)
-		on_forward_reply(s, &f->forward_reply);
+		on_forward_reply(s, from, &f->forward_reply);
 	else if (f->kind == BATON_PEER_FORWARD)
 		on_forward(s, from, &f->forward);
 	/* else not for this module (a join frame, ...) */
 }
 
+/* Unlink and fail (outcome unknown) the forwards `pick` chooses: timed
+ * out, or their leader changed. */
+static void fail_forwards(struct server *s,
+			  bool (*pick)(const struct routed_write *,
+				       const void *),
+			  const void *arg, bool timed_out)
+{
+	struct routed_write *failed = NULL;
+	for (struct routed_write **pp = &s->forwards; *pp != NULL;) {
+		struct routed_write *rw = *pp;
+		if (!pick(rw, arg)) {
+			pp = &rw->next;
+			continue;
+		}
+		*pp = rw->next;
+		rw->next = failed;
+		failed = rw;
+	}
+	/* Answered only now: an answer may start the client's next write,
+	 * which may be forwarded, while the list was being walked. */
+	while (failed != NULL) {
+		struct routed_write *next = failed->next;
+		if (timed_out) {
+			resp_error(slot_buf(failed->sl),
+				   "TRYAGAIN the leader did not answer in "
+				   "time; the write may or may not have been "
+				   "applied");
+			route_done(failed);
+		} else {
+			route_fail(failed, BATON_ELEADERCHANGED);
+		}
+		failed = next;
+	}
+}
+
+static bool pick_all(const struct routed_write *rw, const void *arg)
+{
+	(void)rw;
+	(void)arg;
+	return true;
+}
+
+static bool pick_sent_to(const struct routed_write *rw, const void *arg)
+{
+	return rw->sent_to == *(const baton_node_id *)arg;
+}
+
+static bool pick_overdue(const struct routed_write *rw, const void *arg)
+{
+	return rw->deadline_ms <= *(const uint64_t *)arg;
+}
+
 void forward_fail_all(struct server *s, const char *why)
 {
-	struct pending_forward *f = s->forwards;
-	s->forwards = NULL;
-	if (f != NULL)
+	if (s->forwards != NULL)
 		LOG_DEBUG("failing forwarded writes: %s", why);
-	while (f != NULL) {
-		struct pending_forward *next = f->next;
-		slot_error(f->sl, BATON_ELEADERCHANGED);
-		free(f);
-		f = next;
+	fail_forwards(s, pick_all, NULL, false);
+}
+
+void forward_peer_down(struct server *s, baton_node_id id)
+{
+	fail_forwards(s, pick_sent_to, &id, false);
+}
+
+void forward_leader_changed(struct server *s, baton_node_id leader)
+{
+	/* The old leader still answers what it took: what it appended
+	 * commits under the next leader or is overwritten, and it says
+	 * which. Unless it is gone, or takes longer than an election. */
+	uint64_t grace = uv_now(s->loop) + s->cfg.election_timeout_ms;
+	for (struct routed_write *rw = s->forwards; rw != NULL; rw = rw->next)
+		if (rw->sent_to != leader && rw->deadline_ms > grace)
+			rw->deadline_ms = grace;
+	for (struct routed_write *rw = s->forwards; rw != NULL;) {
+		baton_node_id to = rw->sent_to;
+		if (to != leader && !baton_node_peer_connected(s->node, to)) {
+			forward_peer_down(s, to);
+			rw = s->forwards; /* the list changed */
+		} else {
+			rw = rw->next;
+		}
 	}
 }
 
 void forward_expire(struct server *s)
 {
 	uint64_t now = uv_now(s->loop);
-	for (struct pending_forward **pp = &s->forwards; *pp != NULL;) {
-		struct pending_forward *f = *pp;
-		if (f->deadline_ms > now) {
-			pp = &f->next;
-			continue;
-		}
-		*pp = f->next;
-		resp_error(slot_buf(f->sl),
-			   "TRYAGAIN the leader did not answer in time; the "
-			   "write may or may not have been applied");
-		slot_done(f->sl);
-		free(f);
-	}
+	fail_forwards(s, pick_overdue, &now, true);
 }

@@ -87,7 +87,7 @@ static void retire(struct server *s, const char *why)
 		  "under a new id (docs/batond.md, \"Replacing a member\")",
 		  s->cfg.id, why);
 	baton_node_retire(s->node);
-	forward_fail_all(s, "this node was removed from the cluster");
+	route_fail_all(s, "this node was removed from the cluster");
 }
 
 void identity_told_removed(struct server *s, baton_node_id by,

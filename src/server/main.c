@@ -13,7 +13,7 @@
 
 static void on_housekeeping(uv_timer_t *t)
 {
-	forward_expire(t->data);
+	route_expire(t->data);
 	identity_tick(t->data);
 	clients_housekeeping(t->data);
 }
@@ -25,13 +25,12 @@ static void close_any(uv_handle_t *h, void *arg)
 		uv_close(h, NULL);
 }
 
-static void after_handover(void *data)
+static void close_and_exit(struct server *s)
 {
-	struct server *s = data;
 	LOG_INFO("closing storage and exiting");
 	clients_close_all(s);
 	keys_stop(s);
-	forward_fail_all(s, "shutting down");
+	route_fail_all(s, "shutting down");
 	expiry_stop(s);
 	join_stop(s);
 	founding_stop(s);
@@ -41,9 +40,35 @@ static void after_handover(void *data)
 	uv_walk(s->loop, close_any, NULL);
 }
 
+/* Once no client waits for a reply, or after SERVER_DRAIN_MAX_MS: a write
+ * in flight then (no leader to take it) gets no answer, only the close. */
+static void on_drain_tick(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	if (!clients_drained(s) && uv_now(s->loop) < s->drain_until_ms)
+		return;
+	uv_timer_stop(t);
+	if (!clients_drained(s))
+		LOG_WARN("exiting with client commands unanswered: no leader "
+			 "took them within %u ms",
+			 SERVER_DRAIN_MAX_MS);
+	close_and_exit(s);
+}
+
+static void after_handover(void *data)
+{
+	struct server *s = data;
+	s->drain_until_ms = uv_now(s->loop) + SERVER_DRAIN_MAX_MS;
+	uv_timer_start(&s->drain, on_drain_tick, 0, 2);
+}
+
+/* Clients get the answers to what they sent (a write waiting in the
+ * leader's pipeline during the hand-over goes on to the new leader), then
+ * a FIN; meanwhile a leader hands leadership over. */
 static void shut_down(struct server *s)
 {
 	s->shutting_down = true;
+	clients_drain(s);
 	baton_node_shutdown(s->node, after_handover, s);
 }
 
@@ -149,6 +174,8 @@ static int run(struct server *s)
 	s->sigterm.data = s->sigint.data = s;
 	uv_signal_start(&s->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&s->sigint, on_signal, SIGINT);
+	uv_timer_init(s->loop, &s->drain);
+	s->drain.data = s;
 	uv_timer_init(s->loop, &s->housekeeping);
 	s->housekeeping.data = s;
 	uv_timer_start(&s->housekeeping, on_housekeeping, 500, 500);

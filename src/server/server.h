@@ -13,6 +13,8 @@
  *                (machine.h; free of the server, unit-tested alone)
  *   addresses.c  the server's side of the node: the address book in use
  *                (founders, the transport), leadership, the stall
+ *   route.c      a client's write on its way to the leader: parked while
+ *                no leader is known, sent on when one did not append it
  *   forward.c    writes to the log: stamped and proposed on the leader,
  *                forwarded there from followers
  *   txn.c        MULTI, EXEC, DISCARD, WATCH, UNWATCH
@@ -74,6 +76,16 @@ _Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
 #define SERVER_PASSWORD_MAX 256u
 #define SERVER_FORWARD_TIMEOUT_MS 10000u
+/* Shutting down, the longest wait for the answers owed to clients. */
+#define SERVER_DRAIN_MAX_MS 1000u
+/* Writes waiting for a leader to be known (route.c): at most this many
+ * (as many as a leader's pipeline holds, which a hand-over may send on at
+ * once), holding at most this many bytes, each at most two election
+ * timeouts. */
+#define SERVER_PARKED_MAX 100000u
+#define SERVER_PARKED_BYTES_MAX ((size_t)64 << 20)
+/* Times one write is sent to a leader, or parked, before it fails. */
+#define SERVER_ROUTES_MAX 16u
 /* Replies one client, and all clients together, may have queued unread
  * before a client is cut off (a slow reader): --max-client-output-bytes,
  * --max-total-output-bytes. */
@@ -135,7 +147,7 @@ struct server_config {
 int server_config_parse(struct server_config *c, int argc, char **argv);
 
 struct client;
-struct pending_forward;
+struct routed_write;
 struct keys_job;
 
 struct server {
@@ -147,6 +159,8 @@ struct server {
 	uv_tcp_t listener;
 	uv_signal_t sigterm, sigint;
 	uv_timer_t housekeeping;
+	uv_timer_t drain; /* shutting down: until clients are answered */
+	uint64_t drain_until_ms;
 	uint64_t started_ms;
 	bool shutting_down;
 	int exit_code;
@@ -172,8 +186,14 @@ struct server {
 		struct baton_node_status status; /* scratch */
 	} identity;
 
-	struct pending_forward *forwards; /* a list */
+	struct routed_write *forwards; /* a list: sent, not answered */
 	uint64_t next_forward_id;
+	/* Writes waiting for a leader (route.c), in arrival order. */
+	struct {
+		struct routed_write *head, *tail;
+		uint32_t n;
+		size_t bytes;
+	} parked;
 	baton_node_id leader;
 
 	/* KEYS over big maps, in slices between the loop's other work
@@ -201,6 +221,8 @@ struct server {
 		uint64_t protocol_errors;
 		uint64_t output_disconnects; /* slow readers cut off */
 		uint64_t idle_disconnects;
+		uint64_t writes_parked;	  /* waited for a leader */
+		uint64_t writes_rerouted; /* not appended, sent on */
 	} stats;
 };
 
@@ -233,6 +255,11 @@ void server_reply_error(struct server *s, struct baton_buf *b, int code);
 struct slot;
 int clients_listen(struct server *s);
 void clients_close_all(struct server *s);
+/* Shutting down: stop accepting clients and reading commands; each client
+ * gets the replies to the commands it sent before, then a FIN. */
+void clients_drain(struct server *s);
+/* No client waits for a reply. */
+bool clients_drained(const struct server *s);
 /* Every housekeeping tick: close clients idle for longer than
  * --client-idle-timeout-s, and hung-up ones that linger. */
 void clients_housekeeping(struct server *s);
@@ -426,21 +453,69 @@ uint32_t server_machine_version(const struct server *s);
  * while the log's is `have` (the text kv_gate gives). */
 void reply_needs_version(struct baton_buf *b, const char *command,
 			 uint32_t need, uint32_t have);
-/* A write on a follower (or a read on a node that stalled for want of a
- * newer release: server_stall_forwards): send it to the leader; fill sl
- * with the reply. */
-void forward_write(struct server *s, struct slot *sl,
-		   const struct write_req *w);
+/* Send a routed write to the leader s->leader as a Forward frame (a
+ * follower's write, or a read of a node that stalled for want of a newer
+ * release: server_stall_forwards). 0: sent (its reply comes back to
+ * route.c) or answered already (refused here); BATON_ENOTFOUND: no
+ * connection to the leader, nothing sent. */
+int forward_routed(struct server *s, struct routed_write *rw);
+/* Propose a routed write here, the leader (stamped, in the payload format
+ * of the machine version in force). 0: proposed or answered already;
+ * BATON_ENOTLEADER: this node no longer leads, nothing appended. */
+int propose_routed(struct server *s, struct routed_write *rw);
 /* Frames from peers: forwarded writes (leader side) and replies. */
 void forward_on_frame(struct server *s, baton_node_id from,
 		      const struct baton_peer_frame *f);
-/* Leadership changed or time passed: fail what can no longer complete. */
+/* The leader changed: writes forwarded to another node wait for its
+ * answer at most an election timeout more, and fail at once (outcome
+ * unknown) if its connection is down. */
+void forward_leader_changed(struct server *s, baton_node_id leader);
+/* The last connection to peer `id` closed: its answers cannot come. */
+void forward_peer_down(struct server *s, baton_node_id id);
+/* Fail every forwarded write (outcome unknown): shutting down, removed. */
 void forward_fail_all(struct server *s, const char *why);
+/* Fail forwarded writes not answered in time. */
 void forward_expire(struct server *s);
-/* Propose a write on the leader (stamped and in the payload format of
- * the machine version in force); fill sl with the reply. */
-void propose_write(struct server *s, struct slot *sl,
-		   const struct write_req *w);
+
+/* ---- route.c ---- */
+/* A client's write (or a stalled node's read) on its way to the log, with
+ * its own copy of the command: parked, forwarded, or proposed here. */
+struct routed_write {
+	struct server *s;
+	struct slot *sl;
+	struct write_req w; /* points into this allocation */
+	size_t bytes;	    /* of the allocation */
+	uint32_t routes;    /* times routed (SERVER_ROUTES_MAX) */
+	/* The leader that said it did not append this write: not sent
+	 * there again until the leadership changes. */
+	baton_node_id refused_by;
+	uint64_t park_until_ms; /* parked: fails then (0: never parked) */
+	/* Forwarded: to whom, the request id, answer due by. */
+	baton_node_id sent_to;
+	uint64_t forward_id;
+	uint64_t deadline_ms;
+	struct routed_write *next; /* in s->parked or s->forwards */
+};
+/* Send the write where it can be appended (the leader, here or by
+ * forwarding), or park it until a leader is known; sl gets the reply. */
+void route_write(struct server *s, struct slot *sl, const struct write_req *w);
+/* The leader `refused_by` did not append rw: route it again. */
+void route_again(struct routed_write *rw, baton_node_id refused_by);
+/* Answer the client and free rw: with `reply`, with the error of a
+ * BATON_E* code, or with what slot_buf(rw->sl) holds already. */
+void route_answer(struct routed_write *rw, const uint8_t *reply, size_t len);
+void route_fail(struct routed_write *rw, int code);
+void route_done(struct routed_write *rw);
+/* Is this reply of a leader to a forwarded write one that says it did not
+ * append it (route.c lists them)? */
+bool route_reply_not_appended(const uint8_t *reply, size_t len);
+/* The node's leader is now `leader` (0: none known): route the parked
+ * writes, and tell the forwards. */
+void route_leader_changed(struct server *s, baton_node_id leader);
+/* Every housekeeping tick: fail what waited too long. */
+void route_expire(struct server *s);
+/* Shutting down or removed: fail every parked and forwarded write. */
+void route_fail_all(struct server *s, const char *why);
 
 /* ---- txn.c ---- */
 /* MULTI, EXEC, DISCARD, WATCH, UNWATCH (docs/batond.md); each fills x->sl

@@ -289,11 +289,8 @@ int txn_exec(struct command_ctx *x)
 	}
 	struct write_req w = {true, t->n_watches, t->watches, t->n_commands,
 			      t->commands};
-	/* Both encode the write before they return: the queue can go. */
-	if (x->s->leader == x->s->cfg.id)
-		propose_write(x->s, x->sl, &w);
-	else
-		forward_write(x->s, x->sl, &w);
+	/* It takes a copy of the write: the queue can go. */
+	route_write(x->s, x->sl, &w);
 	end(cs);
 	return 0;
 }
