@@ -347,6 +347,9 @@ void reply_error_for(struct baton_buf *b, int code)
 	switch (code) {
 	case BATON_ENOTLEADER:
 	case BATON_ENOLEADER:
+		/* Nothing was appended. A follower that gets these bytes from
+		 * a leader sends the write on (route.c): they are part of the
+		 * peer protocol, never to be changed. */
 		resp_error(b, "TRYAGAIN no leader elected yet; retry");
 		break;
 	case BATON_ELEADERCHANGED:
