@@ -831,7 +831,7 @@ class Nemesis:
         self.log = []
         self.killed = set()  # ids down until the episode ends
         self.t0_ns = time.monotonic_ns()
-        self.roller = None  # a roll.Roller with --roll-releases
+        self.roller = None  # a roll.Roller with --roll-releases/-binaries
 
     def note(self, what, **detail):
         """Log an action: monotonic ns (the history's clock) and UTC wall
@@ -868,6 +868,10 @@ class Nemesis:
         if kind == "upgrade":
             self.count("upgrade")
             self.roller.upgrade(f["target"])
+            return
+        if kind == "roll":
+            self.count("batonctl roll")
+            self.roller.roll_with_batonctl()
             return
         if kind == "kill":
             if isinstance(f["target"], list):
@@ -947,6 +951,11 @@ class Nemesis:
 
     def run_schedule(self, schedule, t0, stop_at):
         for episode in schedule:
+            if self.roller is not None \
+                    and self.roller.during_roll(t0 + episode["at"]):
+                self.note("fault episode left out: batonctl roll ran then",
+                          at=episode["at"])
+                continue
             if not self.wait_until(t0 + episode["at"], stop_at):
                 break
             for f in episode["faults"]:
@@ -1096,19 +1105,19 @@ def _run(args, r, res, checker, run_dir, data_root):
         schedule = roll.merge_schedule(schedule, args.seconds,
                                        list(range(1, args.nodes + 1)),
                                        release_to)
-    binaries = None
+    binaries = batonctl = None
     if args.roll_binaries:
-        binaries = roll.parse_binaries(args.roll_binaries)
         try:
+            binaries = roll.parse_binaries(args.roll_binaries)
+            batonctl = roll.batonctl_beside(binaries[1])
             release_from, release_to = (roll.binary_release(b)
                                         for b in binaries)
         except ValueError as e:
             raise HarnessFailure(f"--roll-binaries: {e}") from None
-        # The roller picks each node when its turn comes (followers
-        # first, the leader last).
-        schedule = roll.merge_schedule(schedule, args.seconds,
-                                       list(range(1, args.nodes + 1)),
-                                       release_to, ["next"] * args.nodes)
+        # batonctl roll picks the order (followers first, the leader
+        # last, after a hand-over).
+        schedule = roll.schedule_batonctl_roll(schedule, args.seconds,
+                                               release_to)
     extra = snapshot_flags(random.Random(args.seed ^ 0x5EED))
     if binaries:
         # Frequent snapshots and a short log: each restarted node loads a
@@ -1121,8 +1130,8 @@ def _run(args, r, res, checker, run_dir, data_root):
           + (f", server {args.batond}" if args.batond else "")
           + (f", rolling {release_from} -> {release_to}"
              if release_to else "")
-          + (f" (binaries {binaries[0]} -> {binaries[1]})"
-             if binaries else "")
+          + (f" (binaries {binaries[0]} -> {binaries[1]}, by "
+             f"{batonctl} roll)" if binaries else "")
           + (f", scenario {scenario.name} from {release_from}"
              if scenario else "")
           + (f", {args.power_loss:.0%} of starts lose unsynced writes on "
@@ -1158,9 +1167,12 @@ def _run(args, r, res, checker, run_dir, data_root):
             for m in r.node_list))
         nemesis = Nemesis(r)
         if release_to:
-            nemesis.roller = roll.Roller(r, nemesis, release_from,
-                                         release_to, HarnessFailure,
-                                         binaries)
+            nemesis.roller = roll.Roller(
+                r, nemesis, release_from, release_to, HarnessFailure,
+                binaries, batonctl,
+                # Short: a Unix socket's path is at most 107 bytes.
+                data_root.parent / "restart.sock", run_dir,
+                lambda: (nemesis.check_nodes(), check_interrupted()))
             res.roller = nemesis.roller
             nemesis.roller.observe()
         if scenario is not None:
@@ -1582,11 +1594,12 @@ def parse_args(argv=None):
                         "and upgrade them one by one to TO during the run "
                         "(tests/jepsen/roll.py)")
     p.add_argument("--roll-binaries", default=None, metavar="OLD_DIR,NEW_DIR",
-                   help="start every node on OLD_DIR/batond and restart them "
-                        "one by one (followers first, the leader last) on "
-                        "NEW_DIR/batond during the run, same data; e.g. a "
-                        "release built by scripts/build-release and the "
-                        "build directory (tests/jepsen/roll.py)")
+                   help="start every node on OLD_DIR/batond and, a third "
+                        "into the run, roll them to NEW_DIR/batond with "
+                        "NEW_DIR/batonctl roll (followers first, the leader "
+                        "last), same data; e.g. a release built by "
+                        "scripts/build-release and the build directory "
+                        "(tests/jepsen/roll.py)")
     p.add_argument("--scenario", default=None, choices=sorted(
                        stages.SCENARIOS),
                    help="play a scripted upgrade or downgrade scenario under "
@@ -1613,8 +1626,10 @@ def parse_args(argv=None):
                     "must be 0 (batond-lose-unsynced is a test build)")
         args.power_loss = 0.0
         try:
-            for b in roll.parse_binaries(args.roll_binaries):
+            binaries = roll.parse_binaries(args.roll_binaries)
+            for b in binaries:
                 roll.binary_release(b)
+            roll.batonctl_beside(binaries[1])
         except ValueError as e:
             p.error(str(e))
     if args.scenario:

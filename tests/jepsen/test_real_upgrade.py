@@ -8,18 +8,31 @@ tree's `batond --version` reports), builds its batond from git history with
 scripts/build-release (cached: $BATON_RELEASES_DIR/VERSION, default
 $BATON_BUILD/releases/VERSION), and runs the fault harness with
 `--roll-binaries`: three nodes start on the old binary, the harness's
-clients run, and the nodes are restarted one by one on the tree's batond
-(followers first, the leader last), same flags and data. It asserts:
+clients run, and a third into the run the tree's `batonctl roll --to NEW
+--json` rolls them to the tree's batond, its restart command asking the
+harness (which owns the nodes' PIDs) to restart node {id} on the new
+binary, same flags and data (tests/jepsen/roll.py). It asserts:
 
+- batonctl roll exits 0, and its events tell an operator's roll: the
+  pre-checks passed with 3 members, the plan restarts every node from the
+  old release, the leader of the pre-checks last; the restarts follow the
+  plan, each node is done at the new release; before the leader's restart
+  leadership went to another node (batonctl's hand-over, or the cluster's
+  own once most voters run the new release); the machine version and the
+  release floor rose to the new release's; the last event is `done`;
 - the history is linearizable (baton-lincheck) and no acknowledged write
   is missing from the final reads;
-- the nodes first reported the old release, and each restarted node the
-  new one; at the end every node reports the new release, the release
-  floor is the new release, and the effective machine version is the new
-  release's machine_max;
-- the order: no node was restarted while it led, but the last;
+- the nodes first reported the old release, and as batonctl started each
+  node had the old release as its floor and the old release's machine_max
+  as its machine version; each restarted node reported the new release,
+  none of them leading when it got SIGTERM; at the end every node reports
+  the new release, the release floor is the new release, and the
+  effective machine version is the new release's machine_max;
 - each node, restarted on the new binary, recovered from a snapshot the old
   release wrote (the run takes one every 200 entries).
+
+It prints the longest write gap in each node's step of the roll (as
+bench/roll measures it) and batonctl's time.
 
 It fails (never skips) when RELEASES, the release or its commit is missing
 (a shallow clone: `git fetch --unshallow`), or the old build fails.
@@ -132,6 +145,15 @@ def test_roll_from_the_previous_release_binaries(tmp_path):
     checked, lost = res.lost_writes
     assert not lost, lost
     assert checked > 0, "no acknowledged write whose effect could be checked"
+    want_machine = machine_max(build / "batond")
+    check_batonctl_roll(res, old, new, want_machine)
+    # As batonctl started: every node at the old release, its floor and
+    # machine version; the roll raised the floor (and the machine version
+    # as far as the new release allows).
+    old_machine = machine_max(old_dir / "batond")
+    assert res.roller.before_roll == {i: (old, old_machine, old)
+                                      for i in (1, 2, 3)}, res.roll_summary
+    assert want_machine >= old_machine
     timeline = res.roller.timeline
     first = next(e for e in timeline if e["what"] == "versions")
     assert first["nodes"] == " ".join(f"{i}:{old}" for i in (1, 2, 3)), \
@@ -139,10 +161,10 @@ def test_roll_from_the_previous_release_binaries(tmp_path):
     upgrades = [e for e in timeline if e["what"] == "upgrade"]
     assert sorted(e["node"] for e in upgrades) == [1, 2, 3], res.roll_summary
     assert all(e["release"] == new for e in upgrades)
-    # Followers first: only the last restart may be of the leader.
-    assert all(e["leader"] != e["node"] for e in upgrades[:-1]), \
+    # batonctl hands leadership over before the leader's restart: no node
+    # led (as the harness saw it) when it got SIGTERM.
+    assert all(e["leader"] != e["node"] for e in upgrades), \
         res.roll_summary
-    want_machine = machine_max(build / "batond")
     assert res.final_versions == {i: (new, want_machine, new)
                                   for i in (1, 2, 3)}, res.roll_summary
     # Each node's restart on the new binary recovered from a snapshot the
@@ -157,9 +179,49 @@ def test_roll_from_the_previous_release_binaries(tmp_path):
             f"node {i} on {new} did not report recovering from a snapshot "
             f"of {old} ('recovered term T, snapshot S' with S > 0):\n"
             + starts[2][:2000])
-    for node_id, gap in sorted(res.roll_gaps_ms.items()):
-        print(f"node {node_id}: longest write gap around its restart "
+    for node_id, gap in res.roll_gaps_ms.items():
+        print(f"node {node_id}: longest write gap in its step of the roll "
               + ("(no writes)" if gap is None else f"{gap:.0f} ms"))
+    print(f"batonctl roll: {res.roller.events[-1]['t']:.1f} s")
+
+
+def check_batonctl_roll(res, old, new, want_machine):
+    """batonctl roll's exit status and --json events (docs/upgrading.md,
+    "batonctl roll")."""
+    roller = res.roller
+    why = f"{res.roll_summary}\nbatonctl's events:\n" + "\n".join(
+        repr(e) for e in roller.events)
+    assert roller.batonctl_code == 0, why
+    events = roller.events
+    kinds = [e["event"] for e in events]
+    assert "failed" not in kinds, why
+    assert kinds[-1] == "done", why
+    pre = next(e for e in events if e["event"] == "precheck")
+    assert pre["ok"] is True and pre["members"] == 3, why
+    led = pre["leader"]
+    plan = next(e for e in events if e["event"] == "plan")
+    assert plan["to"] == new and plan["skipped"] == [], why
+    assert sorted(plan["order"]) == [1, 2, 3], why
+    assert plan["order"][-1] == led, f"the leader {led} is not last\n{why}"
+    restarts = [e for e in events if e["event"] == "restart"]
+    assert [e["node"] for e in restarts] == plan["order"], why
+    assert all(e["from"] == old for e in restarts), why
+    done = [e for e in events if e["event"] == "node_done"]
+    assert [e["node"] for e in done] == plan["order"], why
+    assert all(e["release"] == new for e in done), why
+    # Each node is done before the next restart.
+    for a, b in zip(done, restarts[1:]):
+        assert events.index(a) < events.index(b), why
+    # The leader's step: leadership moved to another node before its
+    # restart (batonctl's hand-over, or already moved by the cluster).
+    last = events.index(restarts[-1])
+    moved = [e for e in events[events.index(done[-2]):last]
+             if e["event"] == "transfer" and e.get("from") == led]
+    assert moved and all(e.get("to") not in (None, led) for e in moved), \
+        f"no hand-over from node {led} before its restart\n{why}"
+    machine = [e for e in events if e["event"] == "machine_version"]
+    assert machine and machine[-1]["machine_version"] == want_machine \
+        and machine[-1]["release_floor"] == new, why
 
 
 def test_build_release_refuses_what_it_cannot_build(tmp_path):
