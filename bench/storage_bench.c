@@ -2,8 +2,9 @@
  * Storage benchmark: durable appends per second through the real storage
  * (group commit, one fdatasync per group) next to a plain fdatasync loop on
  * the same disk in the same run, the appends that go on while a big
- * application snapshot commits in the background, and the time to recover
- * a log of 1,000,000 entries. See docs/benchmarks.md.
+ * application snapshot commits in the background, the time to recover a
+ * log of 1,000,000 entries, and the cost of a restart whose last segment
+ * is mostly preallocated zeros. See docs/benchmarks.md.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -22,6 +23,10 @@
 #define RECOVERY_ENTRY_BYTES 128u
 #define SNAPSHOT_BYTES (64u << 20)
 #define SNAPSHOT_CHUNK_BYTES (1u << 20)
+#define RESTART_LOG_BYTES (4u << 20)
+#define RESTART_ENTRY_BYTES 4096u
+#define RESTART_OPENS 21u
+#define RESTART_OPENS_MAX 64u
 
 static double now_s(void)
 {
@@ -372,6 +377,30 @@ static struct background_result snapshot_in_background(size_t bytes)
 	return r;
 }
 
+struct restart_result {
+	double wall_ms, cpu_ms; /* medians */
+	uint64_t entries;
+};
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+	qsort(v, n, sizeof *v, cmp_double);
+	return v[n / 2];
+}
+
 /* Write `n` entries in big batches, then time open + load. */
 static double recovery_seconds(uint32_t n, uint64_t *segments)
 {
@@ -434,6 +463,60 @@ static double recovery_seconds(uint32_t n, uint64_t *segments)
 	return t;
 }
 
+/* Fill a store's first segment with `bytes` of entries, then time a
+ * restart (open + load) `opens` times: most of the segment is its zeroed,
+ * preallocated tail, as on a node that restarts in a rolling upgrade. CPU
+ * time counts too, since a restart competes with the running nodes. */
+static struct restart_result restart_cost(uint64_t bytes, uint32_t opens)
+{
+	struct bench_store b;
+	store_open(&b, "restart");
+	uint32_t per_update = 64;
+	struct baton_entry *e = make_entries(per_update, RESTART_ENTRY_BYTES);
+	baton_index next = 1;
+	uint64_t submitted = 0;
+	for (uint64_t done = 0; done < bytes;
+	     done += (uint64_t)per_update * RESTART_ENTRY_BYTES) {
+		submit(&b, e, per_update, &next);
+		submitted++;
+	}
+	if (baton_fs_storage_flush(b.s) != 0)
+		die("flush", b.s->ops->errmsg(b.s));
+	b.s->ops->poll(b.s, on_done, &b);
+	if (b.done != submitted)
+		die("completion", "flush returned, completions missing");
+	store_close(&b);
+	free(e[0].buf);
+	free(e);
+
+	double wall_ms[RESTART_OPENS_MAX], cpu_ms[RESTART_OPENS_MAX];
+	if (opens > RESTART_OPENS_MAX)
+		opens = RESTART_OPENS_MAX;
+	for (uint32_t i = 0; i < opens; i++) {
+		struct baton_fs_options o;
+		baton_fs_options_default(&o);
+		char dir[600];
+		subdir(dir, sizeof dir, "restart");
+		o.dir = dir;
+		struct baton_storage *s;
+		char err[512];
+		double c0 = cpu_s(), t0 = now_s();
+		if (baton_fs_storage_open(&o, &s, err, sizeof err) != 0)
+			die("reopen", err);
+		struct baton_durable_state d;
+		if (s->ops->load(s, &d) != 0)
+			die("load", s->ops->errmsg(s));
+		wall_ms[i] = (now_s() - t0) * 1e3;
+		cpu_ms[i] = (cpu_s() - c0) * 1e3;
+		if (d.n_entries != next - 1)
+			die("restart", "loaded another number of entries");
+		baton_durable_state_free(&d);
+		s->ops->close(s);
+	}
+	return (struct restart_result){median(wall_ms, opens),
+				       median(cpu_ms, opens), next - 1};
+}
+
 static void usage(void)
 {
 	printf("usage: bench-storage [--dir DIR] [--seconds S] [--quick]\n"
@@ -443,7 +526,9 @@ static void usage(void)
 	       "256, and adaptive group commit with %u in flight) next to a\n"
 	       "plain pwrite+fdatasync loop on the same disk, the appends\n"
 	       "that go on while a %u MiB snapshot commits in the\n"
-	       "background, and the time to recover a log of %u entries.\n"
+	       "background, the time to recover a log of %u entries, and\n"
+	       "the cost of a restart with %u MiB of log in a 64 MiB "
+	       "segment.\n"
 	       "\n"
 	       "  --dir DIR    where to write (default: a new directory under\n"
 	       "               /var/tmp, removed at the end)\n"
@@ -451,7 +536,8 @@ static void usage(void)
 	       "  --quick      a smoke run: 0.2 s each, a 4 MiB snapshot, "
 	       "20,000-entry\n"
 	       "               recovery\n",
-	       ADAPTIVE_IN_FLIGHT, SNAPSHOT_BYTES >> 20, RECOVERY_ENTRIES);
+	       ADAPTIVE_IN_FLIGHT, SNAPSHOT_BYTES >> 20, RECOVERY_ENTRIES,
+	       RESTART_LOG_BYTES >> 20);
 }
 
 int main(int argc, char **argv)
@@ -526,6 +612,12 @@ int main(int argc, char **argv)
 	       recovery_entries, RECOVERY_ENTRY_BYTES,
 	       (unsigned long long)segments, rec,
 	       (double)recovery_entries / rec);
+	struct restart_result rs =
+		restart_cost(RESTART_LOG_BYTES, RESTART_OPENS);
+	printf("restart with %u MiB of log in a 64 MiB segment (%llu entries "
+	       "of %u B): %.1f ms, %.1f ms of CPU (median of %u opens)\n",
+	       RESTART_LOG_BYTES >> 20, (unsigned long long)rs.entries,
+	       RESTART_ENTRY_BYTES, rs.wall_ms, rs.cpu_ms, RESTART_OPENS);
 	if (made) {
 		char cmd[600];
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir);

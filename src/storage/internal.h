@@ -211,6 +211,11 @@ int baton__fs_failed(struct baton_storage *s);
 
 /* ---- wal.c ------------------------------------------------------------ */
 
+/* Recovery reads a segment in windows of this many bytes (wal.c's
+ * read_segment says why): big enough that a read call costs little next
+ * to its copy, small enough to stay in the CPU's cache. */
+#define WAL_READ_WINDOW_BYTES (1u << 20)
+
 struct baton__segment {
 	uint64_t seq;
 	baton_index first_index;

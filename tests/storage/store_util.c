@@ -1,9 +1,12 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "store_util.h"
 
@@ -94,6 +97,29 @@ int store_open_fail(const char *dir, struct baton_vfs *vfs, char *err,
 	if (rv == 0)
 		s->ops->close(s);
 	return rv;
+}
+
+uint64_t file_size(const char *path)
+{
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0, "%s", path);
+	return (uint64_t)st.st_size;
+}
+
+void file_peek(const char *path, uint64_t off, void *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0, "%s", path);
+	cr_assert_eq(pread(fd, buf, n, (off_t)off), (ssize_t)n, "%s", path);
+	close(fd);
+}
+
+void file_poke(const char *path, uint64_t off, const void *buf, size_t n)
+{
+	int fd = open(path, O_WRONLY);
+	cr_assert_geq(fd, 0, "%s", path);
+	cr_assert_eq(pwrite(fd, buf, n, (off_t)off), (ssize_t)n, "%s", path);
+	close(fd);
 }
 
 struct wait {

@@ -50,6 +50,12 @@ int store_snapshot_write(struct baton_storage *s, struct baton_snapshot_sink *k,
 /* Checks that e[i] is entries_make's entry for its index/term. */
 bool entry_intact(const struct baton_entry *e, uint32_t len);
 
+/* A file's size; its bytes at off, read or overwritten in place (the
+ * damage and leftovers tests plant). Each fails the test on error. */
+uint64_t file_size(const char *path);
+void file_peek(const char *path, uint64_t off, void *buf, size_t n);
+void file_poke(const char *path, uint64_t off, const void *buf, size_t n);
+
 /* Sleep ms milliseconds (tests that wait for a storage's thread). */
 void store_sleep_ms(long ms);
 

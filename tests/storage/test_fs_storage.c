@@ -2,12 +2,9 @@
  * compaction, snapshots, torn tails, corruption and version refusals. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "format.h"
 #include "store_util.h"
@@ -55,13 +52,6 @@ static char *path_of(const char *name)
 	return p;
 }
 
-static uint64_t file_size(const char *path)
-{
-	struct stat st;
-	cr_assert_eq(stat(path, &st), 0, "%s", path);
-	return (uint64_t)st.st_size;
-}
-
 static uint8_t *slurp(const char *path, uint64_t *len)
 {
 	*len = file_size(path);
@@ -71,14 +61,6 @@ static uint8_t *slurp(const char *path, uint64_t *len)
 	cr_assert_eq(fread(b, 1, *len, f), *len);
 	fclose(f);
 	return b;
-}
-
-static void poke(const char *path, uint64_t off, const void *buf, size_t n)
-{
-	int fd = open(path, O_WRONLY);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(pwrite(fd, buf, n, (off_t)off), (ssize_t)n);
-	close(fd);
 }
 
 Test(fs_storage, empty_directory_loads_nothing)
@@ -338,7 +320,7 @@ Test(fs_storage, torn_tail_is_cut_off)
 	uint8_t torn[WAL_BATCH_HEADER_LEN + 100];
 	memcpy(torn, seg + WAL_SEGMENT_HEADER_LEN, sizeof torn);
 	free(seg);
-	poke(path_of("wal-0000000000000001.log"), end, torn, sizeof torn);
+	file_poke(path_of("wal-0000000000000001.log"), end, torn, sizeof torn);
 	expect_log(1, 20, 64);
 	/* Repaired: appends go on after the cut. */
 	s = store_open(dir, 0, NULL);
@@ -362,7 +344,7 @@ Test(fs_storage, corruption_mid_log_refuses_and_changes_nothing)
 	const char *p = path_of("wal-0000000000000001.log");
 	/* A byte inside a record of the first batch. */
 	uint8_t x = 0x5a;
-	poke(p, WAL_SEGMENT_HEADER_LEN + WAL_BATCH_HEADER_LEN + 50, &x, 1);
+	file_poke(p, WAL_SEGMENT_HEADER_LEN + WAL_BATCH_HEADER_LEN + 50, &x, 1);
 	uint64_t n1, n2;
 	uint8_t *before = slurp(p, &n1);
 	char err[512];
@@ -387,8 +369,8 @@ Test(fs_storage, damage_in_the_last_complete_batch_is_corruption)
 	/* The batch's trailer is there, so this was no torn write: the
 	 * entries were reported durable and must not be dropped. */
 	uint8_t x = 0xff;
-	poke(path_of("wal-0000000000000001.log"),
-	     WAL_SEGMENT_HEADER_LEN + WAL_BATCH_HEADER_LEN + 200, &x, 1);
+	file_poke(path_of("wal-0000000000000001.log"),
+		  WAL_SEGMENT_HEADER_LEN + WAL_BATCH_HEADER_LEN + 200, &x, 1);
 	char err[512];
 	cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
 		     BATON_ECORRUPT, "%s", err);
@@ -401,16 +383,16 @@ Test(fs_storage, newer_formats_are_refused_by_name)
 	s->ops->close(s);
 	uint8_t v[4];
 	baton_le_put_u32(v, 9);
-	poke(path_of("meta"), 8, v, 4);
+	file_poke(path_of("meta"), 8, v, 4);
 	char err[512];
 	cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
 		     BATON_EVERSION);
 	cr_assert(strstr(err, "version 9") && strstr(err, "(1)"), "%s", err);
 
 	baton_le_put_u32(v, 1);
-	poke(path_of("meta"), 8, v, 4);
+	file_poke(path_of("meta"), 8, v, 4);
 	baton_le_put_u32(v, 2);
-	poke(path_of("wal-0000000000000001.log"), 8, v, 4);
+	file_poke(path_of("wal-0000000000000001.log"), 8, v, 4);
 	cr_assert_eq(store_open_fail(dir, NULL, err, sizeof err),
 		     BATON_EVERSION);
 	cr_assert(strstr(err, "version 2") && strstr(err, "(1)"), "%s", err);
