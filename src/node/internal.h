@@ -224,6 +224,9 @@ void pl_versions_applied(struct baton_pipeline *p, const struct baton_entry *e);
 /* The node stalled: fail what can no longer complete here. */
 void pl_requests_stalled(struct baton_pipeline *p);
 void pl_resolve_reads(struct baton_pipeline *p, const struct baton_update *u);
+/* The leader changed: reads whose index was asked of the old one (its
+ * answer may never come) are asked again. */
+void pl_reads_leader_changed(struct baton_pipeline *p);
 void pl_serve_reads(struct baton_pipeline *p);
 void pl_check_waiters(struct baton_pipeline *p, baton_node_id failed_promotion);
 void pl_expire(struct baton_pipeline *p);

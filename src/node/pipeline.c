@@ -261,6 +261,8 @@ static void handle_update(struct baton_pipeline *p,
 		bool leader_changed = u->leader_id != p->leader;
 		p->role = u->role;
 		p->leader = u->leader_id;
+		if (leader_changed)
+			pl_reads_leader_changed(p);
 		if (leader_changed && p->env.leader_changed != NULL)
 			p->env.leader_changed(p->env.data, u->leader_id);
 	}

@@ -253,6 +253,31 @@ static bool pick_group(const struct pl_read *r, const void *arg)
 	return r->group == *(const uint64_t *)arg && !r->resolved;
 }
 
+/* A read index refused because leadership is moving: no leader known, the
+ * node asked no longer leads, or the leader stepped down before it could
+ * confirm. A read changes nothing, so it is asked again at a later flush
+ * (until its deadline, pl_expire), instead of failing: a client's read
+ * then waits through a hand-over or an election rather than fail. */
+static bool read_retryable(int status)
+{
+	return status == BATON_ENOLEADER || status == BATON_ENOTLEADER ||
+	       status == BATON_ELEADERCHANGED;
+}
+
+static void reads_unsend(struct baton_pipeline *p, uint64_t group)
+{
+	BATON_ASSERT(group != 0);
+	for (uint32_t i = 0; i < p->reads_n; i++) {
+		struct pl_read *r = &p->reads[i];
+		if (r->group != group || r->resolved)
+			continue;
+		BATON_ASSERT(r->read_index != PL_READ_UNSENT);
+		r->group = 0;
+		r->read_index = PL_READ_UNSENT;
+		p->reads_unsent = true;
+	}
+}
+
 /* Every read that arrived since the last flush shares one read index: one
  * confirmation round answers them all, and each is still linearizable (the
  * index is taken after all of them arrived). */
@@ -271,8 +296,24 @@ static void flush_reads(struct baton_pipeline *p)
 	struct baton_event ev = {.type = BATON_EVENT_READ};
 	ev.u.read.request_id = group;
 	int rv = p->stalled_index != 0 ? BATON_ESTALLED : pl_step(p, &ev);
-	if (rv != 0)
+	if (read_retryable(rv))
+		reads_unsend(p, group);
+	else if (rv != 0)
 		reads_finish(p, pick_group, &group, rv);
+}
+
+void pl_reads_leader_changed(struct baton_pipeline *p)
+{
+	for (uint32_t i = 0; i < p->reads_n; i++) {
+		struct pl_read *r = &p->reads[i];
+		if (r->resolved || r->read_index == PL_READ_UNSENT)
+			continue;
+		BATON_ASSERT(r->group != 0);
+		/* A late result for the group finds no read: ignored. */
+		r->group = 0;
+		r->read_index = PL_READ_UNSENT;
+		p->reads_unsent = true;
+	}
 }
 
 /* A result answers every read of its group. */
@@ -280,6 +321,10 @@ void pl_resolve_reads(struct baton_pipeline *p, const struct baton_update *u)
 {
 	for (uint32_t i = 0; i < u->n_reads; i++) {
 		const struct baton_read_result *res = &u->reads[i];
+		if (read_retryable(res->status)) {
+			reads_unsend(p, res->request_id);
+			continue;
+		}
 		if (res->status != 0) {
 			reads_finish(p, pick_group, &res->request_id,
 				     res->status);
@@ -307,8 +352,7 @@ void pl_serve_reads(struct baton_pipeline *p)
 
 static bool pick_expired(const struct pl_read *r, const void *arg)
 {
-	return r->read_index != PL_READ_UNSENT &&
-	       r->deadline_ms <= *(const uint64_t *)arg;
+	return r->deadline_ms <= *(const uint64_t *)arg;
 }
 
 static bool pick_any(const struct pl_read *r, const void *arg)

@@ -228,14 +228,14 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 	 * out. Stale reads serve what it applied. */
 	if (!stale || (c->flags & KV_WRITE)) {
 		if (server_stall_forwards(x->s)) {
-			route_write(x->s, x->sl, &w);
+			route_write(x->s, x->cs, x->sl, &w);
 			return 0;
 		}
 		if (server_reply_if_stalled(x->s, b))
 			return command_done(x);
 	}
 	if (c->flags & KV_WRITE) {
-		route_write(x->s, x->sl, &w);
+		route_write(x->s, x->cs, x->sl, &w);
 		return 0;
 	}
 	if (stale && keys_is(x->argv[0], x->lens[0])) {

@@ -294,7 +294,7 @@ static int send_forward(struct server *s, const struct write_req *w,
 int forward_routed(struct server *s, struct routed_write *rw)
 {
 	const struct write_req *w = &rw->w;
-	BATON_ASSERT(s->leader != 0 && s->leader != s->cfg.id);
+	BATON_ASSERT(rw->sent_to == s->leader && s->leader != s->cfg.id);
 	if (!w->transaction) {
 		/* Refuse what the leader would refuse, without a round trip. */
 		const struct kv_txn_command *t = &w->commands[0];
@@ -326,7 +326,6 @@ int forward_routed(struct server *s, struct routed_write *rw)
 		return 0;
 	}
 	rw->forward_id = id;
-	rw->sent_to = s->leader;
 	rw->deadline_ms = uv_now(s->loop) + SERVER_FORWARD_TIMEOUT_MS;
 	rw->next = s->forwards;
 	s->forwards = rw;

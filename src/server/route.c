@@ -14,7 +14,20 @@
  *   leader still answers it (an entry it appended commits under the new
  *   leader, or is overwritten and answered "leadership changed"), unless
  *   its connection closes or it does not answer within an election
- *   timeout. Only then is the outcome unknown to the client.
+ *   timeout (forward.c). Only then is the outcome unknown to the client.
+ *
+ * One connection's writes take effect in the order it sent them
+ * (docs/batond.md, "Consistency"). Sending a write again could break that,
+ * so each connection's unanswered writes form a chain, in order, and:
+ * - the writes of a chain in flight are all at one node (its `dest`): a
+ *   write for another leader waits until those are answered;
+ * - a parked write is sent only when no earlier write of its chain is
+ *   parked and no later one is in flight: sent back, it waits until the
+ *   later ones come back too (a leader that did not append one write did
+ *   not append the ones after it), then all go in order;
+ * - a write answered while an earlier one of its chain is parked took
+ *   effect before it could: the earlier one can no longer keep its place,
+ *   and fails with `-TRYAGAIN no leader elected yet` (never appended).
  *
  * Parking is bounded in count, bytes and time (SERVER_PARKED_*, and an
  * election timeout twice over); beyond it the client gets the retryable
@@ -111,114 +124,272 @@ static struct routed_write *routed_new(struct server *s, struct slot *sl,
 	return rw;
 }
 
+/* ---- lists --------------------------------------------------------------- */
+
+static void list_push(struct route_list *l, struct routed_write *rw)
+{
+	BATON_ASSERT(rw->list == NULL);
+	rw->list = l;
+	rw->list_next = NULL;
+	rw->list_prev = l->tail;
+	if (l->tail != NULL)
+		l->tail->list_next = rw;
+	else
+		l->head = rw;
+	l->tail = rw;
+	l->n++;
+	l->bytes += rw->bytes;
+}
+
+static void list_remove(struct routed_write *rw)
+{
+	struct route_list *l = rw->list;
+	BATON_ASSERT(l != NULL && l->n > 0);
+	if (rw->list_prev != NULL)
+		rw->list_prev->list_next = rw->list_next;
+	else
+		l->head = rw->list_next;
+	if (rw->list_next != NULL)
+		rw->list_next->list_prev = rw->list_prev;
+	else
+		l->tail = rw->list_prev;
+	l->n--;
+	l->bytes -= rw->bytes;
+	rw->list = NULL;
+	rw->list_prev = rw->list_next = NULL;
+}
+
+static void chain_push(struct route_chain *ch, struct routed_write *rw)
+{
+	rw->chain = ch;
+	rw->seq = ++ch->next_seq;
+	rw->chain_prev = ch->tail;
+	if (ch->tail != NULL)
+		ch->tail->chain_next = rw;
+	else
+		ch->head = rw;
+	ch->tail = rw;
+}
+
+static void chain_remove(struct routed_write *rw)
+{
+	struct route_chain *ch = rw->chain;
+	if (rw->chain_prev != NULL)
+		rw->chain_prev->chain_next = rw->chain_next;
+	else
+		ch->head = rw->chain_next;
+	if (rw->chain_next != NULL)
+		rw->chain_next->chain_prev = rw->chain_prev;
+	else
+		ch->tail = rw->chain_prev;
+}
+
+/* ---- work on a chain ----------------------------------------------------- */
+
+static void release(struct route_chain *ch, struct server *s);
+
+static void chain_enter(struct route_chain *ch)
+{
+	ch->depth++;
+}
+
+/* The outermost exit sends what may go now, then hands the answers to
+ * their clients: the last may free the connection, and `ch` with it. */
+static void chain_leave(struct route_chain *ch, struct server *s)
+{
+	BATON_ASSERT(ch->depth > 0);
+	if (ch->depth > 1) {
+		ch->depth--;
+		return;
+	}
+	release(ch, s);
+	struct routed_write *done = ch->answered;
+	ch->answered = NULL;
+	ch->depth = 0;
+	while (done != NULL) {
+		struct routed_write *next = done->next;
+		slot_done(done->sl);
+		free(done);
+		done = next;
+	}
+}
+
+/* The reply is in slot_buf(rw->sl): take rw out of everything; the
+ * client gets it when the chain's work ends. */
+static void finish(struct routed_write *rw)
+{
+	struct route_chain *ch = rw->chain;
+	struct server *s = rw->s;
+	chain_enter(ch);
+	bool was_sent = rw->sent_to != 0;
+	if (was_sent) {
+		BATON_ASSERT(ch->in_flight > 0);
+		ch->in_flight--;
+	} else if (rw->list != NULL) {
+		BATON_ASSERT(ch->parked > 0);
+		ch->parked--;
+		list_remove(rw);
+	}
+	/* It may have taken effect: an earlier write sent back can no
+	 * longer go before it. */
+	while (was_sent && ch->head != rw) {
+		struct routed_write *x = ch->head;
+		while (x != rw && x->sent_to != 0)
+			x = x->chain_next;
+		if (x == rw)
+			break;
+		reply_error_for(slot_buf(x->sl), BATON_ENOLEADER);
+		finish(x);
+	}
+	chain_remove(rw);
+	rw->next = ch->answered;
+	ch->answered = rw;
+	chain_leave(ch, s);
+}
+
+/* Wait for a leader, or fail at once if too much waits already. */
+static void park(struct routed_write *rw)
+{
+	struct server *s = rw->s;
+	BATON_ASSERT(rw->sent_to == 0 && rw->list == NULL);
+	if (s->parked.n >= SERVER_PARKED_MAX ||
+	    s->parked.bytes + rw->bytes > SERVER_PARKED_BYTES_MAX ||
+	    rw->routes >= SERVER_ROUTES_MAX) {
+		reply_error_for(slot_buf(rw->sl), BATON_ENOLEADER);
+		finish(rw);
+		return;
+	}
+	if (rw->park_until_ms == 0)
+		rw->park_until_ms = uv_now(s->loop) +
+				    2u * (uint64_t)s->cfg.election_timeout_ms;
+	rw->chain->parked++;
+	list_push(&s->parked, rw);
+	s->stats.writes_parked++;
+}
+
+/* Send rw to `to` (the leader: this node or another). False if it could
+ * not go (that node no longer leads, or no connection to it): rw is
+ * parked again (or failed, if it cannot wait). True: in flight, or
+ * answered already. */
+static bool send_to(struct routed_write *rw, baton_node_id to)
+{
+	struct server *s = rw->s;
+	struct route_chain *ch = rw->chain;
+	BATON_ASSERT(ch->in_flight == 0 || ch->dest == to);
+	rw->routes++;
+	rw->sent_to = to;
+	ch->dest = to;
+	ch->in_flight++;
+	int rv =
+		to == s->cfg.id ? propose_routed(s, rw) : forward_routed(s, rw);
+	if (rv != BATON_ENOTLEADER && rv != BATON_ENOTFOUND)
+		return true;
+	ch->in_flight--;
+	rw->sent_to = 0;
+	rw->refused_by = to;
+	park(rw);
+	return false;
+}
+
+/* Where parked writes can go now: the leader, if known, able to take
+ * them, and the chain not in flight elsewhere. 0: nowhere. */
+static baton_node_id usable_leader(const struct route_chain *ch,
+				   const struct server *s)
+{
+	baton_node_id to = s->leader;
+	if (to == 0 || s->routing_closed ||
+	    (ch->in_flight > 0 && ch->dest != to))
+		return 0;
+	return to;
+}
+
+/* Send the chain's parked writes that may go, in order. */
+static void release(struct route_chain *ch, struct server *s)
+{
+	uint32_t in_flight_seen = 0;
+	struct routed_write *rw = ch->head;
+	while (ch->parked > 0 && rw != NULL) {
+		struct routed_write *next = rw->chain_next;
+		if (rw->sent_to != 0) {
+			in_flight_seen++;
+			rw = next;
+			continue;
+		}
+		baton_node_id to = usable_leader(ch, s);
+		/* Not before later writes in flight, nor to the leader that
+		 * refused it, nor once it is being failed. */
+		if (to == 0 || in_flight_seen < ch->in_flight ||
+		    to == rw->refused_by || rw->expired)
+			return;
+		if (rw->routes >= SERVER_ROUTES_MAX) {
+			reply_error_for(slot_buf(rw->sl), BATON_ENOLEADER);
+			finish(rw);
+			rw = next;
+			continue;
+		}
+		ch->parked--;
+		list_remove(rw);
+		if (!send_to(rw, to))
+			return;
+		in_flight_seen = ch->in_flight;
+		rw = next;
+	}
+}
+
 /* ---- answers ------------------------------------------------------------- */
+
+void route_done(struct routed_write *rw)
+{
+	finish(rw);
+}
 
 void route_answer(struct routed_write *rw, const uint8_t *reply, size_t len)
 {
 	if (baton_buf_append(slot_buf(rw->sl), reply, len) != 0)
-		slot_error(rw->sl, BATON_ENOMEM);
-	else
-		slot_done(rw->sl);
-	free(rw);
+		reply_error_for(slot_buf(rw->sl), BATON_ENOMEM);
+	finish(rw);
 }
 
 void route_fail(struct routed_write *rw, int code)
 {
 	server_reply_error(rw->s, slot_buf(rw->sl), code);
-	route_done(rw);
-}
-
-void route_done(struct routed_write *rw)
-{
-	slot_done(rw->sl);
-	free(rw);
-}
-
-/* ---- parking ------------------------------------------------------------- */
-
-static uint64_t park_ms(const struct server *s)
-{
-	return 2u * (uint64_t)s->cfg.election_timeout_ms;
-}
-
-static void parked_push(struct server *s, struct routed_write *rw)
-{
-	rw->next = NULL;
-	if (s->parked.tail != NULL)
-		s->parked.tail->next = rw;
-	else
-		s->parked.head = rw;
-	s->parked.tail = rw;
-	s->parked.n++;
-	s->parked.bytes += rw->bytes;
-}
-
-static void park(struct routed_write *rw)
-{
-	struct server *s = rw->s;
-	if (s->parked.n >= SERVER_PARKED_MAX ||
-	    s->parked.bytes + rw->bytes > SERVER_PARKED_BYTES_MAX) {
-		route_fail(rw, BATON_ENOLEADER);
-		return;
-	}
-	/* A write parked again keeps its first deadline. */
-	if (rw->park_until_ms == 0)
-		rw->park_until_ms = uv_now(s->loop) + park_ms(s);
-	parked_push(s, rw);
-	s->stats.writes_parked++;
-}
-
-/* Take the whole parked list (routing may park some again). */
-static struct routed_write *unpark_all(struct server *s)
-{
-	struct routed_write *list = s->parked.head;
-	s->parked.head = s->parked.tail = NULL;
-	s->parked.n = 0;
-	s->parked.bytes = 0;
-	return list;
+	finish(rw);
 }
 
 /* ---- routing ------------------------------------------------------------- */
 
-static void route(struct routed_write *rw)
-{
-	struct server *s = rw->s;
-	if (++rw->routes > SERVER_ROUTES_MAX) {
-		route_fail(rw, BATON_ENOLEADER);
-		return;
-	}
-	baton_node_id leader = s->leader;
-	/* Not back to the leader that just refused it: wait for the next. */
-	if (leader == 0 || leader == rw->refused_by) {
-		park(rw);
-		return;
-	}
-	int rv = leader == s->cfg.id ? propose_routed(s, rw)
-				     : forward_routed(s, rw);
-	if (rv == BATON_ENOTLEADER || rv == BATON_ENOTFOUND) {
-		/* Not appended (the pipeline is no longer the leader's), or
-		 * no connection to the leader yet: wait for the next. */
-		rw->refused_by = leader;
-		park(rw);
-	}
-	/* Otherwise rw is in flight or was answered. */
-}
-
-void route_write(struct server *s, struct slot *sl, const struct write_req *w)
+void route_write(struct server *s, struct client_state *cs, struct slot *sl,
+		 const struct write_req *w)
 {
 	struct routed_write *rw = routed_new(s, sl, w);
 	if (rw == NULL) {
 		slot_error(sl, BATON_ENOMEM);
 		return;
 	}
-	route(rw);
+	struct route_chain *ch = &cs->writes;
+	chain_push(ch, rw);
+	chain_enter(ch);
+	baton_node_id to = usable_leader(ch, s);
+	/* The usual way, at once, when nothing of the chain waits (send_to
+	 * parks it if it cannot go); otherwise behind the waiting ones. */
+	if (to != 0 && ch->parked == 0)
+		send_to(rw, to);
+	else
+		park(rw);
+	chain_leave(ch, s);
 }
 
 void route_again(struct routed_write *rw, baton_node_id refused_by)
 {
+	struct route_chain *ch = rw->chain;
+	chain_enter(ch);
+	BATON_ASSERT(rw->sent_to != 0 && ch->in_flight > 0);
+	ch->in_flight--;
+	rw->sent_to = 0;
 	rw->refused_by = refused_by;
 	rw->s->stats.writes_rerouted++;
-	route(rw);
+	park(rw);
+	chain_leave(ch, rw->s);
 }
 
 void route_leader_changed(struct server *s, baton_node_id leader)
@@ -226,40 +397,58 @@ void route_leader_changed(struct server *s, baton_node_id leader)
 	forward_leader_changed(s, leader);
 	if (leader == 0)
 		return;
-	struct routed_write *rw = unpark_all(s);
-	while (rw != NULL) {
-		struct routed_write *next = rw->next;
-		/* A refusal held for the leadership it came from. */
+	/* A refusal held for the leadership it came from. */
+	for (struct routed_write *rw = s->parked.head; rw != NULL;
+	     rw = rw->list_next)
 		rw->refused_by = 0;
-		route(rw);
-		rw = next;
+	/* Each chain with a parked write once: the walk moves them back,
+	 * and releasing a chain may send or answer others. */
+	while (s->parked.head != NULL) {
+		struct routed_write *rw = s->parked.head;
+		list_remove(rw);
+		list_push(&s->parked_todo, rw);
+	}
+	while (s->parked_todo.head != NULL) {
+		struct routed_write *rw = s->parked_todo.head;
+		list_remove(rw);
+		list_push(&s->parked, rw);
+		chain_enter(rw->chain);
+		chain_leave(rw->chain, s);
 	}
 }
 
 void route_expire(struct server *s)
 {
 	uint64_t now = uv_now(s->loop);
-	struct routed_write *rw = unpark_all(s);
-	while (rw != NULL) {
-		struct routed_write *next = rw->next;
-		if (rw->park_until_ms <= now)
-			route_fail(rw, BATON_ENOLEADER);
-		else
-			parked_push(s, rw);
-		rw = next;
+	for (struct routed_write *rw = s->parked.head, *next; rw != NULL;
+	     rw = next) {
+		next = rw->list_next;
+		if (rw->park_until_ms > now)
+			continue;
+		rw->expired = true;
+		list_remove(rw);
+		list_push(&s->parked_expired, rw);
+	}
+	/* Failing one may answer or send others of its chain, never one
+	 * marked expired. */
+	while (s->parked_expired.head != NULL) {
+		struct routed_write *rw = s->parked_expired.head;
+		reply_error_for(slot_buf(rw->sl), BATON_ENOLEADER);
+		finish(rw);
 	}
 	forward_expire(s);
 }
 
 void route_fail_all(struct server *s, const char *why)
 {
-	struct routed_write *rw = unpark_all(s);
-	if (rw != NULL)
+	if (s->parked.head != NULL)
 		LOG_DEBUG("failing parked writes: %s", why);
-	while (rw != NULL) {
-		struct routed_write *next = rw->next;
-		route_fail(rw, BATON_ENOLEADER);
-		rw = next;
+	s->routing_closed = true;
+	while (s->parked.head != NULL) {
+		struct routed_write *rw = s->parked.head;
+		reply_error_for(slot_buf(rw->sl), BATON_ENOLEADER);
+		finish(rw);
 	}
 	forward_fail_all(s, why);
+	s->routing_closed = false;
 }

@@ -148,6 +148,12 @@ int server_config_parse(struct server_config *c, int argc, char **argv);
 
 struct client;
 struct routed_write;
+/* A list of routed writes (route.c's parked ones). */
+struct route_list {
+	struct routed_write *head, *tail;
+	uint32_t n;
+	size_t bytes;
+};
 struct keys_job;
 
 struct server {
@@ -188,12 +194,10 @@ struct server {
 
 	struct routed_write *forwards; /* a list: sent, not answered */
 	uint64_t next_forward_id;
-	/* Writes waiting for a leader (route.c), in arrival order. */
-	struct {
-		struct routed_write *head, *tail;
-		uint32_t n;
-		size_t bytes;
-	} parked;
+	/* Writes waiting for a leader (route.c), in arrival order; and two
+	 * lists route.c moves them to while it walks them. */
+	struct route_list parked, parked_todo, parked_expired;
+	bool routing_closed; /* failing everything: send nothing more */
 	baton_node_id leader;
 
 	/* KEYS over big maps, in slices between the loop's other work
@@ -274,6 +278,19 @@ void reply_error_for(struct baton_buf *b, int code);
 
 /* ---- commands.c ---- */
 struct txn;
+/* One connection's writes not yet answered, in the order it sent them:
+ * route.c keeps their effects in that order (zeroed with the client). */
+struct route_chain {
+	struct routed_write *head, *tail;
+	uint32_t in_flight; /* sent to `dest`, not answered */
+	baton_node_id dest;
+	uint32_t parked;
+	uint64_t next_seq;
+	/* Inside route.c's work on the chain: answers wait in `answered`
+	 * until it ends (an answer may end the connection's life). */
+	uint32_t depth;
+	struct routed_write *answered;
+};
 struct client_state {
 	bool authenticated;
 	bool stale_reads;
@@ -285,6 +302,7 @@ struct client_state {
 	 * UNWATCH), so a WATCH still waiting for its read index cannot
 	 * touch a later set of watches. */
 	uint64_t watch_epoch;
+	struct route_chain writes; /* route.c */
 };
 /* One command being run: its client, reply slot and arguments. */
 struct command_ctx {
@@ -482,23 +500,31 @@ void forward_expire(struct server *s);
  * its own copy of the command: parked, forwarded, or proposed here. */
 struct routed_write {
 	struct server *s;
+	struct route_chain *chain; /* its connection's */
 	struct slot *sl;
 	struct write_req w; /* points into this allocation */
 	size_t bytes;	    /* of the allocation */
+	uint64_t seq;	    /* its place in the chain */
 	uint32_t routes;    /* times routed (SERVER_ROUTES_MAX) */
 	/* The leader that said it did not append this write: not sent
 	 * there again until the leadership changes. */
 	baton_node_id refused_by;
+	bool expired;		/* parked too long: being failed */
 	uint64_t park_until_ms; /* parked: fails then (0: never parked) */
-	/* Forwarded: to whom, the request id, answer due by. */
+	/* In flight at this node (this one: proposed here); 0: parked. */
 	baton_node_id sent_to;
-	uint64_t forward_id;
+	uint64_t forward_id; /* forwarded: the request id, answer due by */
 	uint64_t deadline_ms;
-	struct routed_write *next; /* in s->parked or s->forwards */
+	struct routed_write *next; /* in s->forwards or chain->answered */
+	struct routed_write *chain_prev, *chain_next;
+	struct route_list *list; /* parked: the list it is on */
+	struct routed_write *list_prev, *list_next;
 };
 /* Send the write where it can be appended (the leader, here or by
- * forwarding), or park it until a leader is known; sl gets the reply. */
-void route_write(struct server *s, struct slot *sl, const struct write_req *w);
+ * forwarding), or park it until a leader is known; sl gets the reply. The
+ * writes of one connection (cs) take effect in the order sent. */
+void route_write(struct server *s, struct client_state *cs, struct slot *sl,
+		 const struct write_req *w);
 /* The leader `refused_by` did not append rw: route it again. */
 void route_again(struct routed_write *rw, baton_node_id refused_by);
 /* Answer the client and free rw: with `reply`, with the error of a

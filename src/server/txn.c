@@ -290,7 +290,7 @@ int txn_exec(struct command_ctx *x)
 	struct write_req w = {true, t->n_watches, t->watches, t->n_commands,
 			      t->commands};
 	/* It takes a copy of the write: the queue can go. */
-	route_write(x->s, x->sl, &w);
+	route_write(x->s, x->cs, x->sl, &w);
 	end(cs);
 	return 0;
 }

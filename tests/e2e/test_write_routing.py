@@ -109,6 +109,95 @@ def test_writes_during_leadership_transfers_get_no_error(cluster):
           f"{parked} parked, {rerouted} sent on")
 
 
+class OrderedPipelines:
+    """One connection per node pipelining batches of SETs of one key with
+    rising values, then a GET on the same connection: the writes of a
+    connection take effect in the order sent, so the GET must return the
+    batch's last value, even when some of the batch were sent on to the
+    next leader."""
+
+    BATCH = 200
+
+    def __init__(self, nodes):
+        self.stop = threading.Event()
+        self.problems = []
+        self.batches = 0
+        self.threads = [threading.Thread(target=self.run, args=(m,),
+                                         daemon=True) for m in nodes]
+
+    def run(self, node):
+        key = f"order-{node.id}"
+        sock = socket.create_connection((HOST, node.client_port),
+                                        timeout=WRITE_TIMEOUT_S)
+        value = 0
+        try:
+            for _ in range(10_000):
+                if self.stop.is_set():
+                    return
+                first = value + 1
+                value += self.BATCH
+                out = b"".join(
+                    b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n"
+                    % (len(key), key.encode(), len(str(v)), v)
+                    for v in range(first, value + 1))
+                out += b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (
+                    len(key), key.encode())
+                sock.sendall(out)
+                want = b"+OK\r\n" * self.BATCH + b"$%d\r\n%d\r\n" % (
+                    len(str(value)), value)
+                got = b""
+                while len(got) < len(want):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+                if got != want:
+                    lines = got.split(b"\r\n")
+                    bad = next(i for i, x in enumerate(lines)
+                               if x != b"+OK")
+                    self.problems.append(
+                        f"node {node.id}, values {first}..{value}: reply "
+                        f"{bad + 1} of {self.BATCH} SETs and a GET: "
+                        f"{lines[bad:bad + 3]!r}")
+                    return
+                self.batches += 1
+        except OSError as e:
+            self.problems.append(f"node {node.id}: {e!r}")
+        finally:
+            sock.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=2 * WRITE_TIMEOUT_S)
+        assert not any(t.is_alive() for t in self.threads), \
+            "a pipeline thread did not stop"
+
+
+def test_pipelined_writes_keep_their_order_across_transfers(cluster):
+    cluster.start(3)
+    with OrderedPipelines(cluster.alive()) as load:
+        time.sleep(0.3)
+        for i in range(TRANSFERS):
+            old = cluster.leader()
+            target = [m for m in cluster.alive() if m is not old][i % 2]
+            cluster.batonctl("transfer", target.id, node=old)
+            d = Deadline(10, f"node {target.id} to lead")
+            while cluster.find_leader() is not target and not d.expired():
+                time.sleep(0.02)
+            time.sleep(0.2)
+    assert not load.problems, load.problems
+    assert load.batches > 10, f"only {load.batches} batches"
+    parked, rerouted = routing_stats(cluster)
+    print(f"{load.batches} batches of {OrderedPipelines.BATCH}, "
+          f"{TRANSFERS} transfers: {parked} parked, {rerouted} sent on")
+
+
 def test_write_on_a_follower_waits_for_the_next_leader(cluster):
     """The leader is killed: a write sent to a follower right after waits
     for the election and is acknowledged, rather than refused."""

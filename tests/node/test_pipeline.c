@@ -794,3 +794,31 @@ Test(pipeline, retired_node_never_stands)
 	cr_assert_eq(status().raft.role, BATON_FOLLOWER);
 	cr_assert_eq(status().raft.term, 1, "no election began");
 }
+
+/* A read made before any leader is known waits (asked again at each
+ * flush), and is served once this node leads; one made while no leader can
+ * ever be elected fails when its deadline passes. */
+Test(pipeline, read_waits_for_a_leader_then_expires_without_one)
+{
+	start(0, true);
+	struct result r = {0};
+	cr_assert_eq(baton_pipeline_read(p, on_done, &r), 0);
+	run(1);
+	cr_assert_eq(r.calls, 0, "failed with %d before a leader", r.status);
+	run_until_leader();
+	run(5);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.status, 0);
+
+	baton_pipeline_destroy(p);
+	p = NULL;
+	start(0, false); /* no configuration: never a leader */
+	struct result late = {0};
+	cr_assert_eq(baton_pipeline_read(p, on_done, &late), 0);
+	run(10);
+	cr_assert_eq(late.calls, 0);
+	for (int i = 0; i < 2000 && late.calls == 0; i++)
+		run(1);
+	cr_assert_eq(late.calls, 1);
+	cr_assert_eq(late.status, BATON_ENOLEADER);
+}

@@ -301,7 +301,9 @@ static int step_read(struct harness *h, struct h_node *n, uint64_t id)
 	}
 	settle(h, n->id);
 	rv = answer(h, r->done ? r->status : 0);
-	if (rv != 0) /* refused: the core never took it */
+	/* Refused by the core: the pipeline failed it (done), or keeps it
+	 * to ask again (leadership moving) and answers later. */
+	if (rv != 0 && r->done)
 		h->reads[--h->n_asked].done = false;
 	collect_reads(h);
 	return rv;

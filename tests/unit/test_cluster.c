@@ -206,22 +206,32 @@ Test(read_index, follower_asks_the_leader)
 	h_free(&h);
 }
 
-Test(read_index, no_leader_and_leader_change_fail_reads)
+/* The core refuses a read with no leader, and fails its reads when it
+ * loses leadership; the pipeline asks again until a leader serves them or
+ * their deadline passes. */
+Test(read_index, no_leader_and_leader_change_retry_reads_until_deadline)
 {
 	struct harness h;
 	h_init(&h, 3, NULL);
 	struct baton_event ev = read_event(1);
 	cr_assert_eq(h_step(&h, 1, &ev), BATON_ENOLEADER);
+	cr_assert_eq(h.n_reads, 0);
 	baton_node_id l = h_elect(&h);
 	h_run(&h, 50);
+	cr_assert_eq(h.n_reads, 1, "the read waited for the leader");
+	cr_assert_eq(h.reads_id[0], 1);
+	cr_assert_eq(h.reads_status[0], 0);
 	for (baton_node_id k = 1; k <= 3; k++)
 		if (k != l)
 			h.down[k] = true;
 	ev = read_event(2);
 	cr_assert_eq(h_step(&h, l, &ev), 0);
 	h_run(&h, 400); /* check-quorum deposes the lonely leader */
-	cr_assert_eq(h.n_reads, 1);
-	cr_assert_eq(h.reads_status[0], BATON_ELEADERCHANGED);
+	cr_assert_eq(h.n_reads, 1, "failed at once, not asked again");
+	h_run(&h, 6000); /* the read's deadline, 5 s */
+	cr_assert_eq(h.n_reads, 2);
+	cr_assert_eq(h.reads_id[1], 2);
+	cr_assert_eq(h.reads_status[1], BATON_ENOLEADER);
 	h_free(&h);
 }
 
