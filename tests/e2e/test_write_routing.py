@@ -109,61 +109,80 @@ def test_writes_during_leadership_transfers_get_no_error(cluster):
           f"{parked} parked, {rerouted} sent on")
 
 
-class OrderedPipelines:
-    """One connection per node pipelining batches of SETs of one key with
-    rising values, then a GET on the same connection: the writes of a
-    connection take effect in the order sent, so the GET must return the
-    batch's last value, even when some of the batch were sent on to the
-    next leader."""
+class OrderedAppends:
+    """One connection per node pipelining `APPEND key ,i` for i = 1, 2, ...
+    without waiting for the replies (at most IN_FLIGHT unanswered), in
+    small sends, so that leadership may move between two of them. The
+    writes of a connection take effect in the order sent, so the key must
+    end up ",1,2,...,n", each exactly once, even when some of them were
+    sent on to the next leader."""
 
-    BATCH = 200
+    IN_FLIGHT = 400
+    PER_SEND = 10
 
     def __init__(self, nodes):
         self.stop = threading.Event()
         self.problems = []
-        self.batches = 0
+        self.sent = {}  # node id -> appends sent (all answered at the end)
         self.threads = [threading.Thread(target=self.run, args=(m,),
                                          daemon=True) for m in nodes]
 
+    @staticmethod
+    def append(key, i):
+        v = f",{i}".encode()
+        return b"*3\r\n$6\r\nAPPEND\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+            len(key), key, len(v), v)
+
     def run(self, node):
-        key = f"order-{node.id}"
+        key = f"order-{node.id}".encode()
         sock = socket.create_connection((HOST, node.client_port),
                                         timeout=WRITE_TIMEOUT_S)
-        value = 0
-        try:
-            for _ in range(10_000):
-                if self.stop.is_set():
-                    return
-                first = value + 1
-                value += self.BATCH
-                out = b"".join(
-                    b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n"
-                    % (len(key), key.encode(), len(str(v)), v)
-                    for v in range(first, value + 1))
-                out += b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (
-                    len(key), key.encode())
-                sock.sendall(out)
-                want = b"+OK\r\n" * self.BATCH + b"$%d\r\n%d\r\n" % (
-                    len(str(value)), value)
-                got = b""
-                while len(got) < len(want):
+        room = threading.Semaphore(self.IN_FLIGHT)
+        answered = [0]
+
+        def read_replies():
+            buf = b""
+            while True:
+                try:
                     chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    got += chunk
-                if got != want:
-                    lines = got.split(b"\r\n")
-                    bad = next(i for i, x in enumerate(lines)
-                               if x != b"+OK")
-                    self.problems.append(
-                        f"node {node.id}, values {first}..{value}: reply "
-                        f"{bad + 1} of {self.BATCH} SETs and a GET: "
-                        f"{lines[bad:bad + 3]!r}")
+                except OSError as e:
+                    self.problems.append(f"node {node.id}: {e!r}")
                     return
-                self.batches += 1
-        except OSError as e:
-            self.problems.append(f"node {node.id}: {e!r}")
+                if not chunk:
+                    return
+                buf += chunk
+                *lines, buf = buf.split(b"\r\n")
+                for line in lines:
+                    if not line.startswith(b":"):
+                        self.problems.append(f"node {node.id}: reply "
+                                             f"{answered[0] + 1}: {line!r}")
+                    answered[0] += 1
+                    room.release()
+
+        reader = threading.Thread(target=read_replies, daemon=True)
+        reader.start()
+        i = 0
+        try:
+            while not self.stop.is_set() and i < 200_000:
+                out = b""
+                for _ in range(self.PER_SEND):
+                    if not room.acquire(timeout=WRITE_TIMEOUT_S):
+                        self.problems.append(f"node {node.id}: no reply "
+                                             f"for {WRITE_TIMEOUT_S} s")
+                        return
+                    i += 1
+                    out += self.append(key, i)
+                sock.sendall(out)
+            self.sent[node.id] = i
+            d = Deadline(WRITE_TIMEOUT_S, f"node {node.id}'s replies")
+            while answered[0] < i and not self.problems and not d.expired():
+                time.sleep(0.01)
+            if answered[0] < i:
+                self.problems.append(f"node {node.id}: {answered[0]} of "
+                                     f"{i} appends answered")
         finally:
+            sock.shutdown(socket.SHUT_RDWR)  # the reader sees the end
+            reader.join(timeout=5)
             sock.close()
 
     def __enter__(self):
@@ -174,14 +193,14 @@ class OrderedPipelines:
     def __exit__(self, *exc):
         self.stop.set()
         for t in self.threads:
-            t.join(timeout=2 * WRITE_TIMEOUT_S)
+            t.join(timeout=3 * WRITE_TIMEOUT_S)
         assert not any(t.is_alive() for t in self.threads), \
-            "a pipeline thread did not stop"
+            "an append thread did not stop"
 
 
 def test_pipelined_writes_keep_their_order_across_transfers(cluster):
     cluster.start(3)
-    with OrderedPipelines(cluster.alive()) as load:
+    with OrderedAppends(cluster.alive()) as load:
         time.sleep(0.3)
         for i in range(TRANSFERS):
             old = cluster.leader()
@@ -191,11 +210,23 @@ def test_pipelined_writes_keep_their_order_across_transfers(cluster):
             while cluster.find_leader() is not target and not d.expired():
                 time.sleep(0.02)
             time.sleep(0.2)
-    assert not load.problems, load.problems
-    assert load.batches > 10, f"only {load.batches} batches"
+    assert not load.problems, load.problems[:10]
+    c = cluster.leader().client()
+    for node_id, n in sorted(load.sent.items()):
+        assert n > 1000, f"node {node_id}: only {n} appends"
+        got = retry(lambda: c.get(f"order-{node_id}")).split(",")[1:]
+        values = [int(x) for x in got]
+        out_of_order = [(a, b) for a, b in zip(values, values[1:])
+                        if b != a + 1]
+        assert not out_of_order, (
+            f"node {node_id}: appends out of order or repeated "
+            f"(pairs {out_of_order[:10]})")
+        assert values == list(range(1, n + 1)), (
+            f"node {node_id}: {len(values)} appends applied of {n} "
+            f"answered")
     parked, rerouted = routing_stats(cluster)
-    print(f"{load.batches} batches of {OrderedPipelines.BATCH}, "
-          f"{TRANSFERS} transfers: {parked} parked, {rerouted} sent on")
+    print(f"appends per node {load.sent}, {TRANSFERS} transfers: "
+          f"{parked} parked, {rerouted} sent on")
 
 
 def test_write_on_a_follower_waits_for_the_next_leader(cluster):
