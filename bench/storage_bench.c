@@ -173,6 +173,17 @@ static void submit(struct bench_store *b, struct baton_entry *e, uint32_t n,
 		die("submit", baton_strerror(rv));
 }
 
+/* Flush what was submitted and collect the completions: all `submitted`
+ * (0: do not check). */
+static void flush_all(struct bench_store *b, uint64_t submitted)
+{
+	if (baton_fs_storage_flush(b->s) != 0)
+		die("flush", b->s->ops->errmsg(b->s));
+	b->s->ops->poll(b->s, on_done, b);
+	if (submitted > 0 && b->done != submitted)
+		die("completion", "flush returned, completions missing");
+}
+
 struct append_result {
 	double entries_per_s;
 	double latency_ms; /* per update, closed loop */
@@ -193,12 +204,7 @@ static struct append_result closed_loop(uint32_t batch)
 	double t0 = now_s(), t;
 	do {
 		submit(&b, e, batch, &next);
-		if (baton_fs_storage_flush(b.s) != 0)
-			die("flush", b.s->ops->errmsg(b.s));
-		b.s->ops->poll(b.s, on_done, &b);
-		updates++;
-		if (b.done != updates)
-			die("completion", "flush returned, poll reported none");
+		flush_all(&b, ++updates);
 		t = now_s();
 	} while (t - t0 < seconds_per_test);
 	struct baton_fs_stats st;
@@ -235,12 +241,8 @@ static struct append_result adaptive(void)
 		b.s->ops->poll(b.s, on_done, &b);
 		t = now_s();
 	} while (t - t0 < seconds_per_test);
-	if (baton_fs_storage_flush(b.s) != 0)
-		die("flush", b.s->ops->errmsg(b.s));
-	b.s->ops->poll(b.s, on_done, &b);
+	flush_all(&b, submitted);
 	double el = now_s() - t0;
-	if (b.done != submitted)
-		die("completion", "flush returned, completions missing");
 	struct baton_fs_stats st;
 	baton_fs_storage_stats(b.s, &st);
 	store_close(&b);
@@ -368,9 +370,7 @@ static struct background_result snapshot_in_background(size_t bytes)
 	r.appended = b.done;
 	if (rv != 0)
 		die("snapshot commit", b.s->ops->errmsg(b.s));
-	if (baton_fs_storage_flush(b.s) != 0)
-		die("flush", b.s->ops->errmsg(b.s));
-	b.s->ops->poll(b.s, on_done, &b);
+	flush_all(&b, 0);
 	store_close(&b);
 	free(e[0].buf);
 	free(e);
@@ -414,11 +414,7 @@ static double recovery_seconds(uint32_t n, uint64_t *segments)
 		submit(&b, e, n - done < batch ? n - done : batch, &next);
 		submitted++;
 	}
-	if (baton_fs_storage_flush(b.s) != 0)
-		die("flush", b.s->ops->errmsg(b.s));
-	b.s->ops->poll(b.s, on_done, &b);
-	if (b.done != submitted)
-		die("completion", "flush returned, completions missing");
+	flush_all(&b, submitted);
 	struct baton_fs_stats st;
 	baton_fs_storage_stats(b.s, &st);
 	*segments = st.segments;
@@ -480,11 +476,7 @@ static struct restart_result restart_cost(uint64_t bytes, uint32_t opens)
 		submit(&b, e, per_update, &next);
 		submitted++;
 	}
-	if (baton_fs_storage_flush(b.s) != 0)
-		die("flush", b.s->ops->errmsg(b.s));
-	b.s->ops->poll(b.s, on_done, &b);
-	if (b.done != submitted)
-		die("completion", "flush returned, completions missing");
+	flush_all(&b, submitted);
 	store_close(&b);
 	free(e[0].buf);
 	free(e);

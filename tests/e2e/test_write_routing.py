@@ -30,19 +30,53 @@ def routing_stats(cluster):
     return parked, rerouted
 
 
-class WriteLoad:
+class LoadThreads:
+    """Threads running self.run(*args) until the `with` block ends."""
+
+    JOIN_S = 3 * WRITE_TIMEOUT_S
+
+    def __init__(self, runs):
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=a,
+                                         daemon=True) for a in runs]
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=self.JOIN_S)
+        assert not any(t.is_alive() for t in self.threads), \
+            f"a thread of {type(self).__name__} did not stop"
+
+
+def move_leadership_around(cluster, times):
+    """Transfer leadership `times` times, each to another node, waiting
+    (bounded) until it leads, with the load running 0.2 s in between."""
+    time.sleep(0.3)
+    for i in range(times):
+        old = cluster.leader()
+        target = [m for m in cluster.alive() if m is not old][i % 2]
+        cluster.batonctl("transfer", target.id, node=old)
+        d = Deadline(10, f"node {target.id} to lead")
+        while cluster.find_leader() is not target and not d.expired():
+            time.sleep(0.02)
+        time.sleep(0.2)
+
+
+class WriteLoad(LoadThreads):
     """Threads writing unique keys through given nodes, one SET at a time,
     with no retry: every reply is recorded, errors included."""
 
     def __init__(self, nodes, threads_per_node):
-        self.stop = threading.Event()
+        super().__init__([(m, f"n{m.id}t{t}") for m in nodes
+                          for t in range(threads_per_node)])
         self.lock = threading.Lock()
         self.acked = {}  # key -> value
         self.errors = []  # (node id, key, error text)
-        self.threads = [
-            threading.Thread(target=self.run, args=(m, f"n{m.id}t{t}"),
-                             daemon=True)
-            for m in nodes for t in range(threads_per_node)]
 
     def run(self, node, name):
         c = node.client(timeout=WRITE_TIMEOUT_S)
@@ -60,18 +94,6 @@ class WriteLoad:
             if ok:
                 with self.lock:
                     self.acked[key] = value
-
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=2 * WRITE_TIMEOUT_S)
-        assert not any(t.is_alive() for t in self.threads), \
-            "a load thread did not stop"
 
 
 def assert_all_readable(node, acked):
@@ -92,15 +114,7 @@ def test_writes_during_leadership_transfers_get_no_error(cluster):
     new one's first heartbeat, got -TRYAGAIN."""
     cluster.start(3)
     with WriteLoad(cluster.alive(), LOAD_THREADS_PER_NODE) as load:
-        time.sleep(0.3)
-        for i in range(TRANSFERS):
-            old = cluster.leader()
-            target = [m for m in cluster.alive() if m is not old][i % 2]
-            cluster.batonctl("transfer", target.id, node=old)
-            d = Deadline(10, f"node {target.id} to lead")
-            while cluster.find_leader() is not target and not d.expired():
-                time.sleep(0.02)
-            time.sleep(0.2)
+        move_leadership_around(cluster, TRANSFERS)
     assert not load.errors, f"writes refused: {load.errors[:10]}"
     assert len(load.acked) > 100, "the load made too few writes to tell"
     assert_all_readable(cluster.leader(), load.acked)
@@ -109,7 +123,7 @@ def test_writes_during_leadership_transfers_get_no_error(cluster):
           f"{parked} parked, {rerouted} sent on")
 
 
-class OrderedAppends:
+class OrderedAppends(LoadThreads):
     """One connection per node pipelining `APPEND key ,i` for i = 1, 2, ...
     without waiting for the replies (at most IN_FLIGHT unanswered), in
     small sends, so that leadership may move between two of them. The
@@ -121,11 +135,9 @@ class OrderedAppends:
     PER_SEND = 10
 
     def __init__(self, nodes):
-        self.stop = threading.Event()
+        super().__init__([(m,) for m in nodes])
         self.problems = []
         self.sent = {}  # node id -> appends sent (all answered at the end)
-        self.threads = [threading.Thread(target=self.run, args=(m,),
-                                         daemon=True) for m in nodes]
 
     @staticmethod
     def append(key, i):
@@ -185,31 +197,11 @@ class OrderedAppends:
             reader.join(timeout=5)
             sock.close()
 
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=3 * WRITE_TIMEOUT_S)
-        assert not any(t.is_alive() for t in self.threads), \
-            "an append thread did not stop"
-
 
 def test_pipelined_writes_keep_their_order_across_transfers(cluster):
     cluster.start(3)
     with OrderedAppends(cluster.alive()) as load:
-        time.sleep(0.3)
-        for i in range(TRANSFERS):
-            old = cluster.leader()
-            target = [m for m in cluster.alive() if m is not old][i % 2]
-            cluster.batonctl("transfer", target.id, node=old)
-            d = Deadline(10, f"node {target.id} to lead")
-            while cluster.find_leader() is not target and not d.expired():
-                time.sleep(0.02)
-            time.sleep(0.2)
+        move_leadership_around(cluster, TRANSFERS)
     assert not load.problems, load.problems[:10]
     c = cluster.leader().client()
     for node_id, n in sorted(load.sent.items()):
