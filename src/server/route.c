@@ -62,30 +62,34 @@ bool route_reply_not_appended(const uint8_t *reply, size_t len)
 
 /* ---- the copy ------------------------------------------------------------ */
 
-static size_t commands_bytes(const struct write_req *w)
+/* The argument arrays of all the commands (pointer-aligned), and the
+ * bytes of the arguments and watched keys. */
+static void copy_sizes(const struct write_req *w, size_t *arrays, size_t *bytes)
 {
-	size_t n = 0;
+	*arrays = *bytes = 0;
 	for (uint32_t i = 0; i < w->n_commands; i++) {
 		const struct kv_txn_command *c = &w->commands[i];
-		n += (size_t)c->argc * (sizeof(uint8_t *) + sizeof(size_t));
+		*arrays +=
+			(size_t)c->argc * (sizeof(uint8_t *) + sizeof(size_t));
 		for (int a = 0; a < c->argc; a++)
-			n += c->lens[a];
+			*bytes += c->lens[a];
 	}
 	for (uint32_t i = 0; i < w->n_watches; i++)
-		n += w->watches[i].key_len;
-	return n;
+		*bytes += w->watches[i].key_len;
 }
 
-/* One allocation: the struct, then the commands, the watches, the
- * argument arrays and the bytes. */
+/* One allocation: the struct, the commands, the watches and the argument
+ * arrays (all pointer-aligned), then the bytes. */
 static struct routed_write *routed_new(struct server *s, struct slot *sl,
 				       const struct write_req *w)
 {
+	size_t arrays, bytes;
+	copy_sizes(w, &arrays, &bytes);
 	size_t head = sizeof(struct routed_write) +
 		      w->n_commands * sizeof(struct kv_txn_command) +
 		      w->n_watches * sizeof(struct kv_watch);
 	head = (head + 7) & ~(size_t)7;
-	size_t total = head + commands_bytes(w);
+	size_t total = head + arrays + bytes;
 	struct routed_write *rw = malloc(total);
 	if (rw == NULL)
 		return NULL;
@@ -95,13 +99,14 @@ static struct routed_write *routed_new(struct server *s, struct slot *sl,
 	rw->bytes = total;
 	struct kv_txn_command *cmds = (struct kv_txn_command *)(rw + 1);
 	struct kv_watch *watches = (struct kv_watch *)(cmds + w->n_commands);
-	uint8_t *at = (uint8_t *)rw + head;
+	uint8_t *array_at = (uint8_t *)rw + head;
+	uint8_t *at = array_at + arrays;
 	for (uint32_t i = 0; i < w->n_commands; i++) {
 		const struct kv_txn_command *c = &w->commands[i];
-		const uint8_t **argv = (const uint8_t **)at;
-		at += (size_t)c->argc * sizeof *argv;
-		size_t *lens = (size_t *)at;
-		at += (size_t)c->argc * sizeof *lens;
+		const uint8_t **argv = (const uint8_t **)array_at;
+		array_at += (size_t)c->argc * sizeof *argv;
+		size_t *lens = (size_t *)array_at;
+		array_at += (size_t)c->argc * sizeof *lens;
 		for (int a = 0; a < c->argc; a++) {
 			if (c->lens[a] > 0)
 				memcpy(at, c->argv[a], c->lens[a]);
@@ -118,6 +123,7 @@ static struct routed_write *routed_new(struct server *s, struct slot *sl,
 		watches[i] = (struct kv_watch){at, k->key_len, k->hash};
 		at += k->key_len;
 	}
+	BATON_ASSERT(array_at == (uint8_t *)rw + head + arrays);
 	BATON_ASSERT((size_t)(at - (uint8_t *)rw) == total);
 	rw->w = (struct write_req){w->transaction, w->n_watches, watches,
 				   w->n_commands, cmds};

@@ -136,10 +136,13 @@ def test_keys_expire_on_every_node(v2):
     r = lead.client()
     n = 500
     keys = [f"exp:{i}" for i in range(n)]
-    pipe = r.pipeline(transaction=False)
-    for i, k in enumerate(keys):
-        pipe.set(k, "v", px=600 + i)
-    assert all(retry(pipe.execute))
+
+    def load():  # a fresh pipeline per try: execute() empties it
+        pipe = r.pipeline(transaction=False)
+        for i, k in enumerate(keys):
+            pipe.set(k, "v", px=600 + i)
+        return pipe.execute()
+    assert all(retry(load))
     # Present everywhere before they expire (linearizable reads).
     for m in v2.alive():
         assert m.client().exists(keys[0], keys[-1]) == 2
@@ -182,16 +185,21 @@ def test_pipeline_transaction(v2, where):
     node = lead if where == "leader" else follower
     r = node.client()
     k = f"tx:{where}"
-    retry(lambda: r.delete(k, k + ":n"))
-    pipe = r.pipeline()  # transaction=True: MULTI ... EXEC
-    pipe.set(k, "a")
-    pipe.append(k, "b")
-    pipe.get(k)
-    pipe.incr(k + ":n")
-    pipe.incrby(k + ":n", 10)
-    pipe.expire(k, 100)
-    pipe.ttl(k)
-    assert retry(pipe.execute) == [True, 2, "ab", 1, 11, True, 100]
+
+    def transaction():
+        # A fresh pipeline per try (execute() empties it), which sets
+        # every key it changes first, so a retry gives the same replies.
+        pipe = r.pipeline()  # transaction=True: MULTI ... EXEC
+        pipe.set(k + ":n", 0)
+        pipe.set(k, "a")
+        pipe.append(k, "b")
+        pipe.get(k)
+        pipe.incr(k + ":n")
+        pipe.incrby(k + ":n", 10)
+        pipe.expire(k, 100)
+        pipe.ttl(k)
+        return pipe.execute()
+    assert retry(transaction) == [True, True, 2, "ab", 1, 11, True, 100]
     # Applied on every node (linearizable reads).
     for m in v2.alive():
         assert m.client().mget(k, k + ":n") == ["ab", "11"]
@@ -353,11 +361,14 @@ def test_transaction_forwarded_over_protocol_2(cluster):
     wait_machine_version(cluster, 2)
     _, follower = leader_and_follower(cluster)
     r = follower.client()
-    pipe = r.pipeline()
-    pipe.set("p2", "a", ex=100)
-    pipe.append("p2", "b")
-    pipe.ttl("p2")
-    assert retry(pipe.execute) == [True, 2, 100]
+
+    def transaction():  # a fresh pipeline per try: execute() empties it
+        pipe = r.pipeline()
+        pipe.set("p2", "a", ex=100)
+        pipe.append("p2", "b")
+        pipe.ttl("p2")
+        return pipe.execute()
+    assert retry(transaction) == [True, 2, 100]
     with r.pipeline() as pipe:
         pipe.watch("p2")
         pipe.multi()
