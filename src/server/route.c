@@ -292,7 +292,10 @@ static bool send_to(struct routed_write *rw, baton_node_id to)
 		return true;
 	ch->in_flight--;
 	rw->sent_to = 0;
-	rw->refused_by = to;
+	/* Not appended: not there again while it leads. No connection to
+	 * it yet: tried again at the next housekeeping tick. */
+	if (rv == BATON_ENOTLEADER)
+		rw->refused_by = to;
 	park(rw);
 	return false;
 }
@@ -388,27 +391,22 @@ void route_write(struct server *s, struct client_state *cs, struct slot *sl,
 void route_again(struct routed_write *rw, baton_node_id refused_by)
 {
 	struct route_chain *ch = rw->chain;
+	struct server *s = rw->s;
 	chain_enter(ch);
 	BATON_ASSERT(rw->sent_to != 0 && ch->in_flight > 0);
 	ch->in_flight--;
 	rw->sent_to = 0;
 	rw->refused_by = refused_by;
-	rw->s->stats.writes_rerouted++;
+	s->stats.writes_rerouted++;
 	park(rw);
-	chain_leave(ch, rw->s);
+	chain_leave(ch, s);
 }
 
-void route_leader_changed(struct server *s, baton_node_id leader)
+/* Release the chain of every parked write (several times the same chain
+ * if it holds several: each time is cheap). Releasing a chain may send
+ * or answer writes of it, so the parked list is first moved aside. */
+static void release_parked(struct server *s)
 {
-	forward_leader_changed(s, leader);
-	if (leader == 0)
-		return;
-	/* A refusal held for the leadership it came from. */
-	for (struct routed_write *rw = s->parked.head; rw != NULL;
-	     rw = rw->list_next)
-		rw->refused_by = 0;
-	/* Each chain with a parked write once: the walk moves them back,
-	 * and releasing a chain may send or answer others. */
 	while (s->parked.head != NULL) {
 		struct routed_write *rw = s->parked.head;
 		list_remove(rw);
@@ -421,6 +419,18 @@ void route_leader_changed(struct server *s, baton_node_id leader)
 		chain_enter(rw->chain);
 		chain_leave(rw->chain, s);
 	}
+}
+
+void route_leader_changed(struct server *s, baton_node_id leader)
+{
+	forward_leader_changed(s, leader);
+	if (leader == 0)
+		return;
+	/* A refusal held for the leadership it came from. */
+	for (struct routed_write *rw = s->parked.head; rw != NULL;
+	     rw = rw->list_next)
+		rw->refused_by = 0;
+	release_parked(s);
 }
 
 void route_expire(struct server *s)
@@ -443,6 +453,8 @@ void route_expire(struct server *s)
 		finish(rw);
 	}
 	forward_expire(s);
+	/* Those that found no connection to the leader try again. */
+	release_parked(s);
 }
 
 void route_fail_all(struct server *s, const char *why)
