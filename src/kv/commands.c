@@ -1,7 +1,10 @@
 /*
- * The command table (machine versions 1 and 2), the checks and the
+ * The command table (machine versions 1 to 3), the checks and the
  * commands of version 1, with Redis's replies and error texts. SET and
- * the expiry commands live in expire.c.
+ * the expiry commands (version 2) live in expire.c, the hash commands and
+ * TYPE (version 3) in hash_commands.c. The string commands answer
+ * WRONGTYPE on a hash, as Redis's do; there are hashes only from version
+ * 3 on, so under versions 1 and 2 they answer as they always did.
  *
  * A check runs before a write is logged (kv_check) and again when it is
  * applied (the log may hold what another release checked). A write first
@@ -21,12 +24,10 @@
 #define KV_SCAN_COUNT_DEFAULT 10u
 /* Buckets SCAN visits per COUNT asked, at most (Redis: 10). */
 #define KV_SCAN_BUCKETS_PER_COUNT 10u
-/* The longest decimal int64: a sign and 19 digits. */
-#define KV_INT_TEXT_BYTES 24u
 
-#define ERR_SYNTAX "ERR syntax error"
-#define ERR_NOT_INT "ERR value is not an integer or out of range"
-#define ERR_OVERFLOW "ERR increment or decrement would overflow"
+#define ERR_SYNTAX KV_ERR_SYNTAX
+#define ERR_NOT_INT KV_ERR_NOT_INT
+#define ERR_OVERFLOW KV_ERR_OVERFLOW
 #define ERR_TOO_BIG                                                            \
 	"ERR string exceeds maximum allowed size (proto-max-bulk-len)"
 
@@ -59,13 +60,7 @@ static int reply_error(struct baton_buf *b, const char *msg)
 	return resp_error(b, "%s", msg);
 }
 
-/* A growable list of entries, for replies whose length is known late. */
-struct list {
-	const struct kv__entry **v;
-	size_t n, cap;
-};
-
-static int list_push(struct list *l, const struct kv__entry *e)
+int kv__list_push(struct kv__list *l, const struct kv__entry *e)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap > 0 ? l->cap * 2 : 16;
@@ -80,7 +75,7 @@ static int list_push(struct list *l, const struct kv__entry *e)
 }
 
 /* An array of the listed keys. */
-static int reply_keys(struct baton_buf *b, const struct list *l)
+static int reply_keys(struct baton_buf *b, const struct kv__list *l)
 {
 	int rv = resp_array(b, l->n);
 	for (size_t i = 0; rv == 0 && i < l->n; i++)
@@ -123,8 +118,7 @@ static int increment(const struct kv__args *a, bool decrement, int64_t *by,
 	return 0;
 }
 
-/* SCAN's cursor: an unsigned decimal that fits 64 bits. */
-static bool parse_cursor(const uint8_t *s, size_t len, uint64_t *out)
+bool kv__parse_cursor(const uint8_t *s, size_t len, uint64_t *out)
 {
 	if (len == 0)
 		return false;
@@ -141,24 +135,22 @@ static bool parse_cursor(const uint8_t *s, size_t len, uint64_t *out)
 	return true;
 }
 
-struct scan_options {
-	uint64_t cursor;
-	uint64_t count;
-	const uint8_t *pattern; /* NULL: every key */
-	size_t pattern_len;
-};
-
-static int scan_options(const struct kv__args *a, struct scan_options *o,
-			struct baton_buf *err)
+int kv__scan_options(const struct kv__args *a, int cursor_arg, bool hash,
+		     struct kv__scan_options *o, struct baton_buf *err)
 {
 	o->count = KV_SCAN_COUNT_DEFAULT;
 	o->pattern = NULL;
 	o->pattern_len = 0;
-	if (!parse_cursor(a->argv[1], a->lens[1], &o->cursor))
+	o->novalues = false;
+	if (!kv__parse_cursor(a->argv[cursor_arg], a->lens[cursor_arg],
+			      &o->cursor))
 		return kv__refuse(err, "ERR invalid cursor");
-	for (int i = 2; i < a->argc; i += 2) {
+	for (int i = cursor_arg + 1; i < a->argc; i += 2) {
 		bool has_value = a->argc - i >= 2;
-		if (has_value && kv__arg_is(a, i, "count")) {
+		if (hash && kv__arg_is(a, i, "novalues")) {
+			o->novalues = true;
+			i--; /* a flag: no value follows */
+		} else if (has_value && kv__arg_is(a, i, "count")) {
 			int64_t n;
 			if (!resp_parse_int(a->argv[i + 1], a->lens[i + 1], &n))
 				return kv__refuse(err, ERR_NOT_INT);
@@ -206,8 +198,8 @@ static int check_mset(const struct kv__args *a, struct baton_buf *err)
 
 static int check_scan(const struct kv__args *a, struct baton_buf *err)
 {
-	struct scan_options o;
-	return scan_options(a, &o, err);
+	struct kv__scan_options o;
+	return kv__scan_options(a, 1, false, &o, err);
 }
 
 static int check_flushall(const struct kv__args *a, struct baton_buf *err)
@@ -224,6 +216,8 @@ static int run_get(struct baton_kv *kv, const struct kv__args *a,
 		   struct baton_buf *reply)
 {
 	const struct kv__entry *e = kv__find(kv, a, 1);
+	if (e != NULL && kv__is_hash(e))
+		return reply_error(reply, KV_ERR_WRONGTYPE);
 	return e != NULL ? resp_bulk(reply, e->val, e->val_len)
 			 : resp_null(reply);
 }
@@ -242,6 +236,8 @@ static int run_strlen(struct baton_kv *kv, const struct kv__args *a,
 		      struct baton_buf *reply)
 {
 	const struct kv__entry *e = kv__find(kv, a, 1);
+	if (e != NULL && kv__is_hash(e))
+		return reply_error(reply, KV_ERR_WRONGTYPE);
 	return resp_int(reply, e != NULL ? (int64_t)e->val_len : 0);
 }
 
@@ -251,8 +247,9 @@ static int run_mget(struct baton_kv *kv, const struct kv__args *a,
 	int rv = resp_array(reply, (size_t)a->argc - 1);
 	for (int i = 1; rv == 0 && i < a->argc; i++) {
 		const struct kv__entry *e = kv__find(kv, a, i);
-		rv = e != NULL ? resp_bulk(reply, e->val, e->val_len)
-			       : resp_null(reply);
+		rv = e != NULL && !kv__is_hash(e)
+			     ? resp_bulk(reply, e->val, e->val_len)
+			     : resp_null(reply); /* Redis: nil for a hash */
 	}
 	return rv;
 }
@@ -280,7 +277,7 @@ static int run_keys(struct baton_kv *kv, const struct kv__args *a,
 	size_t plen = a->lens[1];
 	if (plen == 1 && pattern[0] == '*')
 		pattern = NULL;
-	struct list l = {0};
+	struct kv__list l = {0};
 	int rv = 0;
 	uint64_t cursor = 0;
 	do {
@@ -288,7 +285,7 @@ static int run_keys(struct baton_kv *kv, const struct kv__args *a,
 			kv__table_bucket(&kv->table, cursor);
 		for (; rv == 0 && e != NULL; e = kv__table_after(&kv->table, e))
 			if (matches(pattern, plen, e, kv->now_ms))
-				rv = list_push(&l, e);
+				rv = kv__list_push(&l, e);
 		cursor = kv__table_next(&kv->table, cursor);
 	} while (rv == 0 && cursor != 0);
 	if (rv == 0)
@@ -297,37 +294,48 @@ static int run_keys(struct baton_kv *kv, const struct kv__args *a,
 	return rv;
 }
 
-static int run_scan(struct baton_kv *kv, const struct kv__args *a,
-		    struct baton_buf *reply)
+int kv__scan_table(const struct kv__table *t, const struct kv__scan_options *o,
+		   int64_t now_ms, struct kv__list *l, uint64_t *next)
 {
-	struct scan_options o;
-	int rv = scan_options(a, &o, reply);
-	assert(rv == 0); /* checked */
-	uint64_t buckets = o.count <= UINT64_MAX / KV_SCAN_BUCKETS_PER_COUNT
-				   ? o.count * KV_SCAN_BUCKETS_PER_COUNT
+	uint64_t buckets = o->count <= UINT64_MAX / KV_SCAN_BUCKETS_PER_COUNT
+				   ? o->count * KV_SCAN_BUCKETS_PER_COUNT
 				   : UINT64_MAX;
-	uint64_t seen = 0;
-	struct list l = {0};
-	uint64_t cursor = o.cursor;
+	uint64_t seen = 0, cursor = o->cursor;
+	int rv = 0;
 	do {
-		const struct kv__entry *e =
-			kv__table_bucket(&kv->table, cursor);
-		for (; rv == 0 && e != NULL;
-		     e = kv__table_after(&kv->table, e)) {
+		const struct kv__entry *e = kv__table_bucket(t, cursor);
+		for (; rv == 0 && e != NULL; e = kv__table_after(t, e)) {
 			seen++;
-			if (matches(o.pattern, o.pattern_len, e, kv->now_ms))
-				rv = list_push(&l, e);
+			if (matches(o->pattern, o->pattern_len, e, now_ms))
+				rv = kv__list_push(l, e);
 		}
-		cursor = kv__table_next(&kv->table, cursor);
+		cursor = kv__table_next(t, cursor);
 		buckets--;
-	} while (rv == 0 && cursor != 0 && buckets > 0 && seen < o.count);
+	} while (rv == 0 && cursor != 0 && buckets > 0 && seen < o->count);
+	*next = cursor;
+	return rv;
+}
+
+int kv__reply_cursor(struct baton_buf *b, uint64_t cursor)
+{
 	char text[KV_INT_TEXT_BYTES];
 	int n = snprintf(text, sizeof text, "%" PRIu64, cursor);
 	assert(n > 0 && (size_t)n < sizeof text);
+	int rv = resp_array(b, 2);
+	return rv == 0 ? resp_bulk(b, text, (size_t)n) : rv;
+}
+
+static int run_scan(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	struct kv__scan_options o;
+	int rv = kv__scan_options(a, 1, false, &o, reply);
+	assert(rv == 0); /* checked */
+	struct kv__list l = {0};
+	uint64_t next;
+	rv = kv__scan_table(&kv->table, &o, kv->now_ms, &l, &next);
 	if (rv == 0)
-		rv = resp_array(reply, 2);
-	if (rv == 0)
-		rv = resp_bulk(reply, text, (size_t)n);
+		rv = kv__reply_cursor(reply, next);
 	if (rv == 0)
 		rv = reply_keys(reply, &l);
 	free(l.v);
@@ -354,6 +362,8 @@ static int incr_by(struct baton_kv *kv, const struct kv__args *a, int64_t by,
 {
 	struct kv__entry *e = kv__find(kv, a, 1);
 	int64_t v = 0;
+	if (e != NULL && kv__is_hash(e))
+		return reply_error(reply, KV_ERR_WRONGTYPE);
 	if (e != NULL && !resp_parse_int(e->val, e->val_len, &v))
 		return reply_error(reply, ERR_NOT_INT);
 	if ((by < 0 && v < 0 && by < INT64_MIN - v) ||
@@ -415,6 +425,8 @@ static int run_append(struct baton_kv *kv, const struct kv__args *a,
 		      struct baton_buf *reply)
 {
 	struct kv__entry *e = kv__find(kv, a, 1);
+	if (e != NULL && kv__is_hash(e))
+		return reply_error(reply, KV_ERR_WRONGTYPE);
 	if (e != NULL && !kv__append_fits(e->val_len, a->lens[2]))
 		return reply_error(reply, ERR_TOO_BIG);
 	int rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
@@ -504,6 +516,20 @@ static const struct kv_command commands[] = {
 	{"pttl", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
 	{"expiretime", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
 	{"pexpiretime", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
+	/* Machine version 3: hashes and TYPE. */
+	{"type", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_type},
+	{"hset", -4, KV_WRITE, 3, 1, 1, 1, kv__check_hset, kv__run_hset},
+	{"hdel", -3, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_hdel},
+	{"hincrby", 4, KV_WRITE, 3, 1, 1, 1, kv__check_hincrby,
+	 kv__run_hincrby},
+	{"hget", 3, KV_READ, 3, 1, 1, 1, NULL, kv__run_hget},
+	{"hmget", -3, KV_READ, 3, 1, 1, 1, NULL, kv__run_hmget},
+	{"hexists", 3, KV_READ, 3, 1, 1, 1, NULL, kv__run_hget},
+	{"hlen", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_hlen},
+	{"hgetall", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_hgetall},
+	{"hkeys", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_hgetall},
+	{"hvals", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_hgetall},
+	{"hscan", -3, KV_READ, 3, 1, 1, 1, kv__check_hscan, kv__run_hscan},
 };
 
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len)

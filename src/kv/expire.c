@@ -14,8 +14,8 @@
 #include "internal.h"
 #include "resp.h"
 
-#define ERR_SYNTAX "ERR syntax error"
-#define ERR_NOT_INT "ERR value is not an integer or out of range"
+#define ERR_SYNTAX KV_ERR_SYNTAX
+#define ERR_NOT_INT KV_ERR_NOT_INT
 /* Room for a bulk reply's header and trailer beyond its bytes. */
 #define KV_BULK_OVERHEAD_BYTES 32u
 
@@ -163,6 +163,8 @@ int kv__run_set(struct baton_kv *kv, const struct kv__args *a,
 			return as_reply(rv);
 	}
 	struct kv__entry *e = kv__find(kv, a, 1);
+	if (o.get && e != NULL && kv__is_hash(e)) /* plain SET replaces it */
+		return resp_error(reply, "%s", KV_ERR_WRONGTYPE);
 	size_t old = o.get && e != NULL ? e->val_len : 0;
 	rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES +
 					      KV_BULK_OVERHEAD_BYTES + old);
@@ -218,6 +220,8 @@ int kv__run_getex(struct baton_kv *kv, const struct kv__args *a,
 	struct kv__entry *e = kv__find(kv, a, 1);
 	if (e == NULL)
 		return resp_null(reply);
+	if (kv__is_hash(e))
+		return resp_error(reply, "%s", KV_ERR_WRONGTYPE);
 	int64_t at = 0;
 	if (o.exp != EXP_NONE) {
 		rv = expire_at(a, &o, "getex", kv->now_ms, &at, reply);

@@ -36,13 +36,17 @@ uint64_t kv__rev64(uint64_t v);
 /* heap_pos of an entry without an expiry. */
 #define KV_HEAP_NONE SIZE_MAX
 
-/* A key and its value; the key is stored after the struct. */
+/* A key and its value; the key is stored after the struct. The value is
+ * a string (val) or, from machine version 3, a hash (fields). */
 struct kv__entry {
 	struct kv__entry *next; /* in the bucket chain */
 	uint64_t hash;		/* kv__hash(key) */
-	uint8_t *val;		/* owned; never NULL */
-	size_t val_len;
-	size_t val_cap;
+	uint8_t *val;		/* a string's bytes, owned; NULL for a hash */
+	size_t val_len;		/* 0 for a hash */
+	size_t val_cap;		/* 0 for a hash */
+	/* A hash's fields, owned, never empty: a table whose entries are
+	 * strings keyed by field name. NULL for a string. */
+	struct kv__table *fields;
 	/* The expiry, machine time in unix ms, when heap_pos is not
 	 * KV_HEAP_NONE (then e is in the table's expiry heap there). */
 	int64_t expire_at_ms;
@@ -76,6 +80,11 @@ struct kv__table {
 	uint64_t old_size;	/* 0 when not resizing */
 	uint64_t moved;		/* old buckets [0, moved) are empty */
 	uint64_t count;
+	uint64_t hashes; /* entries whose value is a hash */
+	/* A hash's fields: bucket arrays come from malloc, never mapped
+	 * (a map may hold millions of hashes; mappings are few per
+	 * process). */
+	bool of_fields;
 	struct kv__heap expiring; /* the entries with an expiry */
 	/* The incremental snapshot open on this table, or NULL: every change
 	 * of a key goes through the functions below, which tell it first
@@ -103,11 +112,27 @@ void kv__table_clear(struct kv__table *t);
 /* A new entry holding copies of key and value; NULL when out of memory. */
 struct kv__entry *kv__entry_new(const uint8_t *key, size_t klen,
 				const uint8_t *val, size_t vlen);
+/* A new entry for key whose value is a hash with no field yet (the caller
+ * adds one before it inserts the entry); NULL when out of memory. */
+struct kv__entry *kv__hash_new(const uint8_t *key, size_t klen);
+/* A deep copy of e's key and value (every field of a hash), without its
+ * expiry or place in a table; NULL when out of memory. */
+struct kv__entry *kv__entry_copy(const struct kv__entry *e);
+/* The bytes e holds: the entry, its key, its value or every field. */
+uint64_t kv__entry_bytes(const struct kv__entry *e);
+/* Frees a hash's fields too. NULL is fine. */
 void kv__entry_free(struct kv__entry *e);
-/* Replace the value of e (in t) by a copy of val; 0, or BATON_ENOMEM with
- * e unchanged. */
+static inline bool kv__is_hash(const struct kv__entry *e)
+{
+	return e->fields != NULL;
+}
+/* Replace the value of e (in t) by a copy of val, a hash's fields
+ * included (SET on a hash); 0, or BATON_ENOMEM with e unchanged. */
 int kv__entry_set(struct kv__table *t, struct kv__entry *e, const uint8_t *val,
 		  size_t len);
+/* What a write calls before it changes the fields of the hash e (in t) in
+ * place: t's open snapshot keeps e as it was, if it needs to. */
+void kv__entry_touch(struct kv__table *t, const struct kv__entry *e);
 /* Append to the value of e (in t), growing greedily; 0, or BATON_ENOMEM
  * with e unchanged. The caller checked kv__append_fits(). */
 int kv__entry_append(struct kv__table *t, struct kv__entry *e,
@@ -124,8 +149,8 @@ struct kv__entry *kv__table_find(const struct kv__table *t, const uint8_t *key,
  * a growth (best effort: a failed allocation postpones it, leaving longer
  * chains, never a failure). */
 void kv__table_insert(struct kv__table *t, struct kv__entry *e);
-/* Insert e, or if its key is present give that entry e's value (dropping
- * its expiry, as SET does) and free e. Cannot fail. */
+/* Insert e, or if its key is present give that entry e's value, whatever
+ * the types (dropping its expiry, as SET does) and free e. Cannot fail. */
 void kv__table_put(struct kv__table *t, struct kv__entry *e);
 /* Remove and free the key's entry (and its expiry); false if absent.
  * Takes a resize step, and may start a shrink. */
@@ -195,18 +220,18 @@ int kv__snap_writer_init(struct kv__snap_writer *w);
 void kv__snap_writer_free(struct kv__snap_writer *w);
 /* Hand the gathered bytes to the sink: 0 or the sink's error. */
 int kv__snap_writer_flush(struct kv__snap_writer *w);
-/* The header: magic, format, [format 2: machine time], count. */
+/* The header: magic, format, [formats 2, 3: machine time], count. */
 int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
 			int64_t now_ms, uint64_t count);
-/* One entry; expire_at_ms 0 for none (format 2 writes it). */
+/* The entry e (a hash only in format 3) with the expiry expire_at_ms, 0
+ * for none (formats 2 and 3 write it). */
 int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
-		       const uint8_t *key, size_t key_len, const uint8_t *val,
-		       size_t val_len, uint64_t expire_at_ms);
+		       const struct kv__entry *e, uint64_t expire_at_ms);
 /* Flush, then the trailer: the checksum of everything put. */
 int kv__snap_put_trailer(struct kv__snap_writer *w);
 /* The snapshot format of machine version v for this map: 0, or
- * BATON_EVERSION with kv_errmsg() saying why (v unknown, or version 1
- * while keys have expiries). */
+ * BATON_EVERSION with kv_errmsg() saying why (v unknown, version 1 while
+ * keys have expiries, or a version below 3 while keys are hashes). */
 int kv__snap_format(const struct baton_kv *kv, struct baton_machine_version v,
 		    uint32_t *format);
 
@@ -256,6 +281,43 @@ struct kv__entry *kv__find(struct baton_kv *kv, const struct kv__args *a,
 			   int i);
 /* Room for any reply of a write once the map changed: +OK, :<n>, $-1. */
 #define KV_WRITE_REPLY_BYTES 32u
+/* The longest decimal int64: a sign and 19 digits. */
+#define KV_INT_TEXT_BYTES 24u
+
+#define KV_ERR_SYNTAX "ERR syntax error"
+#define KV_ERR_NOT_INT "ERR value is not an integer or out of range"
+#define KV_ERR_OVERFLOW "ERR increment or decrement would overflow"
+#define KV_ERR_WRONGTYPE                                                       \
+	"WRONGTYPE Operation against a key holding the wrong kind of value"
+
+/* A growable list of entries, for replies whose length is known late. */
+struct kv__list {
+	const struct kv__entry **v; /* free() it */
+	size_t n, cap;
+};
+int kv__list_push(struct kv__list *l, const struct kv__entry *e);
+
+/* SCAN's and HSCAN's cursor and options. */
+struct kv__scan_options {
+	uint64_t cursor;
+	uint64_t count;
+	const uint8_t *pattern; /* NULL: every key */
+	size_t pattern_len;
+	bool novalues; /* HSCAN: fields only */
+};
+/* A cursor: an unsigned decimal that fits 64 bits. */
+bool kv__parse_cursor(const uint8_t *s, size_t len, uint64_t *out);
+/* The cursor at argument cursor_arg and the options after it (MATCH,
+ * COUNT, and for a hash NOVALUES): 0, or the -ERR refusal as kv__refuse. */
+int kv__scan_options(const struct kv__args *a, int cursor_arg, bool hash,
+		     struct kv__scan_options *o, struct baton_buf *err);
+/* One call of SCAN over t (the map's keys or a hash's fields): pushes on
+ * l the entries seen from o->cursor on that are live at now_ms and match
+ * o's pattern, and sets *next to the cursor to reply. 0 or BATON_ENOMEM. */
+int kv__scan_table(const struct kv__table *t, const struct kv__scan_options *o,
+		   int64_t now_ms, struct kv__list *l, uint64_t *next);
+/* A scan reply's start: the array of 2 and the cursor's bulk. */
+int kv__reply_cursor(struct baton_buf *b, uint64_t cursor);
 
 /* ---- expire.c: SET and the commands of machine version 2 ---- */
 
@@ -275,6 +337,34 @@ int kv__run_persist(struct baton_kv *kv, const struct kv__args *a,
 /* The lowest machine version whose SET takes these options: 2 for any of
  * EX, PX, EXAT, PXAT, KEEPTTL, GET (writes the option to *opt), else 1. */
 uint32_t kv__set_machine_min(const struct kv__args *a, const char **opt);
+
+/* ---- hash_commands.c: the hash commands and TYPE (machine version 3) ---- */
+
+int kv__run_type(struct baton_kv *kv, const struct kv__args *a,
+		 struct baton_buf *reply);
+int kv__check_hset(const struct kv__args *a, struct baton_buf *err);
+int kv__run_hset(struct baton_kv *kv, const struct kv__args *a,
+		 struct baton_buf *reply);
+int kv__run_hdel(struct baton_kv *kv, const struct kv__args *a,
+		 struct baton_buf *reply);
+int kv__check_hincrby(const struct kv__args *a, struct baton_buf *err);
+int kv__run_hincrby(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply);
+/* HGET and HEXISTS. */
+int kv__run_hget(struct baton_kv *kv, const struct kv__args *a,
+		 struct baton_buf *reply);
+int kv__run_hmget(struct baton_kv *kv, const struct kv__args *a,
+		  struct baton_buf *reply);
+int kv__run_hlen(struct baton_kv *kv, const struct kv__args *a,
+		 struct baton_buf *reply);
+/* HGETALL, HKEYS and HVALS. */
+int kv__run_hgetall(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply);
+int kv__check_hscan(const struct kv__args *a, struct baton_buf *err);
+int kv__run_hscan(struct baton_kv *kv, const struct kv__args *a,
+		  struct baton_buf *reply);
+/* A hash's fields, in the canonical order, chained into h (WATCH). */
+uint64_t kv__fields_digest(const struct kv__table *fields, uint64_t h);
 
 /* ---- payload.c ---- */
 

@@ -92,14 +92,21 @@ uint64_t kv_watch_hash(const struct baton_kv *kv, const uint8_t *key,
 	const struct kv__entry *e = kv__table_find(&kv->table, key, len);
 	if (e == NULL || kv__expired(e, kv->now_ms))
 		return 0;
-	/* A type byte (1: string, the only one so far), the expiry (0: none)
-	 * and the length, then the value. */
+	/* A type byte (1: string, 2: hash), the expiry (0: none) and the
+	 * length (a hash's: its field count), then the value, or each field
+	 * in the canonical order chained to the hash so far. */
 	uint8_t head[17];
-	head[0] = 1;
+	head[0] = kv__is_hash(e) ? 2 : 1;
 	baton_le_put_u64(head + 1,
 			 kv__has_expiry(e) ? (uint64_t)e->expire_at_ms : 0);
-	baton_le_put_u64(head + 9, e->val_len);
-	uint64_t h = baton__checksum2(head, sizeof head, e->val, e->val_len);
+	baton_le_put_u64(head + 9,
+			 kv__is_hash(e) ? e->fields->count : e->val_len);
+	uint64_t h =
+		kv__is_hash(e)
+			? kv__fields_digest(e->fields,
+					    baton__checksum(head, sizeof head))
+			: baton__checksum2(head, sizeof head, e->val,
+					   e->val_len);
 	return h != 0 ? h : 1;
 }
 

@@ -1,5 +1,5 @@
 /*
- * The key-value state machine, machine versions 1 and 2 (docs/kv.md).
+ * The key-value state machine, machine versions 1 to 3 (docs/kv.md).
  *
  * How the server uses it:
  *   1. kv_lookup() the command a client sent, kv_check() it (a bad command
@@ -12,7 +12,8 @@
  * command of a later version gets its -ERR and is not logged), stamps its
  * payloads with the leader's wall clock (kv_encode_v2, kv_encode_txn),
  * and the leader proposes kv_encode_sweep() entries while
- * kv_expiry_due() says keys are due.
+ * kv_expiry_due() says keys are due. Machine version 3 adds hashes (HSET,
+ * HGET, ...) and TYPE: new commands in the same payloads as version 2's.
  *
  * Applying is deterministic: the same payloads in the same order give the
  * same map, the same replies and byte-identical snapshots on every node
@@ -36,9 +37,11 @@
 #include "baton/buf.h"
 
 /* The machine versions kv_apply() knows. Version 2 adds expiry,
- * transactions and stamped payloads (docs/kv.md). */
+ * transactions and stamped payloads; version 3 hashes and TYPE
+ * (docs/kv.md). A release runs the versions up to its own machine_max,
+ * which may be below this. */
 #define KV_MACHINE_VERSION_MIN 1u
-#define KV_MACHINE_VERSION_MAX 2u
+#define KV_MACHINE_VERSION_MAX 3u
 
 /* Limits. They are part of machine version 1's semantics (an APPEND past
  * the value limit fails on every node alike), so they are constants. */
@@ -48,14 +51,15 @@
 
 /* Format versions of what kv writes (docs/kv.md). kv_encode() writes
  * format 1 (any machine version), the kv_encode_v2 family format 2
- * (machine version 2 only); snapshots are format 1 under machine version
- * 1 and format 2 under 2. */
+ * (machine versions 2 and 3); snapshots are format N under machine
+ * version N. */
 #define KV_PAYLOAD_FORMAT 1u
 #define KV_PAYLOAD_FORMAT_2 2u
 #define KV_PAYLOAD_FORMAT_MAX 2u
 #define KV_SNAPSHOT_FORMAT 1u
 #define KV_SNAPSHOT_FORMAT_2 2u
-#define KV_SNAPSHOT_FORMAT_MAX 2u
+#define KV_SNAPSHOT_FORMAT_3 3u
+#define KV_SNAPSHOT_FORMAT_MAX 3u
 #define KV_SNAPSHOT_MAGIC "BKVS"
 
 /* Transactions: at most this many commands and watched keys per entry. */
@@ -87,7 +91,7 @@ struct kv_command {
 	const char *name; /* lower case, as Redis names it in errors */
 	int arity;	  /* argc with the name; -n means at least n */
 	uint32_t flags;	  /* KV_WRITE or KV_READ */
-	/* The first machine version with this command (1 or 2). Some
+	/* The first machine version with this command (1 to 3). Some
 	 * options need a later one: kv_gate() says. */
 	uint32_t machine_min;
 	/* Arguments that are keys: first..last (negative: from the end)
@@ -135,7 +139,7 @@ int kv_gate(const struct kv_command *c, int argc, const uint8_t *const *argv,
 int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 	      struct baton_buf *out);
 
-/* Payload format 2 (machine version 2 only): u8 2, u64 stamp_ms, u8 kind,
+/* Payload format 2 (machine versions 2 and 3): u8 2, u64 stamp_ms, u8 kind,
  * then the kind's body. stamp_ms is the leader's wall clock in unix ms
  * (at most INT64_MAX); applying the payload raises machine time to it.
  * Each returns 0, BATON_EINVAL (a bad stamp, count or length; limits as
@@ -217,7 +221,8 @@ int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 	     const uint8_t *payload, size_t len, struct baton_buf *reply);
 
 /* Run a read command (GET, MGET, EXISTS, STRLEN, DBSIZE, SCAN, KEYS, TTL,
- * PTTL, EXPIRETIME, PEXPIRETIME) on the local map and append its reply (an
+ * PTTL, EXPIRETIME, PEXPIRETIME, TYPE, HGET, HMGET, HGETALL, HLEN,
+ * HEXISTS, HKEYS, HVALS, HSCAN) on the local map and append its reply (an
  * -ERR reply for a bad command, as kv_check() gives). Keys expired at the
  * machine time are absent. Never changes the map. The server gates it
  * (kv_gate) first. Returns 0; BATON_EINVAL if
@@ -246,36 +251,50 @@ bool kv_expiry_next(const struct baton_kv *kv, uint64_t *at_ms);
 
 /* Converting between machine versions (docs/kv.md, "Converting down"):
  * the state machine's version_changed hook, at the index of a version
- * entry. Up (1 -> 2) changes nothing. Down to version 1 (an explicit
- * downgrade): keys expired at machine time are deleted, every other key
- * loses its expiry and persists, machine time becomes 0: the map a
- * version-1 snapshot of it restores to. Deterministic (the map alone
- * decides) and it cannot fail: 0, or BATON_EVERSION (nothing changed,
- * kv_errmsg() says why) when from or to is not a version kv implements. */
+ * entry. Up (1 -> 2 -> 3) changes nothing. Down (an explicit downgrade),
+ * below version 3: every hash key is deleted, expired or not (version 2
+ * has no hashes); below version 2: keys expired at machine time are
+ * deleted, every other key loses its expiry and persists, machine time
+ * becomes 0. The result is the map a snapshot of the lower version's
+ * format restores to. Deterministic (the map alone decides) and it cannot
+ * fail: 0, or BATON_EVERSION (nothing changed, kv_errmsg() says why) when
+ * from or to is not a version kv implements. */
 int kv_convert(struct baton_kv *kv, struct baton_machine_version from,
 	       struct baton_machine_version to);
 
 /* What kv_convert(from, to) would lose now: the number of keys live at
- * machine time with an expiry, when converting down to version 1 (which
- * cannot keep one); 0 otherwise. The downgrade's validate step refuses
- * unless forced when it is not 0. */
+ * machine time that are hashes, when converting below version 3 (they are
+ * deleted), plus that of the other live keys with an expiry, when
+ * converting below version 2 (they persist); 0 otherwise. The
+ * downgrade's validate step refuses unless forced when it is not 0. */
 uint64_t kv_convert_loss(const struct baton_kv *kv,
 			 struct baton_machine_version from,
 			 struct baton_machine_version to);
+
+/* The refusal of a downgrade that kv_convert_loss() says loses keys, in
+ * buf (NUL-terminated, cut to cap): what is lost and what FORCE does,
+ * e.g. "3 keys are hashes, which machine version 2 cannot hold; with
+ * FORCE they are deleted". Empty when nothing is lost. */
+void kv_convert_loss_text(const struct baton_kv *kv,
+			  struct baton_machine_version from,
+			  struct baton_machine_version to, char *buf,
+			  size_t cap);
 
 /* Why the last kv_apply(), kv_convert(), kv_snapshot() or kv_restore()
  * failed: a static or owned string, valid until the next call on kv. */
 const char *kv_errmsg(const struct baton_kv *kv);
 
 /* Stream the whole map to sink, in pieces, as machine version v writes it
- * (format: docs/kv.md): magic KV_SNAPSHOT_MAGIC, u32 format (1 under
- * version 1, 2 under version 2), [format 2: u64 machine time], u64 count,
- * the entries as u32 key length + key + u32 value length + value [format
- * 2: + u64 expiry, 0 for none], then the XXH3-64 of everything before it.
- * Identical maps give identical bytes. sink returns 0 or a negative
- * error, which stops the snapshot and is returned. Returns 0, the sink's
- * error, BATON_EVERSION (v unknown, or version 1 while keys have an
- * expiry: format 1 cannot hold them; nothing is written) or
+ * (format: docs/kv.md): magic KV_SNAPSHOT_MAGIC, u32 format (N under
+ * version N), [formats 2, 3: u64 machine time], u64 count, the entries as
+ * u32 key length + key [format 3: + u8 type] + u32 value length + value
+ * [a hash in format 3: u64 field count, each field and its value as u32
+ * length + bytes] [formats 2, 3: + u64 expiry, 0 for none], then the
+ * XXH3-64 of everything before it. Identical maps give identical bytes.
+ * sink returns 0 or a negative error, which stops the snapshot and is
+ * returned. Returns 0, the sink's error, BATON_EVERSION (v unknown,
+ * version 1 while keys have an expiry, or a version below 3 while keys
+ * are hashes: the format cannot hold them; nothing is written) or
  * BATON_ENOMEM. */
 int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
 		int (*sink)(void *arg, const void *buf, size_t len), void *arg);
@@ -337,11 +356,12 @@ void kv_snapshot_stats(const struct baton_kv *kv,
 		       struct kv_snapshot_stats *out);
 
 /* Replace the map (and machine time) with a snapshot's contents written
- * under machine version v. Format 1 restores under versions 1 and 2
- * (machine time 0, no expiries); format 2 under version 2 only. On
+ * under machine version v. Format N restores under versions N and later
+ * (format 1: machine time 0, no expiries; formats 1 and 2: no hashes). On
  * failure the old contents stay: BATON_ECORRUPT (bad magic, length,
- * checksum, limits, duplicate keys), BATON_EVERSION (v unknown, or a
- * format newer than v allows), BATON_ENOMEM. The bytes are copied. */
+ * checksum, limits, duplicate keys or fields, an empty hash, an unknown
+ * type), BATON_EVERSION (v unknown, or a format newer than v allows),
+ * BATON_ENOMEM. The bytes are copied. */
 int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 	       const uint8_t *buf, size_t len);
 

@@ -14,10 +14,20 @@
  *                u64 expiry (unix ms, 1..INT64_MAX; 0 for none)
  *   u64     XXH3-64 of every byte before it
  *
- * Little-endian. Entries come in the table's canonical order (sorted by
- * reversed hash, then key), so equal maps give equal bytes. The expiry
- * heap is not written: a restore rebuilds it, and its order depends on
- * the keys and expiries alone.
+ * Format 3 (machine version 3) adds a type to each entry:
+ *
+ *   "BKVS", u32 format 3, u64 machine time (unix ms), u64 count
+ *   count times: u32 key length, key, u8 type, then
+ *                type 1 (string): u32 value length, value
+ *                type 2 (hash):   u64 fields (>= 1), each u32 field
+ *                                 length, field, u32 value length, value
+ *                u64 expiry (unix ms, 1..INT64_MAX; 0 for none)
+ *   u64     XXH3-64 of every byte before it
+ *
+ * Little-endian. Entries, and a hash's fields, come in the table's
+ * canonical order (sorted by reversed hash, then key), so equal maps give
+ * equal bytes. The expiry heap is not written: a restore rebuilds it, and
+ * its order depends on the keys and expiries alone.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -32,6 +42,11 @@
 #define SNAP_TRAILER_BYTES 8u
 #define SNAP_ENTRY_MIN_BYTES 8u	   /* format 1 */
 #define SNAP_ENTRY_2_MIN_BYTES 16u /* format 2: the expiry too */
+#define SNAP_ENTRY_3_MIN_BYTES 17u /* format 3: and the type */
+#define SNAP_FIELD_MIN_BYTES 8u	   /* a hash's field: two lengths */
+/* The type byte of a format-3 entry. */
+#define SNAP_TYPE_STRING 1u
+#define SNAP_TYPE_HASH 2u
 /* Small pieces are gathered into chunks of this size for the sink. */
 #define SNAP_CHUNK_BYTES ((size_t)64 << 10)
 
@@ -84,23 +99,53 @@ static int put(struct kv__snap_writer *w, const void *buf, size_t len)
 	return w->sink(w->arg, buf, len);
 }
 
-int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
-		       const uint8_t *key, size_t key_len, const uint8_t *val,
-		       size_t val_len, uint64_t expire_at_ms)
+/* u32 length, then the bytes. */
+static int put_bytes(struct kv__snap_writer *w, const uint8_t *p, size_t len)
 {
+	assert(len <= KV_KEY_BYTES_MAX && len <= KV_VALUE_BYTES_MAX);
 	uint8_t n[4];
-	assert(key_len <= KV_KEY_BYTES_MAX && val_len <= KV_VALUE_BYTES_MAX);
-	assert(expire_at_ms <= INT64_MAX);
-	baton_le_put_u32(n, (uint32_t)key_len);
+	baton_le_put_u32(n, (uint32_t)len);
 	int rv = put(w, n, 4);
+	return rv == 0 ? put(w, p, len) : rv;
+}
+
+/* A hash's field count, then its fields in the canonical order. */
+static int put_fields(struct kv__snap_writer *w, const struct kv__table *t)
+{
+	assert(t->count > 0);
+	uint8_t n[8];
+	baton_le_put_u64(n, t->count);
+	int rv = put(w, n, sizeof n);
+	uint64_t cursor = 0, written = 0;
+	do {
+		const struct kv__entry *f = kv__table_bucket(t, cursor);
+		for (; rv == 0 && f != NULL;
+		     f = kv__table_after(t, f), written++) {
+			rv = put_bytes(w, f->key, f->key_len);
+			if (rv == 0)
+				rv = put_bytes(w, f->val, f->val_len);
+		}
+		cursor = kv__table_next(t, cursor);
+	} while (rv == 0 && cursor != 0);
+	assert(rv != 0 || written == t->count);
+	return rv;
+}
+
+int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
+		       const struct kv__entry *e, uint64_t expire_at_ms)
+{
+	assert(expire_at_ms <= INT64_MAX);
+	assert(format == KV_SNAPSHOT_FORMAT_3 || !kv__is_hash(e));
+	int rv = put_bytes(w, e->key, e->key_len);
+	if (rv == 0 && format == KV_SNAPSHOT_FORMAT_3) {
+		uint8_t type =
+			kv__is_hash(e) ? SNAP_TYPE_HASH : SNAP_TYPE_STRING;
+		rv = put(w, &type, 1);
+	}
 	if (rv == 0)
-		rv = put(w, key, key_len);
-	baton_le_put_u32(n, (uint32_t)val_len);
-	if (rv == 0)
-		rv = put(w, n, 4);
-	if (rv == 0)
-		rv = put(w, val, val_len);
-	if (rv == 0 && format == KV_SNAPSHOT_FORMAT_2) {
+		rv = kv__is_hash(e) ? put_fields(w, e->fields)
+				    : put_bytes(w, e->val, e->val_len);
+	if (rv == 0 && format >= KV_SNAPSHOT_FORMAT_2) {
 		uint8_t at[8];
 		baton_le_put_u64(at, expire_at_ms);
 		rv = put(w, at, sizeof at);
@@ -111,13 +156,14 @@ int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
 int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
 			int64_t now_ms, uint64_t count)
 {
-	assert(format == KV_SNAPSHOT_FORMAT || format == KV_SNAPSHOT_FORMAT_2);
+	assert(format >= KV_SNAPSHOT_FORMAT &&
+	       format <= KV_SNAPSHOT_FORMAT_MAX);
 	assert(now_ms >= 0);
 	uint8_t head[SNAP_HEADER_2_BYTES];
 	memcpy(head, KV_SNAPSHOT_MAGIC, 4);
 	baton_le_put_u32(head + 4, format);
 	size_t n = SNAP_HEADER_BYTES;
-	if (format == KV_SNAPSHOT_FORMAT_2) {
+	if (format >= KV_SNAPSHOT_FORMAT_2) {
 		baton_le_put_u64(head + 8, (uint64_t)now_ms);
 		n = SNAP_HEADER_2_BYTES;
 	}
@@ -150,9 +196,7 @@ static int write_all(struct kv__snap_writer *w, const struct baton_kv *kv,
 		const struct kv__entry *e = kv__table_bucket(t, cursor);
 		for (; rv == 0 && e != NULL;
 		     e = kv__table_after(t, e), written++)
-			rv = kv__snap_put_entry(w, format, e->key, e->key_len,
-						e->val, e->val_len,
-						expiry_of(e));
+			rv = kv__snap_put_entry(w, format, e, expiry_of(e));
 		cursor = kv__table_next(t, cursor);
 	} while (rv == 0 && cursor != 0);
 	if (rv != 0)
@@ -176,11 +220,16 @@ int kv__snap_format(const struct baton_kv *kv, struct baton_machine_version v,
 	    v.value > KV_MACHINE_VERSION_MAX)
 		return fail(kv, BATON_EVERSION,
 			    "a snapshot under an unknown machine version");
-	*format = v.value >= 2 ? KV_SNAPSHOT_FORMAT_2 : KV_SNAPSHOT_FORMAT;
+	/* Each machine version has its own format so far. */
+	*format = v.value;
 	if (*format == KV_SNAPSHOT_FORMAT && kv->table.expiring.n > 0)
 		return fail(kv, BATON_EVERSION,
 			    "keys have expiries, which snapshot format 1 "
 			    "(machine version 1) cannot hold");
+	if (*format < KV_SNAPSHOT_FORMAT_3 && kv->table.hashes > 0)
+		return fail(kv, BATON_EVERSION,
+			    "keys are hashes, which snapshot formats 1 and 2 "
+			    "(machine versions 1 and 2) cannot hold");
 	return 0;
 }
 
@@ -202,31 +251,94 @@ int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
 	return rv;
 }
 
+/* u32 length (at most max), then the bytes. */
+static bool read_bytes(struct baton_le_reader *r, size_t max, const uint8_t **p,
+		       uint32_t *len)
+{
+	return baton_le_read_u32(r, len) && *len <= max &&
+	       baton_le_read_bytes(r, *len, p);
+}
+
+/* A hash's fields (format 3) into the new entry *out, for key. */
+static int read_hash(struct baton_le_reader *r, const uint8_t *key,
+		     uint32_t klen, struct kv__entry **out)
+{
+	uint64_t n;
+	if (!baton_le_read_u64(r, &n) || n == 0 ||
+	    n > baton_le_left(r) / SNAP_FIELD_MIN_BYTES)
+		return BATON_ECORRUPT;
+	struct kv__entry *e = kv__hash_new(key, klen);
+	if (e == NULL)
+		return BATON_ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *field, *val;
+		uint32_t flen, vlen;
+		struct kv__entry *f = NULL;
+		int rv = BATON_ECORRUPT;
+		if (read_bytes(r, KV_VALUE_BYTES_MAX, &field, &flen) &&
+		    read_bytes(r, KV_VALUE_BYTES_MAX, &val, &vlen) &&
+		    kv__table_find(e->fields, field, flen) == NULL) {
+			f = kv__entry_new(field, flen, val, vlen);
+			rv = f != NULL ? 0 : BATON_ENOMEM;
+		}
+		if (rv != 0) {
+			kv__entry_free(e);
+			return rv;
+		}
+		kv__table_insert(e->fields, f);
+	}
+	*out = e;
+	return 0;
+}
+
+/* One entry's value, as its format writes it, into the new entry *out. */
+static int read_value(struct baton_le_reader *r, uint32_t format,
+		      const uint8_t *key, uint32_t klen, struct kv__entry **out)
+{
+	uint8_t type = SNAP_TYPE_STRING;
+	const uint8_t *p;
+	if (format == KV_SNAPSHOT_FORMAT_3) {
+		if (!baton_le_read_bytes(r, 1, &p))
+			return BATON_ECORRUPT;
+		type = p[0];
+	}
+	if (type == SNAP_TYPE_HASH)
+		return read_hash(r, key, klen, out);
+	const uint8_t *val;
+	uint32_t vlen;
+	if (type != SNAP_TYPE_STRING ||
+	    !read_bytes(r, KV_VALUE_BYTES_MAX, &val, &vlen))
+		return BATON_ECORRUPT;
+	*out = kv__entry_new(key, klen, val, vlen);
+	return *out != NULL ? 0 : BATON_ENOMEM;
+}
+
 /* Read the entries into t; ECORRUPT unless they fill [off, end) exactly. */
 static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
 			size_t end, uint64_t count, uint32_t format)
 {
 	struct baton_le_reader r = baton_le_reader(buf + off, end - off);
 	for (uint64_t i = 0; i < count; i++) {
-		uint32_t klen, vlen;
-		const uint8_t *key, *val;
-		if (!baton_le_read_u32(&r, &klen) || klen > KV_KEY_BYTES_MAX ||
-		    !baton_le_read_bytes(&r, klen, &key) ||
-		    !baton_le_read_u32(&r, &vlen) ||
-		    vlen > KV_VALUE_BYTES_MAX ||
-		    !baton_le_read_bytes(&r, vlen, &val))
+		uint32_t klen;
+		const uint8_t *key;
+		if (!read_bytes(&r, KV_KEY_BYTES_MAX, &key, &klen) ||
+		    kv__table_find(t, key, klen) != NULL)
 			return BATON_ECORRUPT;
-		if (kv__table_find(t, key, klen) != NULL)
-			return BATON_ECORRUPT;
+		struct kv__entry *e;
+		int rv = read_value(&r, format, key, klen, &e);
+		if (rv != 0)
+			return rv;
 		uint64_t at = 0;
-		if (format == KV_SNAPSHOT_FORMAT_2 &&
+		if (format >= KV_SNAPSHOT_FORMAT_2 &&
 		    (!baton_le_read_u64(&r, &at) || at > INT64_MAX))
-			return BATON_ECORRUPT;
-		if (at != 0 && kv__heap_reserve(&t->expiring, 1) != 0)
-			return BATON_ENOMEM;
-		struct kv__entry *e = kv__entry_new(key, klen, val, vlen);
-		if (e == NULL)
-			return BATON_ENOMEM;
+			rv = BATON_ECORRUPT;
+		if (rv == 0 && at != 0 &&
+		    kv__heap_reserve(&t->expiring, 1) != 0)
+			rv = BATON_ENOMEM;
+		if (rv != 0) {
+			kv__entry_free(e);
+			return rv;
+		}
 		kv__table_insert(t, e);
 		if (at != 0)
 			kv__expire_set(t, e, (int64_t)at);
@@ -252,8 +364,8 @@ int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 	if (format > KV_SNAPSHOT_FORMAT_MAX || format > v.value)
 		return fail(kv, BATON_EVERSION,
 			    "a snapshot format newer than the machine "
-			    "version allows (format 2 needs version 2)");
-	bool v2 = format == KV_SNAPSHOT_FORMAT_2;
+			    "version allows (format N needs version N)");
+	bool v2 = format >= KV_SNAPSHOT_FORMAT_2;
 	size_t head = v2 ? SNAP_HEADER_2_BYTES : SNAP_HEADER_BYTES;
 	if (len < head + SNAP_TRAILER_BYTES)
 		return fail(kv, BATON_ECORRUPT, "a truncated snapshot");
@@ -262,7 +374,10 @@ int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 		return fail(kv, BATON_ECORRUPT, "a bad snapshot checksum");
 	uint64_t now = v2 ? baton_le_get_u64(buf + 8) : 0;
 	uint64_t count = baton_le_get_u64(buf + head - 8);
-	size_t entry_min = v2 ? SNAP_ENTRY_2_MIN_BYTES : SNAP_ENTRY_MIN_BYTES;
+	size_t entry_min = format == KV_SNAPSHOT_FORMAT_3
+				   ? SNAP_ENTRY_3_MIN_BYTES
+			   : v2 ? SNAP_ENTRY_2_MIN_BYTES
+				: SNAP_ENTRY_MIN_BYTES;
 	if (now > INT64_MAX || count > (end - head) / entry_min)
 		return fail(kv, BATON_ECORRUPT, "a bad snapshot header");
 	struct kv__table t;

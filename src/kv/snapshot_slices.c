@@ -19,6 +19,9 @@
  * entry is copied into `kept`, or, if the key is absent, noted in `born`.
  * A step merges the table with `kept` in position order: a copy speaks for
  * its key (the table's entry is newer), a key in `born` is passed over.
+ * A hash changed in place (HSET, HDEL, HINCRBY) is told of too
+ * (kv__entry_touch) and copied whole, every field, before its first
+ * change: a step writes a hash in one piece.
  *
  * FLUSHALL (kv__table_clear) takes the whole table aside as `frozen`
  * instead of copying every key: the map goes on from an empty table, and
@@ -98,10 +101,10 @@ static int fail(struct baton_kv *kv, int rv, const char *why)
 	return rv;
 }
 
-/* The bytes a copy holds. */
+/* The bytes a copy holds (a hash's: every field). */
 static uint64_t record_bytes(const struct kv__entry *e)
 {
-	return sizeof *e + e->key_len + e->val_cap;
+	return kv__entry_bytes(e);
 }
 
 /* Free the copies and the frozen table, and stop listening to the map's
@@ -292,11 +295,11 @@ void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
 	if (passed(&s->p, hash, key, len) || holds(&s->kept, key, len) ||
 	    holds(&s->born, key, len))
 		return;
-	/* KEYS needs the key and its expiry, not the value. */
+	/* KEYS needs the key and its expiry, not the value. A hash is
+	 * copied whole, every field: the snapshot writes it in one piece. */
 	bool value = cur != NULL && s->kind == VIEW_SNAPSHOT;
 	struct kv__entry *copy =
-		value ? kv__entry_new(key, len, cur->val, cur->val_len)
-		      : kv__entry_new(key, len, NULL, 0);
+		value ? kv__entry_copy(cur) : kv__entry_new(key, len, NULL, 0);
 	if (copy == NULL) {
 		snap_fail(s, BATON_ENOMEM,
 			  "out of memory keeping a key as it was for the "
@@ -440,8 +443,7 @@ static void drop_passed(struct kv__snap *s, struct kv__table *t,
 static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at)
 {
 	if (s->kind == VIEW_SNAPSHOT)
-		return kv__snap_put_entry(&s->w, s->format, e->key, e->key_len,
-					  e->val, e->val_len, at);
+		return kv__snap_put_entry(&s->w, s->format, e, at);
 	if (at != 0 && at <= (uint64_t)s->now_ms)
 		return 0; /* expired at begin, as run_keys skips it */
 	if (s->pattern != NULL &&

@@ -40,23 +40,31 @@ static uint64_t pow2_at_least(uint64_t n)
 	return size;
 }
 
-/* A zeroed array of `size` buckets, or NULL. */
-static struct kv__entry **buckets_new(uint64_t size)
+/* Is t's bucket array of `size` buckets mapped, rather than malloc'd? */
+static bool mapped(const struct kv__table *t, uint64_t size)
+{
+	return !t->of_fields &&
+	       size * sizeof(struct kv__entry *) >= KV_TABLE_MAP_BYTES_MIN;
+}
+
+/* A zeroed array of `size` buckets for t, or NULL. */
+static struct kv__entry **buckets_new(const struct kv__table *t, uint64_t size)
 {
 	if (size > SIZE_MAX / sizeof(struct kv__entry *))
 		return NULL;
 	size_t bytes = (size_t)size * sizeof(struct kv__entry *);
-	if (bytes < KV_TABLE_MAP_BYTES_MIN)
+	if (!mapped(t, size))
 		return calloc((size_t)size, sizeof(struct kv__entry *));
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p != MAP_FAILED ? p : NULL;
 }
 
-static void buckets_free(struct kv__entry **buckets, uint64_t size)
+static void buckets_free(const struct kv__table *t, struct kv__entry **buckets,
+			 uint64_t size)
 {
 	size_t bytes = (size_t)size * sizeof(struct kv__entry *);
-	if (buckets == NULL || bytes < KV_TABLE_MAP_BYTES_MIN) {
+	if (buckets == NULL || !mapped(t, size)) {
 		free(buckets);
 		return;
 	}
@@ -65,12 +73,18 @@ static void buckets_free(struct kv__entry **buckets, uint64_t size)
 	(void)rv;
 }
 
-int kv__table_init(struct kv__table *t, uint64_t hint)
+static int table_init(struct kv__table *t, uint64_t hint, bool of_fields)
 {
 	memset(t, 0, sizeof *t);
+	t->of_fields = of_fields;
 	t->size = pow2_at_least(hint);
-	t->buckets = buckets_new(t->size);
+	t->buckets = buckets_new(t, t->size);
 	return t->buckets != NULL ? 0 : BATON_ENOMEM;
+}
+
+int kv__table_init(struct kv__table *t, uint64_t hint)
+{
+	return table_init(t, hint, false);
 }
 
 static void free_array(struct kv__entry **buckets, uint64_t size)
@@ -91,13 +105,14 @@ static void free_chains(struct kv__table *t)
 {
 	if (t->old != NULL) {
 		free_array(t->old, t->old_size);
-		buckets_free(t->old, t->old_size);
+		buckets_free(t, t->old, t->old_size);
 		t->old = NULL;
 	}
 	t->old_size = 0;
 	t->moved = 0;
 	free_array(t->buckets, t->size);
 	t->count = 0;
+	t->hashes = 0;
 	t->expiring.n = 0;
 }
 
@@ -105,7 +120,7 @@ void kv__table_free(struct kv__table *t)
 {
 	if (t->buckets != NULL)
 		free_chains(t);
-	buckets_free(t->buckets, t->size);
+	buckets_free(t, t->buckets, t->size);
 	t->buckets = NULL;
 	t->size = 0;
 	kv__heap_free(&t->expiring);
@@ -118,10 +133,10 @@ void kv__table_clear(struct kv__table *t)
 	free_chains(t);
 	if (t->size == KV_TABLE_BUCKETS_MIN)
 		return;
-	struct kv__entry **small = buckets_new(KV_TABLE_BUCKETS_MIN);
+	struct kv__entry **small = buckets_new(t, KV_TABLE_BUCKETS_MIN);
 	if (small == NULL)
 		return; /* keep the big, now empty, table */
-	buckets_free(t->buckets, t->size);
+	buckets_free(t, t->buckets, t->size);
 	t->buckets = small;
 	t->size = KV_TABLE_BUCKETS_MIN;
 }
@@ -149,15 +164,92 @@ struct kv__entry *kv__entry_new(const uint8_t *key, size_t klen,
 	e->key_len = klen;
 	e->val_len = vlen;
 	e->val_cap = vlen > 0 ? vlen : 1;
+	e->fields = NULL;
 	e->expire_at_ms = 0;
 	e->heap_pos = KV_HEAP_NONE;
 	return e;
+}
+
+struct kv__entry *kv__hash_new(const uint8_t *key, size_t klen)
+{
+	assert(klen <= KV_KEY_BYTES_MAX);
+	struct kv__entry *e = malloc(sizeof *e + klen);
+	struct kv__table *fields = calloc(1, sizeof *fields);
+	if (e == NULL || fields == NULL || table_init(fields, 0, true) != 0) {
+		if (fields != NULL)
+			kv__table_free(fields);
+		free(fields);
+		free(e);
+		return NULL;
+	}
+	if (klen > 0)
+		memcpy(e->key, key, klen);
+	e->next = NULL;
+	e->hash = kv__hash(key, klen);
+	e->key_len = klen;
+	e->val = NULL;
+	e->val_len = 0;
+	e->val_cap = 0;
+	e->fields = fields;
+	e->expire_at_ms = 0;
+	e->heap_pos = KV_HEAP_NONE;
+	return e;
+}
+
+struct kv__entry *kv__entry_copy(const struct kv__entry *e)
+{
+	if (!kv__is_hash(e))
+		return kv__entry_new(e->key, e->key_len, e->val, e->val_len);
+	struct kv__entry *copy = kv__hash_new(e->key, e->key_len);
+	if (copy == NULL)
+		return NULL;
+	const struct kv__table *from = e->fields;
+	uint64_t cursor = 0;
+	do {
+		const struct kv__entry *f = kv__table_bucket(from, cursor);
+		for (; f != NULL; f = kv__table_after(from, f)) {
+			struct kv__entry *g = kv__entry_new(f->key, f->key_len,
+							    f->val, f->val_len);
+			if (g == NULL) {
+				kv__entry_free(copy);
+				return NULL;
+			}
+			kv__table_insert(copy->fields, g);
+		}
+		cursor = kv__table_next(from, cursor);
+	} while (cursor != 0);
+	assert(copy->fields->count == from->count);
+	return copy;
+}
+
+/* The bytes of a table's bucket arrays and entries. */
+static uint64_t table_bytes(const struct kv__table *t)
+{
+	uint64_t n = sizeof *t + (t->size + t->old_size) * sizeof(void *);
+	uint64_t cursor = 0;
+	do {
+		const struct kv__entry *e = kv__table_bucket(t, cursor);
+		for (; e != NULL; e = kv__table_after(t, e))
+			n += kv__entry_bytes(e);
+		cursor = kv__table_next(t, cursor);
+	} while (cursor != 0);
+	return n;
+}
+
+uint64_t kv__entry_bytes(const struct kv__entry *e)
+{
+	uint64_t n = sizeof *e + e->key_len + e->val_cap;
+	return kv__is_hash(e) ? n + table_bytes(e->fields) : n;
 }
 
 void kv__entry_free(struct kv__entry *e)
 {
 	if (e == NULL)
 		return;
+	if (e->fields != NULL) {
+		kv__table_free(e->fields);
+		free(e->fields);
+	}
 	free(e->val);
 	free(e);
 }
@@ -169,10 +261,39 @@ static void touch(struct kv__table *t, const struct kv__entry *e)
 		kv__snap_touch(t->snap, e, e->hash, e->key, e->key_len);
 }
 
+void kv__entry_touch(struct kv__table *t, const struct kv__entry *e)
+{
+	assert(kv__is_hash(e));
+	touch(t, e);
+}
+
+/* SET on a hash: e becomes a string holding a copy of val. */
+static int hash_to_string(struct kv__table *t, struct kv__entry *e,
+			  const uint8_t *val, size_t len)
+{
+	uint8_t *v = malloc(len > 0 ? len : 1);
+	if (v == NULL)
+		return BATON_ENOMEM;
+	touch(t, e);
+	if (len > 0)
+		memcpy(v, val, len);
+	kv__table_free(e->fields);
+	free(e->fields);
+	e->fields = NULL;
+	assert(t->hashes > 0);
+	t->hashes--;
+	e->val = v;
+	e->val_len = len;
+	e->val_cap = len > 0 ? len : 1;
+	return 0;
+}
+
 int kv__entry_set(struct kv__table *t, struct kv__entry *e, const uint8_t *val,
 		  size_t len)
 {
 	assert(len <= KV_VALUE_BYTES_MAX);
+	if (kv__is_hash(e))
+		return hash_to_string(t, e, val, len);
 	touch(t, e);
 	if (len <= e->val_cap && e->val_cap - len <= KV_VALUE_SLACK_BYTES) {
 		if (len > 0)
@@ -195,7 +316,7 @@ int kv__entry_set(struct kv__table *t, struct kv__entry *e, const uint8_t *val,
 int kv__entry_append(struct kv__table *t, struct kv__entry *e,
 		     const uint8_t *val, size_t len)
 {
-	assert(kv__append_fits(e->val_len, len));
+	assert(!kv__is_hash(e) && kv__append_fits(e->val_len, len));
 	touch(t, e);
 	size_t need = e->val_len + len;
 	if (need > e->val_cap) {
@@ -271,7 +392,7 @@ static void resize_start(struct kv__table *t, uint64_t size)
 	assert(t->old == NULL);
 	if (size == t->size)
 		return;
-	struct kv__entry **buckets = buckets_new(size);
+	struct kv__entry **buckets = buckets_new(t, size);
 	if (buckets == NULL)
 		return;
 	t->old = t->buckets;
@@ -341,7 +462,7 @@ void kv__table_step(struct kv__table *t)
 	}
 	if (t->moved < t->old_size)
 		return;
-	buckets_free(t->old, t->old_size);
+	buckets_free(t, t->old, t->old_size);
 	t->old = NULL;
 	t->old_size = 0;
 	t->moved = 0;
@@ -367,6 +488,7 @@ void kv__table_insert(struct kv__table *t, struct kv__entry *e)
 	kv__table_step(t);
 	link_sorted(chain_of(t, e->hash), e);
 	t->count++;
+	t->hashes += kv__is_hash(e);
 	maybe_grow(t);
 }
 
@@ -378,14 +500,19 @@ void kv__table_put(struct kv__table *t, struct kv__entry *e)
 		return;
 	}
 	touch(t, old);
+	t->hashes += kv__is_hash(e);
+	t->hashes -= kv__is_hash(old);
 	uint8_t *val = old->val;
 	size_t len = old->val_len, cap = old->val_cap;
+	struct kv__table *fields = old->fields;
 	old->val = e->val;
 	old->val_len = e->val_len;
 	old->val_cap = e->val_cap;
+	old->fields = e->fields;
 	e->val = val;
 	e->val_len = len;
 	e->val_cap = cap;
+	e->fields = fields;
 	kv__entry_free(e);
 	kv__expire_clear(t, old);
 }
@@ -403,8 +530,9 @@ bool kv__table_delete(struct kv__table *t, const uint8_t *key, size_t len)
 		touch(t, e);
 		*pp = e->next;
 		kv__expire_clear(t, e);
+		assert(t->count > 0 && t->hashes >= kv__is_hash(e));
+		t->hashes -= kv__is_hash(e);
 		kv__entry_free(e);
-		assert(t->count > 0);
 		t->count--;
 		maybe_shrink(t);
 		return true;

@@ -13,7 +13,7 @@ int fuzz_kv_sink(void *arg, const void *buf, size_t len)
 void fuzz_kv_image(const struct baton_kv *kv, struct baton_buf *out)
 {
 	baton_buf_reset(out);
-	int rv = kv_snapshot(kv, (struct baton_machine_version){2},
+	int rv = kv_snapshot(kv, (struct baton_machine_version){3},
 			     fuzz_kv_sink, out);
 	FUZZ_CHECK(rv == 0, "snapshot: %d (%s)", rv, kv_errmsg(kv));
 }

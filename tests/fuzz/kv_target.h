@@ -11,7 +11,7 @@
 /* A kv_snapshot() sink appending to the struct baton_buf arg. */
 int fuzz_kv_sink(void *arg, const void *buf, size_t len);
 
-/* The map's snapshot under machine version 2 (which holds every map) into
+/* The map's snapshot under machine version 3 (which holds every map) into
  * out, which is reset first. Aborts if it fails. */
 void fuzz_kv_image(const struct baton_kv *kv, struct baton_buf *out);
 

@@ -406,6 +406,22 @@ static void kv_sequence(uint8_t version, struct baton_buf *seq)
 	}
 	if (version == 1)
 		return;
+	const char *const *hash_cmds[] = {
+		CMD("HSET", "h", "f", "1", "g", "2"),
+		CMD("HINCRBY", "h", "f", "5"),
+		CMD("HDEL", "h", "g"),
+		CMD("EXPIRE", "h", "100"),
+	};
+	for (size_t i = 0; version >= 3 && i < 4; i++) {
+		const uint8_t *argv[8];
+		size_t lens[8];
+		int argc = args_of(hash_cmds[i], argv, lens);
+		struct baton_buf p;
+		baton_buf_init(&p);
+		if (kv_encode_v2(1500 + i, argc, argv, lens, &p) == 0)
+			frame_payload(seq, &p);
+		baton_buf_free(&p);
+	}
 	const uint8_t *argv[4];
 	size_t lens[4];
 	int argc = args_of(CMD("INCR", "a"), argv, lens);
@@ -428,7 +444,7 @@ static int kv_sink(void *arg, const void *buf, size_t len)
 
 static void kv_seeds(void)
 {
-	for (uint8_t version = 1; version <= 2; version++) {
+	for (uint8_t version = 1; version <= 3; version++) {
 		struct baton_buf seq;
 		baton_buf_init(&seq);
 		kv_sequence(version, &seq);

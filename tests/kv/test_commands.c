@@ -309,7 +309,7 @@ Test(commands, scan_small)
 
 Test(commands, unknown_command)
 {
-	RUN("HSET a b c", "-ERR unknown command\r\n");
+	RUN("ZADD a 1 b", "-ERR unknown command\r\n");
 }
 
 Test(commands, binary_safe_keys_and_values)

@@ -1,9 +1,10 @@
 /*
  * Incremental snapshots (kv_snapshot_begin/step/end): the bytes of all
  * steps are exactly kv_snapshot()'s at begin, whatever the writes between
- * the steps (overwrites, deletes, expiries, sweeps, FLUSHALL, the table
- * growing and shrinking) and whatever the budgets. A differential,
- * randomized test over many seeds, then the edge cases one by one.
+ * the steps (overwrites, deletes, expiries, sweeps, FLUSHALL, hash writes
+ * under version 3, the table growing and shrinking) and whatever the
+ * budgets. A differential, randomized test over many seeds, then the edge
+ * cases one by one.
  */
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -75,7 +76,7 @@ struct run {
 
 /* What the runs saw, over all of them. */
 static struct {
-	int grew, shrank, froze, preimages;
+	int grew, shrank, froze, preimages, hashes;
 } seen;
 
 static uint64_t pick(struct run *r, uint64_t n)
@@ -107,7 +108,7 @@ static void tick(struct run *r)
 	if (r->version < 2)
 		return;
 	r->stamp += pick(r, 4);
-	kvt_use(2, r->stamp);
+	kvt_use(r->version, r->stamp);
 }
 
 static void run_cmd(struct run *r, struct cmd *c)
@@ -123,8 +124,8 @@ static void sweep(struct run *r)
 	baton_buf_init(&p);
 	baton_buf_init(&reply);
 	cr_assert_eq(kv_encode_sweep(r->stamp, (uint32_t)pick(r, 40), &p), 0);
-	cr_assert_eq(kv_apply(r->kv, (struct baton_machine_version){2}, p.data,
-			      p.len, &reply),
+	cr_assert_eq(kv_apply(r->kv, (struct baton_machine_version){r->version},
+			      p.data, p.len, &reply),
 		     0);
 	baton_buf_free(&p);
 	baton_buf_free(&reply);
@@ -180,6 +181,25 @@ static void expiry_cmd(struct run *r, struct cmd *c)
 		arg(c, "PERSIST");
 }
 
+/* A hash write (version 3): on keys that may hold strings too, so some
+ * answer WRONGTYPE; HDEL often empties a hash, removing its key. */
+static void hash_cmd(struct run *r, struct cmd *c)
+{
+	uint64_t x = pick(r, 4);
+	arg(c, x == 0 ? "HDEL" : x == 1 ? "HINCRBY" : "HSET");
+	key(r, c);
+	uint64_t fields = 1 + pick(r, x == 0 ? 6 : 3);
+	for (uint64_t i = 0; i < fields; i++) {
+		arg(c, "f%u", (unsigned)pick(r, 8));
+		if (x == 1) {
+			arg(c, "%d", (int)pick(r, 100) - 50);
+			return;
+		}
+		if (x != 0)
+			value(r, c);
+	}
+}
+
 /* One random write, mostly of the run's mode. */
 static void write_one(struct run *r)
 {
@@ -192,7 +212,9 @@ static void write_one(struct run *r)
 		return;
 	}
 	uint64_t x = pick(r, 100);
-	if (r->mode == SHRINK && x < 60) {
+	if (r->version >= 3 && pick(r, 4) == 0) {
+		hash_cmd(r, &c);
+	} else if (r->mode == SHRINK && x < 60) {
 		del_cmd(r, &c);
 	} else if (r->mode == GROW && x < 60) {
 		arg(&c, "SET");
@@ -220,6 +242,8 @@ static void write_one(struct run *r)
 	} else if (x < 90 && r->version >= 2) {
 		sweep(r);
 		return;
+	} else if (r->version >= 3) {
+		hash_cmd(r, &c);
 	} else {
 		set_cmd(r, &c);
 	}
@@ -237,11 +261,22 @@ static void populate(struct run *r)
 			arg(&c, "PX"),
 				arg(&c, "%u", 1 + (unsigned)pick(r, 600));
 		run_cmd(r, &c);
+		/* Under version 3 a third of the keys become hashes. */
+		if (r->version >= 3 && pick(r, 3) == 0) {
+			struct cmd h = {0};
+			arg(&h, "DEL"), arg(&h, "k%u", (unsigned)i);
+			run_cmd(r, &h);
+			h = (struct cmd){0};
+			arg(&h, "HSET"), arg(&h, "k%u", (unsigned)i);
+			for (uint64_t f = 0, n = 1 + pick(r, 6); f < n; f++)
+				arg(&h, "f%u", (unsigned)f), value(r, &h);
+			run_cmd(r, &h);
+		}
 	}
 	/* Some keys expired but not yet deleted at begin: still written. */
 	if (r->version >= 2) {
 		r->stamp += 200;
-		kvt_use(2, r->stamp);
+		kvt_use(r->version, r->stamp);
 	}
 }
 
@@ -274,7 +309,7 @@ static void one_run(uint64_t seed)
 {
 	struct run r = {.rng = seed * 0x9E3779B97F4A7C15u + 1};
 	r.kv = kvt_new();
-	r.version = pick(&r, 4) == 0 ? 1 : 2;
+	r.version = pick(&r, 4) == 0 ? 1 : 2 + (uint32_t)pick(&r, 2);
 	r.mode = (enum mode)pick(&r, MODES);
 	r.keys = (uint32_t)(pick(&r, 8) == 0 ? pick(&r, 20)
 					     : 20 + pick(&r, 3000));
@@ -289,6 +324,7 @@ static void one_run(uint64_t seed)
 	baton_buf_init(&got);
 	cr_assert_eq(kv_snapshot(r.kv, v, sink, &expected), 0);
 	uint64_t count = kv_dbsize(r.kv);
+	seen.hashes += r.kv->table.hashes > 0;
 	cr_assert_eq(kv_snapshot_begin(r.kv, v), 0, "%s", kv_errmsg(r.kv));
 	bool done = false, grew = false, shrank = false, froze = false;
 	uint64_t steps = 0, batch_max = r.mode == MIXED ? 8 : 24;
@@ -351,6 +387,7 @@ Test(snapshot_slices, equal_to_one_call_snapshot_under_random_writes,
 	cr_assert_gt(seen.shrank, 10, "%d runs shrank it", seen.shrank);
 	cr_assert_gt(seen.froze, 10, "%d runs flushed", seen.froze);
 	cr_assert_gt(seen.preimages, RUNS / 2);
+	cr_assert_gt(seen.hashes, RUNS / 5, "%d runs had hashes", seen.hashes);
 }
 
 /* ---- edge cases ---- */
@@ -630,7 +667,7 @@ Test(snapshot_slices, versions_refused_as_kv_snapshot)
 	cr_assert(strstr(kv_errmsg(kv), "format 1") != NULL, "%s",
 		  kv_errmsg(kv));
 	cr_assert(!kv_snapshot_open(kv));
-	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){3}),
+	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){4}),
 		     BATON_EVERSION);
 	cr_assert(!kv_snapshot_open(kv));
 	/* Without expiries, version 1 writes format 1. */
