@@ -199,8 +199,9 @@ void kv_destroy(struct baton_kv *kv);
 /* Apply a committed payload under machine version v and append the client
  * reply to `reply` (NULL when nobody waits). A command that Redis would
  * refuse (wrong arguments, a value that is not an integer, ...) is applied
- * as a no-op with its -ERR reply: that is still 0; so is a command of
- * version 2 in a format-1 payload under version 1 (kv_gate's reply), and
+ * as a no-op with its -ERR reply: that is still 0; so is a command of a
+ * later version than v (kv_gate's reply: version 2's in a format-1
+ * payload under version 1, version 3's under version 2), and
  * a format-2 payload under version 1 (written before a downgrade's entry,
  * logged after it: "-ERR this write was encoded for machine version 2 but
  * its entry applies under machine version 1 ...", machine time unchanged).
