@@ -14,7 +14,11 @@
 #include "machine.h"
 
 static const struct baton_machine_version V1 = {1}, V2 = {2};
-static const struct baton_machine_version V3 = {3}; /* unknown */
+/* A version kv does not implement, and how its refusals name it. */
+static const struct baton_machine_version V_UNKNOWN = {KV_MACHINE_VERSION_MAX +
+						       1};
+#define V_UNKNOWN_TEXT "machine version 4"
+_Static_assert(KV_MACHINE_VERSION_MAX + 1 == 4, "V_UNKNOWN_TEXT is stale");
 #define T0 1700000000000ull
 
 /* 'P' + id 7, "127.0.0.1:7001", "127.0.0.1:6001": an address entry as the
@@ -212,8 +216,8 @@ Test(machine, newer_kv_payload_format_is_refused)
 Test(machine, machine_version_not_implemented_is_refused)
 {
 	fill(&m);
-	assert_refused(golden_set, sizeof golden_set, V3, BATON_EVERSION,
-		       "machine version 3");
+	assert_refused(golden_set, sizeof golden_set, V_UNKNOWN, BATON_EVERSION,
+		       V_UNKNOWN_TEXT);
 	struct baton_machine_version v0 = {0};
 	assert_refused(golden_address, sizeof golden_address, v0,
 		       BATON_EVERSION, "machine version 0");
@@ -379,7 +383,7 @@ Test(machine, snapshot_refusals_leave_the_state)
 			       sizeof golden_snapshot_v1 - 1, V1,
 			       BATON_ECORRUPT, "key-value");
 	assert_restore_refused(golden_snapshot_v1, sizeof golden_snapshot_v1,
-			       V3, BATON_EVERSION, "machine version 3");
+			       V_UNKNOWN, BATON_EVERSION, V_UNKNOWN_TEXT);
 	memcpy(s, golden_snapshot_v1, sizeof s);
 	s[5] = 0xff; /* too many addresses */
 	assert_restore_refused(s, sizeof s, V1, BATON_ECORRUPT, "addresses");
@@ -388,7 +392,8 @@ Test(machine, snapshot_refusals_leave_the_state)
 Test(machine, snapshot_under_unknown_version_is_refused)
 {
 	fill(&m);
-	cr_assert_eq(m.base.ops->snapshot(&m.base, V3, &snap), BATON_EVERSION);
+	cr_assert_eq(m.base.ops->snapshot(&m.base, V_UNKNOWN, &snap),
+		     BATON_EVERSION);
 	cr_assert_eq(snap.len, 0);
 }
 
@@ -488,10 +493,9 @@ Test(machine, version_change_down_converts_alike)
 	cr_assert_eq(sa.len, sb.len);
 	cr_assert_eq(memcmp(sa.data, sb.data, sa.len), 0);
 	/* An unknown version is refused, the state left alone. */
-	cr_assert_eq(a.base.ops->version_changed(&a.base, 10, V1, V3),
+	cr_assert_eq(a.base.ops->version_changed(&a.base, 10, V1, V_UNKNOWN),
 		     BATON_EVERSION);
-	cr_assert(strstr(a.base.ops->errmsg(&a.base), "machine version 3") !=
-		  NULL);
+	cr_assert(strstr(a.base.ops->errmsg(&a.base), V_UNKNOWN_TEXT) != NULL);
 	snapshot_of(&a, &sb);
 	cr_assert_eq(sa.len, sb.len);
 	cr_assert_eq(memcmp(sa.data, sb.data, sa.len), 0);
@@ -505,10 +509,13 @@ Test(machine, version_change_down_converts_alike)
  * the kv code says which it implements. The newest release must advertise
  * exactly what the code implements: no more (it would accept entries it
  * cannot apply) and no less (a version would never be reached). */
+/* No release advertises a machine version kv does not implement. kv may
+ * implement one ahead of every release: version 3 (hashes) waits for
+ * release 2.0.0, which comes with the migration (docs/relay.md). */
 Test(machine, newest_release_advertises_what_kv_implements)
 {
 	const struct baton_profile *cur = baton_release_current();
-	cr_assert_eq(cur->machine_max.value, KV_MACHINE_VERSION_MAX);
+	cr_assert_leq(cur->machine_max.value, KV_MACHINE_VERSION_MAX);
 	uint32_t n;
 	const struct baton_profile *all = baton_releases(&n);
 	for (uint32_t i = 0; i < n; i++)
