@@ -43,7 +43,8 @@ static void u64_(uint64_t v)
 }
 static void bytes_(const void *p, size_t n)
 {
-	memcpy(body + body_len, p, n);
+	if (n > 0)
+		memcpy(body + body_len, p, n);
 	body_len += n;
 }
 static void strn_(const char *s, size_t n)
