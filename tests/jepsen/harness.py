@@ -103,6 +103,7 @@ FAIL_PREFIXES = (
     "TRYAGAIN no leader elected yet",  # not proposed: no leader known
     "TRYAGAIN overloaded",  # not proposed: back-pressure
     "TRYAGAIN a leadership transfer",  # not proposed: hand-over under way
+    roll.OLD_TRANSFER_REFUSAL,  # ERR of 1.2.0: not proposed (roll.py)
     "wrong number of arguments",  # ERR: refused by the syntax check
     "value is not an integer",  # ERR: INCR of a non-integer, a no-op
     "increment or decrement would overflow",  # ERR: a no-op

@@ -73,6 +73,10 @@ BATONCTL_EXITS = {1: "failed during the roll", 2: "bad usage",
                   4: "rolled, but the machine version did not rise in time"}
 PROBE_KEY = "roll-probe"
 GATING_TEXT = "needs machine version"
+# 1.2.0 and older refuse a write that reaches the leader during a
+# leadership transfer with this ERR (nothing proposed); 1.3.0 holds it.
+OLD_TRANSFER_REFUSAL = \
+    "a configuration change or leadership transfer is in progress"
 
 
 def parse_spec(text):
@@ -567,6 +571,10 @@ class Roller:
                     self.note("probe refused", effective=effective)
                 return
             if text.startswith(("TRYAGAIN", "NOTLEADER", "STALLED")):
+                return
+            # A 1.2.0 leader refuses writes during a leadership transfer
+            # (batonctl roll hands over before the leader's restart).
+            if OLD_TRANSFER_REFUSAL in text:
                 return
             raise self.failure(f"PEXPIRE probe: unexpected error {text!r}")
         except (redis.ConnectionError, redis.TimeoutError):
