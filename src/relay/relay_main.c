@@ -48,7 +48,8 @@ static void usage(FILE *out)
 		"  --queue-messages-max N    DATA queued to one node before it "
 		"is disconnected\n"
 		"                            as OVERLOADED (65536)\n"
-		"  --queue-bytes-max N       their bytes (268435456)\n"
+		"  --queue-bytes-max N       bytes of all frames queued to one "
+		"node (268435456)\n"
 		"  --help, --version\n");
 }
 

@@ -82,11 +82,11 @@ static void on_write(uv_write_t *req, int status)
 {
 	struct relay_write *w = (struct relay_write *)req;
 	struct relay_conn *c = w->conn;
+	BATON_ASSERT(c->queue_bytes >= w->buf->len);
+	c->queue_bytes -= w->buf->len;
 	if (w->is_data) {
-		BATON_ASSERT(c->queue_messages > 0 &&
-			     c->queue_bytes >= w->buf->len);
+		BATON_ASSERT(c->queue_messages > 0);
 		c->queue_messages--;
-		c->queue_bytes -= w->buf->len;
 	}
 	BATON_ASSERT(w->buf->refs > 0);
 	w->buf->refs--;
@@ -109,10 +109,9 @@ static bool write_buf(struct relay_conn *c, struct relay_buf *b, bool is_data)
 	w->buf = b;
 	w->is_data = is_data;
 	b->refs++;
-	if (is_data) {
+	c->queue_bytes += b->len;
+	if (is_data)
 		c->queue_messages++;
-		c->queue_bytes += b->len;
-	}
 	uv_buf_t ub = uv_buf_init((char *)b->bytes, b->len);
 	int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1, on_write);
 	if (rc != 0) {
@@ -130,8 +129,10 @@ bool conn_send(struct relay_conn *c, struct relay_buf *b, bool is_data)
 	if (c->closing)
 		return false;
 	const struct relay_config *cfg = c->srv->cfg;
-	if (is_data && (c->queue_messages + 1u > cfg->queue_messages_max ||
-			c->queue_bytes + b->len > cfg->queue_bytes_max)) {
+	/* Every frame counts against the bytes, so that a node that stopped
+	 * reading cannot pile up VIEWs either. */
+	if ((is_data && c->queue_messages + 1u > cfg->queue_messages_max) ||
+	    c->queue_bytes + b->len > cfg->queue_bytes_max) {
 		conn_fail(c, BATON_RELAY_EOVERLOADED, 0,
 			  "the relay's queue to this node holds %u messages, "
 			  "%llu bytes, and the limit is %u messages, %llu "
@@ -188,7 +189,8 @@ void conn_fail(struct relay_conn *c, uint16_t code, uint16_t frame_type,
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	relay_log(RELAY_LOG_WARN, "%s: refused, ERROR %s (%u) frame %s: %s",
+	relay_log(RELAY_LOG_WARN,
+		  "%s: sending ERROR %s (%u) about frame %s, closing: %s",
 		  c->name, baton_relay_code_name(code), code,
 		  frame_type ? baton_relay_type_name(frame_type) : "none",
 		  text);

@@ -20,7 +20,7 @@ struct relay_config {
 	uint64_t idle_timeout_ms;      /* nothing received: ERROR TIMEOUT */
 	uint64_t ping_interval_ms;     /* nothing sent: PING */
 	uint32_t queue_messages_max;   /* DATA waiting for one node */
-	uint64_t queue_bytes_max;      /* their bytes */
+	uint64_t queue_bytes_max;      /* bytes of every frame waiting */
 };
 
 /* Defaults of the flags (docs/relay-server.md). */

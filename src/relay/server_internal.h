@@ -35,7 +35,7 @@ struct relay_conn {
 	uint8_t *rbuf;
 	size_t rlen, rcap;
 	uint32_t queue_messages; /* DATA written but not yet sent */
-	uint64_t queue_bytes;
+	uint64_t queue_bytes;	 /* every frame's bytes not yet sent */
 	uint64_t last_recv_ms, last_send_ms, closing_since_ms;
 	uint64_t ping_token;
 	char name[64]; /* the peer's address, for the log */
@@ -71,8 +71,8 @@ uint64_t relay_now_ms(const struct relay_server *srv);
 struct relay_buf *relay_encode(const struct baton_relay_frame *f);
 /* Free b if no connection holds it. */
 void relay_buf_release(struct relay_buf *b);
-/* Queue b on c. DATA counts against c's queue limits: over them, c gets
- * ERROR OVERLOADED and is closed, and false is returned. */
+/* Queue b on c. Over c's queue limits (bytes: every frame; messages:
+ * DATA), c gets ERROR OVERLOADED and is closed, and false is returned. */
 bool conn_send(struct relay_conn *c, struct relay_buf *b, bool is_data);
 /* Encode f and queue it on c. */
 void conn_send_frame(struct relay_conn *c, const struct baton_relay_frame *f);

@@ -256,3 +256,30 @@ def test_state_file_refused_and_bad_flags(tmp_path):
                            capture_output=True, text=True, timeout=10)
         assert r.returncode == 1 and needle in r.stderr, r.stderr
         assert state.read_bytes() == content  # never silently reset
+
+
+def test_a_node_that_stops_reading_is_disconnected_not_skipped(tmp_path):
+    if not RELAY.exists():
+        pytest.skip(f"{RELAY} not built")
+    relay = Relay(tmp_path, free_ports(1)[0], "--activate",
+                  "--queue-bytes-max", str(4 << 20)).start()
+    try:
+        a = register(relay.port, "old", 1, 11)
+        a.expect(rw.VIEW), a.expect(rw.ACTIVATE)
+        b = register(relay.port, "new", 1, 21)  # then never reads
+        a.expect(rw.VIEW)
+        payload = bytes(1 << 20)
+        overloaded = None
+        for seq in range(1, 200):  # far more than the socket buffers hold
+            a.send(rw.data(UNICAST, ("new", 1, 21), seq, 1, payload))
+            if "OVERLOADED" in relay.log():
+                overloaded = seq
+                break
+        assert overloaded is not None, relay.log()
+        v = a.expect(rw.VIEW)
+        assert ("new", 1, 0) in members(v), v
+        st = status(relay.port)
+        assert st["dropped"] >= 1 and relay.proc.poll() is None
+        b.close()
+    finally:
+        relay.kill()
