@@ -45,6 +45,10 @@ static void usage(FILE *out)
 		"long (30000)\n"
 		"  --ping-interval-ms N      PING a connection after this long "
 		"unsent (5000)\n"
+		"  --forget-after-ms N       drop a node disconnected this "
+		"long "
+		"from the view\n"
+		"                            (600000)\n"
 		"  --queue-messages-max N    DATA queued to one node before it "
 		"is disconnected\n"
 		"                            as OVERLOADED (65536)\n"
@@ -77,13 +81,10 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 static bool known_flag(const char *a)
 {
 	static const char *const flags[] = {
-		"--listen",
-		"--data",
-		"--log-level",
-		"--handshake-timeout-ms",
-		"--idle-timeout-ms",
-		"--ping-interval-ms",
-		"--queue-messages-max",
+		"--listen",	     "--data",
+		"--log-level",	     "--handshake-timeout-ms",
+		"--idle-timeout-ms", "--ping-interval-ms",
+		"--forget-after-ms", "--queue-messages-max",
 		"--queue-bytes-max",
 	};
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
@@ -144,6 +145,7 @@ int main(int argc, char **argv)
 		.handshake_timeout_ms = RELAY_HANDSHAKE_TIMEOUT_MS,
 		.idle_timeout_ms = RELAY_IDLE_TIMEOUT_MS,
 		.ping_interval_ms = RELAY_PING_INTERVAL_MS,
+		.forget_after_ms = RELAY_FORGET_AFTER_MS,
 		.queue_messages_max = RELAY_QUEUE_MESSAGES_MAX,
 		.queue_bytes_max = RELAY_QUEUE_BYTES_MAX,
 	};
@@ -200,6 +202,9 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--ping-interval-ms") == 0 &&
 			   parse_u64(v, 10, 3600000, &n)) {
 			cfg.ping_interval_ms = n;
+		} else if (strcmp(a, "--forget-after-ms") == 0 &&
+			   parse_u64(v, 100, 86400000, &n)) {
+			cfg.forget_after_ms = n;
 		} else if (strcmp(a, "--queue-messages-max") == 0 &&
 			   parse_u64(v, 1, UINT32_MAX, &n)) {
 			cfg.queue_messages_max = (uint32_t)n;

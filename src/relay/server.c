@@ -404,6 +404,8 @@ static void on_sweep(uv_timer_t *t)
 		next = c->next;
 		sweep_conn(c, now);
 	}
+	if (!srv->stopping)
+		session_forget(srv);
 	if (srv->stopping && srv->conns == NULL)
 		uv_stop(srv->loop);
 }

@@ -19,6 +19,7 @@ struct relay_config {
 	uint64_t handshake_timeout_ms; /* connect to HELLO or STATUS */
 	uint64_t idle_timeout_ms;      /* nothing received: ERROR TIMEOUT */
 	uint64_t ping_interval_ms;     /* nothing sent: PING */
+	uint64_t forget_after_ms;      /* a disconnected node leaves the view */
 	uint32_t queue_messages_max;   /* DATA waiting for one node */
 	uint64_t queue_bytes_max;      /* bytes of every frame waiting */
 };
@@ -27,6 +28,7 @@ struct relay_config {
 #define RELAY_HANDSHAKE_TIMEOUT_MS 10000u
 #define RELAY_IDLE_TIMEOUT_MS 30000u
 #define RELAY_PING_INTERVAL_MS 5000u
+#define RELAY_FORGET_AFTER_MS 600000u
 #define RELAY_QUEUE_MESSAGES_MAX 65536u
 #define RELAY_QUEUE_BYTES_MAX (256ull << 20)
 

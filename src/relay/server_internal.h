@@ -53,6 +53,7 @@ struct relay_server {
 	uint64_t incarnation;
 	uint64_t messages_relayed, bytes_relayed, messages_dropped;
 	bool stopping;
+	bool installing_view, view_pending; /* see install_view() */
 	int exit_code;
 	struct baton_relay_node view_nodes[BATON_RELAY_NODES_MAX];
 	struct baton_relay_node_status status_nodes[BATON_RELAY_NODES_MAX];
@@ -62,6 +63,8 @@ struct relay_server {
 void session_frame(struct relay_conn *c, const struct baton_relay_frame *f);
 /* session.c: c (a node's connection) is closing; mark it disconnected. */
 void session_detach(struct relay_conn *c);
+/* session.c: drop the nodes disconnected longer than the grace period. */
+void session_forget(struct relay_server *srv);
 /* session.c: activate or deactivate (persisted, then sent to every node). */
 void session_set_active(struct relay_server *srv, bool active);
 

@@ -24,7 +24,7 @@ static struct relay_node *node_of(struct relay_conn *c)
 
 /* Make the next view number durable, then send the VIEW to every
  * connected node. */
-static void install_view(struct relay_server *srv, const char *why)
+static void install_one_view(struct relay_server *srv, const char *why)
 {
 	BATON_ASSERT(srv->table.count <= BATON_RELAY_NODES_MAX);
 	struct relay_state next = srv->state;
@@ -64,6 +64,37 @@ static void install_view(struct relay_server *srv, const char *why)
 		  list);
 }
 
+/* Sending a VIEW can overload a node, whose disconnect needs a view of
+ * its own: that one is installed after every node got this one, so that
+ * every node sees the numbers in increasing order. */
+static void install_view(struct relay_server *srv, const char *why)
+{
+	if (srv->installing_view) {
+		srv->view_pending = true;
+		return;
+	}
+	srv->installing_view = true;
+	install_one_view(srv, why);
+	while (srv->view_pending && srv->exit_code == 0) {
+		srv->view_pending = false;
+		install_one_view(srv, "a node was disconnected");
+	}
+	srv->installing_view = false;
+	BATON_ASSERT(!srv->view_pending || srv->exit_code != 0);
+}
+
+void session_forget(struct relay_server *srv)
+{
+	uint16_t removed = relay_table_forget(&srv->table, relay_now_ms(srv),
+					      srv->cfg->forget_after_ms);
+	if (removed == 0)
+		return;
+	relay_log(RELAY_LOG_INFO,
+		  "forgot %u node(s) disconnected for %llu ms or more", removed,
+		  (unsigned long long)srv->cfg->forget_after_ms);
+	install_view(srv, "disconnected nodes forgotten");
+}
+
 void session_detach(struct relay_conn *c)
 {
 	struct relay_node *n = node_of(c);
@@ -71,6 +102,7 @@ void session_detach(struct relay_conn *c)
 	if (n == NULL)
 		return;
 	n->conn = NULL;
+	n->disconnected_ms = relay_now_ms(c->srv);
 	relay_log(RELAY_LOG_INFO, "disconnected %.*s/%llu (%s)",
 		  (int)n->cluster_id_len, n->cluster_id,
 		  (unsigned long long)n->node_id, c->name);

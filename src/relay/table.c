@@ -103,6 +103,26 @@ void relay_table_remove(struct relay_table *t, struct relay_node *n)
 	BATON_ASSERT(t->count < BATON_RELAY_NODES_MAX);
 }
 
+uint16_t relay_table_forget(struct relay_table *t, uint64_t now_ms,
+			    uint64_t grace_ms)
+{
+	BATON_ASSERT(t->count <= BATON_RELAY_NODES_MAX);
+	uint16_t kept = 0;
+	for (uint16_t i = 0; i < t->count; i++) {
+		const struct relay_node *n = &t->nodes[i];
+		if (n->conn == NULL && now_ms >= n->disconnected_ms &&
+		    now_ms - n->disconnected_ms >= grace_ms)
+			continue;
+		if (kept != i)
+			t->nodes[kept] = *n;
+		kept++;
+	}
+	uint16_t removed = (uint16_t)(t->count - kept);
+	t->count = kept;
+	BATON_ASSERT(t->count + removed <= BATON_RELAY_NODES_MAX);
+	return removed;
+}
+
 struct baton_relay_peer relay_node_peer(const struct relay_node *n)
 {
 	BATON_ASSERT(n->node_id != 0 && n->incarnation != 0);

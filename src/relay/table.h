@@ -25,8 +25,9 @@ struct relay_node {
 	/* The connection that registered it (owned by the server); NULL once
 	 * it closed without LEAVE: the node stays, `connected` 0. */
 	void *conn;
-	uint64_t messages_in;  /* DATA received from it */
-	uint64_t messages_out; /* DATA queued to it */
+	uint64_t disconnected_ms; /* when conn became NULL (caller's clock) */
+	uint64_t messages_in;	  /* DATA received from it */
+	uint64_t messages_out;	  /* DATA queued to it */
 };
 
 /* At most BATON_RELAY_NODES_MAX nodes: the most a VIEW may carry. */
@@ -54,6 +55,11 @@ struct relay_node *relay_table_register(struct relay_table *t,
 
 /* Remove the node (LEAVE); pointers to entries after it are invalidated. */
 void relay_table_remove(struct relay_table *t, struct relay_node *n);
+
+/* Remove every node disconnected since at least grace_ms before now_ms;
+ * returns how many were removed (pointers to entries are invalidated). */
+uint16_t relay_table_forget(struct relay_table *t, uint64_t now_ms,
+			    uint64_t grace_ms);
 
 /* The node as the `peer` of a DATA or ACK the relay sends (cluster id,
  * node id, incarnation); points into n. */

@@ -283,3 +283,24 @@ def test_a_node_that_stops_reading_is_disconnected_not_skipped(tmp_path):
         b.close()
     finally:
         relay.kill()
+
+
+def test_a_disconnected_node_is_forgotten_after_the_grace(tmp_path):
+    if not RELAY.exists():
+        pytest.skip(f"{RELAY} not built")
+    relay = Relay(tmp_path, free_ports(1)[0], "--forget-after-ms",
+                  "300").start()
+    try:
+        a = register(relay.port, "old", 1, 11)
+        a.expect(rw.VIEW)
+        b = register(relay.port, "new", 1, 21)
+        a.expect(rw.VIEW)
+        b.close()
+        gone = a.expect(rw.VIEW)
+        assert members(gone) == [("new", 1, 0), ("old", 1, 1)], gone
+        forgotten = a.expect(rw.VIEW)
+        assert forgotten["number"] == gone["number"] + 1
+        assert members(forgotten) == [("old", 1, 1)], forgotten
+        assert "forgot 1 node" in relay.log()
+    finally:
+        relay.kill()

@@ -127,3 +127,24 @@ Test(relay_table, remove_keeps_the_order)
 	cr_assert_eq(p.incarnation, 4);
 	check_view_encodes();
 }
+
+Test(relay_table, forget_only_nodes_disconnected_past_the_grace)
+{
+	relay_table_init(&table);
+	void *replaced = NULL;
+	for (baton_node_id i = 1; i <= 4; i++)
+		reg("old", i, i, &conns[i], &replaced);
+	table.nodes[0].conn = NULL; /* node 1: disconnected at 1000 */
+	table.nodes[0].disconnected_ms = 1000;
+	table.nodes[2].conn = NULL; /* node 3: disconnected at 1500 */
+	table.nodes[2].disconnected_ms = 1500;
+	cr_assert_eq(relay_table_forget(&table, 1999, 1000), 0);
+	cr_assert_eq(relay_table_forget(&table, 2000, 1000), 1);
+	cr_assert_eq(table.count, 3);
+	cr_assert_eq(table.nodes[0].node_id, 2);
+	cr_assert_eq(relay_table_forget(&table, 9000, 1000), 1);
+	cr_assert_eq(table.count, 2);
+	cr_assert_eq(table.nodes[0].node_id, 2);
+	cr_assert_eq(table.nodes[1].node_id, 4);
+	check_view_encodes();
+}
