@@ -17,6 +17,10 @@
 /* Where a closing connection is closed even if its peer reads nothing. */
 #define CLOSE_LINGER_MS 2000u
 #define READ_BUF_INITIAL (64u << 10)
+/* Connections at once: the most nodes a view holds, with room for
+ * replaced connections still closing and for monitors. Each may buffer
+ * one frame of up to FRAME_MAX bytes. */
+#define RELAY_CONNECTIONS_MAX (4u * BATON_RELAY_NODES_MAX)
 #define FRAME_MAX (BATON_RELAY_HEADER_LEN + BATON_RELAY_DATA_BODY_MAX)
 
 struct relay_write {
@@ -68,6 +72,8 @@ static void on_close(uv_handle_t *h)
 		srv->conns = c->next;
 	if (c->next != NULL)
 		c->next->prev = c->prev;
+	BATON_ASSERT(srv->conn_count > 0);
+	srv->conn_count--;
 	free(c->rbuf);
 	free(c);
 }
@@ -338,6 +344,7 @@ static void on_connection(uv_stream_t *listener, int status)
 	if (srv->conns != NULL)
 		srv->conns->prev = c;
 	srv->conns = c;
+	srv->conn_count++;
 	if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
 		c->closing = true;
 		close_now(c);
@@ -362,6 +369,12 @@ static void on_connection(uv_stream_t *listener, int status)
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->last_recv_ms = c->last_send_ms = relay_now_ms(srv);
+	if (srv->conn_count > RELAY_CONNECTIONS_MAX) {
+		conn_fail(c, BATON_RELAY_EREFUSED, 0,
+			  "the relay holds %u connections, the most it may",
+			  RELAY_CONNECTIONS_MAX);
+		return;
+	}
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 

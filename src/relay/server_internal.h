@@ -48,6 +48,7 @@ struct relay_server {
 	uv_timer_t sweep;
 	uv_signal_t signals[4];
 	struct relay_conn *conns;
+	uint32_t conn_count;
 	struct relay_table table;
 	struct relay_state state;
 	uint64_t incarnation;
