@@ -1,0 +1,41 @@
+/*
+ * baton-relay's server (docs/relay-server.md): listens on TCP, registers
+ * nodes, installs numbered views, forwards DATA and ACK between nodes,
+ * answers STATUS and PING. One libuv loop, one thread.
+ */
+#ifndef BATON_RELAY_SERVER_H
+#define BATON_RELAY_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct relay_config {
+	const char *host; /* numeric IPv4 or IPv6 address to listen on */
+	int port;
+	const char *data_dir; /* holds relay-state; must exist */
+	/* Activate at start (the state file keeps it across restarts). */
+	bool activate;
+	uint64_t handshake_timeout_ms; /* connect to HELLO or STATUS */
+	uint64_t idle_timeout_ms;      /* nothing received: ERROR TIMEOUT */
+	uint64_t ping_interval_ms;     /* nothing sent: PING */
+	uint64_t forget_after_ms;      /* a disconnected node leaves the view */
+	uint32_t queue_messages_max;   /* DATA waiting for one node */
+	uint64_t queue_bytes_max;      /* bytes of every frame waiting */
+};
+
+/* Defaults of the flags (docs/relay-server.md). */
+#define RELAY_HANDSHAKE_TIMEOUT_MS 10000u
+#define RELAY_IDLE_TIMEOUT_MS 30000u
+#define RELAY_PING_INTERVAL_MS 5000u
+#define RELAY_FORGET_AFTER_MS 600000u
+#define RELAY_QUEUE_MESSAGES_MAX 65536u
+#define RELAY_QUEUE_BYTES_MAX (256ull << 20)
+
+/* Run until SIGINT or SIGTERM. SIGUSR1 activates the relay, SIGUSR2
+ * deactivates it. Returns 0 after a signal stopped it, or a BATON_E code
+ * with a message in err: the state file refused (ECORRUPT, EVERSION),
+ * the address unusable or the state not writable (EIO). */
+int relay_run(const struct relay_config *cfg, char *err, size_t errlen);
+
+#endif /* BATON_RELAY_SERVER_H */
