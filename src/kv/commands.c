@@ -366,8 +366,7 @@ static int incr_by(struct baton_kv *kv, const struct kv__args *a, int64_t by,
 		return reply_error(reply, KV_ERR_WRONGTYPE);
 	if (e != NULL && !resp_parse_int(e->val, e->val_len, &v))
 		return reply_error(reply, ERR_NOT_INT);
-	if ((by < 0 && v < 0 && by < INT64_MIN - v) ||
-	    (by > 0 && v > 0 && by > INT64_MAX - v))
+	if (kv__add_overflows(v, by))
 		return reply_error(reply, ERR_OVERFLOW);
 	v += by;
 	char text[KV_INT_TEXT_BYTES];

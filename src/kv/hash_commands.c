@@ -206,8 +206,7 @@ int kv__run_hincrby(struct baton_kv *kv, const struct kv__args *a,
 	int64_t v = 0;
 	if (f != NULL && !resp_parse_int(f->val, f->val_len, &v))
 		return reply_error(reply, ERR_HASH_NOT_INT);
-	if ((by < 0 && v < 0 && by < INT64_MIN - v) ||
-	    (by > 0 && v > 0 && by > INT64_MAX - v))
+	if (kv__add_overflows(v, by))
 		return reply_error(reply, KV_ERR_OVERFLOW);
 	v += by;
 	char text[KV_INT_TEXT_BYTES];

@@ -287,6 +287,12 @@ struct kv__entry *kv__find(struct baton_kv *kv, const struct kv__args *a,
 #define KV_ERR_SYNTAX "ERR syntax error"
 #define KV_ERR_NOT_INT "ERR value is not an integer or out of range"
 #define KV_ERR_OVERFLOW "ERR increment or decrement would overflow"
+/* Would v + by leave int64_t (INCRBY, HINCRBY: KV_ERR_OVERFLOW)? */
+static inline bool kv__add_overflows(int64_t v, int64_t by)
+{
+	return (by < 0 && v < 0 && by < INT64_MIN - v) ||
+	       (by > 0 && v > 0 && by > INT64_MAX - v);
+}
 #define KV_ERR_WRONGTYPE                                                       \
 	"WRONGTYPE Operation against a key holding the wrong kind of value"
 

@@ -70,6 +70,20 @@ static void fill(struct baton_kv *k)
 	run(k, "SET other 4", "+OK\r\n"); /* machine time T0 + 1000 */
 }
 
+/* a and b hold the same state, as snapshots at v show it. */
+static void assert_same_state(struct baton_kv *a, struct baton_kv *b,
+			      struct baton_machine_version v)
+{
+	struct baton_buf sa, sb;
+	baton_buf_init(&sa);
+	baton_buf_init(&sb);
+	snap(a, v, &sa);
+	snap(b, v, &sb);
+	assert_same(&sa, &sb);
+	baton_buf_free(&sa);
+	baton_buf_free(&sb);
+}
+
 Test(convert, down_keeps_live_keys_without_expiry)
 {
 	fill(kv);
@@ -157,15 +171,8 @@ Test(convert, down_depends_on_content_not_history)
 	cr_assert_eq(kv_convert(kv, V2, V1), 0);
 	cr_assert_eq(kv_convert(other, V2, V1), 0);
 	cr_assert_eq(kv_dbsize(kv), 101);
-	struct baton_buf a, b;
-	baton_buf_init(&a);
-	baton_buf_init(&b);
-	snap(kv, V2, &a);
-	snap(other, V2, &b);
-	assert_same(&a, &b);
+	assert_same_state(kv, other, V2);
 	kv_destroy(other);
-	baton_buf_free(&a);
-	baton_buf_free(&b);
 }
 
 /* Converting `kv` from each of froms[] up to `to` (or to the same
@@ -314,15 +321,8 @@ Test(convert, down_from_3_to_1_deletes_hashes_and_drops_expiries)
 	struct baton_kv *want = kvt_new();
 	fill3_strings(want);
 	cr_assert_eq(kv_convert(want, V2, V1), 0);
-	struct baton_buf a, b;
-	baton_buf_init(&a);
-	baton_buf_init(&b);
-	snap(kv, V1, &a);
-	snap(want, V1, &b);
-	assert_same(&a, &b);
+	assert_same_state(kv, want, V1);
 	kv_destroy(want);
-	baton_buf_free(&a);
-	baton_buf_free(&b);
 }
 
 Test(convert, loss_texts_in_the_singular)
@@ -369,15 +369,8 @@ Test(convert, down_from_3_on_a_big_map_whatever_its_history)
 	cr_assert_eq(kv_convert(other, V3, V2), 0);
 	cr_assert_eq(kv_dbsize(kv), 1000);
 	cr_assert_lt(kv->table.size, 4096u); /* it shrank */
-	struct baton_buf a, b;
-	baton_buf_init(&a);
-	baton_buf_init(&b);
-	snap(kv, V2, &a);
-	snap(other, V2, &b);
-	assert_same(&a, &b);
+	assert_same_state(kv, other, V2);
 	kv_destroy(other);
-	baton_buf_free(&a);
-	baton_buf_free(&b);
 }
 
 Test(convert, up_to_3_changes_nothing)
