@@ -176,6 +176,12 @@ static void converted(void *data, baton_index index,
 		 from.value, to.value, index, dropped);
 }
 
+static void kv_applied(void *data, baton_index index, const uint8_t *payload,
+		       size_t len)
+{
+	migration_kv_applied(data, index, payload, len);
+}
+
 void server_node_app(struct server *s, struct baton_node_app *app)
 {
 	memset(app, 0, sizeof *app);
@@ -187,5 +193,6 @@ void server_node_app(struct server *s, struct baton_node_app *app)
 	app->peer_down = peer_down;
 	s->machine.address_changed = address_changed;
 	s->machine.converted = converted;
+	s->machine.kv_applied = kv_applied;
 	s->machine.data = s;
 }

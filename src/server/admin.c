@@ -245,7 +245,12 @@ int admin_info(struct command_ctx *x)
 	if (n > 0 && (size_t)n < sizeof text)
 		n += info_persistence(s, &st, text + n,
 				      sizeof text - (size_t)n);
-	resp_bulk(command_out(x), text, n > 0 ? (size_t)n : 0);
+	struct baton_buf all;
+	baton_buf_init(&all);
+	baton_buf_append(&all, text, n > 0 ? (size_t)n : 0);
+	migration_info(s, &all);
+	resp_bulk(command_out(x), all.data, all.len);
+	baton_buf_free(&all);
 	return command_done(x);
 }
 

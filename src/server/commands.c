@@ -174,6 +174,7 @@ static int cmd_config(struct command_ctx *x)
 
 struct read_ctx {
 	struct server *s;
+	struct client_state *cs; /* valid while sl is not done */
 	struct slot *sl;
 	int argc;
 	uint8_t **argv;
@@ -189,9 +190,40 @@ static void read_ctx_free(struct read_ctx *r)
 	free(r);
 }
 
+/* During a migration (docs/relay.md) the other cluster may be the one to
+ * answer data commands: proxy the command there (true), or refuse it with
+ * -TRYAGAIN when it can be answered neither here nor there (true); false
+ * when this node answers it. */
+static bool answered_elsewhere(struct server *s, struct client_state *cs,
+			       struct slot *sl, int argc,
+			       const uint8_t *const *argv, const size_t *lens)
+{
+	if (s->migration == NULL)
+		return false;
+	const char *why;
+	const char *addr = migration_elsewhere(s, cs, &why);
+	if (addr != NULL) {
+		proxy_command(s, cs, sl, addr, argc, argv, lens);
+		return true;
+	}
+	if (why == NULL)
+		return false;
+	resp_error(slot_buf(sl), "TRYAGAIN %s", why);
+	slot_done(sl);
+	return true;
+}
+
 static void on_read_ready(void *data, int status)
 {
 	struct read_ctx *r = data;
+	/* The state may have been fenced while the read waited: then it is
+	 * no longer the newest (docs/relay.md, "Hand-off"). */
+	if (status == 0 && !slot_abandoned(r->sl) &&
+	    answered_elsewhere(r->s, r->cs, r->sl, r->argc,
+			       (const uint8_t *const *)r->argv, r->lens)) {
+		read_ctx_free(r);
+		return;
+	}
 	if (status != 0) {
 		server_reply_error(r->s, slot_buf(r->sl), status);
 		slot_done(r->sl);
@@ -251,6 +283,7 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 	if (r == NULL)
 		return command_fail(x, BATON_ENOMEM);
 	r->s = x->s;
+	r->cs = x->cs;
 	r->sl = x->sl;
 	r->argc = x->argc;
 	r->argv = calloc((size_t)x->argc, sizeof *r->argv);
@@ -316,10 +349,20 @@ static const struct local_command local_commands[] = {
 	{"BATON.TRANSFER", admin_transfer, false, false},
 	{"BATON.DOWNGRADE", admin_downgrade, false, false},
 	{"BATON.STALE", cmd_stale, false, false},
+	{"BATON.MIGRATION", admin_migration, false, false},
 #if BATON_TEST_HOOKS
 	{"BATON.TEST.PROPOSE", admin_test_propose, false, false},
 #endif
 };
+
+/* MULTI and its kin go where the data commands go: a transaction runs
+ * where its commands do. */
+static bool is_txn_command(const struct local_command *c)
+{
+	return c->fn == txn_multi || c->fn == txn_exec ||
+	       c->fn == txn_discard || c->fn == txn_watch ||
+	       c->fn == txn_unwatch;
+}
 
 static const struct local_command *local_lookup(const uint8_t *name, size_t len)
 {
@@ -374,6 +417,9 @@ void command_dispatch(struct server *s, struct client_state *cs,
 			command_done(&x);
 			return;
 		}
+		if (is_txn_command(c) &&
+		    answered_elsewhere(s, cs, sl, argc, argv, lens))
+			return;
 		c->fn(&x);
 		return;
 	}
@@ -384,6 +430,8 @@ void command_dispatch(struct server *s, struct client_state *cs,
 	}
 	const struct kv_command *kc = kv_lookup(argv[0], lens[0]);
 	if (kc != NULL) {
+		if (answered_elsewhere(s, cs, sl, argc, argv, lens))
+			return;
 		kv_command(&x, kc);
 		return;
 	}

@@ -53,6 +53,17 @@ static void usage(FILE *f)
 		"with --id and refuses\n"
 		"                          another\n"
 		"  --password PW           require AUTH PW from clients\n"
+		"  --relay HOST:PORT       register with this baton-relay for "
+		"a migration between\n"
+		"                          two clusters (docs/relay.md)\n"
+		"  --relay-cluster NAME    this cluster's id at the relay "
+		"(default: --cluster-id);\n"
+		"                          the two clusters must use "
+		"different ones\n"
+		"  --migrate-from NAME     this node is on the new side: its "
+		"cluster imports from\n"
+		"                          cluster NAME and takes over its "
+		"writes (needs --relay)\n"
 		"  --peer-secret-file PATH the cluster's peer secret: peers "
 		"must prove they hold\n"
 		"                          the same file's bytes (at least "
@@ -324,6 +335,12 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 			return -1;
 		}
 		return copy(name, v, c->cluster_id, sizeof c->cluster_id);
+	} else if (strcmp(name, "relay") == 0) {
+		return copy(name, v, c->relay, sizeof c->relay);
+	} else if (strcmp(name, "relay-cluster") == 0) {
+		return copy(name, v, c->relay_cluster, sizeof c->relay_cluster);
+	} else if (strcmp(name, "migrate-from") == 0) {
+		return copy(name, v, c->migrate_from, sizeof c->migrate_from);
 	} else if (strcmp(name, "password") == 0) {
 		return copy(name, v, c->password, sizeof c->password);
 	} else if (strcmp(name, "peer-secret-file") == 0) {
@@ -513,6 +530,32 @@ static int peer_security(struct server_config *c)
 	return -1;
 }
 
+/* The migration's flags (docs/relay.md): a cluster cannot import from
+ * itself, and an import needs the relay. */
+static int relay_options(struct server_config *c)
+{
+	if (c->relay_cluster[0] == '\0')
+		snprintf(c->relay_cluster, sizeof c->relay_cluster, "%s",
+			 c->cluster_id);
+	if (c->relay[0] == '\0' &&
+	    (c->migrate_from[0] != '\0' ||
+	     strcmp(c->relay_cluster, c->cluster_id) != 0)) {
+		fprintf(stderr, "batond: --migrate-from and --relay-cluster "
+				"need --relay HOST:PORT\n");
+		return -1;
+	}
+	if (c->migrate_from[0] != '\0' &&
+	    strcmp(c->migrate_from, c->relay_cluster) == 0) {
+		fprintf(stderr,
+			"batond: --migrate-from %s names this node's own "
+			"cluster: the new cluster needs another id at the "
+			"relay (--relay-cluster or --cluster-id)\n",
+			c->migrate_from);
+		return -1;
+	}
+	return 0;
+}
+
 int server_config_parse(struct server_config *c, int argc, char **argv)
 {
 	memset(c, 0, sizeof *c);
@@ -585,7 +628,7 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 			missing);
 		return -1;
 	}
-	if (peer_security(c) != 0)
+	if (peer_security(c) != 0 || relay_options(c) != 0)
 		return -1;
 	if (c->join && c->n_founders > 0) {
 		fprintf(stderr, "batond: --join and --bootstrap exclude each "

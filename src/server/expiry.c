@@ -75,6 +75,10 @@ static void sweep(struct server *s)
 		return;
 	if (s->sweeper.in_flight > 0 || server_machine_version(s) < 2)
 		return;
+	/* A fenced map, or one still importing, refuses every sweep: its
+	 * keys' expiry comes from the other cluster (docs/relay.md). */
+	if (migration_writes_frozen(s))
+		return;
 	const struct baton_kv *kv = s->machine.kv;
 	uint64_t now_ms = server_wall_ms();
 	uint64_t machine_ms = kv_machine_time_ms(kv);

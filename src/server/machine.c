@@ -258,8 +258,12 @@ static int apply_kv(struct server_machine *m, struct baton_machine_version v,
 {
 	size_t mark = reply != NULL ? reply->len : 0;
 	int rv = kv_apply(m->kv, v, e->buf + 1, e->len - 1, reply);
-	if (rv == 0)
+	if (rv == 0) {
+		if (m->kv_applied != NULL)
+			m->kv_applied(m->data, e->index, e->buf + 1,
+				      e->len - 1);
 		return 0;
+	}
 	if (reply != NULL)
 		reply->len = mark;
 	switch (rv) {
@@ -327,6 +331,7 @@ static int machine_apply(struct baton_machine *bm,
 		return refuse(m, BATON_ECORRUPT,
 			      "entry %" PRIu64 " has an empty payload",
 			      e->index);
+	m->applied_index = e->index;
 	switch (e->buf[0]) {
 	case PAYLOAD_KV:
 		return apply_kv(m, v, e, reply);

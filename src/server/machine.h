@@ -93,7 +93,13 @@ struct server_machine {
 			  struct baton_machine_version from,
 			  struct baton_machine_version to,
 			  uint64_t expiries_dropped);
+	/* Told of each kv payload applied (the migration's export,
+	 * migration_export.c); may be NULL. */
+	void (*kv_applied)(void *data, baton_index index,
+			   const uint8_t *payload, size_t len);
 	void *data;
+	/* The index of the last entry applied, or of the snapshot restored. */
+	baton_index applied_index;
 	/* The wrapper of the snapshot being written, until its first step. */
 	struct baton_buf snap_wrapper;
 	char err[256];

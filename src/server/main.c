@@ -31,6 +31,7 @@ static void close_and_exit(struct server *s)
 	clients_close_all(s);
 	keys_stop(s);
 	route_fail_all(s, "shutting down");
+	migration_stop(s);
 	expiry_stop(s);
 	join_stop(s);
 	founding_stop(s);
@@ -69,6 +70,8 @@ static void shut_down(struct server *s)
 {
 	s->shutting_down = true;
 	clients_drain(s);
+	/* LEAVE now, while the loop still runs the relay client's writes. */
+	migration_stop(s);
 	baton_node_shutdown(s->node, after_handover, s);
 }
 
@@ -163,7 +166,7 @@ static int run(struct server *s)
 	server_addresses_to_transport(s);
 	identity_start(s);
 	if (join_start(s) != 0 || founding_start(s) != 0 ||
-	    clients_listen(s) != 0) {
+	    clients_listen(s) != 0 || migration_start(s) != 0) {
 		join_stop(s);
 		founding_stop(s);
 		baton_node_close(s->node);

@@ -29,6 +29,7 @@
 #include "baton/buf.h"
 #include "kv.h"
 #include "machine.h"
+#include "migration.h"
 #include "node.h"
 #include "resp.h"
 
@@ -140,6 +141,12 @@ struct server_config {
 	uint64_t max_client_output_bytes;
 	uint64_t max_total_output_bytes;
 	uint32_t client_idle_timeout_s;
+	/* Migration between two clusters (docs/relay.md): baton-relay's
+	 * "host:port" ("" none), this node's cluster id there, and the
+	 * cluster to import from ("": this node is not on the new side). */
+	char relay[BATON_ADDR_MAX];
+	char relay_cluster[256];
+	char migrate_from[256];
 };
 
 /* Parse argv (and a --config file). Returns 0, 1 when --help/--version was
@@ -177,6 +184,7 @@ struct server {
 	uint64_t output_bytes;
 
 	struct join *join;	   /* join.c */
+	struct migration *migration; /* migration.c; NULL without --relay */
 	struct founding *founding; /* founding.c */
 
 	/* Whose this node is (identity.c). */

@@ -107,6 +107,13 @@ FAIL_PREFIXES = (
     "wrong number of arguments",  # ERR: refused by the syntax check
     "value is not an integer",  # ERR: INCR of a non-integer, a no-op
     "increment or decrement would overflow",  # ERR: a no-op
+    # A migration (docs/relay.md): refused, or applied as a no-op, by a
+    # cluster that does not hold write authority, or not sent to the
+    # other cluster at all.
+    "TRYAGAIN write authority moved to another cluster",
+    "TRYAGAIN this cluster is importing",
+    "TRYAGAIN no node of the other cluster",
+    "TRYAGAIN could not reach the other cluster",
 )
 
 

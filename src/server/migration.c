@@ -1,0 +1,384 @@
+/*
+ * The node's side of a migration between two clusters (docs/relay.md): the
+ * relay client, the view it installs, which cluster answers a client, and
+ * the timer that drives the export (old side) and the import (new side).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "baton/assert.h"
+#include "log.h"
+#include "migration_internal.h"
+
+/* ---- small facts --------------------------------------------------------- */
+
+bool mig_is_new_side(const struct migration *g)
+{
+	return g->s->cfg.migrate_from[0] != '\0';
+}
+
+bool mig_leads(const struct migration *g)
+{
+	struct server *s = g->s;
+	return s->node != NULL && s->leader == s->cfg.id;
+}
+
+uint64_t mig_now(const struct migration *g)
+{
+	return uv_now(g->s->loop);
+}
+
+void mig_kv_state(const struct migration *g, struct kv_migration *out)
+{
+	kv_migration_state(g->s->machine.kv, out);
+}
+
+int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
+	     const struct migration_msg *msg)
+{
+	struct baton_buf b;
+	baton_buf_init(&b);
+	int rv = migration_msg_encode(msg, &b);
+	if (rv == 0)
+		rv = relay_client_send(g->relay, to_cluster, to_node, b.data,
+				       b.len);
+	baton_buf_free(&b);
+	if (rv == 0)
+		g->stats.msgs_out++;
+	else if (rv == BATON_EBUSY)
+		g->stats.send_busy++;
+	return rv;
+}
+
+/* ---- the relay client's callbacks ----------------------------------------- */
+
+static void on_view(void *arg, uint64_t number,
+		    const struct relay_view_node *nodes, size_t n)
+{
+	struct migration *g = arg;
+	BATON_ASSERT(n <= BATON_RELAY_NODES_MAX);
+	g->view_number = number;
+	g->n_view = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct mig_view_node *v = &g->view[g->n_view++];
+		snprintf(v->cluster, sizeof v->cluster, "%s",
+			 nodes[i].cluster_id);
+		v->id = nodes[i].node_id;
+		v->incarnation = nodes[i].incarnation;
+		snprintf(v->address, sizeof v->address, "%s",
+			 nodes[i].address);
+		v->connected = nodes[i].connected;
+	}
+	LOG_INFO("relay: view %" PRIu64 " with %u nodes", number, g->n_view);
+}
+
+static void on_active(void *arg, bool active)
+{
+	struct migration *g = arg;
+	if (active != g->active)
+		LOG_INFO("relay: %s", active ? "activated" : "inactive");
+	g->active = active;
+}
+
+static void on_data(void *arg, const char *from_cluster,
+		    baton_node_id from_node, uint64_t from_incarnation,
+		    bool multicast, const uint8_t *payload, size_t len)
+{
+	(void)from_incarnation;
+	(void)multicast;
+	struct migration *g = arg;
+	struct migration_msg m;
+	if (migration_msg_decode(payload, len, &m) != 0) {
+		g->stats.bad_msgs++;
+		LOG_WARN("relay: a malformed migration message (%zu bytes) "
+			 "from node %" PRIu64 " of cluster %s: dropped",
+			 len, from_node, from_cluster);
+		return;
+	}
+	g->stats.msgs_in++;
+	if (m.type == MIG_AUTHORITY) {
+		/* The new cluster holds authority: the old nodes send their
+		 * clients' commands there (docs/relay.md, "Hand-off"). */
+		if (g->authority_leader != m.value)
+			LOG_INFO("relay: cluster %.*s holds write authority "
+				 "since old index %" PRIu64
+				 "; its leader is node %" PRIu64,
+				 (int)m.len, (const char *)m.data, m.index,
+				 m.value);
+		snprintf(g->authority_cluster, sizeof g->authority_cluster,
+			 "%.*s", (int)m.len, (const char *)m.data);
+		g->authority_leader = m.value;
+		return;
+	}
+	if (mig_is_new_side(g))
+		mig_import_on_msg(g, from_cluster, from_node, &m);
+	else
+		mig_export_on_msg(g, from_cluster, from_node, &m);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct migration *g = t->data;
+	if (g->s->shutting_down || g->s->node == NULL)
+		return;
+	if (mig_is_new_side(g))
+		mig_import_tick(g);
+	else
+		mig_export_tick(g);
+}
+
+/* ---- start and stop -------------------------------------------------------- */
+
+static uint64_t new_incarnation(void)
+{
+	/* Only needs to differ from this node's earlier processes. */
+	uint64_t x = 0;
+	FILE *f = fopen("/dev/urandom", "rb");
+	if (f != NULL) {
+		if (fread(&x, sizeof x, 1, f) != 1)
+			x = 0;
+		fclose(f);
+	}
+	if (x == 0)
+		x = ((uint64_t)getpid() << 32) ^ (uint64_t)uv_hrtime();
+	return x != 0 ? x : 1;
+}
+
+int migration_start(struct server *s)
+{
+	if (s->cfg.relay[0] == '\0')
+		return 0;
+	struct migration *g = calloc(1, sizeof *g);
+	if (g == NULL)
+		return BATON_ENOMEM;
+	g->s = s;
+	baton_buf_init(&g->ex.chunk);
+	struct relay_client_config rc = {
+		.relay_addr = s->cfg.relay,
+		.cluster_id = s->cfg.relay_cluster,
+		.node_id = s->cfg.id,
+		.incarnation = new_incarnation(),
+		.release = s->cfg.profile.release,
+		.address = s->cfg.listen,
+	};
+	struct relay_client_callbacks cb = {
+		.arg = g,
+		.on_view = on_view,
+		.on_active = on_active,
+		.on_data = on_data,
+	};
+	int rv = relay_client_start(s->loop, &rc, &cb, &g->relay);
+	if (rv != 0) {
+		LOG_ERROR("cannot start the relay client for %s: %s",
+			  s->cfg.relay, baton_strerror(rv));
+		free(g);
+		return rv;
+	}
+	uv_timer_init(s->loop, &g->tick);
+	g->tick.data = g;
+	uv_timer_start(&g->tick, on_tick, MIG_TICK_MS, MIG_TICK_MS);
+	g->im.started_ms = uv_now(s->loop);
+	s->migration = g;
+	LOG_INFO("relay %s: registering as node %" PRIu64 " of cluster %s%s%s",
+		 s->cfg.relay, s->cfg.id, s->cfg.relay_cluster,
+		 mig_is_new_side(g) ? ", importing from cluster " : "",
+		 s->cfg.migrate_from);
+	return 0;
+}
+
+static void on_relay_closed(void *arg)
+{
+	struct migration *g = arg;
+	mig_export_close(g);
+	baton_buf_free(&g->ex.chunk);
+	free(g);
+}
+
+void migration_stop(struct server *s)
+{
+	struct migration *g = s->migration;
+	if (g == NULL)
+		return;
+	s->migration = NULL;
+	uv_timer_stop(&g->tick);
+	uv_close((uv_handle_t *)&g->tick, NULL);
+	relay_client_close(g->relay, on_relay_closed, g);
+}
+
+void migration_kv_applied(struct server *s, uint64_t index,
+			  const uint8_t *payload, size_t len)
+{
+	struct migration *g = s->migration;
+	if (g != NULL && !mig_is_new_side(g))
+		mig_export_applied(g, index, payload, len);
+}
+
+/* ---- serving ------------------------------------------------------------- */
+
+/* A connected node of `cluster` (the leader `prefer` if it is one),
+ * rotating over them so a dead one is not asked for ever. */
+static const char *pick(struct migration *g, const char *cluster,
+			baton_node_id prefer)
+{
+	for (uint32_t i = 0; prefer != 0 && i < g->n_view; i++) {
+		const struct mig_view_node *v = &g->view[i];
+		if (v->id == prefer && v->connected &&
+		    strcmp(v->cluster, cluster) == 0)
+			return v->address;
+	}
+	for (uint32_t k = 0; k < g->n_view; k++) {
+		const struct mig_view_node *v =
+			&g->view[(g->proxy_pick + k) % g->n_view];
+		if (v->connected && strcmp(v->cluster, cluster) == 0)
+			return v->address;
+	}
+	return NULL;
+}
+
+const char *migration_elsewhere(struct server *s, const struct client_state *cs,
+				const char **why)
+{
+	struct migration *g = s->migration;
+	*why = NULL;
+	if (g == NULL)
+		return NULL;
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	const char *cluster;
+	baton_node_id prefer = 0;
+	if (mig_is_new_side(g)) {
+		if (km.authority)
+			return NULL;
+		/* Before hand-off the old cluster answers: this one's state
+		 * lags it. */
+		cluster = s->cfg.migrate_from;
+		prefer = g->im.from_node;
+	} else {
+		if (!km.fenced && g->authority_leader == 0)
+			return NULL;
+		cluster = km.fenced ? km.fence_target : g->authority_cluster;
+		if (cluster[0] == '\0')
+			cluster = g->authority_cluster;
+		prefer = g->authority_leader;
+	}
+	if (proxy_is_proxied(cs)) {
+		/* The other cluster sent it here because it cannot answer
+		 * it; sending it back would loop. */
+		*why = mig_is_new_side(g)
+			       ? "this cluster is importing and takes no "
+				 "commands yet; retry"
+			       : "write authority moved to another cluster; "
+				 "retry";
+		return NULL;
+	}
+	const char *addr = pick(g, cluster, prefer);
+	if (addr == NULL)
+		*why = "no node of the other cluster of the migration is "
+		       "known to be reachable; retry";
+	return addr;
+}
+
+bool migration_writes_frozen(const struct server *s)
+{
+	struct kv_migration km;
+	kv_migration_state(s->machine.kv, &km);
+	return km.fenced || km.importing;
+}
+
+/* ---- INFO and BATON.MIGRATION ------------------------------------------- */
+
+static const char *phase(struct migration *g, const struct kv_migration *km)
+{
+	if (mig_is_new_side(g)) {
+		if (km->authority)
+			return "authority";
+		if (g->im.fenced_at != 0 || g->im.handoff_sent_ms != 0)
+			return "handoff";
+		if (km->snapshot_open)
+			return "snapshot";
+		if (km->importing)
+			return "mirror";
+		return g->active ? "requesting" : "waiting-for-activation";
+	}
+	if (km->fenced || g->authority_leader != 0)
+		return "fenced";
+	if (g->ex.open)
+		return g->ex.snap_running ? "exporting-snapshot" : "exporting";
+	return g->active ? "idle" : "waiting-for-activation";
+}
+
+void migration_info(struct server *s, struct baton_buf *b)
+{
+	struct migration *g = s->migration;
+	if (g == NULL)
+		return;
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	struct relay_client_status rs;
+	relay_client_status(g->relay, &rs);
+	const char *why = "";
+	bool ready = mig_is_new_side(g) ? mig_import_ready(g, &why) : true;
+	char text[2048];
+	int n = snprintf(
+		text, sizeof text,
+		"\r\n# Migration\r\nmigration_side:%s\r\nmigration_phase:%s"
+		"\r\nmigration_ready:%d\r\nmigration_not_ready:%s"
+		"\r\nrelay:%s\r\nrelay_cluster:%s\r\nrelay_connected:%d"
+		"\r\nrelay_active:%d\r\nrelay_view:%" PRIu64
+		"\r\nrelay_view_nodes:%u\r\nimport_index:%" PRIu64
+		"\r\nimport_old_applied:%" PRIu64
+		"\r\nimport_authority_from:%" PRIu64
+		"\r\nexport_session:%" PRIu64 "\r\nexport_acked:%" PRIu64
+		"\r\nexport_sent:%" PRIu64 "\r\nfence_index:%" PRIu64
+		"\r\nfenced:%d\r\nmigration_msgs_in:%" PRIu64
+		"\r\nmigration_msgs_out:%" PRIu64
+		"\r\nmigration_bad_msgs:%" PRIu64
+		"\r\nmigration_sessions:%" PRIu64
+		"\r\nmigration_snapshots:%" PRIu64 "\r\nrelay_resent:%" PRIu64
+		"\r\nrelay_reconnects:%" PRIu64 "\r\nrelay_last_error:%s\r\n",
+		mig_is_new_side(g) ? "new" : "old", phase(g, &km), ready ? 1 : 0,
+		why, s->cfg.relay, s->cfg.relay_cluster, rs.connected ? 1 : 0,
+		rs.active ? 1 : 0, g->view_number, g->n_view, km.import_index,
+		g->im.old_applied, km.authority_from, g->ex.session,
+		g->ex.acked, g->ex.sent_index, g->ex.fence_index,
+		km.fenced ? 1 : 0, g->stats.msgs_in, g->stats.msgs_out,
+		g->stats.bad_msgs, g->stats.sessions, g->stats.snapshots,
+		rs.resent, rs.reconnects, rs.last_error);
+	if (n > 0 && (size_t)n < sizeof text)
+		baton_buf_append(b, text, (size_t)n);
+}
+
+int admin_migration(struct command_ctx *x)
+{
+	struct server *s = x->s;
+	struct migration *g = s->migration;
+	if (x->argc == 2 && command_arg_is(x, 1, "STATUS")) {
+		struct baton_buf text;
+		baton_buf_init(&text);
+		if (g == NULL)
+			baton_buf_append(&text, "migration_side:none\r\n", 21);
+		else
+			migration_info(s, &text);
+		resp_bulk(command_out(x), text.data, text.len);
+		baton_buf_free(&text);
+		return command_done(x);
+	}
+	if (x->argc == 2 && command_arg_is(x, 1, "HANDOFF")) {
+		if (g == NULL || !mig_is_new_side(g)) {
+			resp_error(command_out(x),
+				   "ERR this node imports nothing: hand-off is "
+				   "asked of the new cluster (a node started "
+				   "with --migrate-from)");
+			return command_done(x);
+		}
+		g->im.handoff_asked = true;
+		resp_simple(command_out(x), "OK");
+		return command_done(x);
+	}
+	resp_error(command_out(x), "ERR usage: BATON.MIGRATION STATUS | "
+				   "HANDOFF");
+	return command_done(x);
+}

@@ -1,0 +1,304 @@
+/*
+ * The new cluster's side of a migration (docs/relay.md): its leader asks
+ * the old cluster for the export stream, proposes each record as an entry
+ * of its own log (applying them raises the replicated import index, so a
+ * leader change on either side resumes after it), asks for hand-off once
+ * ready, and takes write authority once the stream reached the fence.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baton/assert.h"
+#include "log.h"
+#include "migration_internal.h"
+
+/* Sending AUTHORITY again (old nodes that reconnect learn it), ACK. */
+#define AUTHORITY_EVERY_MS 1000u
+#define ACK_EVERY_MS 100u
+#define HANDOFF_EVERY_MS 500u
+
+static uint64_t random_session(const struct migration *g)
+{
+	/* Distinct per request of this node; the old leader only compares
+	 * it with the one it serves. */
+	return (uv_hrtime() << 8) ^ (g->s->cfg.id * 0x9E3779B97F4A7C15ull) ^
+	       (uint64_t)g->stats.sessions;
+}
+
+static void on_proposed(void *data, int status, const uint8_t *reply,
+			size_t len)
+{
+	struct migration *g = data;
+	(void)reply;
+	(void)len;
+	BATON_ASSERT(g->im.proposing > 0);
+	g->im.proposing--;
+	if (status != 0 && g->im.session != 0) {
+		/* Lost with this leadership (or refused): ask again from
+		 * the import index the log holds. */
+		LOG_INFO("migration: an import entry was not committed (%s): "
+			 "asking for the stream again",
+			 baton_strerror(status));
+		g->im.session = 0;
+	}
+}
+
+/* Propose 'K' + the kv payload `encode` appended. */
+static void propose(struct migration *g, const struct baton_buf *kv_payload)
+{
+	struct baton_buf p;
+	baton_buf_init(&p);
+	uint8_t kind = PAYLOAD_KV;
+	int rv = baton_buf_append(&p, &kind, 1);
+	if (rv == 0)
+		rv = baton_buf_append(&p, kv_payload->data, kv_payload->len);
+	if (rv == 0)
+		rv = baton_node_propose(g->s->node, p.data, p.len, on_proposed,
+					g);
+	baton_buf_free(&p);
+	if (rv != 0) {
+		LOG_INFO("migration: cannot propose an import entry (%s): "
+			 "asking for the stream again",
+			 baton_strerror(rv));
+		g->im.session = 0;
+		return;
+	}
+	g->im.proposing++;
+}
+
+void mig_import_on_msg(struct migration *g, const char *from_cluster,
+		       baton_node_id from_node, const struct migration_msg *m)
+{
+	struct mig_import *im = &g->im;
+	if (strcmp(from_cluster, g->s->cfg.migrate_from) != 0 ||
+	    !mig_leads(g) || im->session == 0 || m->session != im->session)
+		return; /* another cluster's, or a session given up */
+	im->progress_ms = mig_now(g);
+	im->from_node = from_node;
+	if (m->applied > im->old_applied)
+		im->old_applied = m->applied;
+	struct baton_buf kv;
+	baton_buf_init(&kv);
+	int rv = 0;
+	switch (m->type) {
+	case MIG_BEGIN:
+		LOG_INFO("migration: importing a snapshot of cluster %s at "
+			 "index %" PRIu64,
+			 from_cluster, m->index);
+		rv = kv_encode_import_begin(m->index, m->value, &kv);
+		break;
+	case MIG_CHUNK:
+		if (m->value > UINT32_MAX) {
+			rv = BATON_ECORRUPT;
+			break;
+		}
+		rv = kv_encode_import_chunk(m->index, (uint32_t)m->value,
+					    m->data, m->len, &kv);
+		break;
+	case MIG_END:
+		if (m->value > UINT32_MAX) {
+			rv = BATON_ECORRUPT;
+			break;
+		}
+		rv = kv_encode_import_end(m->index, (uint32_t)m->value, &kv);
+		if (im->snapshot_done_ms == 0)
+			im->snapshot_done_ms = mig_now(g);
+		break;
+	case MIG_ENTRY:
+		g->stats.entries_in++;
+		rv = kv_encode_import_entry(m->index, m->data, m->len, &kv);
+		break;
+	case MIG_HEAD:
+		break;
+	case MIG_FENCED:
+		if (im->fenced_at == 0)
+			LOG_INFO("migration: cluster %s fenced at index %" PRIu64
+				 "; taking authority once imported",
+				 from_cluster, m->index);
+		im->fenced_at = m->index;
+		break;
+	default:
+		g->stats.bad_msgs++;
+		LOG_WARN("migration: unexpected %s from node %" PRIu64
+			 " of cluster %s on the new side: dropped",
+			 migration_msg_name(m->type), from_node, from_cluster);
+	}
+	if (rv != 0)
+		LOG_WARN("migration: a %s message cannot be imported (%s): "
+			 "asking for the stream again",
+			 migration_msg_name(m->type), baton_strerror(rv));
+	if (rv != 0)
+		im->session = 0;
+	else if (kv.len > 0)
+		propose(g, &kv);
+	baton_buf_free(&kv);
+}
+
+/* Voters of this cluster that hold what its leader committed. */
+static uint32_t voters_caught_up(struct migration *g)
+{
+	struct baton_node_status st;
+	baton_node_status(g->s->node, &st);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < st.raft.config.n; i++) {
+		const struct baton_member *mb = &st.raft.config.members[i];
+		if (mb->role != BATON_VOTER)
+			continue;
+		if (mb->id == st.raft.id ||
+		    st.match[i] + MIG_HANDOFF_LAG_MAX >= st.raft.commit_index)
+			n++;
+	}
+	return n;
+}
+
+static bool import_close(struct migration *g, const struct kv_migration *km,
+			 uint64_t lag_max)
+{
+	return !km->snapshot_open && km->import_index > 0 &&
+	       g->im.old_applied <= km->import_index + lag_max;
+}
+
+bool mig_import_ready(struct migration *g, const char **why)
+{
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	*why = "";
+	if (km.authority)
+		return true;
+	if (!mig_leads(g)) {
+		*why = "hand-off not done, and this node does not lead the "
+		       "import";
+		return false;
+	}
+	if (!g->active) {
+		*why = "the relay has not activated this node";
+		return false;
+	}
+	if (!import_close(g, &km, MIG_READY_LAG_MAX)) {
+		*why = "the import is behind the old cluster";
+		return false;
+	}
+	return true;
+}
+
+static void send_to_exporter(struct migration *g, uint8_t type,
+			     uint64_t index, uint64_t value)
+{
+	struct migration_msg m = {
+		.type = type,
+		.session = g->im.session,
+		.applied = g->s->machine.applied_index,
+		.index = index,
+		.value = value,
+	};
+	mig_send(g, g->s->cfg.migrate_from, g->im.from_node, &m);
+}
+
+static void request_stream(struct migration *g, const struct kv_migration *km)
+{
+	struct mig_import *im = &g->im;
+	im->session = random_session(g);
+	g->stats.sessions++;
+	im->requested_ms = im->progress_ms = mig_now(g);
+	im->acked_sent = 0;
+	const char *me = g->s->cfg.relay_cluster;
+	struct migration_msg m = {
+		.type = MIG_EXPORT_REQ,
+		.session = im->session,
+		.applied = g->s->machine.applied_index,
+		.index = km->import_index,
+		.data = (const uint8_t *)me,
+		.len = strlen(me),
+	};
+	if (mig_send(g, g->s->cfg.migrate_from, 0, &m) != 0)
+		im->session = 0;
+	else
+		LOG_INFO("migration: asking cluster %s for its stream after "
+			 "index %" PRIu64 " (session %" PRIx64 ")",
+			 g->s->cfg.migrate_from, km->import_index,
+			 im->session);
+}
+
+static void announce_authority(struct migration *g,
+			       const struct kv_migration *km)
+{
+	uint64_t now = mig_now(g);
+	if (now - g->im.authority_sent_ms < AUTHORITY_EVERY_MS)
+		return;
+	const char *me = g->s->cfg.relay_cluster;
+	struct migration_msg m = {
+		.type = MIG_AUTHORITY,
+		.session = g->im.session,
+		.applied = g->s->machine.applied_index,
+		.index = km->authority_from,
+		.value = g->s->cfg.id,
+		.data = (const uint8_t *)me,
+		.len = strlen(me),
+	};
+	if (mig_send(g, g->s->cfg.migrate_from, 0, &m) == 0)
+		g->im.authority_sent_ms = now;
+}
+
+void mig_import_tick(struct migration *g)
+{
+	struct mig_import *im = &g->im;
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	if (!mig_leads(g)) {
+		im->session = 0;
+		im->authority_proposed = false;
+		return;
+	}
+	if (!g->active)
+		return;
+	uint64_t now = mig_now(g);
+	if (km.authority) {
+		if (im->authority_ms == 0) {
+			im->authority_ms = now;
+			LOG_INFO("migration: this cluster holds write authority "
+				 "(old index %" PRIu64 ")",
+				 km.authority_from);
+		}
+		announce_authority(g, &km);
+		return;
+	}
+	if (im->session == 0 || now - im->progress_ms > MIG_STALL_MS) {
+		if (im->proposing == 0)
+			request_stream(g, &km);
+		return;
+	}
+	if (km.import_index != im->acked_sent || now - im->ack_ms >= ACK_EVERY_MS) {
+		send_to_exporter(g, MIG_ACK, km.import_index,
+				 km.snapshot_chunks);
+		im->acked_sent = km.import_index;
+		im->ack_ms = now;
+	}
+	if (im->fenced_at == 0 &&
+	    (im->handoff_asked ||
+	     (import_close(g, &km, MIG_HANDOFF_LAG_MAX) &&
+	      voters_caught_up(g) >= MIG_HANDOFF_VOTERS)) &&
+	    now - im->handoff_sent_ms >= HANDOFF_EVERY_MS) {
+		if (im->handoff_ms == 0) {
+			im->handoff_ms = now;
+			LOG_INFO("migration: asking cluster %s for hand-off "
+				 "(import index %" PRIu64 ", old applied %" PRIu64
+				 ")",
+				 g->s->cfg.migrate_from, km.import_index,
+				 im->old_applied);
+		}
+		send_to_exporter(g, MIG_HANDOFF, km.import_index, 0);
+		im->handoff_sent_ms = now;
+	}
+	if (im->fenced_at != 0 && km.import_index >= im->fenced_at &&
+	    !im->authority_proposed && im->proposing == 0) {
+		struct baton_buf kv;
+		baton_buf_init(&kv);
+		if (kv_encode_authority(im->fenced_at, &kv) == 0) {
+			propose(g, &kv);
+			im->authority_proposed = im->proposing > 0;
+		}
+		baton_buf_free(&kv);
+	}
+}

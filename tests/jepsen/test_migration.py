@@ -1,0 +1,267 @@
+"""A 1.x cluster replaced by 2.0.0 nodes through baton-relay, as a container
+scheduler would do it, under recorded client load (docs/relay.md).
+
+The scheduler's rule: start a new node, wait until it reports ready (INFO
+`migration_ready:1`), then kill an old node it did not choose (drawn from
+the seed: the old leader may be the one), and go on until no old node is
+left. The relay is killed (-9) and restarted on the same port and data
+directory part-way. Clients run GET, SET, APPEND and INCR on a few keys
+against every live node of both clusters the whole time; the history must
+be linearizable (baton-lincheck), which includes every acknowledged write
+being visible at the end, and the longest gap between acknowledged writes
+is reported.
+"""
+
+import random
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from redis.connection import Connection
+
+import harness
+
+e2e = harness.e2e
+HOST = "127.0.0.1"
+OLD_RELEASE = "1.3.0"  # the release that knows the relay (docs/relay.md)
+READY_TIMEOUT_S = 60.0
+CLIENTS = 6
+KEYS = ["a", "b", "c", "d"]
+
+
+class Relay:
+    """The baton-relay process this test started; only it is signalled."""
+
+    def __init__(self, root, port):
+        self.data = root / "relay-data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.log_path = root / "relay.log"
+        self.port = port
+        self.proc = None
+
+    def start(self):
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(e2e.build_dir() / "baton-relay"), "--listen",
+                 f"{HOST}:{self.port}", "--data", str(self.data),
+                 "--activate"],
+                stdout=log, stderr=log, preexec_fn=e2e._die_with_parent)
+        return self
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class Load:
+    """Client threads on the live nodes; each op is recorded."""
+
+    def __init__(self, seed):
+        self.rec = harness.Recorder()
+        self.nodes = []  # live e2e.Node objects, replaced as a whole
+        self.stop = threading.Event()
+        self.seed = seed
+        self.threads = [threading.Thread(target=self.client, args=(i,))
+                        for i in range(CLIENTS)]
+
+    def client(self, i):
+        rng = random.Random(self.seed * 100 + i)
+        ops = self.rec.new_list()
+        process = i
+        conns = {}
+        n = 0
+        while not self.stop.is_set():
+            nodes = self.nodes
+            if not nodes:
+                time.sleep(0.01)
+                continue
+            node = rng.choice(nodes)
+            c = conns.get(node.id)
+            try:
+                if c is None:
+                    c = Connection(host=HOST, port=node.client_port,
+                                   socket_timeout=5.0,
+                                   socket_connect_timeout=1.0)
+                    conns[node.id] = c
+                if c._sock is not None and harness.peer_closed(c):
+                    c.disconnect()
+                if c._sock is None:
+                    c.connect()
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                conns.pop(node.id, None)
+                time.sleep(0.02)
+                continue
+            key = rng.choice(KEYS)
+            f = rng.choice(["get", "get", "set", "append", "incr"])
+            n += 1
+            if key == "d":
+                f = rng.choice(["get", "incr"])
+            elif f == "incr":
+                f = "set"
+            arg = {"set": f"{process}-{n}", "append": f",{process}.{n}",
+                   "incr": 1}.get(f)
+            op = harness.Op(process, f, key, arg, node.id)
+            harness.perform(c, op, ops)
+            if op.status == "info":
+                process += CLIENTS
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+
+def info(node):
+    text = node.client(timeout=2.0).execute_command("INFO")
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            out[k] = v
+    return out
+
+
+def wait_ready(node, what, deadline_s=READY_TIMEOUT_S):
+    end = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = info(node)
+            if last.get("migration_ready") == "1":
+                return last
+        except (redis.ConnectionError, redis.TimeoutError,
+                redis.ResponseError) as e:
+            last = repr(e)
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: {node} not ready within {deadline_s} s; "
+                         f"last INFO: {last}")
+
+
+def longest_write_gap(ops, lo_ns=0, hi_ns=None):
+    acks = sorted(op.complete_ns for op in ops
+                  if op.status == "ok" and op.f != "get"
+                  and op.complete_ns >= lo_ns
+                  and (hi_ns is None or op.complete_ns <= hi_ns))
+    gaps = [b - a for a, b in zip(acks, acks[1:])]
+    return max(gaps) / 1e6 if gaps else None
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
+    e2e.require_binary(e2e.BATOND)
+    build = e2e.build_dir()
+    checker = harness.find_checker(build)
+    rng = random.Random(seed)
+    relay = Relay(tmp_path, e2e.free_ports(1)[0]).start()
+    relay_addr = f"{HOST}:{relay.port}"
+    old = e2e.Cluster(tmp_path / "old")
+    new = e2e.Cluster(tmp_path / "new")
+    load = Load(seed)
+    timeline = []
+    t0 = time.monotonic_ns()
+
+    def note(what):
+        timeline.append(((time.monotonic_ns() - t0) / 1e9, what))
+
+    try:
+        old.start(3, extra=["--as-release", OLD_RELEASE, "--relay",
+                            relay_addr, "--relay-cluster", "old"])
+        note("old cluster of 3 at " + OLD_RELEASE)
+        load.nodes = list(old.alive())
+        load.start()
+        time.sleep(1.0)
+        ports = e2e.free_ports(6)
+        b_nodes = []
+        for k in range(3):
+            b = e2e.Node(new, 11 + k, ports[2 * k], ports[2 * k + 1])
+            new.nodes[b.id] = b
+            b_nodes.append(b)
+        common = ["--relay", relay_addr, "--relay-cluster", "new",
+                  "--migrate-from", "old", "--cluster-id", "new",
+                  "--election-timeout-ms", "300", "--heartbeat-ms", "50"]
+        victims = list(old.nodes.values())
+        rng.shuffle(victims)
+        for k, b in enumerate(b_nodes):
+            if k == 0:
+                b.start(common + ["--accept-joins", "--bootstrap",
+                                  f"{b.id}={b.peer_addr}/{b.client_addr}"])
+            else:
+                b.start(common + ["--join-seeds", b_nodes[0].peer_addr])
+            load.nodes = [m for m in old.alive()] + [
+                m for m in b_nodes if m.alive]
+            note(f"started new node {b.id}")
+            if k == 0:
+                wait_ready(b, "B1")
+                note(f"new node {b.id} ready (import caught up)")
+                relay.kill()
+                note("relay killed")
+                time.sleep(1.0)
+                relay.start()
+                note("relay restarted")
+            else:
+                wait_ready(b, f"B{k + 1}")
+                note(f"new node {b.id} ready")
+            victim = victims[k]
+            was_leader = old.find_leader() is victim
+            victim.kill9()
+            load.nodes = [m for m in old.alive()] + [
+                m for m in b_nodes if m.alive]
+            note(f"killed old node {victim.id}"
+                 + (" (the old leader)" if was_leader else ""))
+        time.sleep(1.5)
+        load.finish()
+        note("load stopped")
+        # One final read of every key on the new cluster: acknowledged
+        # writes must all be there (the checker sees these reads too).
+        ops = load.rec.new_list()
+        for key in KEYS:
+            op = harness.Op(999, "get", key, None, b_nodes[0].id)
+            c = Connection(host=HOST, port=b_nodes[0].client_port,
+                           socket_timeout=5.0)
+            harness.perform(c, op, ops)
+            c.disconnect()
+            assert op.status == "ok", (key, op.error)
+        all_ops = load.rec.ops()
+        counts = harness.count_ops(all_ops)
+        history = tmp_path / "history.txt"
+
+        class R:  # what write_history's header names
+            pass
+        r = R()
+        r.seed, r.n_nodes, r.n_clients = seed, 6, CLIENTS
+        r.keys = type("K", (), {"all": KEYS})()
+        r.args = type("A", (), {"keys": len(KEYS),
+                                "nemesis": "migration"})()
+        r.stale_reads = False
+        harness.write_history(all_ops, history, r)
+        p = subprocess.run([str(checker), "--format", "baton",
+                            "--timeout-s", "120", str(history)],
+                           capture_output=True, text=True, timeout=200)
+        gap = longest_write_gap(all_ops)
+        print(f"\nmigration seed {seed}: ops {counts}, longest write gap "
+              f"{gap:.1f} ms")
+        for t, what in timeline:
+            print(f"  [+{t:6.2f}s] {what}")
+        assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+        assert counts["ok"] > 100, counts
+        final = info(b_nodes[0])
+        assert final["migration_phase"] == "authority", final
+    except AssertionError as e:
+        logs = old.logs_tail() + "\n" + new.logs_tail()
+        relay_log = relay.log_path.read_text(errors="replace")[-3000:]
+        raise AssertionError(f"{e}\n{logs}\n==== relay\n{relay_log}") \
+            from None
+    finally:
+        load.stop.set()
+        load.finish()
+        old.stop_all()
+        new.stop_all()
+        relay.kill()
