@@ -103,6 +103,19 @@ static const struct command commands[] = {
 	 "(nothing changed); 4 rolled, but the effective machine version did\n"
 	 "not rise in time (says what holds it back).\n",
 	 0, 16, ctl_cmd_roll},
+	{"migrate", "[--dry-run] [--handoff] [--wait-s N]",
+	 "Follow a migration between two clusters through baton-relay (see\n"
+	 "docs/relay.md), asking a node of the new cluster (started with\n"
+	 "--relay and --migrate-from): one line per change of its phase and\n"
+	 "import index, until the new cluster holds write authority.\n"
+	 "  --dry-run     check the node's relay, activation and view, print\n"
+	 "                the plan; change nothing\n"
+	 "  --handoff     ask for hand-off now instead of waiting for two\n"
+	 "                voters of the new cluster to be caught up\n"
+	 "  --wait-s N    give up after N seconds (default 300)\n"
+	 "Exit status: 0 authority taken (dry run: nothing blocks it); 1 not\n"
+	 "in time, or the node takes no part; 2 bad usage.\n",
+	 0, 4, ctl_cmd_migrate},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,201 @@
+/*
+ * batonctl migrate: follow (and, with --handoff, hurry) a migration between
+ * two clusters through baton-relay, asking a node of the new cluster
+ * (docs/relay.md). The nodes drive the migration themselves; this shows
+ * where it is: the relay, the view, the import index against the old
+ * cluster's log, hand-off and authority.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctl.h"
+
+#define MIGRATE_POLL_MS 200
+#define MIGRATE_WAIT_S_DEFAULT 300
+
+/* BATON.MIGRATION STATUS: "field:value" lines. */
+struct status {
+	char text[4096];
+};
+
+static const char *field(const struct status *st, const char *name, char *out,
+			 size_t cap)
+{
+	size_t n = strlen(name);
+	const char *p = st->text;
+	while ((p = strstr(p, name)) != NULL) {
+		bool line_start = p == st->text || p[-1] == '\n';
+		if (line_start && p[n] == ':') {
+			const char *v = p + n + 1;
+			size_t len = strcspn(v, "\r\n");
+			if (len >= cap)
+				len = cap - 1;
+			memcpy(out, v, len);
+			out[len] = '\0';
+			return out;
+		}
+		p += n;
+	}
+	snprintf(out, cap, "?");
+	return out;
+}
+
+static int ask_status(const struct ctl_opts *o, const char *addr,
+		      struct status *st)
+{
+	const char *argv[] = {"BATON.MIGRATION", "STATUS"};
+	char err[CTL_ERR_MAX];
+	redisReply *r = ctl_ask(o, addr, 2, argv, err, sizeof err);
+	if (r == NULL) {
+		ctl_error("node %s: %s", addr, err);
+		return -1;
+	}
+	int rv = 0;
+	if (r->type == REDIS_REPLY_STRING)
+		snprintf(st->text, sizeof st->text, "%.*s", (int)r->len,
+			 r->str);
+	else
+		rv = -1;
+	freeReplyObject(r);
+	if (rv != 0)
+		ctl_error("node %s: BATON.MIGRATION STATUS gave no text", addr);
+	return rv;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* The dry run's checks: what would keep the migration from going on. */
+static int dry_run(const struct status *st)
+{
+	char side[32], conn[8], active[8], nodes[16], relay[256];
+	field(st, "migration_side", side, sizeof side);
+	if (strcmp(side, "none") == 0 || strcmp(side, "?") == 0) {
+		ctl_error("this node takes no part in a migration: start the "
+			  "new cluster's nodes with --relay HOST:PORT "
+			  "--migrate-from OLD_CLUSTER (docs/relay.md)");
+		return CTL_EXIT_ERROR;
+	}
+	field(st, "relay", relay, sizeof relay);
+	field(st, "relay_connected", conn, sizeof conn);
+	field(st, "relay_active", active, sizeof active);
+	field(st, "relay_view_nodes", nodes, sizeof nodes);
+	printf("node side: %s; relay %s: connected %s, active %s, %s nodes "
+	       "in its view\n",
+	       side, relay, conn, active, nodes);
+	if (strcmp(side, "new") != 0) {
+		ctl_error("ask a node of the new cluster (started with "
+			  "--migrate-from): this one is on the old side");
+		return CTL_EXIT_ERROR;
+	}
+	if (strcmp(conn, "1") != 0) {
+		ctl_error("the node is not connected to the relay %s: is "
+			  "baton-relay running there?",
+			  relay);
+		return CTL_EXIT_ERROR;
+	}
+	if (strcmp(active, "1") != 0) {
+		printf("the relay has not activated the nodes yet: start "
+		       "baton-relay with --activate, or send it SIGUSR1\n");
+		return CTL_EXIT_ERROR;
+	}
+	printf("plan: the new cluster imports the old one's state, then "
+	       "takes write authority once it has 2 voters caught up (or at "
+	       "`batonctl migrate --handoff`); then stop the old nodes one "
+	       "by one\n");
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_migrate(const struct ctl_opts *o, int argc, char **argv)
+{
+	bool dry = false, handoff = false;
+	long wait_s = MIGRATE_WAIT_S_DEFAULT;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--dry-run") == 0) {
+			dry = true;
+		} else if (strcmp(argv[i], "--handoff") == 0) {
+			handoff = true;
+		} else if (strcmp(argv[i], "--wait-s") == 0 && i + 1 < argc) {
+			uint64_t v;
+			if (!ctl_parse_u64(argv[++i], &v) || v == 0 ||
+			    v > 86400)
+				return ctl_usage_error("--wait-s takes 1 to "
+						       "86400 seconds");
+			wait_s = (long)v;
+		} else {
+			return ctl_usage_error("migrate: unexpected '%s'",
+					       argv[i]);
+		}
+	}
+	char addr[CTL_ADDR_MAX];
+	ctl_opts_addr(o, addr, sizeof addr);
+	struct status st;
+	if (ask_status(o, addr, &st) != 0)
+		return CTL_EXIT_ERROR;
+	if (dry)
+		return dry_run(&st);
+	char side[32];
+	if (strcmp(field(&st, "migration_side", side, sizeof side), "new") !=
+	    0) {
+		ctl_error("node %s is not on the new side of a migration "
+			  "(migration_side %s): ask a node started with "
+			  "--migrate-from",
+			  addr, side);
+		return CTL_EXIT_ERROR;
+	}
+	if (handoff) {
+		const char *av[] = {"BATON.MIGRATION", "HANDOFF"};
+		char err[CTL_ERR_MAX];
+		redisReply *r = ctl_ask(o, addr, 2, av, err, sizeof err);
+		if (r == NULL) {
+			ctl_error("node %s: %s", addr, err);
+			return CTL_EXIT_ERROR;
+		}
+		freeReplyObject(r);
+	}
+	double t0 = now_s();
+	char last[256] = "";
+	while (now_s() - t0 < (double)wait_s) {
+		if (ask_status(o, addr, &st) != 0)
+			return CTL_EXIT_ERROR;
+		char phase[64], index[32], old[32], ready[8], line[256];
+		field(&st, "migration_phase", phase, sizeof phase);
+		field(&st, "import_index", index, sizeof index);
+		field(&st, "import_old_applied", old, sizeof old);
+		field(&st, "migration_ready", ready, sizeof ready);
+		snprintf(line, sizeof line,
+			 "phase %s, import index %s of the old cluster's %s, "
+			 "ready %s",
+			 phase, index, old, ready);
+		if (strcmp(line, last) != 0) {
+			printf("[+%.1fs] %s\n", now_s() - t0, line);
+			fflush(stdout);
+			snprintf(last, sizeof last, "%s", line);
+		}
+		if (strcmp(phase, "authority") == 0) {
+			printf("done: the new cluster holds write authority; "
+			       "stop the old nodes one by one\n");
+			return CTL_EXIT_OK;
+		}
+		sleep_ms(MIGRATE_POLL_MS);
+	}
+	ctl_error("the new cluster did not take authority within %ld s (last: "
+		  "%s)",
+		  wait_s, last);
+	return CTL_EXIT_ERROR;
+}
