@@ -341,14 +341,18 @@ void mig_export_tick(struct migration *g)
 	struct mig_export *ex = &g->ex;
 	if (!ex->open)
 		return;
-	if (!mig_leads(g) || !g->active) {
-		LOG_INFO("migration: export session %" PRIx64 " ends: %s",
-			 ex->session,
-			 g->active ? "this node no longer leads"
-				   : "the relay is inactive");
+	if (!mig_leads(g)) {
+		LOG_INFO("migration: export session %" PRIx64 " ends: this "
+			 "node no longer leads",
+			 ex->session);
 		mig_export_close(g);
 		return;
 	}
+	/* Without the relay the session waits, keeping its entries (up to
+	 * MIG_TEE_BYTES_MAX): the next request resumes after its import
+	 * index instead of starting from a new snapshot. */
+	if (!g->active)
+		return;
 	if (ex->snap_running || !ex->snap_sent) {
 		pump_snapshot(g);
 		if (!ex->snap_sent)
