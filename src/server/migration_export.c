@@ -51,7 +51,7 @@ void mig_export_close(struct migration *g)
 	struct mig_export *ex = &g->ex;
 	if (ex->snap_running)
 		kv_export_end(g->s->machine.kv);
-	ex->snap_running = false;
+	ex->snap_running = ex->snap_begun = false;
 	ex->open = false;
 	tee_clear(ex);
 	baton_buf_reset(&ex->chunk);
@@ -83,7 +83,7 @@ static void start_snapshot(struct migration *g)
 	struct mig_export *ex = &g->ex;
 	if (ex->snap_running)
 		kv_export_end(g->s->machine.kv);
-	ex->snap_running = ex->snap_sent = false;
+	ex->snap_running = ex->snap_sent = ex->snap_begun = false;
 	tee_clear(ex);
 	baton_buf_reset(&ex->chunk);
 	int rv = kv_export_begin(g->s->machine.kv);
@@ -111,10 +111,12 @@ static void start_snapshot(struct migration *g)
 		ex->fence_index = ex->snap_index;
 	if (send_msg(g, MIG_BEGIN, ex->snap_index,
 		     kv_machine_time_ms(g->s->machine.kv), NULL, 0) != 0) {
-		/* BEGIN must go first: start over on the next request. */
-		mig_export_close(g);
+		/* BEGIN must go first: the next tick starts over. */
+		kv_export_end(g->s->machine.kv);
+		ex->snap_running = false;
 		return;
 	}
+	ex->snap_begun = true;
 	LOG_INFO("migration: exporting a snapshot at index %" PRIu64
 		 " to node %" PRIu64 " of cluster %s (session %" PRIx64 ")",
 		 ex->snap_index, ex->to_node, ex->to_cluster, ex->session);
@@ -243,7 +245,7 @@ void mig_export_applied(struct migration *g, uint64_t index,
 	bool fence_now = km.fenced && ex->fence_index == 0;
 	if (!ex->open || (ex->fence_index != 0 && index > ex->fence_index))
 		return; /* after the fence every write is a no-op */
-	if (!(ex->snap_running || ex->snap_sent) || index <= ex->snap_index)
+	if (!ex->snap_begun || index <= ex->snap_index)
 		return;
 	if (ex->tee_bytes + len > MIG_TEE_BYTES_MAX) {
 		LOG_WARN("migration: the new cluster is more than %zu bytes "
@@ -309,7 +311,7 @@ static void pump_snapshot(struct migration *g)
 			ex->snap_running = false;
 		}
 	}
-	if (!ex->snap_running && !ex->snap_sent && ex->open) {
+	if (ex->snap_begun && !ex->snap_running && !ex->snap_sent) {
 		if (send_msg(g, MIG_END, ex->snap_index, ex->chunks, NULL,
 			     0) != 0)
 			return;
@@ -353,6 +355,11 @@ void mig_export_tick(struct migration *g)
 	 * index instead of starting from a new snapshot. */
 	if (!g->active)
 		return;
+	if (!ex->snap_begun) {
+		start_snapshot(g); /* the map's view was busy: again */
+		if (!ex->snap_begun)
+			return;
+	}
 	if (ex->snap_running || !ex->snap_sent) {
 		pump_snapshot(g);
 		if (!ex->snap_sent)

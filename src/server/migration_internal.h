@@ -60,6 +60,7 @@ struct mig_export {
 	/* The snapshot: taken at snap_index; records still being sent while
 	 * snap_running. */
 	uint64_t snap_index;
+	bool snap_begun; /* BEGIN sent */
 	bool snap_running, snap_sent;
 	uint32_t chunks, chunks_acked;
 	struct baton_buf chunk;
