@@ -82,6 +82,9 @@ const struct baton_profile *baton_release_current(void);
  * removed members) in the log: batond writes those entries only once
  * every member runs it or a later one. */
 struct baton_release baton_release_identity_since(void);
+/* The first release that can be the old side of a migration through the
+ * relay (it applies the FENCE entry): docs/relay.md. */
+struct baton_release baton_release_migration_since(void);
 /* The release just before r in the table (one step back: the only target
  * of an explicit downgrade), or NULL when r is the oldest or not in it. */
 const struct baton_profile *baton_release_previous(struct baton_release r);

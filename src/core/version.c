@@ -148,6 +148,19 @@ struct baton_release baton_release_identity_since(void)
 	return identity_since;
 }
 
+/* The first release with the relay client that knows the migration's
+ * fence (docs/relay.md): every member of an old cluster must run it. */
+static const struct baton_release migration_since = {1, 3, 0};
+
+struct baton_release baton_release_migration_since(void)
+{
+	BATON_ASSERT(baton_release_find(migration_since) != NULL);
+	BATON_ASSERT(baton_release_compare(migration_since,
+					   releases[N_RELEASES - 1].release) <=
+		     0);
+	return migration_since;
+}
+
 const struct baton_profile *baton_releases(uint32_t *n_out)
 {
 	BATON_ASSERT(N_RELEASES >= 1);

@@ -175,6 +175,26 @@ static void on_propose_fence(void *data, int status, const uint8_t *reply,
 	}
 }
 
+/* A member that would not know the FENCE entry (it would stop applying
+ * there): its id, or 0 when every member runs a release that knows it. */
+static baton_node_id member_without_fence(struct migration *g,
+					  struct baton_release *its)
+{
+	struct baton_node_status st;
+	baton_node_status(g->s->node, &st);
+	struct baton_release since = baton_release_migration_since();
+	for (uint32_t i = 0; i < st.raft.config.n; i++) {
+		baton_node_id id = st.raft.config.members[i].id;
+		const struct baton_member_versions *row =
+			baton_version_state_find(&st.raft.versions, id);
+		*its = row != NULL ? row->profile.release
+				   : (struct baton_release){0, 0, 0};
+		if (row == NULL || baton_release_compare(*its, since) < 0)
+			return id;
+	}
+	return 0;
+}
+
 /* The new leader asks for hand-off: commit the fence (the old cluster
  * takes no write of its own after it). */
 static void on_handoff(struct migration *g, const struct migration_msg *m)
@@ -185,6 +205,24 @@ static void on_handoff(struct migration *g, const struct migration_msg *m)
 	if (!mig_leads(g) || !ex->open || m->session != ex->session ||
 	    km.fenced || ex->fence_proposed)
 		return;
+	struct baton_release its;
+	baton_node_id old = member_without_fence(g, &its);
+	if (old != 0) {
+		char r[BATON_RELEASE_STR_MAX], need[BATON_RELEASE_STR_MAX];
+		uint64_t now = mig_now(g);
+		if (now - ex->refused_log_ms >= 5000) {
+			ex->refused_log_ms = now;
+			LOG_WARN("migration: hand-off refused: member %" PRIu64
+				 " runs release %s, which does not know the "
+				 "fence; upgrade every member to %s or later "
+				 "first (batonctl roll)",
+				 old, baton_release_format(its, r),
+				 baton_release_format(
+					 baton_release_migration_since(),
+					 need));
+		}
+		return;
+	}
 	struct baton_buf p;
 	baton_buf_init(&p);
 	uint8_t kind = PAYLOAD_KV;

@@ -74,6 +74,7 @@ struct mig_export {
 	bool fence_proposed;
 	uint64_t last_sent_ms;
 	uint64_t last_fenced_ms;
+	uint64_t refused_log_ms;
 };
 
 struct mig_import {
