@@ -327,7 +327,7 @@ int admin_node(struct command_ctx *x)
 
 /* A member's versions: the leader's live table (info replies of this
  * term) when it knows them, else the log's version table. */
-static const char *member_versions(const struct baton_node_status *st,
+const char *server_member_versions(const struct baton_node_status *st,
 				   const struct baton_upgrade_status *us,
 				   baton_node_id id, struct baton_profile *out)
 {
@@ -368,7 +368,7 @@ int admin_members(struct command_ctx *x)
 		else
 			admin_map_field(b, "match", "-");
 		struct baton_profile p;
-		const char *source = member_versions(&st, &us, m->id, &p);
+		const char *source = server_member_versions(&st, &us, m->id, &p);
 		admin_map_field(b, "versions", "%s", source);
 		if (strcmp(source, "unknown") == 0) {
 			admin_map_field(b, "release", "-");

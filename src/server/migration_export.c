@@ -175,21 +175,26 @@ static void on_propose_fence(void *data, int status, const uint8_t *reply,
 	}
 }
 
-/* A member that would not know the FENCE entry (it would stop applying
- * there): its id, or 0 when every member runs a release that knows it. */
+/* A member known to run a release that does not know the FENCE entry (it
+ * would stop applying there): its id, or 0. A member whose release is not
+ * known (down since before this term) does not hold the fence back: were
+ * it older, it would stall at the fence, not diverge. */
 static baton_node_id member_without_fence(struct migration *g,
 					  struct baton_release *its)
 {
-	struct baton_node_status st;
+	static struct baton_node_status st;
+	static struct baton_upgrade_status us;
 	baton_node_status(g->s->node, &st);
+	baton_node_upgrade_status(g->s->node, &us);
 	struct baton_release since = baton_release_migration_since();
 	for (uint32_t i = 0; i < st.raft.config.n; i++) {
 		baton_node_id id = st.raft.config.members[i].id;
-		const struct baton_member_versions *row =
-			baton_version_state_find(&st.raft.versions, id);
-		*its = row != NULL ? row->profile.release
-				   : (struct baton_release){0, 0, 0};
-		if (row == NULL || baton_release_compare(*its, since) < 0)
+		struct baton_profile p;
+		if (strcmp(server_member_versions(&st, &us, id, &p),
+			   "unknown") == 0)
+			continue;
+		*its = p.release;
+		if (baton_release_compare(p.release, since) < 0)
 			return id;
 	}
 	return 0;

@@ -374,6 +374,13 @@ bool admin_require_leader(struct command_ctx *x);
 void admin_map_field(struct baton_buf *b, const char *k, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* A member's versions: the leader's live table (info replies of this
+ * term) when it knows them ("live"), else the log's version table ("log");
+ * "unknown" (out untouched) when neither has it. */
+const char *server_member_versions(const struct baton_node_status *st,
+				   const struct baton_upgrade_status *us,
+				   baton_node_id id, struct baton_profile *out);
+
 /* ---- downgrade.c ---- */
 /* BATON.DOWNGRADE VALIDATE|ENABLE <release> [FORCE] | CANCEL <release> |
  * STATUS (docs/batond.md, "Downgrade"). */
