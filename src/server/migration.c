@@ -281,6 +281,15 @@ const char *migration_elsewhere(struct server *s, const struct client_state *cs,
 	return addr;
 }
 
+bool migration_refused_write(const uint8_t *reply, size_t len)
+{
+	static const char fenced[] = KV_FENCED_REPLY;
+	static const char importing[] = KV_IMPORTING_REPLY;
+	return (len == sizeof fenced - 1 && memcmp(reply, fenced, len) == 0) ||
+	       (len == sizeof importing - 1 &&
+		memcmp(reply, importing, len) == 0);
+}
+
 bool migration_writes_frozen(const struct server *s)
 {
 	struct kv_migration km;

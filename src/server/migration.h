@@ -85,6 +85,9 @@ void migration_kv_applied(struct server *s, uint64_t index,
  * here nor there: the client gets `why` as a -TRYAGAIN error. */
 const char *migration_elsewhere(struct server *s, const struct client_state *cs,
 				const char **why);
+/* Is this a write's reply from a state machine that refused it for the
+ * migration (kv's KV_FENCED_REPLY or KV_IMPORTING_REPLY)? It did nothing. */
+bool migration_refused_write(const uint8_t *reply, size_t len);
 /* Does this node's state machine refuse writes of its own (fenced old
  * side, or new side still importing)? The leader's sweeper then rests. */
 bool migration_writes_frozen(const struct server *s);

@@ -36,6 +36,7 @@
  * leader cannot bounce it for ever.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,7 +215,8 @@ static void chain_leave(struct route_chain *ch, struct server *s)
 	ch->depth = 0;
 	while (done != NULL) {
 		struct routed_write *next = done->next;
-		slot_done(done->sl);
+		if (!done->elsewhere)
+			slot_done(done->sl);
 		free(done);
 		done = next;
 	}
@@ -352,8 +354,36 @@ void route_done(struct routed_write *rw)
 	finish(rw);
 }
 
+/* A write that the state machine refused because write authority moved to
+ * the other cluster of a migration, or has not reached this one yet: it did
+ * nothing here, so the other cluster takes it (docs/relay.md, "Who answers
+ * a client"). One command only: a transaction's EXEC cannot go alone. */
+static bool answered_elsewhere(struct routed_write *rw, const uint8_t *reply,
+			       size_t len)
+{
+	struct server *s = rw->s;
+	if (s->migration == NULL || rw->w.transaction ||
+	    rw->w.n_commands != 1 || !migration_refused_write(reply, len))
+		return false;
+	struct client_state *cs =
+		(struct client_state *)((char *)rw->chain -
+					offsetof(struct client_state, writes));
+	const char *why;
+	const char *addr = migration_elsewhere(s, cs, &why);
+	if (addr == NULL)
+		return false;
+	const struct kv_txn_command *c = &rw->w.commands[0];
+	/* The proxy copies the command now; its reply fills the slot. */
+	proxy_command(s, cs, rw->sl, addr, c->argc, c->argv, c->lens);
+	rw->elsewhere = true;
+	finish(rw);
+	return true;
+}
+
 void route_answer(struct routed_write *rw, const uint8_t *reply, size_t len)
 {
+	if (answered_elsewhere(rw, reply, len))
+		return;
 	if (baton_buf_append(slot_buf(rw->sl), reply, len) != 0)
 		reply_error_for(slot_buf(rw->sl), BATON_ENOMEM);
 	finish(rw);

@@ -525,6 +525,7 @@ struct routed_write {
 	 * there again until the leadership changes. */
 	baton_node_id refused_by;
 	bool expired;		/* parked too long: being failed */
+	bool elsewhere; /* the other cluster answers it (a migration) */
 	uint64_t park_until_ms; /* parked: fails then (0: never parked) */
 	/* In flight at this node (this one: proposed here); 0: parked. */
 	baton_node_id sent_to;
