@@ -363,7 +363,8 @@ static bool answered_elsewhere(struct routed_write *rw, const uint8_t *reply,
 {
 	struct server *s = rw->s;
 	if (s->migration == NULL || rw->w.transaction ||
-	    rw->w.n_commands != 1 || !migration_refused_write(reply, len))
+	    rw->w.n_commands != 1 || slot_abandoned(rw->sl) ||
+	    !migration_refused_write(reply, len))
 		return false;
 	struct client_state *cs =
 		(struct client_state *)((char *)rw->chain -
