@@ -15,6 +15,7 @@
  * malformed payload (BATON_ECORRUPT) or lack of memory is an error.
  */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -317,6 +318,11 @@ static int apply_chunk(struct baton_kv *kv, const struct kv__decoded *d,
 	struct staged *v;
 	size_t n, expiring;
 	int rv = stage_records(d, &v, &n, &expiring);
+	if (rv == BATON_ECORRUPT)
+		snprintf(kv->err, sizeof kv->err,
+			 "import chunk %u of snapshot %llu gives a hash field "
+			 "twice",
+			 d->seq, (unsigned long long)d->old_index);
 	if (rv != 0)
 		return rv;
 	rv = kv__heap_reserve(&kv->table.expiring, expiring);
