@@ -205,19 +205,17 @@ void kv_destroy(struct baton_kv *kv);
  * a format-2 payload under version 1 (written before a downgrade's entry,
  * logged after it: "-ERR this write was encoded for machine version 2 but
  * its entry applies under machine version 1 ...", machine time unchanged).
- * Replies: a command's own; a transaction's array of its commands'
- * replies, or the null array *-1 when a watched key changed (nothing
- * ran); a sweep's integer count of keys deleted. Errors, after which the
- * map is unchanged and nothing was appended (kv_errmsg() says why):
- *   BATON_EVERSION  v is not a known machine version, the payload's
- *                   format or kind is unknown to this release, or a
- *                   command is (every node of this release refuses it
- *                   alike);
- *   BATON_ECORRUPT  the payload is malformed, or a single command is a
- *                   read command;
- *   BATON_ENOMEM    this node could not apply it and must stop, never
- *                   skip the entry (the others applied it) nor retry it (a
- *                   transaction may have run in part). */
+ * Migration payloads (kinds 4..9) and the refusals of a fenced or
+ * importing map: below, "Migration". Replies: a command's own; a
+ * transaction's array of its commands' replies, or the null array *-1 when a
+ * watched key changed (nothing ran); a sweep's integer count of keys deleted.
+ * Errors, after which the map is unchanged and nothing was appended
+ * (kv_errmsg() says why): BATON_EVERSION  v is not a known machine version, the
+ * payload's format or kind is unknown to this release, or a command is (every
+ * node of this release refuses it alike); BATON_ECORRUPT  the payload is
+ * malformed, or a single command is a read command; BATON_ENOMEM    this node
+ * could not apply it and must stop, never skip the entry (the others applied
+ * it) nor retry it (a transaction may have run in part). */
 int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 	     const uint8_t *payload, size_t len, struct baton_buf *reply);
 
@@ -310,8 +308,9 @@ int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
  * it. One snapshot at a time.
  *
  * begin: 0, BATON_EVERSION (as kv_snapshot; nothing started), BATON_ESTATE
- * (one is open already), BATON_EBUSY (a KEYS below is open: the map has
- * one view at a time; try again once it ended) or BATON_ENOMEM. step: hands
+ * (one is open already), BATON_EBUSY (a KEYS below or a migration's
+ * export is open: the map has one view at a time; try again once it
+ * ended) or BATON_ENOMEM. step: hands
  * sink the next part, about `budget` bytes (at least one entry), and sets *done
  * after the trailer; 0, the sink's error or BATON_ENOMEM (the snapshot stays
  * open: end it). end: closes it, finished or not, and frees its copies.
