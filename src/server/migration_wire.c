@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "baton/assert.h"
+#include "baton/errors.h"
 #include "le.h"
 #include "migration.h"
 
