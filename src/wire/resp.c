@@ -756,6 +756,17 @@ static int scan_line(struct resp_reply_scanner *sc, const uint8_t *data,
 		return RESP_NEED_MORE;
 	}
 	size_t end = (size_t)(nl - data);
+	/* The limits first, as they were checked while the line was
+	 * incomplete: the outcome must not depend on where reads cut. */
+	if (end - start > sc->limits.line_bytes_max + 1)
+		return scan_fail(sc, BATON_ETOOBIG,
+				 "a reply line of more than %zu bytes at byte "
+				 "%zu",
+				 sc->limits.line_bytes_max, sc->pos);
+	if (end > sc->limits.reply_bytes_max)
+		return scan_fail(sc, BATON_ETOOBIG,
+				 "a reply of more than %zu bytes",
+				 sc->limits.reply_bytes_max);
 	if (end == start || data[end - 1] != '\r')
 		return scan_fail(sc, BATON_ECORRUPT,
 				 "a line ends in \\n without \\r at byte %zu",
@@ -764,11 +775,7 @@ static int scan_line(struct resp_reply_scanner *sc, const uint8_t *data,
 	if (memchr(data + start, '\r', n) != NULL)
 		return scan_fail(sc, BATON_ECORRUPT,
 				 "a \\r inside a line at byte %zu", sc->pos);
-	if (n > sc->limits.line_bytes_max)
-		return scan_fail(sc, BATON_ETOOBIG,
-				 "a reply line of %zu bytes exceeds %zu at "
-				 "byte %zu",
-				 n, sc->limits.line_bytes_max, sc->pos);
+	assert(n <= sc->limits.line_bytes_max);
 	*content_len = n;
 	return RESP_OK;
 }
@@ -913,7 +920,7 @@ static int scan_element(struct resp_reply_scanner *sc, const uint8_t *data,
 			break;
 		return scan_aggregate(sc, type, v, *next, elements);
 	default:
-		assert(!"resp_reply_scan checked the type");
+		assert(0 && "resp_reply_scan checked the type");
 	}
 	return scan_fail(sc, BATON_ECORRUPT,
 			 "a malformed '%c' line at byte %zu: '%.*s'", type,

@@ -123,6 +123,7 @@ class FakeNode:
         self.lsock.settimeout(0.2)
         self.addr = f"{HOST}:{self.lsock.getsockname()[1]}"
         self.connections = 0
+        self.closed = 0  # connections ended (by either side)
         self.handshakes = []
         self.stop = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -171,6 +172,7 @@ class FakeNode:
         except OSError:
             pass
         finally:
+            self.closed += 1
             conn.close()
 
 
@@ -435,6 +437,95 @@ def test_a_malformed_reply_closes_the_upstream(two):
         # A new connection after each: the third reply is fine.
         assert raw.call(*proxied(fake.addr, "SET", "k", "v")) == b":1\r\n"
         assert fake.connections == 3
+        assert_serves(a)
+    finally:
+        fake.close()
+
+
+def test_a_command_for_another_address_waits_for_the_replies_in_flight(two):
+    a, _ = two
+    events = []
+
+    def slow(conn, args):
+        time.sleep(0.3)
+        events.append(("slow replies", args[1]))
+        conn.sendall(b"+slow\r\n")
+
+    def fast(conn, args):
+        events.append(("fast receives", args[1]))
+        conn.sendall(b"+fast\r\n")
+
+    f1, f2 = FakeNode(slow), FakeNode(fast)
+    try:
+        raw = Raw(a.client_port)
+        raw.sock.sendall(encode(*proxied(f1.addr, "GET", "1")) +
+                         encode(*proxied(f1.addr, "GET", "2")) +
+                         encode(*proxied(f2.addr, "GET", "3")) +
+                         encode(*proxied(f1.addr, "GET", "4")))
+        assert [raw.reply() for _ in range(4)] == [
+            b"+slow\r\n", b"+slow\r\n", b"+fast\r\n", b"+slow\r\n"]
+        assert events == [("slow replies", b"1"), ("slow replies", b"2"),
+                          ("fast receives", b"3"), ("slow replies", b"4")]
+        # One upstream at a time: f1's first connection was closed
+        # before f2's was opened, and f2's before f1's second.
+        assert (f1.connections, f2.connections) == (2, 1)
+        d = Deadline(5, "the replaced upstreams to be closed")
+        while (f1.closed, f2.closed) != (1, 1) and not d.expired():
+            time.sleep(POLL_S)
+        assert (f1.closed, f2.closed) == (1, 1)
+    finally:
+        f1.close()
+        f2.close()
+
+
+def test_unanswered_commands_time_out_and_the_in_flight_bound_holds(two):
+    a, _ = two
+    received = []
+
+    def never(conn, args):
+        received.append(args)
+
+    fake = FakeNode(never)
+    try:
+        raw = Raw(a.client_port, timeout=60)
+        limit = 10000  # PROXY_INFLIGHT_MAX
+        raw.sock.sendall(b"".join(
+            encode(*proxied(fake.addr, "SET", "k", str(i)))
+            for i in range(limit + 1)))
+        timed_out = (f"-ERR the other cluster's node at {fake.addr} did not "
+                     f"answer within 10000 ms; the outcome is "
+                     f"unknown\r\n").encode()
+        for i in range(limit):
+            assert raw.reply() == timed_out, i
+        over = raw.reply()
+        assert over.startswith(b"-TRYAGAIN 10000 commands of this "
+                               b"connection wait"), over
+        assert len(received) == limit
+        assert_serves(a)
+    finally:
+        fake.close()
+
+
+def test_a_client_leaving_closes_its_upstream(two):
+    a, _ = two
+    received = []
+
+    def never(conn, args):
+        received.append(args)
+
+    fake = FakeNode(never)
+    try:
+        raw = Raw(a.client_port)
+        raw.send(*proxied(fake.addr, "GET", "k"))
+        d = Deadline(5, "the command to reach the fake node")
+        while not received and not d.expired():
+            time.sleep(POLL_S)
+        assert received == [[b"GET", b"k"]]
+        raw.close()
+        d = Deadline(5, "the upstream to be closed")
+        while fake.closed == 0 and not d.expired():
+            time.sleep(POLL_S)
+        assert fake.closed == 1
         assert_serves(a)
     finally:
         fake.close()

@@ -355,6 +355,19 @@ static void resp_seeds(void)
 		seed("resp_request", name, -1, (const uint8_t *)requests[i],
 		     strlen(requests[i]));
 	}
+	/* Replies, RESP3's types too (the proxy's reply scanner). */
+	static const char *const replies[] = {
+		"+OK\r\n-ERR no\r\n:42\r\n$5\r\nhello\r\n$-1\r\n",
+		"*3\r\n:1\r\n*2\r\n+x\r\n$-1\r\n*-1\r\n*0\r\n",
+		"%1\r\n+k\r\n~2\r\n,1.5\r\n#t\r\n_\r\n(123\r\n",
+		"|1\r\n+a\r\n:1\r\n>1\r\n=7\r\ntxt:abc\r\n!3\r\nERR\r\n",
+	};
+	for (size_t i = 0; i < sizeof replies / sizeof replies[0]; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "reply-%zu", i);
+		seed("resp_reply", name, -1, (const uint8_t *)replies[i],
+		     strlen(replies[i]));
+	}
 }
 
 /* ---- the state machine: payloads and snapshots --------------------------- */
