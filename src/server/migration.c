@@ -328,6 +328,8 @@ void migration_info(struct server *s, struct baton_buf *b)
 	mig_kv_state(g, &km);
 	struct relay_client_status rs;
 	relay_client_status(g->relay, &rs);
+	struct proxy_stats ps;
+	proxy_stats(s, &ps);
 	const char *why = "";
 	bool ready = mig_is_new_side(g) ? mig_import_ready(g, &why) : true;
 	char text[2048];
@@ -347,7 +349,9 @@ void migration_info(struct server *s, struct baton_buf *b)
 		"\r\nmigration_bad_msgs:%" PRIu64
 		"\r\nmigration_sessions:%" PRIu64
 		"\r\nmigration_snapshots:%" PRIu64 "\r\nrelay_resent:%" PRIu64
-		"\r\nrelay_reconnects:%" PRIu64 "\r\nrelay_last_error:%s\r\n",
+		"\r\nrelay_reconnects:%" PRIu64 "\r\nrelay_last_error:%s"
+		"\r\nproxy_commands:%" PRIu64 "\r\nproxy_errors:%" PRIu64
+		"\r\nproxy_upstreams_open:%" PRIu64 "\r\n",
 		mig_is_new_side(g) ? "new" : "old", phase(g, &km), ready ? 1 : 0,
 		why, s->cfg.relay, s->cfg.relay_cluster, rs.connected ? 1 : 0,
 		rs.active ? 1 : 0, g->view_number, g->n_view, km.import_index,
@@ -355,7 +359,8 @@ void migration_info(struct server *s, struct baton_buf *b)
 		g->ex.acked, g->ex.sent_index, g->ex.fence_index,
 		km.fenced ? 1 : 0, g->stats.msgs_in, g->stats.msgs_out,
 		g->stats.bad_msgs, g->stats.sessions, g->stats.snapshots,
-		rs.resent, rs.reconnects, rs.last_error);
+		rs.resent, rs.reconnects, rs.last_error, ps.commands,
+		ps.errors, ps.upstreams_open);
 	if (n > 0 && (size_t)n < sizeof text)
 		baton_buf_append(b, text, (size_t)n);
 }
