@@ -4,7 +4,7 @@
 
 #include <uv.h>
 
-#include "client.h" /* src/relay: the node-side relay client */
+#include "relay_client.h" /* src/relay: the node-side relay client */
 #include "migration.h"
 #include "server.h"
 

@@ -3,6 +3,7 @@
  * (--relay, --relay-cluster, --migrate-from in src/server/config.c).
  */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <string.h>
 
 #include "server.h"
