@@ -295,6 +295,7 @@ def test_frame_whose_checksum_differs_closes_the_link(shared_cluster):
         else:
             d.fail()
     assert "does not decode" not in node.log_text()[since:]
+    assert int(node.client().info()["peer_frames_bad_checksum"]) >= 1
     assert_serving(shared_cluster)
 
 
