@@ -229,6 +229,10 @@ int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
 		       const struct kv__entry *e, uint64_t expire_at_ms);
 /* Flush, then the trailer: the checksum of everything put. */
 int kv__snap_put_trailer(struct kv__snap_writer *w);
+/* The migration section (docs/kv.md), written before the trailer when
+ * kv__migration_any(m). */
+int kv__snap_put_migration(struct kv__snap_writer *w,
+			   const struct kv_migration *m);
 /* The snapshot format of machine version v for this map: 0, or
  * BATON_EVERSION with kv_errmsg() saying why (v unknown, version 1 while
  * keys have expiries, or a version below 3 while keys are hashes). */
@@ -395,7 +399,20 @@ enum kv__kind {
 	KV_KIND_COMMAND = 1,
 	KV_KIND_TXN = 2,
 	KV_KIND_SWEEP = 3,
+	/* Migration (migration.c, docs/kv.md "Migration"). */
+	KV_KIND_FENCE = 4,
+	KV_KIND_IMPORT_BEGIN = 5,
+	KV_KIND_IMPORT_CHUNK = 6,
+	KV_KIND_IMPORT_END = 7,
+	KV_KIND_IMPORT_ENTRY = 8,
+	KV_KIND_AUTHORITY = 9,
 };
+
+/* The kinds of a migration's new side (machine version 3). */
+static inline bool kv__kind_imports(uint8_t kind)
+{
+	return kind >= KV_KIND_IMPORT_BEGIN && kind <= KV_KIND_AUTHORITY;
+}
 
 /* A decoded payload of either format. */
 struct kv__decoded {
@@ -408,6 +425,19 @@ struct kv__decoded {
 	struct baton_le_reader watches;
 	uint32_t n_commands; /* the commands, each as kv__args_read */
 	struct baton_le_reader commands;
+	/* KV_KIND_FENCE: the target cluster id (not NUL-terminated). */
+	const uint8_t *target;
+	uint8_t target_len;
+	/* The migration kinds 5..9: the old index they name (BEGIN, CHUNK,
+	 * END: the snapshot's; ENTRY: the entry's; AUTHORITY: from), BEGIN's
+	 * machine time, CHUNK's sequence number or END's chunk count. */
+	uint64_t old_index;
+	int64_t time_ms;
+	uint32_t seq;
+	/* CHUNK: its export records (checked whole); ENTRY: the old
+	 * payload (decoded once, to check it). */
+	const uint8_t *body;
+	size_t body_len;
 };
 
 /* Decode a payload's framing, bounds-checked to its last byte (a
@@ -420,7 +450,29 @@ void kv__decoded_free(struct kv__decoded *d);
 void kv__watch_read(struct baton_le_reader *r, const uint8_t **key, size_t *len,
 		    uint64_t *hash);
 
+/* ---- migration.c ---- */
+
+/* Append e's export record (kv.h) with the expiry at (0: none): 0 or
+ * BATON_ENOMEM (out unchanged). */
+int kv__export_record(struct baton_buf *out, const struct kv__entry *e,
+		      uint64_t at);
+/* Are [buf, buf + len) whole, well-formed export records? 0 or
+ * BATON_ECORRUPT (a field given twice inside a hash is found only when
+ * the records are applied). */
+int kv__records_check(const uint8_t *buf, size_t len);
+/* Does m hold anything (else the map never saw a migration payload)? */
+bool kv__migration_any(const struct kv_migration *m);
+/* Apply a decoded payload of a migration kind (4..9) under v: 0 with its
+ * reply (maybe a refusal) appended, or an error as kv_apply. */
+int kv__apply_migration(struct baton_kv *kv, struct baton_machine_version v,
+			const struct kv__decoded *d, struct baton_buf *out);
+
 /* ---- kv.c ---- */
+
+/* Apply a decoded command, transaction or sweep under v (no migration
+ * gate): 0 with its reply appended, or an error as kv_apply. */
+int kv__apply_write(struct baton_kv *kv, struct baton_machine_version v,
+		    const struct kv__decoded *d, struct baton_buf *out);
 
 struct baton_kv {
 	struct kv__table table;
@@ -429,6 +481,7 @@ struct baton_kv {
 	char err[160];		  /* why the last call failed (kv_errmsg) */
 	struct kv__snap *snap;	  /* the view open (snapshot, KEYS), or NULL */
 	struct kv_snapshot_stats snap_stats; /* of it, or the last one */
+	struct kv_migration mig;	     /* replicated, in snapshots */
 };
 
 /* Remove the key of argument i if it has expired at the machine time. */

@@ -32,6 +32,7 @@ void kv_destroy(struct baton_kv *kv)
 		return;
 	kv_snapshot_end(kv);
 	kv_keys_end(kv);
+	kv_export_end(kv);
 	kv__table_free(&kv->table);
 	baton_buf_free(&kv->scratch);
 	free(kv);
@@ -244,6 +245,20 @@ static int apply_sweep(struct baton_kv *kv, const struct kv__decoded *d,
 	return resp_int(out, n);
 }
 
+int kv__apply_write(struct baton_kv *kv, struct baton_machine_version v,
+		    const struct kv__decoded *d, struct baton_buf *out)
+{
+	switch (d->kind) {
+	case KV_KIND_COMMAND:
+		return apply_single(kv, v, d, out);
+	case KV_KIND_TXN:
+		return apply_txn(kv, v, d, out);
+	default:
+		assert(d->kind == KV_KIND_SWEEP);
+		return apply_sweep(kv, d, out);
+	}
+}
+
 int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 	     const uint8_t *payload, size_t len, struct baton_buf *reply)
 {
@@ -286,17 +301,16 @@ int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 		return rv != 0 ? fail(kv, BATON_ENOMEM, "out of memory") : 0;
 	}
 	int64_t now = kv->now_ms;
-	switch (d.kind) {
-	case KV_KIND_COMMAND:
-		rv = apply_single(kv, v, &d, out);
-		break;
-	case KV_KIND_TXN:
-		rv = apply_txn(kv, v, &d, out);
-		break;
-	default:
-		assert(d.kind == KV_KIND_SWEEP);
-		rv = apply_sweep(kv, &d, out);
-	}
+	if (d.kind >= KV_KIND_FENCE)
+		rv = kv__apply_migration(kv, v, &d, out);
+	else if (kv->mig.fenced)
+		rv = baton_buf_append(out, KV_FENCED_REPLY,
+				      sizeof KV_FENCED_REPLY - 1);
+	else if (kv->mig.importing)
+		rv = baton_buf_append(out, KV_IMPORTING_REPLY,
+				      sizeof KV_IMPORTING_REPLY - 1);
+	else
+		rv = kv__apply_write(kv, v, &d, out);
 	if (rv != 0) {
 		out->len = start;
 		if (rv != BATON_ENOMEM)

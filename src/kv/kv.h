@@ -205,19 +205,17 @@ void kv_destroy(struct baton_kv *kv);
  * a format-2 payload under version 1 (written before a downgrade's entry,
  * logged after it: "-ERR this write was encoded for machine version 2 but
  * its entry applies under machine version 1 ...", machine time unchanged).
- * Replies: a command's own; a transaction's array of its commands'
- * replies, or the null array *-1 when a watched key changed (nothing
- * ran); a sweep's integer count of keys deleted. Errors, after which the
- * map is unchanged and nothing was appended (kv_errmsg() says why):
- *   BATON_EVERSION  v is not a known machine version, the payload's
- *                   format or kind is unknown to this release, or a
- *                   command is (every node of this release refuses it
- *                   alike);
- *   BATON_ECORRUPT  the payload is malformed, or a single command is a
- *                   read command;
- *   BATON_ENOMEM    this node could not apply it and must stop, never
- *                   skip the entry (the others applied it) nor retry it (a
- *                   transaction may have run in part). */
+ * Migration payloads (kinds 4..9) and the refusals of a fenced or
+ * importing map: below, "Migration". Replies: a command's own; a
+ * transaction's array of its commands' replies, or the null array *-1 when a
+ * watched key changed (nothing ran); a sweep's integer count of keys deleted.
+ * Errors, after which the map is unchanged and nothing was appended
+ * (kv_errmsg() says why): BATON_EVERSION  v is not a known machine version, the
+ * payload's format or kind is unknown to this release, or a command is (every
+ * node of this release refuses it alike); BATON_ECORRUPT  the payload is
+ * malformed, or a single command is a read command; BATON_ENOMEM    this node
+ * could not apply it and must stop, never skip the entry (the others applied
+ * it) nor retry it (a transaction may have run in part). */
 int kv_apply(struct baton_kv *kv, struct baton_machine_version v,
 	     const uint8_t *payload, size_t len, struct baton_buf *reply);
 
@@ -310,8 +308,9 @@ int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
  * it. One snapshot at a time.
  *
  * begin: 0, BATON_EVERSION (as kv_snapshot; nothing started), BATON_ESTATE
- * (one is open already), BATON_EBUSY (a KEYS below is open: the map has
- * one view at a time; try again once it ended) or BATON_ENOMEM. step: hands
+ * (one is open already), BATON_EBUSY (a KEYS below or a migration's
+ * export is open: the map has one view at a time; try again once it
+ * ended) or BATON_ENOMEM. step: hands
  * sink the next part, about `budget` bytes (at least one entry), and sets *done
  * after the trailer; 0, the sink's error or BATON_ENOMEM (the snapshot stays
  * open: end it). end: closes it, finished or not, and frees its copies.
@@ -365,5 +364,90 @@ void kv_snapshot_stats(const struct baton_kv *kv,
  * BATON_ENOMEM. The bytes are copied. */
 int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 	       const uint8_t *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Migration to another cluster (docs/relay.md; docs/kv.md "Migration").   */
+
+/* What the map knows of a migration: replicated, so every node of a
+ * cluster agrees, and kept in snapshots. All zero on a map that never
+ * applied a FENCE, IMPORT or AUTHORITY payload. */
+struct kv_migration {
+	/* old side */
+	bool fenced;		/* a FENCE applied: every later write is
+				 * refused, a no-op */
+	char fence_target[256]; /* the cluster id named by the FENCE ("" if
+				 * none), NUL-terminated */
+	/* new side */
+	bool importing;		 /* an IMPORT_BEGIN applied, no AUTHORITY yet */
+	uint64_t import_index;	 /* last old index fully applied (0: none) */
+	bool snapshot_open;	 /* an IMPORT_BEGIN applied, its END not yet */
+	uint64_t snapshot_index; /* that snapshot's old index */
+	uint32_t snapshot_chunks; /* chunks of it applied so far */
+	bool authority;		  /* an AUTHORITY applied: this cluster now
+				   * takes writes */
+	uint64_t authority_from;  /* the old index named by the AUTHORITY */
+	/* The old index of a FENCE met in an IMPORT_ENTRY (0: none): the old
+	 * map refused every write after it, so the entries after it are
+	 * no-ops here too (reply KV_FENCED_REPLY). */
+	uint64_t import_fence_index;
+};
+void kv_migration_state(const struct baton_kv *kv, struct kv_migration *out);
+
+/* The fixed reply a write gets when it is refused by a fenced (old) map,
+ * or by an importing (new) map before AUTHORITY: the server recognises
+ * these bytes and re-routes the write. */
+#define KV_FENCED_REPLY                                                        \
+	"-TRYAGAIN write authority moved to another cluster; retry\r\n"
+#define KV_IMPORTING_REPLY                                                     \
+	"-TRYAGAIN this cluster is importing and takes no writes yet; "        \
+	"retry\r\n"
+
+/* The longest cluster id a FENCE names. */
+#define KV_FENCE_TARGET_BYTES_MAX 255u
+
+/* Old side: a portable export of the live map ("export records",
+ * docs/kv.md), in slices like kv_snapshot_begin/step: the keys live at
+ * begin's machine time, as they were at begin, while kv_apply() goes on.
+ * It is the map's one view: begin returns BATON_EBUSY while a snapshot or
+ * a KEYS is open (and they while an export is), BATON_ESTATE when an
+ * export is open already, or BATON_ENOMEM. step appends whole records to
+ * out until it grew by about `budget` bytes (one record at least), sets
+ * *done after the last; 0, BATON_ESTATE (none open) or BATON_ENOMEM (the
+ * export stays open and failed: end it). end closes it, finished or not.
+ * Each record:
+ *   u8 type (1 string, 2 hash), u32 key length, key,
+ *   type 1: u32 value length, value
+ *   type 2: u64 field count (>= 1), each u32 length + field, u32 length +
+ *           value, in the canonical order
+ *   u64 expiry (unix ms, 1..INT64_MAX; 0 for none)
+ * Every release reads this format forever. */
+int kv_export_begin(struct baton_kv *kv);
+int kv_export_step(struct baton_kv *kv, size_t budget, struct baton_buf *out,
+		   bool *done);
+void kv_export_end(struct baton_kv *kv);
+bool kv_export_open(const struct baton_kv *kv);
+
+/* Migration payloads: format 2, kinds 4 to 9 (docs/kv.md "Migration").
+ * Each appends to out: 0, BATON_EINVAL (a bad argument) or BATON_ENOMEM,
+ * out unchanged on failure. */
+/* FENCE (machine versions 2 and 3): target_cluster is a cluster id of at
+ * most KV_FENCE_TARGET_BYTES_MAX bytes; stamp_ms (<= INT64_MAX) records
+ * when, and does not move machine time. */
+int kv_encode_fence(uint64_t stamp_ms, const char *target_cluster,
+		    struct baton_buf *out);
+/* IMPORT_BEGIN, IMPORT_CHUNK, IMPORT_END, IMPORT_ENTRY and AUTHORITY
+ * (machine version 3 only; under version 2 each applies as a no-op with an
+ * -ERR). records: whole export records (BATON_EINVAL if not); old_payload:
+ * a payload the old cluster passed to kv_apply() at old_index (>= 1). */
+int kv_encode_import_begin(uint64_t snapshot_index, uint64_t machine_time_ms,
+			   struct baton_buf *out);
+int kv_encode_import_chunk(uint64_t snapshot_index, uint32_t chunk_seq,
+			   const uint8_t *records, size_t len,
+			   struct baton_buf *out);
+int kv_encode_import_end(uint64_t snapshot_index, uint32_t chunks,
+			 struct baton_buf *out);
+int kv_encode_import_entry(uint64_t old_index, const uint8_t *old_payload,
+			   size_t len, struct baton_buf *out);
+int kv_encode_authority(uint64_t from_old_index, struct baton_buf *out);
 
 #endif /* BATON_KV_H */

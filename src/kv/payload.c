@@ -15,10 +15,19 @@
  *                    length, key, u64 watch hash; u32 n_commands
  *                    (<= KV_TXN_COMMANDS_MAX), each a command
  *     3 sweep        u32 max_keys (<= KV_SWEEP_KEYS_MAX)
+ *   migration (docs/kv.md "Migration"; kinds 5..9 have stamp 0):
+ *     4 fence        u8 target length (<= 255), the target cluster id
+ *     5 import begin u64 snapshot index, u64 machine time (<= INT64_MAX)
+ *     6 import chunk u64 snapshot index, u32 chunk seq, export records to
+ *                    the end
+ *     7 import end   u64 snapshot index, u32 chunks
+ *     8 import entry u64 old index (>= 1), an old payload (format 1 or 2)
+ *                    to the end
+ *     9 authority    u64 from old index
  *
  * Integers are little-endian; nothing follows the body. The decoder checks
  * every length against what is left before it reads. Kind 0 is corrupt; a
- * kind above 3 is a later machine version's (BATON_EVERSION).
+ * kind above 9 is a later machine version's (BATON_EVERSION).
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -28,7 +37,7 @@
 
 #define PAYLOAD_LEN_BYTES 4u
 #define PAYLOAD_V2_HEADER_BYTES 10u /* format, stamp, kind */
-#define KV_KIND_MAX KV_KIND_SWEEP
+#define KV_KIND_MAX KV_KIND_AUTHORITY
 
 /* ---- encoding ---- */
 
@@ -175,6 +184,108 @@ int kv_encode_sweep(uint64_t stamp_ms, uint32_t max_keys, struct baton_buf *out)
 	return 0;
 }
 
+/* ---- migration kinds ---- */
+
+/* Append a format-2 payload of a migration kind: its header, the fixed
+ * part head[0..head_len) and tail[0..tail_len). */
+static int put_migration(struct baton_buf *out, uint64_t stamp_ms, uint8_t kind,
+			 const uint8_t *head, size_t head_len,
+			 const uint8_t *tail, size_t tail_len)
+{
+	assert(kind >= KV_KIND_FENCE && kind <= KV_KIND_MAX);
+	assert(stamp_ms <= INT64_MAX);
+	uint64_t total =
+		PAYLOAD_V2_HEADER_BYTES + (uint64_t)head_len + tail_len;
+	int rv = reserve(out, total);
+	if (rv != 0)
+		return rv;
+	uint8_t *p = put_v2_header(out->data + out->len, stamp_ms, kind);
+	memcpy(p, head, head_len);
+	if (tail_len > 0)
+		memcpy(p + head_len, tail, tail_len);
+	out->len += (size_t)total;
+	return 0;
+}
+
+int kv_encode_fence(uint64_t stamp_ms, const char *target_cluster,
+		    struct baton_buf *out)
+{
+	if (stamp_ms > INT64_MAX || target_cluster == NULL)
+		return BATON_EINVAL;
+	size_t n = strlen(target_cluster);
+	if (n > KV_FENCE_TARGET_BYTES_MAX)
+		return BATON_EINVAL;
+	uint8_t head = (uint8_t)n;
+	return put_migration(out, stamp_ms, KV_KIND_FENCE, &head, 1,
+			     (const uint8_t *)target_cluster, n);
+}
+
+int kv_encode_import_begin(uint64_t snapshot_index, uint64_t machine_time_ms,
+			   struct baton_buf *out)
+{
+	if (machine_time_ms > INT64_MAX)
+		return BATON_EINVAL;
+	uint8_t head[16];
+	baton_le_put_u64(head, snapshot_index);
+	baton_le_put_u64(head + 8, machine_time_ms);
+	return put_migration(out, 0, KV_KIND_IMPORT_BEGIN, head, sizeof head,
+			     NULL, 0);
+}
+
+int kv_encode_import_chunk(uint64_t snapshot_index, uint32_t chunk_seq,
+			   const uint8_t *records, size_t len,
+			   struct baton_buf *out)
+{
+	if ((records == NULL && len > 0) ||
+	    kv__records_check(records, len) != 0)
+		return BATON_EINVAL;
+	uint8_t head[12];
+	baton_le_put_u64(head, snapshot_index);
+	baton_le_put_u32(head + 8, chunk_seq);
+	return put_migration(out, 0, KV_KIND_IMPORT_CHUNK, head, sizeof head,
+			     records, len);
+}
+
+int kv_encode_import_end(uint64_t snapshot_index, uint32_t chunks,
+			 struct baton_buf *out)
+{
+	uint8_t head[12];
+	baton_le_put_u64(head, snapshot_index);
+	baton_le_put_u32(head + 8, chunks);
+	return put_migration(out, 0, KV_KIND_IMPORT_END, head, sizeof head,
+			     NULL, 0);
+}
+
+int kv_encode_import_entry(uint64_t old_index, const uint8_t *old_payload,
+			   size_t len, struct baton_buf *out)
+{
+	if (old_index == 0 || old_payload == NULL || len == 0)
+		return BATON_EINVAL;
+	uint8_t head[8];
+	baton_le_put_u64(head, old_index);
+	size_t start = out->len;
+	int rv = put_migration(out, 0, KV_KIND_IMPORT_ENTRY, head, sizeof head,
+			       old_payload, len);
+	if (rv != 0)
+		return rv;
+	/* Only what this release decodes: a payload it cannot read would
+	 * stop every node of the new cluster at its entry. */
+	struct kv__decoded d;
+	rv = kv__decode(out->data + start, out->len - start, &d);
+	kv__decoded_free(&d);
+	if (rv != 0)
+		out->len = start;
+	return rv == 0 || rv == BATON_ENOMEM ? rv : BATON_EINVAL;
+}
+
+int kv_encode_authority(uint64_t from_old_index, struct baton_buf *out)
+{
+	uint8_t head[8];
+	baton_le_put_u64(head, from_old_index);
+	return put_migration(out, 0, KV_KIND_AUTHORITY, head, sizeof head, NULL,
+			     0);
+}
+
 /* ---- decoding ---- */
 
 int kv__args_read(struct baton_le_reader *r, struct kv__payload *p)
@@ -268,6 +379,66 @@ static int decode_txn(struct baton_le_reader *r, struct kv__decoded *d)
 	return 0;
 }
 
+/* The body of a migration kind (the stamp read already). */
+static int decode_migration(struct baton_le_reader *r, struct kv__decoded *d)
+{
+	const uint8_t *p;
+	uint32_t n32;
+	if (d->kind == KV_KIND_FENCE) {
+		if (!baton_le_read_bytes(r, 1, &p))
+			return BATON_ECORRUPT;
+		d->target_len = p[0];
+		if (!baton_le_read_bytes(r, d->target_len, &d->target) ||
+		    memchr(d->target, 0, d->target_len) != NULL)
+			return BATON_ECORRUPT;
+		return 0;
+	}
+	/* The new side's kinds carry no stamp: machine time moves with the
+	 * old payloads they hold. */
+	if (d->stamp_ms != 0 || !baton_le_read_u64(r, &d->old_index))
+		return BATON_ECORRUPT;
+	switch (d->kind) {
+	case KV_KIND_IMPORT_BEGIN: {
+		uint64_t t;
+		if (!baton_le_read_u64(r, &t) || t > INT64_MAX)
+			return BATON_ECORRUPT;
+		d->time_ms = (int64_t)t;
+		return 0;
+	}
+	case KV_KIND_IMPORT_CHUNK:
+		if (!baton_le_read_u32(r, &d->seq))
+			return BATON_ECORRUPT;
+		d->body_len = baton_le_left(r);
+		if (!baton_le_read_bytes(r, d->body_len, &d->body))
+			return BATON_ECORRUPT;
+		return kv__records_check(d->body, d->body_len);
+	case KV_KIND_IMPORT_END:
+		if (!baton_le_read_u32(r, &n32))
+			return BATON_ECORRUPT;
+		d->seq = n32;
+		return 0;
+	case KV_KIND_IMPORT_ENTRY: {
+		d->body_len = baton_le_left(r);
+		if (d->old_index == 0 || d->body_len == 0 ||
+		    !baton_le_read_bytes(r, d->body_len, &d->body))
+			return BATON_ECORRUPT;
+		/* A new side's kind is never an old cluster's write, and
+		 * refusing it keeps the decoder from recursing. */
+		if (d->body[0] == KV_PAYLOAD_FORMAT_2 &&
+		    d->body_len > PAYLOAD_V2_HEADER_BYTES - 1 &&
+		    kv__kind_imports(d->body[PAYLOAD_V2_HEADER_BYTES - 1]))
+			return BATON_ECORRUPT;
+		struct kv__decoded inner;
+		int rv = kv__decode(d->body, d->body_len, &inner);
+		kv__decoded_free(&inner);
+		return rv;
+	}
+	default:
+		assert(d->kind == KV_KIND_AUTHORITY);
+		return 0;
+	}
+}
+
 static int decode_v2(struct baton_le_reader *r, struct kv__decoded *d)
 {
 	uint64_t stamp;
@@ -284,12 +455,13 @@ static int decode_v2(struct baton_le_reader *r, struct kv__decoded *d)
 		return kv__args_read(r, &d->cmd);
 	case KV_KIND_TXN:
 		return decode_txn(r, d);
-	default:
-		assert(d->kind == KV_KIND_SWEEP);
+	case KV_KIND_SWEEP:
 		if (!baton_le_read_u32(r, &d->sweep_keys) ||
 		    d->sweep_keys > KV_SWEEP_KEYS_MAX)
 			return BATON_ECORRUPT;
 		return 0;
+	default:
+		return decode_migration(r, d);
 	}
 }
 

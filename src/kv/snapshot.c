@@ -24,6 +24,17 @@
  *                u64 expiry (unix ms, 1..INT64_MAX; 0 for none)
  *   u64     XXH3-64 of every byte before it
  *
+ * A map that applied a migration payload (migration.c) has a migration
+ * section between the entries and the checksum, in every format; a map
+ * that never did has none, and its bytes are those of a release without
+ * migrations:
+ *
+ *   "MIGR"  tag, u32 section format 1,
+ *   u8 flags (1 fenced, 2 importing, 4 snapshot open, 8 authority),
+ *   u8 fence target length (<= 255), the target (no NUL),
+ *   u64 import index, u64 snapshot index, u32 snapshot chunks,
+ *   u64 authority from, u64 import fence index
+ *
  * Little-endian. Entries, and a hash's fields, come in the table's
  * canonical order (sorted by reversed hash, then key), so equal maps give
  * equal bytes. The expiry heap is not written: a restore rebuilds it, and
@@ -47,6 +58,15 @@
 /* The type byte of a format-3 entry. */
 #define SNAP_TYPE_STRING 1u
 #define SNAP_TYPE_HASH 2u
+/* The migration section. */
+#define SNAP_MIGRATION_TAG "MIGR"
+#define SNAP_MIGRATION_FORMAT 1u
+#define SNAP_MIGRATION_FIXED_BYTES 46u /* all but the target's bytes */
+#define SNAP_MIG_FENCED 1u
+#define SNAP_MIG_IMPORTING 2u
+#define SNAP_MIG_SNAPSHOT_OPEN 4u
+#define SNAP_MIG_AUTHORITY 8u
+#define SNAP_MIG_FLAGS 15u
 /* Small pieces are gathered into chunks of this size for the sink. */
 #define SNAP_CHUNK_BYTES ((size_t)64 << 10)
 
@@ -171,6 +191,66 @@ int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
 	return put(w, head, n);
 }
 
+int kv__snap_put_migration(struct kv__snap_writer *w,
+			   const struct kv_migration *m)
+{
+	assert(kv__migration_any(m));
+	size_t target = strlen(m->fence_target);
+	assert(target <= KV_FENCE_TARGET_BYTES_MAX);
+	uint8_t b[SNAP_MIGRATION_FIXED_BYTES + KV_FENCE_TARGET_BYTES_MAX];
+	uint8_t *p = b;
+	memcpy(p, SNAP_MIGRATION_TAG, 4);
+	baton_le_put_u32(p + 4, SNAP_MIGRATION_FORMAT);
+	p[8] = (uint8_t)((m->fenced ? SNAP_MIG_FENCED : 0) |
+			 (m->importing ? SNAP_MIG_IMPORTING : 0) |
+			 (m->snapshot_open ? SNAP_MIG_SNAPSHOT_OPEN : 0) |
+			 (m->authority ? SNAP_MIG_AUTHORITY : 0));
+	p[9] = (uint8_t)target;
+	memcpy(p + 10, m->fence_target, target);
+	p += 10 + target;
+	baton_le_put_u64(p, m->import_index);
+	baton_le_put_u64(p + 8, m->snapshot_index);
+	baton_le_put_u32(p + 16, m->snapshot_chunks);
+	baton_le_put_u64(p + 20, m->authority_from);
+	baton_le_put_u64(p + 28, m->import_fence_index);
+	p += 36;
+	assert((size_t)(p - b) == SNAP_MIGRATION_FIXED_BYTES + target);
+	return put(w, b, (size_t)(p - b));
+}
+
+/* The migration section from r, exactly to its end, into *m: 0,
+ * BATON_ECORRUPT or BATON_EVERSION (a later section format). */
+static int read_migration(struct baton_le_reader *r, struct kv_migration *m)
+{
+	memset(m, 0, sizeof *m);
+	const uint8_t *tag, *head, *target;
+	uint32_t format;
+	if (!baton_le_read_bytes(r, 4, &tag) ||
+	    memcmp(tag, SNAP_MIGRATION_TAG, 4) != 0 ||
+	    !baton_le_read_u32(r, &format) || format == 0)
+		return BATON_ECORRUPT;
+	if (format > SNAP_MIGRATION_FORMAT)
+		return BATON_EVERSION;
+	if (!baton_le_read_bytes(r, 2, &head) || (head[0] & ~SNAP_MIG_FLAGS) ||
+	    !baton_le_read_bytes(r, head[1], &target) ||
+	    memchr(target, 0, head[1]) != NULL ||
+	    !baton_le_read_u64(r, &m->import_index) ||
+	    !baton_le_read_u64(r, &m->snapshot_index) ||
+	    !baton_le_read_u32(r, &m->snapshot_chunks) ||
+	    !baton_le_read_u64(r, &m->authority_from) ||
+	    !baton_le_read_u64(r, &m->import_fence_index) ||
+	    baton_le_left(r) != 0)
+		return BATON_ECORRUPT;
+	m->fenced = head[0] & SNAP_MIG_FENCED;
+	m->importing = head[0] & SNAP_MIG_IMPORTING;
+	m->snapshot_open = head[0] & SNAP_MIG_SNAPSHOT_OPEN;
+	m->authority = head[0] & SNAP_MIG_AUTHORITY;
+	memcpy(m->fence_target, target, head[1]);
+	m->fence_target[head[1]] = '\0';
+	/* One form per state: a map without one has no section. */
+	return kv__migration_any(m) ? 0 : BATON_ECORRUPT;
+}
+
 int kv__snap_put_trailer(struct kv__snap_writer *w)
 {
 	int rv = kv__snap_writer_flush(w);
@@ -202,7 +282,9 @@ static int write_all(struct kv__snap_writer *w, const struct baton_kv *kv,
 	if (rv != 0)
 		return rv;
 	assert(written == t->count);
-	return kv__snap_put_trailer(w);
+	if (kv__migration_any(&kv->mig))
+		rv = kv__snap_put_migration(w, &kv->mig);
+	return rv == 0 ? kv__snap_put_trailer(w) : rv;
 }
 
 /* Say why in kv->err (a diagnostic, writable through const). */
@@ -313,9 +395,11 @@ static int read_value(struct baton_le_reader *r, uint32_t format,
 	return *out != NULL ? 0 : BATON_ENOMEM;
 }
 
-/* Read the entries into t; ECORRUPT unless they fill [off, end) exactly. */
-static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
-			size_t end, uint64_t count, uint32_t format)
+/* Read the entries into t, and the migration section after them, if
+ * any, into *m; ECORRUPT unless they fill [off, end) exactly. */
+static int read_entries(struct kv__table *t, struct kv_migration *m,
+			const uint8_t *buf, size_t off, size_t end,
+			uint64_t count, uint32_t format)
 {
 	struct baton_le_reader r = baton_le_reader(buf + off, end - off);
 	for (uint64_t i = 0; i < count; i++) {
@@ -343,7 +427,8 @@ static int read_entries(struct kv__table *t, const uint8_t *buf, size_t off,
 		if (at != 0)
 			kv__expire_set(t, e, (int64_t)at);
 	}
-	return baton_le_left(&r) == 0 ? 0 : BATON_ECORRUPT;
+	memset(m, 0, sizeof *m);
+	return baton_le_left(&r) == 0 ? 0 : read_migration(&r, m);
 }
 
 int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
@@ -381,14 +466,19 @@ int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 	if (now > INT64_MAX || count > (end - head) / entry_min)
 		return fail(kv, BATON_ECORRUPT, "a bad snapshot header");
 	struct kv__table t;
+	struct kv_migration m;
 	int rv = kv__table_init(&t, count);
 	if (rv == 0)
-		rv = read_entries(&t, buf, head, end, count, format);
+		rv = read_entries(&t, &m, buf, head, end, count, format);
 	if (rv != 0) {
 		kv__table_free(&t);
 		return fail(kv, rv,
 			    rv == BATON_ENOMEM ? "out of memory"
-					       : "malformed snapshot entries");
+			    : rv == BATON_EVERSION
+				    ? "a snapshot's migration section of a "
+				      "later format"
+				    : "malformed snapshot entries or "
+				      "migration section");
 	}
 	assert(t.count == count);
 	/* An open KEYS lists the map as it was at its begin: the old table
@@ -399,5 +489,6 @@ int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 		kv__table_free(&kv->table);
 	kv->table = t;
 	kv->now_ms = (int64_t)now;
+	kv->mig = m;
 	return 0;
 }

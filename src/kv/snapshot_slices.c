@@ -1,10 +1,12 @@
 /*
  * Views of the map as it was at their begin, read in slices while
  * kv_apply() goes on changing it (docs/node.md, "Snapshots off the event
- * loop", option 3 with pre-images). Two kinds share one walk: incremental
- * snapshots (kv_snapshot_begin..end), which encode each key, and KEYS
+ * loop", option 3 with pre-images). Three kinds share one walk: incremental
+ * snapshots (kv_snapshot_begin..end), which encode each key, KEYS
  * (kv_keys_begin..end), which lists the keys live at begin that match its
- * pattern. One view is open at a time: the table tells only one.
+ * pattern, and a migration's export (kv_export_begin..end), which writes
+ * each key live at begin as an export record (migration.c). One view is
+ * open at a time: the table tells only one.
  *
  * Below, "the snapshot" is the view of either kind. It walks the keys in the
  * canonical order (kv__rev64(hash), then the key: the order of kv_snapshot,
@@ -58,6 +60,7 @@ struct position {
 enum view_kind {
 	VIEW_SNAPSHOT, /* kv_snapshot_begin */
 	VIEW_KEYS,     /* kv_keys_begin */
+	VIEW_EXPORT,   /* kv_export_begin */
 };
 
 struct kv__snap {
@@ -74,6 +77,11 @@ struct kv__snap {
 	uint32_t format;
 	struct kv__snap_writer w;
 	bool header_written;
+	struct kv_migration mig; /* the map's at begin */
+	/* VIEW_EXPORT: where the records go during a step, and the bytes
+	 * appended there so far. */
+	struct baton_buf *out;
+	uint64_t out_bytes;
 	/* VIEW_KEYS: the pattern (owned; NULL for '*') and, during a step,
 	 * where the matched keys go and how many went. */
 	uint8_t *pattern;
@@ -157,6 +165,7 @@ static int view_open(struct baton_kv *kv, enum view_kind kind,
 	}
 	s->now_ms = kv->now_ms;
 	s->count = kv->table.count;
+	s->mig = kv->mig;
 	s->stats = kind == VIEW_SNAPSHOT ? &kv->snap_stats : &s->own_stats;
 	memset(s->stats, 0, sizeof *s->stats);
 	kv->snap = s;
@@ -191,6 +200,9 @@ static int other_kind_open(struct baton_kv *kv, enum view_kind kind)
 		    kv->snap->kind == VIEW_KEYS
 			    ? "a KEYS is reading the map in slices: try again "
 			      "when it ends"
+		    : kv->snap->kind == VIEW_EXPORT
+			    ? "a migration's export is reading the map: try "
+			      "again when it ends"
 			    : "an incremental snapshot is open: try again "
 			      "when it ends");
 }
@@ -297,7 +309,7 @@ void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
 		return;
 	/* KEYS needs the key and its expiry, not the value. A hash is
 	 * copied whole, every field: the snapshot writes it in one piece. */
-	bool value = cur != NULL && s->kind == VIEW_SNAPSHOT;
+	bool value = cur != NULL && s->kind != VIEW_KEYS;
 	struct kv__entry *copy =
 		value ? kv__entry_copy(cur) : kv__entry_new(key, len, NULL, 0);
 	if (copy == NULL) {
@@ -446,6 +458,12 @@ static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at)
 		return kv__snap_put_entry(&s->w, s->format, e, at);
 	if (at != 0 && at <= (uint64_t)s->now_ms)
 		return 0; /* expired at begin, as run_keys skips it */
+	if (s->kind == VIEW_EXPORT) {
+		size_t before = s->out->len;
+		int rv = kv__export_record(s->out, e, at);
+		s->out_bytes += s->out->len - before;
+		return rv;
+	}
 	if (s->pattern != NULL &&
 	    !kv__glob_match(s->pattern, s->pattern_len, e->key, e->key_len))
 		return 0;
@@ -462,6 +480,8 @@ static bool step_full(const struct kv__snap *s, uint64_t start, size_t budget,
 {
 	if (s->kind == VIEW_SNAPSHOT)
 		return s->w.bytes - start >= budget;
+	if (s->kind == VIEW_EXPORT)
+		return s->out_bytes - start >= budget;
 	return n >= budget;
 }
 
@@ -595,6 +615,8 @@ int kv_snapshot_step(struct baton_kv *kv, size_t budget,
 	if (rv == 0)
 		rv = walk_entries(s, start, budget, &end);
 	kv->snap_stats.entries = s->visited;
+	if (rv == 0 && end && kv__migration_any(&s->mig))
+		rv = kv__snap_put_migration(&s->w, &s->mig);
 	if (rv == 0 && end)
 		rv = kv__snap_put_trailer(&s->w);
 	else if (rv == 0)
@@ -631,4 +653,48 @@ int kv_keys_step(struct baton_kv *kv, size_t budget, struct baton_buf *bulks,
 		*done = true;
 	}
 	return 0;
+}
+
+int kv_export_begin(struct baton_kv *kv)
+{
+	int rv = other_kind_open(kv, VIEW_EXPORT);
+	if (rv != 0)
+		return rv;
+	if (kv->snap != NULL)
+		return fail(kv, BATON_ESTATE,
+			    "an export is open already: end it first");
+	struct kv__snap *s;
+	return view_open(kv, VIEW_EXPORT, &s);
+}
+
+int kv_export_step(struct baton_kv *kv, size_t budget, struct baton_buf *out,
+		   bool *done)
+{
+	struct kv__snap *s;
+	int rv = step_view(kv, VIEW_EXPORT, done, &s);
+	if (s == NULL)
+		return rv;
+	BATON_ASSERT(s->out == NULL);
+	s->out = out;
+	uint64_t start = s->out_bytes;
+	bool end = false;
+	rv = walk_entries(s, start, budget > 0 ? budget : 1, &end);
+	s->out = NULL;
+	if (rv != 0)
+		return snap_fail(s, rv, "out of memory exporting the map");
+	if (end) {
+		view_finished(s);
+		*done = true;
+	}
+	return 0;
+}
+
+void kv_export_end(struct baton_kv *kv)
+{
+	view_close(kv, VIEW_EXPORT);
+}
+
+bool kv_export_open(const struct baton_kv *kv)
+{
+	return kv->snap != NULL && kv->snap->kind == VIEW_EXPORT;
 }

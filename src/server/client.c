@@ -133,6 +133,9 @@ static void client_close(struct client *c)
 		return;
 	c->closing = true;
 	c->has_waiting = false; /* never to run */
+	/* Its proxied commands are dropped now, or the client could not be
+	 * freed before their replies come. */
+	proxy_client_closed(&c->st);
 	/* Its queued output no longer counts: libuv cancels it. */
 	BATON_ASSERT(c->s->output_bytes >= c->output_queued);
 	c->s->output_bytes -= c->output_queued;

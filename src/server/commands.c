@@ -316,8 +316,10 @@ static const struct local_command local_commands[] = {
 	{"BATON.TRANSFER", admin_transfer, false, false},
 	{"BATON.DOWNGRADE", admin_downgrade, false, false},
 	{"BATON.STALE", cmd_stale, false, false},
+	{"BATON.PROXIED", proxy_cmd_proxied, false, false},
 #if BATON_TEST_HOOKS
 	{"BATON.TEST.PROPOSE", admin_test_propose, false, false},
+	{"BATON.TEST.PROXY", proxy_cmd_test_proxy, false, false},
 #endif
 };
 

@@ -228,6 +228,10 @@ struct server {
 		uint64_t writes_parked;	  /* waited for a leader */
 		uint64_t writes_rerouted; /* not appended, sent on */
 	} stats;
+	/* proxy.c's counters (proxy_stats). */
+	struct {
+		uint64_t commands, errors, upstreams_open;
+	} proxy;
 };
 
 /* ---- addresses.c ---- */
@@ -303,6 +307,11 @@ struct client_state {
 	 * touch a later set of watches. */
 	uint64_t watch_epoch;
 	struct route_chain writes; /* route.c */
+	/* proxy.c: the connection's commands answered by another cluster's
+	 * node (NULL until the first), and whether the connection is itself
+	 * a proxy's (BATON.PROXIED: never proxied again). */
+	struct proxy_client *proxy;
+	bool proxied;
 };
 /* One command being run: its client, reply slot and arguments. */
 struct command_ctx {
@@ -542,6 +551,39 @@ void route_leader_changed(struct server *s, baton_node_id leader);
 void route_expire(struct server *s);
 /* Shutting down or removed: fail every parked and forwarded write. */
 void route_fail_all(struct server *s, const char *why);
+
+/* ---- proxy.c: a client's commands answered by another cluster's node ---- */
+struct proxy_client;
+/* Bounds of one upstream connection (docs/batond.md, "Answering from
+ * another cluster"): commands waiting or in flight, one reply's bytes
+ * (a 512 MiB bulk and its framing), the wait for a reply. */
+#define PROXY_INFLIGHT_MAX 10000u
+#define PROXY_REPLY_MAX (((size_t)512 << 20) + 1024u)
+#define PROXY_TIMEOUT_MS 10000u
+/* Send the command to the node at addr ("ip:port", its client port) over
+ * the connection's own upstream (opened lazily; AUTH with this node's
+ * --password if set, then BATON.PROXIED), and answer sl with the reply's
+ * exact bytes. The commands of one connection keep their order; one for
+ * another address waits until the replies in flight are back. Every
+ * failure answers sl with an error (docs/batond.md). */
+void proxy_command(struct server *s, struct client_state *cs, struct slot *sl,
+		   const char *addr, int argc, const uint8_t *const *argv,
+		   const size_t *lens);
+/* The client connection is closing: its upstream closes, the commands
+ * waiting or in flight are dropped (their slots done). */
+void proxy_client_closed(struct client_state *cs);
+struct proxy_stats {
+	uint64_t commands, errors, upstreams_open;
+};
+void proxy_stats(const struct server *s, struct proxy_stats *out);
+/* This connection said BATON.PROXIED: it must not be proxied again. */
+bool proxy_is_proxied(const struct client_state *cs);
+/* BATON.PROXIED: marks the connection, +OK. */
+int proxy_cmd_proxied(struct command_ctx *x);
+#if BATON_TEST_HOOKS
+/* BATON.TEST.PROXY <addr> <command> [args...]: proxy_command. */
+int proxy_cmd_test_proxy(struct command_ctx *x);
+#endif
 
 /* ---- txn.c ---- */
 /* MULTI, EXEC, DISCARD, WATCH, UNWATCH (docs/batond.md); each fills x->sl

@@ -197,4 +197,57 @@ enum resp_protocol_error resp_parser_error_kind(const struct resp_parser *p);
  * 0 after any other error or none. */
 uint64_t resp_parser_error_size(const struct resp_parser *p);
 
+/* ------------------------------------------------------------------------ */
+/* The reply scanner: where one reply ends.                                 */
+
+/* A proxy passes another server's replies on byte for byte (the server's
+ * proxy.c); it needs only to know where each reply ends and that it is
+ * well formed. The scanner takes RESP2's types (+ - : $ *) and RESP3's
+ * (_ , # ( ! = % ~ > |), nested aggregates to a bounded depth, null bulk
+ * and null array, and is incremental: fed the same reply with more bytes
+ * after RESP_NEED_MORE, it resumes where it stopped. */
+
+/* Aggregates nested in one reply (Redis's own replies nest 2 or 3 deep). */
+#define RESP_REPLY_DEPTH_MAX 64u
+/* One line of a reply: a simple string, an error, a number, a header. */
+#define RESP_REPLY_LINE_BYTES_MAX_DEFAULT ((size_t)64 << 10)
+
+struct resp_reply_limits {
+	size_t reply_bytes_max; /* one whole reply, every byte counted */
+	size_t line_bytes_max;	/* one line, sans \r\n */
+	uint32_t depth_max;	/* at most RESP_REPLY_DEPTH_MAX */
+};
+
+/* Every field is private. */
+struct resp_reply_scanner {
+	struct resp_reply_limits limits;
+	size_t pos;  /* bytes of the current reply taken so far */
+	size_t scan; /* a line search resumes here */
+	uint32_t depth;
+	/* Elements still to come in each open aggregate. */
+	uint64_t left[RESP_REPLY_DEPTH_MAX];
+	int rv; /* 0, or the sticky error */
+	char errmsg[160];
+};
+
+/* Initialize; every limit must be at least 1 and depth_max at most
+ * RESP_REPLY_DEPTH_MAX (asserted). Holds no memory. */
+void resp_reply_scanner_init(struct resp_reply_scanner *sc,
+			     const struct resp_reply_limits *l);
+
+/* data[0..len) holds the bytes received from the first byte of the reply
+ * being scanned (more of them at each call, the earlier ones unchanged).
+ * Returns RESP_OK with *reply_len set to the reply's length (the scanner
+ * is then ready for the next reply, which starts at data[*reply_len]),
+ * RESP_NEED_MORE, or an error after which every call returns it:
+ * BATON_ECORRUPT (malformed) or BATON_ETOOBIG (a limit), with the text in
+ * resp_reply_scanner_error(). A size announced in a header is checked at
+ * the header, before its bytes arrive. */
+int resp_reply_scan(struct resp_reply_scanner *sc, const uint8_t *data,
+		    size_t len, size_t *reply_len);
+
+/* What went wrong ("bulk of 9 bytes exceeds the reply limit of ..."), or
+ * "" if nothing did. */
+const char *resp_reply_scanner_error(const struct resp_reply_scanner *sc);
+
 #endif /* BATON_WIRE_RESP_H */

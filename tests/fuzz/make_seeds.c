@@ -360,6 +360,19 @@ static void resp_seeds(void)
 		seed("resp_request", name, -1, (const uint8_t *)requests[i],
 		     strlen(requests[i]));
 	}
+	/* Replies, RESP3's types too (the proxy's reply scanner). */
+	static const char *const replies[] = {
+		"+OK\r\n-ERR no\r\n:42\r\n$5\r\nhello\r\n$-1\r\n",
+		"*3\r\n:1\r\n*2\r\n+x\r\n$-1\r\n*-1\r\n*0\r\n",
+		"%1\r\n+k\r\n~2\r\n,1.5\r\n#t\r\n_\r\n(123\r\n",
+		"|1\r\n+a\r\n:1\r\n>1\r\n=7\r\ntxt:abc\r\n!3\r\nERR\r\n",
+	};
+	for (size_t i = 0; i < sizeof replies / sizeof replies[0]; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "reply-%zu", i);
+		seed("resp_reply", name, -1, (const uint8_t *)replies[i],
+		     strlen(replies[i]));
+	}
 }
 
 /* ---- the state machine: payloads and snapshots --------------------------- */
@@ -447,6 +460,73 @@ static int kv_sink(void *arg, const void *buf, size_t len)
 	return baton_buf_append(arg, buf, len);
 }
 
+/* A migration's new side under version 3 (docs/kv.md "Migration"): BEGIN,
+ * a CHUNK of export records, END, entries (a write, a resend, a fence),
+ * AUTHORITY, a write; and the old side's FENCE and a refused write. */
+static void kv_migration_sequence(struct baton_buf *seq)
+{
+	uint8_t selector = 2; /* version 3 */
+	struct baton_kv *old = NULL;
+	struct baton_buf p, records, w;
+	baton_buf_init(&p);
+	baton_buf_init(&records);
+	baton_buf_init(&w);
+	if (baton_buf_append(seq, &selector, 1) != 0 || kv_create(&old) != 0)
+		exit(1);
+	const char *const *cmds[] = {
+		CMD("SET", "k", "value"),
+		CMD("SET", "t", "1", "PX", "500"),
+		CMD("HSET", "h", "f", "1", "g", "2"),
+	};
+	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		const uint8_t *argv[8];
+		size_t lens[8];
+		int argc = args_of(cmds[i], argv, lens);
+		baton_buf_reset(&p);
+		if (kv_encode_v2(1000, argc, argv, lens, &p) != 0 ||
+		    kv_apply(old, (struct baton_machine_version){3}, p.data,
+			     p.len, NULL) != 0)
+			exit(1);
+	}
+	bool done = false;
+	if (kv_export_begin(old) != 0)
+		exit(1);
+	while (!done)
+		if (kv_export_step(old, 1 << 16, &records, &done) != 0)
+			exit(1);
+	kv_export_end(old);
+	kv_destroy(old);
+	const uint8_t *argv[4];
+	size_t lens[4];
+	int argc = args_of(CMD("INCR", "n"), argv, lens);
+	if (kv_encode_v2(2000, argc, argv, lens, &w) != 0)
+		exit(1);
+#define FRAME(call)                                                            \
+	do {                                                                   \
+		baton_buf_reset(&p);                                           \
+		if ((call) != 0)                                               \
+			exit(1);                                               \
+		frame_payload(seq, &p);                                        \
+	} while (0)
+	FRAME(kv_encode_import_begin(7, 1000, &p));
+	FRAME(kv_encode_import_chunk(7, 0, records.data, records.len, &p));
+	FRAME(kv_encode_import_end(7, 1, &p));
+	FRAME(kv_encode_import_entry(8, w.data, w.len, &p));
+	FRAME(kv_encode_import_entry(8, w.data, w.len, &p));
+	baton_buf_reset(&records);
+	if (kv_encode_fence(2500, "new", &records) != 0)
+		exit(1);
+	FRAME(kv_encode_import_entry(9, records.data, records.len, &p));
+	FRAME(kv_encode_authority(9, &p));
+	FRAME(kv_encode_v2(3000, argc, argv, lens, &p));
+	FRAME(kv_encode_fence(3500, "next", &p));
+	FRAME(kv_encode_v2(4000, argc, argv, lens, &p));
+#undef FRAME
+	baton_buf_free(&p);
+	baton_buf_free(&records);
+	baton_buf_free(&w);
+}
+
 static void kv_seeds(void)
 {
 	for (uint8_t version = 1; version <= 3; version++) {
@@ -478,6 +558,27 @@ static void kv_seeds(void)
 		baton_buf_free(&seq);
 		kv_destroy(kv);
 	}
+	struct baton_buf seq, snap;
+	baton_buf_init(&seq);
+	baton_buf_init(&snap);
+	kv_migration_sequence(&seq);
+	seed("kv_payload", "migration-v3", -1, seq.data, seq.len);
+	/* The new map it makes: a snapshot with a migration section. */
+	struct baton_kv *kv = NULL;
+	if (kv_create(&kv) != 0)
+		exit(1);
+	for (size_t off = 1; off + 2 <= seq.len;) {
+		size_t len = seq.data[off] | (size_t)seq.data[off + 1] << 8;
+		kv_apply(kv, (struct baton_machine_version){3},
+			 seq.data + off + 2, len, NULL);
+		off += 2 + len;
+	}
+	if (kv_snapshot(kv, (struct baton_machine_version){3}, kv_sink,
+			&snap) == 0)
+		seed("kv_snapshot", "map-migration-v3", 2, snap.data, snap.len);
+	kv_destroy(kv);
+	baton_buf_free(&seq);
+	baton_buf_free(&snap);
 }
 
 int main(int argc, char **argv)
