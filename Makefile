@@ -106,7 +106,8 @@ run: build
 	BUILD=$(BUILD) RELEASE=$(RELEASE) scripts/run-cluster
 
 # A rolling upgrade to watch: 3 nodes at the oldest release rolled to the
-# newest under client load, the history checked, a summary and an HTML
+# newest one a rolling upgrade reaches (1.3.0 from a 2.0.0 binary) under
+# client load, the history checked, a summary and an HTML
 # timeline; the page's path is the last line (scripts/demo).
 demo: build
 	BUILD=$(BUILD) scripts/demo

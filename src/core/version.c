@@ -131,6 +131,16 @@ static const struct baton_profile releases[] = {
 	 .proto_min = {2},
 	 .proto_max = {3},
 	 .machine_max = {2}},
+	/* Peer protocol 4 only: the messages of 3, each frame ending with a
+	 * checksum of its header and body (docs/peer-protocol.md). No 1.x
+	 * release speaks it, so 2.0.0 cannot talk to 1.x nodes and a 1.x
+	 * cluster cannot be rolled to it: it moves through the relay
+	 * migration (docs/relay.md). Machine version 3: hashes (HSET, HGET,
+	 * ...) and TYPE (docs/kv.md). */
+	{.release = {2, 0, 0},
+	 .proto_min = {4},
+	 .proto_max = {4},
+	 .machine_max = {3}},
 };
 
 #define N_RELEASES ((uint32_t)(sizeof releases / sizeof releases[0]))

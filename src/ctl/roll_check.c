@@ -148,8 +148,8 @@ static void check_member(struct roll *r, const struct roll_member *m,
 		refuse(r, refused,
 		       "release %s speaks peer protocol %u..%u, node %" PRIu64
 		       " runs release %s and speaks %" PRIu64 "..%" PRIu64
-		       ": they cannot talk; %sbridge the two releases with "
-		       "the relay (README.md, docs/upgrading.md)",
+		       ": they cannot talk; %supgrade through the relay "
+		       "(docs/relay.md)",
 		       r->to_text, t->proto_min.value, t->proto_max.value,
 		       m->id, m->release, m->proto_min, m->proto_max, first);
 	}

@@ -292,8 +292,29 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			baton__transport_close(c, "oversized handshake frame");
 			break;
 		}
-		int rv = baton_peer_split(c->in.data + off, c->in.len - off,
-					  &len);
+		/* The handshake's frames are frozen; after it, the frames
+		 * are in the envelope of the version negotiated. */
+		struct baton_proto_version framing =
+			c->ready ? c->proto : (struct baton_proto_version){0};
+		size_t whole = 0;
+		int rv = baton_peer_split_framed(framing, c->in.data + off,
+						 c->in.len - off, &len, &whole);
+		if (rv == BATON_ECORRUPT) {
+			/* Damaged on the way, or not a frame of this
+			 * protocol: nothing of it may reach the decoder, and
+			 * where the next frame starts is unknown too. */
+			c->t->stats.malformed++;
+			c->t->stats.bad_checksums++;
+			LOG_WARN_LIMITED(
+				"closing the connection %s node %" PRIu64
+				": a frame's checksum differs from its header "
+				"and body (peer protocol %u); the frame was "
+				"refused without decoding it",
+				c->outbound ? "to" : "from", c->peer->id,
+				framing.value);
+			baton__transport_close(c, "frame checksum differs");
+			break;
+		}
 		if (rv == BATON_ETOOBIG) {
 			c->t->stats.malformed++;
 			LOG_WARN_LIMITED(
@@ -307,7 +328,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		if (rv == 0)
 			break;
 		on_frame(c, c->in.data + off + BATON_PEER_PREFIX_LEN, len);
-		off += BATON_PEER_PREFIX_LEN + len;
+		off += whole;
 	}
 	if (off > 0 && !c->closing) {
 		memmove(c->in.data, c->in.data + off, c->in.len - off);

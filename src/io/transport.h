@@ -177,6 +177,9 @@ struct baton_transport_stats {
 	uint64_t bad_frames;  /* frames after the handshake that did not
 				 decode: logged and skipped */
 	uint64_t auth_failed; /* handshakes refused for authentication */
+	uint64_t bad_checksums;	      /* connections closed on a frame whose
+					 checksum differs (protocol 4 and later;
+					 also counted in malformed) */
 	uint64_t handshaking_evicted; /* closed for a newer one in its
 					 handshake (the cap) */
 	uint32_t connected_peers;

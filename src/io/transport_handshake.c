@@ -139,11 +139,14 @@ static bool fill_proof(struct conn *c, struct baton_peer_handshake_reply *r)
 
 /* with_view: the other end is of this cluster, so it may read our view.
  * with_proof: it offered a nonce and we hold the secret: prove it (the
- * view rides on it, so that a joiner can trust what it reads). Returns
- * false when the proof could not be made (nothing sent). */
+ * view rides on it, so that a joiner can trust what it reads). framing:
+ * the envelope the other end reads it in (0 while its handshake is not
+ * done; the version it took the connection at once it is). Returns false
+ * when the proof could not be made (nothing sent). */
 static bool reply_handshake(struct conn *c, bool accepted,
 			    struct baton_proto_version proto,
-			    const char *reason, bool with_view, bool with_proof)
+			    const char *reason, bool with_view, bool with_proof,
+			    struct baton_proto_version framing)
 {
 	struct baton_peer_handshake_reply r;
 	memset(&r, 0, sizeof r);
@@ -169,6 +172,8 @@ static bool reply_handshake(struct conn *c, bool accepted,
 		r.has_cluster = false;
 		rv = baton_peer_encode_handshake_reply(&r, &b);
 	}
+	if (rv == 0)
+		rv = baton_peer_seal(framing, &b, 0);
 	if (rv == 0)
 		baton__transport_write(c, b.data, b.len);
 	baton_buf_free(&b);
@@ -202,14 +207,18 @@ static void on_refused_shutdown(uv_shutdown_t *req, int status)
 	baton__transport_close(c, "refused");
 }
 
-/* Tell the other end why with a refusing HandshakeReply, let it go out,
- * then close. The caller has logged the reason. */
+/* The envelope of a frame to an end whose handshake is not done. */
+#define HANDSHAKE_FRAMING ((struct baton_proto_version){0})
+
+/* Tell the other end why with a refusing HandshakeReply (in the envelope
+ * it reads: `framing`, as reply_handshake()), let it go out, then close.
+ * The caller has logged the reason. */
 static void refuse(struct conn *c, const char *reason, bool with_view,
-		   bool with_proof)
+		   bool with_proof, struct baton_proto_version framing)
 {
 	c->t->stats.refused++;
 	reply_handshake(c, false, (struct baton_proto_version){0}, reason,
-			with_view, with_proof);
+			with_view, with_proof, framing);
 	uv_read_stop((uv_stream_t *)&c->tcp);
 	uv_shutdown_t *req = malloc(sizeof *req);
 	if (req == NULL || uv_shutdown(req, (uv_stream_t *)&c->tcp,
@@ -246,7 +255,9 @@ static void admit(struct conn *c, baton_node_id id,
 		LOG_WARN_LIMITED("refused a peer connection from node %" PRIu64
 				 ": %s",
 				 id, reason);
-		refuse(c, reason, false, false);
+		/* After the dialler's proof, it took the connection at v. */
+		refuse(c, reason, false, false,
+		       send_reply ? HANDSHAKE_FRAMING : v);
 		return;
 	}
 	if (p->id == 0) {
@@ -258,7 +269,7 @@ static void admit(struct conn *c, baton_node_id id,
 	p->in = c;
 	c->peer = p;
 	if (send_reply)
-		reply_handshake(c, true, v, "", true, false);
+		reply_handshake(c, true, v, "", true, false, HANDSHAKE_FRAMING);
 	became_ready(c, v);
 }
 
@@ -331,7 +342,8 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 		ours = false;
 	} else if (t->has_secret) {
 		/* Our proof now, the connection once the dialler's arrives. */
-		if (!reply_handshake(c, true, v, "", true, true)) {
+		if (!reply_handshake(c, true, v, "", true, true,
+				     HANDSHAKE_FRAMING)) {
 			baton__transport_close(c, "no nonce");
 			return;
 		}
@@ -344,7 +356,7 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 	}
 	LOG_WARN_LIMITED("refused a peer connection from node %" PRIu64 ": %s",
 			 h->node_id, reason);
-	refuse(c, reason, ours, ours && proof);
+	refuse(c, reason, ours, ours && proof, HANDSHAKE_FRAMING);
 }
 
 /* The dialler's check of the acceptor's proof, with a secret: 0 and the
@@ -395,6 +407,26 @@ static void send_proof(struct conn *c,
 	baton_buf_free(&b);
 }
 
+/* A refusal from a node we share no protocol version with may carry an
+ * older release's text: say in our own words why, and what to do. */
+static void say_no_common_proto(struct conn *c,
+				const struct baton_peer_handshake_reply *r)
+{
+	struct baton_transport *t = c->t;
+	struct baton_proto_version unused;
+	if (r->self.node_id != c->peer->id ||
+	    baton_peer_choose_proto(t->c.profile, r->self.profile, &unused) ==
+		    0)
+		return;
+	char reason[BATON_PEER_REFUSAL_MAX];
+	struct baton_member_versions mine, theirs;
+	c->profile = r->self.profile;
+	sides(c, c->peer->id, &mine, &theirs);
+	LOG_WARN("cannot connect to node %" PRIu64 ": %s", c->peer->id,
+		 baton_peer_proto_mismatch(&mine, &theirs, reason,
+					   sizeof reason));
+}
+
 /* Our dialled connection hears back. */
 static void on_handshake_reply(struct conn *c,
 			       const struct baton_peer_handshake_reply *r)
@@ -404,6 +436,7 @@ static void on_handshake_reply(struct conn *c,
 		t->stats.refused++;
 		LOG_WARN("node %" PRIu64 " refused our connection: %s",
 			 c->peer->id, r->reason);
+		say_no_common_proto(c, r);
 		struct baton_peer_handshake_auth unused;
 		char why[BATON_PEER_REFUSAL_MAX];
 		if (r->self.node_id == c->peer->id &&
@@ -450,7 +483,14 @@ static void on_handshake_reply(struct conn *c,
 	}
 	LOG_WARN("refused the connection to node %" PRIu64 ": %s", c->peer->id,
 		 reason);
-	refuse(c, reason, false, false);
+	/* An acceptor holding a secret (it sent its proof) waits for ours,
+	 * its handshake not done; one without took the connection as ready
+	 * at the version it chose, if that is one we speak. */
+	bool acceptor_ready =
+		!r->has_auth_mac &&
+		baton_peer_check_choice(t->c.profile, r->proto) == 0;
+	refuse(c, reason, false, false,
+	       acceptor_ready ? r->proto : HANDSHAKE_FRAMING);
 }
 
 /* The dialler's proof, on a connection we accepted with a secret. */
@@ -477,7 +517,8 @@ static void on_handshake_auth(struct conn *c,
 	t->stats.auth_failed++;
 	LOG_WARN_LIMITED("refused a peer connection from node %" PRIu64 ": %s",
 			 c->claimed_id, reason);
-	refuse(c, reason, false, false);
+	/* The dialler took the connection as ready when it sent its proof. */
+	refuse(c, reason, false, false, c->pending_proto);
 }
 
 void baton__transport_refused_late(struct conn *c,

@@ -218,6 +218,7 @@ int admin_info(struct command_ctx *x)
 		"\r\npeer_frames_unknown:%" PRIu64
 		"\r\npeer_handshakes_refused:%" PRIu64
 		"\r\npeer_auth_failed:%" PRIu64
+		"\r\npeer_frames_bad_checksum:%" PRIu64
 		"\r\npeer_msgs_dropped_not_member:%" PRIu64
 		"\r\nstorage_ok:%s\r\n",
 		v.release, (int)getpid(), strrchr(s->cfg.listen, ':') + 1,
@@ -240,7 +241,8 @@ int admin_info(struct command_ctx *x)
 		s->stats.idle_disconnects, s->stats.writes_parked,
 		s->stats.writes_rerouted, st.transport.dropped,
 		st.transport.unknown, st.transport.refused,
-		st.transport.auth_failed, st.peer_msgs_dropped_not_member,
+		st.transport.auth_failed, st.transport.bad_checksums,
+		st.peer_msgs_dropped_not_member,
 		st.storage_failed ? "no" : "yes");
 	if (n > 0 && (size_t)n < sizeof text)
 		n += info_persistence(s, &st, text + n,

@@ -3,7 +3,10 @@
  * (schema in proto/peer.proto, description in docs/peer-protocol.md).
  *
  * A frame is a 4-byte little-endian length followed by that many bytes of
- * one serialized protobuf Envelope. The envelope's body is a handshake, a
+ * one serialized protobuf Envelope; from protocol 4 on, the frames after
+ * the handshake end with an 8-byte checksum of both (a frame whose
+ * checksum differs is refused before anything decodes it). The envelope's
+ * body is a handshake, a
  * handshake reply, one Raft message, a client write forwarded to the leader,
  * the leader's reply to it, a join request or its reply. A body this release
  * does not know (from a newer peer) decodes as BATON_PEER_UNKNOWN: the caller
@@ -19,7 +22,8 @@
  *   1  the first: Raft messages, single forwarded commands;
  *   2  adds forwarded transactions (several commands and watches);
  *   3  drops Raft.from, Append's leader profile and the single-command
- *      form of Forward (a forward is always a list of commands).
+ *      form of Forward (a forward is always a list of commands);
+ *   4  the messages of 3, each frame ending with a checksum.
  * Info requests and join frames exist in every version.
  *
  * Encoders append one whole frame (length prefix included) to a growable
@@ -49,6 +53,9 @@ struct baton_buf; /* baton/buf.h */
 
 /* Bytes of the length prefix of every frame. */
 #define BATON_PEER_PREFIX_LEN 4u
+/* Bytes of the checksum that ends every frame of protocol 4 and later:
+ * XXH3-64 (src/util/checksum.h) of the prefix and the envelope. */
+#define BATON_PEER_CHECKSUM_LEN 8u
 /* Largest envelope (the bytes after the prefix): a whole snapshot chunk or
  * entry of the maximum size plus room for everything around it. A larger
  * announced length is a broken or hostile peer: close the connection. */
@@ -104,6 +111,10 @@ struct baton_buf; /* baton/buf.h */
  * that adds a version adds its row there and its frames here. */
 bool baton_peer_proto_supported(struct baton_proto_version v);
 
+/* Whether the frames of version v end with a checksum (4 and later). The
+ * frozen handshake frames (version 0 here) never do. */
+bool baton_peer_proto_checksummed(struct baton_proto_version v);
+
 /* The highest peer protocol version both profiles speak, in *out. Returns
  * 0, or BATON_EVERSION when the ranges [proto_min, proto_max] do not
  * overlap (or one is empty); *out is then zero. Pure and symmetric. */
@@ -126,7 +137,12 @@ int baton_peer_check_choice(struct baton_profile mine,
  *   bad choice:  "node 2 chose peer protocol version 7, outside the range of
  *                node 1: node 1 (release 0.1.0) speaks 1..1, node 2 (release
  *                9.0.0) speaks 7..7"
- * `mine` is the node writing the text. */
+ * `mine` is the node writing the text. When both releases are in the table
+ * and no release of it speaks a version of each range (so no rolling
+ * upgrade leads from one to the other: 1.x and 2.0.0), the mismatch says
+ * so instead, from mine's side:
+ *   "no common peer protocol (ours 4-4, theirs 2-3): upgrade through the
+ *   relay, docs/relay.md" */
 const char *
 baton_peer_proto_mismatch(const struct baton_member_versions *mine,
 			  const struct baton_member_versions *theirs, char *buf,
@@ -372,6 +388,15 @@ int baton_peer_encode_frame(struct baton_proto_version v,
 			    const struct baton_peer_frame *f,
 			    struct baton_buf *out);
 
+/* Give the frame that starts at out->data + start (one whole frame, as the
+ * encoders append it) the envelope of version v: for a checksummed version
+ * (baton_peer_proto_checksummed()), append its checksum; otherwise leave
+ * it as it is. For the frozen handshake frames the transport sends after
+ * it took a connection as ready (a late refusal). 0, or BATON_ENOMEM with
+ * `out` unchanged. */
+int baton_peer_seal(struct baton_proto_version v, struct baton_buf *out,
+		    size_t start);
+
 /* ---- decoding ------------------------------------------------------------ */
 
 /* Find a frame in the bytes received so far on a connection (data, len).
@@ -381,6 +406,18 @@ int baton_peer_encode_frame(struct baton_proto_version v,
  * needed, and BATON_ETOOBIG when the prefix announces more than
  * BATON_PEER_FRAME_MAX: the stream cannot be trusted, close it. */
 int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len);
+
+/* The same on a connection whose frames are in version v's envelope (v 0:
+ * the handshake's, as baton_peer_split()). For a checksummed version the
+ * frame is the prefix, the envelope and BATON_PEER_CHECKSUM_LEN bytes of
+ * checksum, and it is checked before it is returned: BATON_ECORRUPT when
+ * the checksum differs from that of the prefix and envelope received (the
+ * stream was damaged, or the peer speaks another envelope: close it).
+ * Returns 1 with *body_len (the envelope's bytes, at data +
+ * BATON_PEER_PREFIX_LEN) and *frame_len (the bytes up to the next frame),
+ * 0 when more bytes are needed, BATON_ETOOBIG as baton_peer_split(). */
+int baton_peer_split_framed(struct baton_proto_version v, const uint8_t *data,
+			    size_t len, size_t *body_len, size_t *frame_len);
 
 /* Decode one envelope (body, len), the bytes after a frame's prefix, that
  * travelled on a connection which negotiated protocol version v. Fills

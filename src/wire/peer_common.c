@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "baton/assert.h"
+#include "baton/buf.h"
+#include "checksum.h"
 #include "le.h"
 #include "peer_internal.h"
 
@@ -27,6 +29,14 @@ bool baton_peer_proto_supported(struct baton_proto_version v)
 			return true;
 	}
 	return false;
+}
+
+/* The first version whose frames end with a checksum (release 2.0.0). */
+#define CHECKSUMMED_SINCE 4u
+
+bool baton_peer_proto_checksummed(struct baton_proto_version v)
+{
+	return v.value >= CHECKSUMMED_SINCE;
 }
 
 int baton_peer_choose_proto(struct baton_profile mine,
@@ -70,6 +80,31 @@ static void describe(const struct baton_member_versions *m, char *buf,
 		 (unsigned)m->profile.proto_max.value);
 }
 
+/* Whether a rolling upgrade can lead from one profile to the other: true
+ * unless both releases are in the table and none of its releases speaks a
+ * version of each range (then only the relay crosses: docs/relay.md). A
+ * release the table does not know (a newer one, or made up) may have its
+ * own way across, so it keeps the general text. */
+static bool bridged(const struct baton_profile *a,
+		    const struct baton_profile *b)
+{
+	if (baton_release_find(a->release) == NULL ||
+	    baton_release_find(b->release) == NULL)
+		return true;
+	uint32_t n = 0;
+	const struct baton_profile *table = baton_releases(&n);
+	BATON_ASSERT(table != NULL && n >= 1);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct baton_profile *p = &table[i];
+		if (p->proto_min.value <= a->proto_max.value &&
+		    a->proto_min.value <= p->proto_max.value &&
+		    p->proto_min.value <= b->proto_max.value &&
+		    b->proto_min.value <= p->proto_max.value)
+			return true;
+	}
+	return false;
+}
+
 /* Room for describe() of the largest values. */
 #define SIDE_MAX 96u
 
@@ -81,6 +116,16 @@ baton_peer_proto_mismatch(const struct baton_member_versions *mine,
 	BATON_ASSERT(mine != NULL && theirs != NULL);
 	BATON_ASSERT(buf != NULL && cap > 0);
 	char a[SIDE_MAX], b[SIDE_MAX];
+	if (!bridged(&mine->profile, &theirs->profile)) {
+		snprintf(buf, cap,
+			 "no common peer protocol (ours %u-%u, theirs %u-%u): "
+			 "upgrade through the relay, docs/relay.md",
+			 (unsigned)mine->profile.proto_min.value,
+			 (unsigned)mine->profile.proto_max.value,
+			 (unsigned)theirs->profile.proto_min.value,
+			 (unsigned)theirs->profile.proto_max.value);
+		return buf;
+	}
 	describe(mine, a, sizeof a);
 	describe(theirs, b, sizeof b);
 	snprintf(buf, cap, "no common peer protocol version: %s, %s", a, b);
@@ -247,4 +292,46 @@ int baton_peer_split(const uint8_t *data, size_t len, size_t *body_len)
 		return 0;
 	*body_len = n;
 	return 1;
+}
+
+int baton_peer_split_framed(struct baton_proto_version v, const uint8_t *data,
+			    size_t len, size_t *body_len, size_t *frame_len)
+{
+	BATON_ASSERT(frame_len != NULL);
+	size_t n = 0;
+	int rv = baton_peer_split(data, len, &n);
+	if (rv != 1)
+		return rv;
+	size_t whole = BATON_PEER_PREFIX_LEN + n;
+	if (baton_peer_proto_checksummed(v)) {
+		if (len - whole < BATON_PEER_CHECKSUM_LEN)
+			return 0;
+		/* Before anything reads the envelope, even its length's
+		 * meaning: the checksum covers the prefix too. */
+		if (baton__checksum(data, whole) !=
+		    baton_le_get_u64(data + whole))
+			return BATON_ECORRUPT;
+		whole += BATON_PEER_CHECKSUM_LEN;
+	}
+	BATON_ASSERT(whole <= len);
+	*body_len = n;
+	*frame_len = whole;
+	return 1;
+}
+
+int baton_peer_seal(struct baton_proto_version v, struct baton_buf *out,
+		    size_t start)
+{
+	BATON_ASSERT(out != NULL && start <= out->len);
+	if (!baton_peer_proto_checksummed(v))
+		return 0;
+	BATON_ASSERT(out->len - start >= BATON_PEER_PREFIX_LEN &&
+		     baton_le_get_u32(out->data + start) ==
+			     out->len - start - BATON_PEER_PREFIX_LEN);
+	if (baton_buf_reserve(out, BATON_PEER_CHECKSUM_LEN) != 0)
+		return BATON_ENOMEM;
+	uint64_t sum = baton__checksum(out->data + start, out->len - start);
+	baton_le_put_u64(out->data + out->len, sum);
+	out->len += BATON_PEER_CHECKSUM_LEN;
+	return 0;
 }

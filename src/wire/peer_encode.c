@@ -17,8 +17,9 @@
 #include "peer.pb-c.h"
 #include "peer_internal.h"
 
-/* The Envelope as one frame at the end of `out`. */
-static int put_frame(const Batonpeer__Envelope *env, struct baton_buf *out)
+/* The Envelope with its length prefix at the end of `out`. */
+static int put_plain_frame(const Batonpeer__Envelope *env,
+			   struct baton_buf *out)
 {
 	size_t size = batonpeer__envelope__get_packed_size(env);
 	if (size > BATON_PEER_FRAME_MAX)
@@ -33,6 +34,23 @@ static int put_frame(const Batonpeer__Envelope *env, struct baton_buf *out)
 	BATON_ASSERT(packed == size);
 	out->len += BATON_PEER_PREFIX_LEN + packed;
 	return 0;
+}
+
+/* The version the frozen handshake frames are framed in: none. */
+#define FROZEN ((struct baton_proto_version){0})
+
+/* The Envelope as one frame at the end of `out`, in the envelope of
+ * version v (0: a frozen handshake frame, never checksummed). */
+static int put_frame(struct baton_proto_version v,
+		     const Batonpeer__Envelope *env, struct baton_buf *out)
+{
+	size_t start = out->len;
+	int rv = put_plain_frame(env, out);
+	if (rv == 0 && baton_peer_seal(v, out, start) != 0) {
+		out->len = start;
+		rv = BATON_ENOMEM;
+	}
+	return rv;
 }
 
 /* protobuf-c takes non-const pointers; it only reads them when packing. */
@@ -372,7 +390,7 @@ int baton_peer_encode_raft(struct baton_proto_version v,
 		batonpeer__envelope__init(&env);
 		env.body_case = BATONPEER__ENVELOPE__BODY_RAFT;
 		env.raft = &pb->raft;
-		rv = put_frame(&env, out);
+		rv = put_frame(v, &env, out);
 	}
 	free(pb->entries_mem);
 	return rv;
@@ -410,7 +428,7 @@ int baton_peer_encode_handshake(const struct baton_peer_handshake *h,
 	batonpeer__envelope__init(&env);
 	env.body_case = BATONPEER__ENVELOPE__BODY_HANDSHAKE;
 	env.handshake = &hs;
-	return put_frame(&env, out);
+	return put_frame(FROZEN, &env, out);
 }
 
 /* The cluster view of a handshake reply, on the encoder's stack. */
@@ -479,7 +497,7 @@ int baton_peer_encode_handshake_reply(
 		batonpeer__envelope__init(&env);
 		env.body_case = BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY;
 		env.handshake_reply = &o;
-		rv = put_frame(&env, out);
+		rv = put_frame(FROZEN, &env, out);
 	}
 	free(view);
 	return rv;
@@ -497,7 +515,7 @@ int baton_peer_encode_handshake_auth(const struct baton_peer_handshake_auth *a,
 	batonpeer__envelope__init(&env);
 	env.body_case = BATONPEER__ENVELOPE__BODY_HANDSHAKE_AUTH;
 	env.handshake_auth = &o;
-	return put_frame(&env, out);
+	return put_frame(FROZEN, &env, out);
 }
 
 /* What baton_peer_encode_forward() refuses before building anything. */
@@ -623,7 +641,7 @@ int baton_peer_encode_forward(struct baton_proto_version v,
 		batonpeer__envelope__init(&env);
 		env.body_case = BATONPEER__ENVELOPE__BODY_FORWARD;
 		env.forward = &pb.o;
-		rv = put_frame(&env, out);
+		rv = put_frame(v, &env, out);
 	}
 	free(mem);
 	return rv;
@@ -656,7 +674,7 @@ int baton_peer_encode_forward_reply(struct baton_proto_version v,
 	batonpeer__envelope__init(&env);
 	env.body_case = BATONPEER__ENVELOPE__BODY_FORWARD_REPLY;
 	env.forward_reply = &o;
-	return put_frame(&env, out);
+	return put_frame(v, &env, out);
 }
 
 int baton_peer_encode_join(struct baton_proto_version v,
@@ -682,7 +700,7 @@ int baton_peer_encode_join(struct baton_proto_version v,
 	batonpeer__envelope__init(&env);
 	env.body_case = BATONPEER__ENVELOPE__BODY_JOIN;
 	env.join = &o;
-	return put_frame(&env, out);
+	return put_frame(v, &env, out);
 }
 
 int baton_peer_encode_join_reply(struct baton_proto_version v,
@@ -709,7 +727,7 @@ int baton_peer_encode_join_reply(struct baton_proto_version v,
 	batonpeer__envelope__init(&env);
 	env.body_case = BATONPEER__ENVELOPE__BODY_JOIN_REPLY;
 	env.join_reply = &o;
-	return put_frame(&env, out);
+	return put_frame(v, &env, out);
 }
 
 int baton_peer_encode_frame(struct baton_proto_version v,

@@ -49,6 +49,33 @@ def release_table():
     return [".".join(row) for row in found]
 
 
+def release_profiles():
+    """{release: (proto_min, proto_max, machine_max)} of every row of the
+    table in src/core/version.c, read like release_table()."""
+    text = (REPO / "src" / "core" / "version.c").read_text()
+    found = re.findall(r"\.release = \{(\d+), (\d+), (\d+)\},\s*"
+                       r"\.proto_min = \{(\d+)\},\s*\.proto_max = "
+                       r"\{(\d+)\},\s*\.machine_max = \{(\d+)\}", text)
+    assert len(found) == len(release_table()), "unreadable release rows"
+    return {".".join(row[:3]): tuple(int(x) for x in row[3:])
+            for row in found}
+
+
+def rolling_target():
+    """The newest release of the table that an older release shares a
+    peer protocol with: the newest a rolling upgrade reaches. The tree's
+    own release unless nothing older talks to it (2.0.0 speaks peer
+    protocol 4 only, so 1.x clusters roll to 1.3.0 and move to 2.0.0
+    through the relay, docs/relay.md)."""
+    table = release_profiles()
+    rows = release_table()
+    for i in range(len(rows) - 1, 0, -1):
+        lo, hi, _ = table[rows[i]]
+        if any(table[r][0] <= hi and lo <= table[r][1] for r in rows[:i]):
+            return rows[i]
+    raise AssertionError("no release of the table rolls from an older one")
+
+
 def sanitized_build():
     """Whether the binaries were built with sanitizers (make sanitize):
     ASan keeps freed memory in quarantine (256 MiB by default), which

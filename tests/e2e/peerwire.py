@@ -1,17 +1,29 @@
 """Just enough of the peer protocol (proto/peer.proto) to talk to a node's
 peer port from a test: frames are a 4-byte little-endian length and one
-protobuf Envelope. Hand-rolled protobuf (varints and length-delimited
-fields only), since python3-protobuf is not among the project's packages.
+protobuf Envelope, and from protocol 4 on the frames after the handshake
+end with XXH3-64 of both (8 bytes, little-endian; computed with
+libxxhash through ctypes, the library batond links). Hand-rolled protobuf
+(varints and length-delimited fields only), since python3-protobuf is not
+among the project's packages.
+
+Unless told otherwise it speaks as the tree's own release (the newest row
+of src/core/version.c, conftest.release_profiles()): TREE_RELEASE, its
+protocol range and machine_max, and frames after the handshake in
+TREE_PROTO, the highest protocol it speaks.
 
 Every field number used here comes from FIELDS, which
 test_bad_input.py::test_peerwire_matches_the_proto checks against
 proto/peer.proto, so this encoder cannot drift from the schema."""
 
+import ctypes
+import ctypes.util
 import hashlib
 import hmac
 import os
 import socket
 import struct
+
+from conftest import release_profiles, release_table
 
 VARINT, LEN = 0, 2
 
@@ -107,8 +119,29 @@ def message(name, **values):
     return out
 
 
-def frame(env):
-    return struct.pack("<I", len(env)) + env
+TREE_RELEASE = tuple(int(x) for x in release_table()[-1].split("."))
+TREE_PROTO_MIN, TREE_PROTO_MAX, TREE_MACHINE_MAX = \
+    release_profiles()[release_table()[-1]]
+TREE_PROTO = TREE_PROTO_MAX
+CHECKSUMMED_SINCE = 4  # protocol 4: every frame after the handshake
+
+_xxhash = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
+_xxhash.XXH3_64bits.restype = ctypes.c_uint64
+_xxhash.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def checksum(data):
+    """XXH3-64 of data (src/util/checksum.c's baton__checksum)."""
+    return _xxhash.XXH3_64bits(data, len(data))
+
+
+def frame(env, proto=0):
+    """One frame: the length prefix and the envelope, then, in protocol 4
+    and later (`proto`; 0: a frozen handshake frame), their checksum."""
+    out = struct.pack("<I", len(env)) + env
+    if proto >= CHECKSUMMED_SINCE:
+        out += struct.pack("<Q", checksum(out))
+    return out
 
 
 def profile(release=(0, 1, 0), proto_min=1, proto_max=1, machine_max=1):
@@ -166,8 +199,9 @@ def client_auth_proof(password):
                           + password.encode()).digest()
 
 
-def open_peer(port, node_id, secret=None, cluster_id="baton", proto_min=1,
-              proto_max=3, release=(1, 2, 0), machine_max=2, nonce=None,
+def open_peer(port, node_id, secret=None, cluster_id="baton",
+              proto_min=TREE_PROTO_MIN, proto_max=TREE_PROTO_MAX,
+              release=TREE_RELEASE, machine_max=TREE_MACHINE_MAX, nonce=None,
               timeout=5.0):
     """Dial a node's peer port as node `node_id` and run the handshake:
     with `secret` (bytes), offer a nonce and, if the node proves it holds
@@ -196,13 +230,13 @@ def open_peer(port, node_id, secret=None, cluster_id="baton", proto_min=1,
     return s, reply
 
 
-def raft_frame(type_, term, from_id, to_id, body):
+def raft_frame(type_, term, from_id, to_id, body, proto=TREE_PROTO):
     """A framed Raft message of `type_` (RAFT_VOTE or RAFT_APPEND) with its
-    encoded body (vote() or append())."""
+    encoded body (vote() or append()), in protocol `proto`'s frame."""
     key = {RAFT_VOTE: "vote", RAFT_APPEND: "append"}[type_]
     raft = message("Raft", type=type_, term=term, from_=from_id, to=to_id,
                    **{key: body})
-    return frame(message("Envelope", raft=raft))
+    return frame(message("Envelope", raft=raft), proto)
 
 
 def append(prev_index=0, prev_term=0, leader_commit=0):
@@ -215,22 +249,22 @@ def vote(last_log_index=0, last_log_term=0):
                    last_log_term=last_log_term)
 
 
-def forward_frame(request_id, argv, client_auth=None):
-    """A framed Forward of one command, in the form of protocol 3 (the
-    `commands` list)."""
+def forward_frame(request_id, argv, client_auth=None, proto=TREE_PROTO):
+    """A framed Forward of one command, in the form of protocol 3 and later
+    (the `commands` list), in protocol `proto`'s frame."""
     cmd = message("Command", argv=[a if isinstance(a, bytes) else a.encode()
                                    for a in argv])
     return frame(message("Envelope", forward=message(
         "Forward", request_id=request_id, commands=cmd,
-        client_auth=client_auth)))
+        client_auth=client_auth)), proto)
 
 
-def read_forward_reply(sock):
-    """The next ForwardReply on a ready connection, as (request_id, RESP
-    bytes or None, error text or None), or None if the connection closed
-    first. Other frames (Raft) are skipped."""
+def read_forward_reply(sock, proto=TREE_PROTO):
+    """The next ForwardReply on a ready connection of protocol `proto`, as
+    (request_id, RESP bytes or None, error text or None), or None if the
+    connection closed first. Other frames (Raft) are skipped."""
     while True:
-        env = read_envelope(sock)
+        env = read_envelope(sock, proto)
         if env is None:
             return None
         if "forward_reply" not in env:
@@ -259,10 +293,12 @@ def version_state(machine, floor=None, rows=()):
 
 
 def snapshot_frame(term, from_id, to_id, index, members, versions=None,
-                   versions_index=None, chunk=b"", last_chunk=True):
-    """A framed Raft Snapshot message: one chunk of a snapshot of
-    total_len len(chunk) at `index`, configuration `members` (voter ids),
-    with the given encoded VersionState (None: leave the field out)."""
+                   versions_index=None, chunk=b"", last_chunk=True,
+                   proto=TREE_PROTO):
+    """A framed Raft Snapshot message (in protocol `proto`'s frame): one
+    chunk of a snapshot of total_len len(chunk) at `index`, configuration
+    `members` (voter ids), with the given encoded VersionState (None: leave
+    the field out)."""
     meta = message("SnapshotMeta", index=index, term=term,
                    members=[message("Member", id=m, role=VOTER)
                             for m in members],
@@ -272,17 +308,18 @@ def snapshot_frame(term, from_id, to_id, index, members, versions=None,
                    chunk=chunk, last_chunk=last_chunk)
     raft = message("Raft", type=RAFT_SNAPSHOT, term=term, from_=from_id,
                    to=to_id, snapshot=snap)
-    return frame(message("Envelope", raft=raft))
+    return frame(message("Envelope", raft=raft), proto)
 
 
-def join_frame(node_id, peer_addr, client_addr, release=(1, 2, 0),
-               proto_min=2, proto_max=3, machine_max=2):
+def join_frame(node_id, peer_addr, client_addr, release=TREE_RELEASE,
+               proto_min=TREE_PROTO_MIN, proto_max=TREE_PROTO_MAX,
+               machine_max=TREE_MACHINE_MAX, proto=TREE_PROTO):
     """A framed Envelope{join: JoinRequest{...}} (every protocol version
-    reads it alike)."""
+    reads it alike; from 4 on the frame ends with its checksum)."""
     return frame(message("Envelope", join=message(
         "JoinRequest", node_id=node_id, peer_addr=peer_addr,
         client_addr=client_addr,
-        profile=profile(release, proto_min, proto_max, machine_max))))
+        profile=profile(release, proto_min, proto_max, machine_max))), proto)
 
 
 def read_varint(buf, pos):
@@ -357,16 +394,18 @@ def recv_exact(sock, n):
     return data
 
 
-def read_envelope(sock):
+def read_envelope(sock, proto=0):
     """The next frame's Envelope fields by name, or None if the
-    connection closed (or was reset) first."""
+    connection closed (or was reset) first. `proto`: the connection's
+    protocol once its handshake is done (0 before: the handshake's frames);
+    from 4 on the frame's checksum must match."""
     try:
-        return _read_envelope(sock)
+        return _read_envelope(sock, proto)
     except ConnectionResetError:
         return None
 
 
-def _read_envelope(sock):
+def _read_envelope(sock, proto):
     head = recv_exact(sock, 4)
     if head is None:
         return None
@@ -375,6 +414,12 @@ def _read_envelope(sock):
     body = recv_exact(sock, n)
     if body is None:
         return None
+    if proto >= CHECKSUMMED_SINCE:
+        tail = recv_exact(sock, 8)
+        if tail is None:
+            return None
+        assert struct.unpack("<Q", tail)[0] == checksum(head + body), \
+            "a frame whose checksum differs"
     return fields("Envelope", body)
 
 
@@ -448,11 +493,12 @@ def read_handshake_reply(sock):
             "auth_mac": r.get("auth_mac")}
 
 
-def read_join_reply(sock):
-    """The next JoinReply on a ready connection, as a dict, or None if the
-    connection closed first. Other frames (Raft) are skipped."""
+def read_join_reply(sock, proto=TREE_PROTO):
+    """The next JoinReply on a ready connection of protocol `proto`, as a
+    dict, or None if the connection closed first. Other frames (Raft) are
+    skipped."""
     while True:
-        env = read_envelope(sock)
+        env = read_envelope(sock, proto)
         if env is None:
             return None
         if "join_reply" not in env:

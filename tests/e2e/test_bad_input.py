@@ -231,21 +231,23 @@ def test_bad_frame_after_the_handshake_is_skipped_and_logged(shared_cluster):
     node = shared_cluster.nodes[2]
     since = len(node.log_text())
     secret = shared_cluster.secret_file.read_bytes()
-    # Every version of the table (1..3): the node picks its highest.
+    # Every version of the table: the node picks its highest.
     s, reply = peerwire.open_peer(node.peer_port, 998, secret,
-                                  release=(0, 1, 0), machine_max=1)
+                                  release=(0, 1, 0), machine_max=1,
+                                  proto_min=1)
     with s:
         assert reply is not None and reply["accepted"], reply
         assert reply["proven"], reply
         proto = reply["proto"]
-        assert proto == min(3, reply["self"]["proto_max"]), reply
+        assert proto == min(peerwire.TREE_PROTO_MAX,
+                            reply["self"]["proto_max"]), reply
         assert reply["self"]["node_id"] == node.id, reply
         assert reply["self"]["proto_min"] <= proto
         # A snapshot whose version state is not valid (machine version
         # 0): dropped with a reason, the connection and node carry on.
         s.sendall(peerwire.snapshot_frame(
             1, 998, node.id, 10, [1, 2, 3],
-            versions=peerwire.version_state(0)))
+            versions=peerwire.version_state(0), proto=proto))
         wait_log(node, "dropped a frame from node 998 that does not decode "
                  f"in protocol {proto}: snapshot version state not valid",
                  since)
@@ -254,6 +256,46 @@ def test_bad_frame_after_the_handshake_is_skipped_and_logged(shared_cluster):
             assert s.recv(4096) != b"", "the node closed the connection"
         except socket.timeout:
             pass  # still open, nothing to say: as it should be
+    assert_serving(shared_cluster)
+
+
+def test_frame_whose_checksum_differs_closes_the_link(shared_cluster):
+    """Peer protocol 4: a frame whose checksum does not match its header
+    and body (damaged on the way) is refused before anything decodes it:
+    the node closes that connection, logging the peer and the reason, and
+    carries on serving."""
+    node = shared_cluster.nodes[2]
+    since = len(node.log_text())
+    secret = shared_cluster.secret_file.read_bytes()
+    s, reply = peerwire.open_peer(node.peer_port, 996, secret)
+    with s:
+        assert reply is not None and reply["accepted"], reply
+        assert reply["proven"], reply
+        proto = reply["proto"]
+        assert proto >= peerwire.CHECKSUMMED_SINCE, reply
+        good = peerwire.raft_frame(peerwire.RAFT_VOTE, 1, 996, node.id,
+                                   peerwire.vote(), proto=proto)
+        bad = bytearray(good)
+        bad[6] ^= 0x01  # a bit of the envelope, after the prefix
+        s.sendall(bytes(bad))
+        wait_log(node, "closing the connection from node 996: a frame's "
+                 "checksum differs from its header and body (peer protocol "
+                 f"{proto}); the frame was refused without decoding it",
+                 since)
+        d = Deadline(5, "the node to close the connection")
+        s.settimeout(0.5)
+        while not d.expired():
+            try:
+                if s.recv(65536) == b"":
+                    break
+            except ConnectionResetError:
+                break
+            except socket.timeout:
+                pass
+        else:
+            d.fail()
+    assert "does not decode" not in node.log_text()[since:]
+    assert int(node.client().info()["peer_frames_bad_checksum"]) >= 1
     assert_serving(shared_cluster)
 
 

@@ -6,7 +6,8 @@ after the page's script ran (--dump-dom) holds the timeline's SVG marks,
 the summary table's numbers and the script's "rendered" marker, and a
 screenshot of the size asked for is taken. Then the demo runs once end to
 end: it must exit 0, print the page's path last, say the history is
-linearizable and that every node reached the newest release.
+linearizable and that every node reached the newest release a rolling
+upgrade reaches (1.3.0 for a 2.0.0 binary: 2.0.0 talks to no 1.x node).
 """
 
 import importlib.machinery
@@ -237,6 +238,22 @@ def test_demo_rolls_through_releases_that_can_talk():
     assert demo.choose_start(table, "1.3.0") == "0.1.0"
     with pytest.raises(demo.DemoError, match="not in the binary's table"):
         demo.choose_start(table, "1.3.0", "2.0.0")
+    assert demo.roll_target(table) == "1.3.0"
+
+
+def test_demo_rolls_to_the_newest_release_an_older_one_talks_to():
+    """2.0.0 speaks peer protocol 4 only: no 1.x release can be rolled to
+    it (the relay moves 1.x clusters), so the demo stops at 1.3.0."""
+    demo = load_demo_module()
+    table = {"0.1.0": (1, 1, 1), "1.0.0": (1, 1, 1), "1.1.0": (1, 2, 2),
+             "1.2.0": (2, 3, 2), "1.3.0": (2, 3, 2), "2.0.0": (4, 4, 3)}
+    assert demo.roll_target(table) == "1.3.0"
+    assert demo.roll_path(table, "1.3.0", "2.0.0") == []
+    assert demo.choose_start(table, "1.3.0") == "0.1.0"
+    # A later 2.x that still speaks 4 is reached from 2.0.0.
+    table["2.1.0"] = (4, 5, 3)
+    assert demo.roll_target(table) == "2.1.0"
+    assert demo.choose_start(table, "2.1.0") == "2.0.0"
 
 
 def test_demo_counts_each_write_gap_for_one_restart():
@@ -261,9 +278,11 @@ def test_demo_counts_each_write_gap_for_one_restart():
 
 
 def newest_release():
-    out = subprocess.run([str(BATOND), "--version"], capture_output=True,
-                         text=True, timeout=10).stdout
-    return re.match(r"batond (\d+\.\d+\.\d+)", out).group(1)
+    """The release the demo rolls to: the binary's newest that an older
+    release can be rolled to (asked of the binary, as the demo does)."""
+    demo = load_demo_module()
+    table, _ = demo.release_table(BATOND)
+    return demo.roll_target(table)
 
 
 def run_demo(build, out_dir):

@@ -1,8 +1,11 @@
 """`batonctl roll`: a rolling upgrade as one command (docs/upgrading.md,
 "batonctl roll").
 
-Each test starts 3 nodes emulating the release before the tree's own
-(`batond --as-release`) and rolls them to the newest release. The restart
+Each test starts 3 nodes emulating the release before the newest one a
+rolling upgrade reaches (`batond --as-release`) and rolls them to it: the
+tree's own release, or, when no older release can talk to it (2.0.0
+speaks peer protocol 4 only), the newest that one can (1.3.0), emulated
+too. A roll to a release no member can talk to is refused. The restart
 command batonctl runs is tests/e2e/roll_restart.py, which asks this test
 process (a Restarter thread watching a folder) to restart the node: the
 test keeps owning every PID it started.
@@ -23,12 +26,13 @@ from pathlib import Path
 import redis
 
 from conftest import (BATOND, BATONCTL, Deadline, POLL_S, release_table,
-                      require_binary)
+                      require_binary, rolling_target)
 from test_run_cluster import free_base_port, start_script
 
 RELEASES = release_table()
-NEWEST = RELEASES[-1]
-PREVIOUS = RELEASES[-2]
+OWN = RELEASES[-1]  # the binary's own: no --as-release
+NEWEST = rolling_target()  # the newest an older release rolls to
+PREVIOUS = RELEASES[RELEASES.index(NEWEST) - 1]
 HELPER = Path(__file__).resolve().parent / "roll_restart.py"
 ROLL_TIMEOUT_S = 240  # the whole batonctl roll run
 STEP_TIMEOUT_S = 40
@@ -63,7 +67,7 @@ def restart(node, release):
     if "--as-release" in args:
         i = args.index("--as-release")
         del args[i:i + 2]
-    if release != NEWEST:
+    if release != OWN:
         args += ["--as-release", release]
     node.start(args)
 
@@ -256,6 +260,16 @@ def test_prechecks_refuse_and_change_nothing(cluster, tmp_path):
         assert r.returncode == 3, r.stdout + r.stderr
         assert "batonctl downgrade" in r.stdout, r.stdout
         assert "cannot talk" in r.stdout and "relay" in r.stdout, r.stdout
+    # A release newer than NEWEST that no member can talk to (2.0.0 and
+    # 1.x): the relay, docs/relay.md.
+    if OWN != NEWEST:
+        r = cluster.batonctl("roll", "--to", OWN, "--restart", cmd,
+                             check=False)
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert f"release {OWN} speaks peer protocol" in r.stdout and \
+            "cannot talk" in r.stdout, r.stdout
+        assert "upgrade through the relay (docs/relay.md)" in r.stdout, \
+            r.stdout
     # One member down: refused, nothing restarted.
     down = next(m for m in cluster.nodes.values() if m is not lead)
     assert down.terminate() == 0

@@ -4,10 +4,13 @@ release, and active join (--join-seeds) across releases.
 
 Mixed clusters are built from this one binary with --as-release (the
 releases table: 1.0.0 {protocol 1, machine 1}, 1.1.0 {1-2, 2}, 1.2.0
-{2-3, 2}, and the newer ones). A node is upgraded the way an operator does
-it: SIGTERM, then a restart on the same data at the newer release. Where a
-test means "this binary's own release" it reads the table
-(conftest.release_table()), so a new release does not change the tests.
+{2-3, 2}, 1.3.0 {2-3, 2}, 2.0.0 {4, 3}, and the newer ones). A node is
+upgraded the way an operator does it: SIGTERM, then a restart on the same
+data at the newer release. Where a test means "this binary's own release"
+it reads the table (conftest.release_table(), release_profiles()), so a
+new release does not change the tests. 2.0.0 speaks no peer protocol of
+1.x: a 2.0.0 node and a 1.x node refuse each other at the handshake, and
+the mixed clusters here are of releases that can talk.
 """
 
 import json
@@ -15,14 +18,20 @@ import re
 import subprocess
 import time
 
+import pytest
 import redis
 
 from conftest import (BATOND, Deadline, Node, POLL_S, free_ports,
-                      release_table, require_binary, retry)
+                      release_profiles, release_table, require_binary, retry,
+                      rolling_target)
 
 UPGRADE_TIMEOUT_S = 30.0
 RELEASES = release_table()
 NEWEST = RELEASES[-1]  # the binary's own release
+NEWEST_MIN, NEWEST_MAX, NEWEST_MACHINE = release_profiles()[NEWEST]
+# The newest release older ones can be rolled to (1.3.0 while the binary
+# is 2.0.0): mixed clusters end there.
+ROLLED = rolling_target()
 # A joiner's back-off grows to 15-30 s between attempts.
 JOIN_TIMEOUT_S = 75.0
 
@@ -119,7 +128,8 @@ def test_version_prints_release_profile_and_emulated_releases():
     r = batond("--version")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"batond {NEWEST}\n"), r.stdout
-    assert "peer protocol 2-3, machine_max 2" in r.stdout
+    assert (f"peer protocol {NEWEST_MIN}-{NEWEST_MAX}, machine_max "
+            f"{NEWEST_MACHINE}") in r.stdout, r.stdout
     older = RELEASES[:-1]
     assert ("can emulate (--as-release): " + ", ".join(older[:-1])
             + f" and {older[-1]}") in r.stdout, r.stdout
@@ -182,27 +192,96 @@ def test_versions_of_a_1_0_0_cluster(cluster):
 
 def test_versions_of_a_newest_release_cluster_and_batonctl(cluster):
     cluster.start(3, extra=["--machine-upgrade", "quorum"])
-    # Every member implements machine version 2: it is raised at once.
-    wait_machine_version(cluster, 2)
+    # Every member implements the newest machine version: it is raised at
+    # once.
+    wait_machine_version(cluster, NEWEST_MACHINE)
     for m in cluster.alive():
         v = info_section(m)
         assert (v["release"], v["peer_protocol"], v["machine_max"],
                 v["machine_upgrade"], v["upgrade_waits_for"],
-                v["needs_upgrade"]) == (NEWEST, "2-3", "2", "quorum", "",
+                v["needs_upgrade"]) == (NEWEST, f"{NEWEST_MIN}-{NEWEST_MAX}",
+                                        str(NEWEST_MACHINE), "quorum", "",
                                         "no")
     rows = json.loads(cluster.batonctl("status", "--json").stdout)
     assert len(rows) == 3
     for r in rows:
         assert r["release"] == NEWEST
-        assert (r["proto_min"], r["proto_max"], r["machine_max"]) == (2, 3, 2)
-        assert r["machine_version"] == 2
+        assert (r["proto_min"], r["proto_max"], r["machine_max"]) == \
+            (NEWEST_MIN, NEWEST_MAX, NEWEST_MACHINE)
+        assert r["machine_version"] == NEWEST_MACHINE
         assert r["machine_upgrade"] == "quorum"
         assert r["upgrade_waits_for"] == ""
         assert r["needs_upgrade"] == "no"
     text = cluster.batonctl("status").stdout
     assert "MACHINE" in text
-    assert re.search(r"machine version: 2 \(upgrade strategy quorum\); "
-                     r"an upgrade waits for: nothing", text), text
+    assert re.search(rf"machine version: {NEWEST_MACHINE} \(upgrade "
+                     r"strategy quorum\); an upgrade waits for: nothing",
+                     text), text
+
+
+def test_a_fresh_cluster_of_the_newest_release_has_hashes(cluster):
+    """Release 2.0.0 (peer protocol 4, machine version 3) and later: a
+    fresh cluster of the binary's own release says so in INFO, and the
+    commands of machine version 3 (hashes, TYPE) work."""
+    assert release_profiles()["2.0.0"] == (4, 4, 3)
+    assert NEWEST_MACHINE >= 3
+    lead = cluster.start(3)
+    wait_machine_version(cluster, NEWEST_MACHINE)
+    for m in cluster.alive():
+        v = info_section(m)
+        assert (v["release"], v["peer_protocol"], v["machine_version"]) == \
+            (NEWEST, f"{NEWEST_MIN}-{NEWEST_MAX}", str(NEWEST_MACHINE)), v
+    c = lead.client()
+    assert c.hset("h", mapping={"f1": "v1", "f2": "v2"}) == 2
+    assert c.hget("h", "f1") == "v1"
+    assert c.hgetall("h") == {"f1": "v1", "f2": "v2"}
+    assert c.type("h") == "hash"
+    assert c.set("s", "x") is True
+    assert c.type("s") == "string"
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        c.hget("s", "f1")
+    # A follower serves it too (forwarded over protocol 4, read back).
+    f = next(m for m in cluster.alive() if m is not lead)
+    fc = f.client()
+    assert fc.hset("h", "f3", "v3") == 1
+    retry(lambda: lead.client().hget("h", "f3") == "v3" or None)
+    assert lead.client().hlen("h") == 3
+
+
+def test_2_0_0_and_1_x_nodes_refuse_each_other(cluster):
+    """A 2.0.0 node and a 1.x node (1.3.0, emulated) named in one
+    --bootstrap never form a cluster: each refuses the other at the
+    handshake, both say why and where to go (the relay), neither exits."""
+    require_binary(BATOND)
+    old = ROLLED
+    lo, hi, _ = release_profiles()[old]
+    ports = free_ports(4)
+    a = Node(cluster, 1, ports[0], ports[1])
+    b = Node(cluster, 2, ports[2], ports[3])
+    cluster.nodes[1], cluster.nodes[2] = a, b
+    boot = f"1={a.peer_addr}/{a.client_addr},2={b.peer_addr}/{b.client_addr}"
+    a.start(["--bootstrap", boot], wait=False)
+    b.start(["--bootstrap", boot, "--as-release", old], wait=False)
+    new_says = (f"no common peer protocol (ours {NEWEST_MIN}-{NEWEST_MAX}, "
+                f"theirs {lo}-{hi}): upgrade through the relay, "
+                f"docs/relay.md")
+    old_says = (f"no common peer protocol (ours {lo}-{hi}, theirs "
+                f"{NEWEST_MIN}-{NEWEST_MAX}): upgrade through the relay, "
+                f"docs/relay.md")
+    wait_for("node 1 (2.0.0) to refuse node 2 and say why", lambda:
+             f"refused a peer connection from node 2: {new_says}"
+             in a.log_text())
+    wait_for("node 2 (1.x) to refuse node 1 and say why", lambda:
+             f"refused a peer connection from node 1: {old_says}"
+             in b.log_text())
+    # Each dialler reads the other's refusal, and says it in its words.
+    wait_for("node 1 to log node 2's refusal", lambda:
+             f"node 2 refused our connection: {old_says}" in a.log_text()
+             and f"cannot connect to node 2: {new_says}" in a.log_text())
+    assert a.alive and b.alive
+    for m in (a, b):
+        assert m.info()["role"] != "leader"
+        assert info_section(m)["release"] in (NEWEST, old)
 
 
 def test_mixed_cluster_shows_what_the_upgrade_waits_for(cluster):
@@ -233,8 +312,20 @@ def test_mixed_cluster_shows_what_the_upgrade_waits_for(cluster):
 # ---- strict release ---------------------------------------------------------------
 
 
+def start_at(cluster, release, extra=()):
+    """3 nodes founded at `release`, with --as-release in each node's own
+    args so that restart_at() can change it."""
+    lead = cluster.start(3, extra=["--as-release", release] + list(extra))
+    i = cluster.common_args.index("--as-release")
+    del cluster.common_args[i:i + 2]
+    for m in cluster.nodes.values():
+        m.args += ["--as-release", release]
+    return lead
+
+
 def test_strict_release_refuses_a_mixed_member(cluster):
-    lead = cluster.start(3, extra=["--strict-release"])
+    # Of releases that can talk: the strict refusal, not the protocol's.
+    lead = start_at(cluster, ROLLED, extra=["--strict-release"])
     assert info_section(lead)["strict_release"] == "yes"
     n3 = cluster.node(3)
     if n3 is lead:
@@ -249,7 +340,7 @@ def test_strict_release_refuses_a_mixed_member(cluster):
     wait_for("node 3 to log the strict refusal",
              lambda: "strict release" in n3.log_text()
              and "1.1.0" in n3.log_text())
-    assert NEWEST in n3.log_text()
+    assert ROLLED in n3.log_text()
     time.sleep(1.0)
     assert int(n3.info()["applied"]) < applied, (
         "a member of another release took entries under strict release")

@@ -137,6 +137,11 @@ static void frame_seeds(const uint8_t *frame, size_t len, uint8_t v,
 		return;
 	const uint8_t *env = frame + BATON_PEER_PREFIX_LEN;
 	size_t env_len = len - BATON_PEER_PREFIX_LEN;
+	uint32_t announced = (uint32_t)frame[0] | (uint32_t)frame[1] << 8 |
+			     (uint32_t)frame[2] << 16 |
+			     (uint32_t)frame[3] << 24;
+	if (env_len == (size_t)announced + BATON_PEER_CHECKSUM_LEN)
+		env_len = announced; /* protocol 4's checksum ends it */
 	uint32_t field = env[0] >> 3;
 	const uint8_t *body = NULL;
 	size_t body_len = 0;
@@ -170,7 +175,7 @@ static void sample_seeds(void)
 				f.why);
 			exit(1);
 		}
-		for (uint8_t v = 1; v <= 3; v++) {
+		for (uint8_t v = 1; v <= 4; v++) {
 			struct baton_buf e;
 			baton_buf_init(&e);
 			char name[64];

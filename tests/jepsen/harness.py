@@ -1118,8 +1118,9 @@ def _run(args, r, res, checker, run_dir, data_root):
         try:
             binaries = roll.parse_binaries(args.roll_binaries)
             batonctl = roll.batonctl_beside(binaries[1])
-            release_from, release_to = (roll.binary_release(b)
-                                        for b in binaries)
+            release_from = roll.binary_release(binaries[0])
+            release_to = roll.binary_release(binaries[1],
+                                             args.roll_to_release)
         except ValueError as e:
             raise HarnessFailure(f"--roll-binaries: {e}") from None
         # batonctl roll picks the order (followers first, the leader
@@ -1182,6 +1183,8 @@ def _run(args, r, res, checker, run_dir, data_root):
                 data_root.parent / "restart.sock", run_dir,
                 lambda: (nemesis.check_nodes(), check_interrupted()))
             res.roller = nemesis.roller
+            if binaries:
+                nemesis.roller.emulate_to = args.roll_to_release
             nemesis.roller.observe()
         if scenario is not None:
             res.stager = stages.Stager(r, nemesis, HarnessFailure,
@@ -1537,6 +1540,8 @@ def replay_command(args):
         parts.append(f"--roll-releases {args.roll_releases}")
     if args.roll_binaries:
         parts.append(f"--roll-binaries {args.roll_binaries}")
+    if args.roll_to_release:
+        parts.append(f"--roll-to-release {args.roll_to_release}")
     if args.scenario:
         parts.append(f"--scenario {args.scenario}")
     if args.read_heavy:
@@ -1608,6 +1613,11 @@ def parse_args(argv=None):
                         "last), same data; e.g. a release built by "
                         "scripts/build-release and the build directory "
                         "(tests/jepsen/roll.py)")
+    p.add_argument("--roll-to-release", default=None, metavar="RELEASE",
+                   help="with --roll-binaries: restart the nodes on "
+                        "NEW_DIR/batond --as-release RELEASE (a release it "
+                        "emulates; e.g. 1.3.0 when OLD_DIR's 1.x cannot "
+                        "talk to NEW_DIR's own 2.0.0), and roll to it")
     p.add_argument("--scenario", default=None, choices=sorted(
                        stages.SCENARIOS),
                    help="play a scripted upgrade or downgrade scenario under "
@@ -1637,9 +1647,13 @@ def parse_args(argv=None):
             binaries = roll.parse_binaries(args.roll_binaries)
             for b in binaries:
                 roll.binary_release(b)
+            if args.roll_to_release:
+                roll.binary_release(binaries[1], args.roll_to_release)
             roll.batonctl_beside(binaries[1])
         except ValueError as e:
             p.error(str(e))
+    elif args.roll_to_release:
+        p.error("--roll-to-release goes with --roll-binaries")
     if args.scenario:
         if args.roll_releases or args.roll_binaries:
             p.error("--scenario and --roll-releases or --roll-binaries do "

@@ -10,7 +10,9 @@ would (docs/upgrading.md).
 With --roll-binaries the nodes run real binaries of two releases: every
 node starts on OLD_DIR/batond (e.g. a previous release built from git
 history by scripts/build-release), and a third of the way into the run the
-operator's tool rolls them to NEW_DIR/batond:
+operator's tool rolls them to NEW_DIR/batond (with --roll-to-release TO,
+to NEW_DIR/batond --as-release TO: a release the new binary emulates, when
+the old one cannot talk to the new binary's own, as 1.x and 2.0.0):
 
   NEW_DIR/batonctl roll --to TO --json --restart 'restart_node.py SOCK {id}'
 
@@ -48,6 +50,7 @@ hand-over or the restart, to the next step's; the last one to 100 ms after
 import bisect
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -120,17 +123,60 @@ def batonctl_beside(batond):
     return batonctl
 
 
-def binary_release(batond):
-    """The release a batond binary reports: the first line of --version is
-    'batond X.Y.Z'. ValueError otherwise."""
-    p = subprocess.run([str(batond), "--version"], capture_output=True,
-                       text=True, timeout=10)
+def binary_release(batond, as_release=None):
+    """The release a batond binary reports (with --as-release, the release
+    it emulates): the first line of --version is 'batond X.Y.Z', followed
+    by '(emulated by batond A.B.C)' when emulating. ValueError otherwise."""
+    emulate = ["--as-release", as_release] if as_release else []
+    p = subprocess.run([str(batond)] + emulate + ["--version"],
+                       capture_output=True, text=True, timeout=10)
     words = (p.stdout.splitlines() or [""])[0].split()
-    if p.returncode != 0 or len(words) != 2 or words[0] != "batond":
-        raise ValueError(f"{batond} --version: exit {p.returncode}, "
+    if p.returncode != 0 or len(words) < 2 or words[0] != "batond" or \
+            (len(words) != 2) != bool(as_release):
+        raise ValueError(f"{batond} {' '.join(emulate)} --version: exit "
+                         f"{p.returncode}, "
                          f"{(p.stdout + p.stderr).strip()[:200]!r}")
     parse_spec(f"{words[1]},{words[1]}")  # a release, or ValueError
     return words[1]
+
+
+def release_ranges(batond):
+    """{release: (proto_min, proto_max, machine_max)} of every release a
+    batond contains (its own and those it emulates), from --version."""
+    def profile(as_release):
+        emulate = ["--as-release", as_release] if as_release else []
+        out = subprocess.run([str(batond)] + emulate + ["--version"],
+                             capture_output=True, text=True,
+                             timeout=10).stdout
+        found = re.search(r"peer protocol (\d+)-(\d+), machine_max (\d+)",
+                          out)
+        if not found:
+            raise ValueError(f"{batond} {' '.join(emulate)} --version "
+                             f"names no profile: {out[:200]!r}")
+        return tuple(int(x) for x in found.groups())
+    own = binary_release(batond)
+    out = subprocess.run([str(batond), "--version"], capture_output=True,
+                         text=True, timeout=10).stdout
+    emul = re.search(r"can emulate \(--as-release\): (.*)$", out, re.M)
+    older = re.findall(r"\d+\.\d+\.\d+", emul.group(1)) if emul else []
+    table = {own: profile(None)}
+    for rel in older:
+        table[rel] = profile(rel)
+    return table
+
+
+def roll_target(new_batond, old_batond):
+    """The release a cluster of old_batond's nodes can be rolled to with
+    new_batond: its own release if the two share a peer protocol, else the
+    newest release new_batond emulates that shares one with the old (a 1.x
+    cluster cannot roll to 2.0.0, which speaks protocol 4 only: docs/
+    relay.md; it rolls to 1.3.0, emulated). None if no release does."""
+    old = release_ranges(old_batond)[binary_release(old_batond)]
+    table = release_ranges(new_batond)
+    talks = [r for r, (lo, hi, _) in table.items()
+             if lo <= old[1] and old[0] <= hi]
+    return max(talks, key=lambda r: tuple(int(x) for x in r.split("."))) \
+        if talks else None
 
 
 def merge_schedule(schedule, seconds, node_ids, release):
@@ -272,6 +318,9 @@ class Roller:
                  out_dir=None, tick=None):
         self.run = run
         self.binaries = binaries  # (old batond, new batond), or None
+        # With binaries: the release the new binary runs as (--as-release,
+        # --roll-to-release), or None for its own.
+        self.emulate_to = None
         # With binaries: batonctl roll does the roll (roll_with_batonctl).
         self.batonctl = batonctl
         self.socket_path = socket_path  # where restart_node.py asks
@@ -433,6 +482,8 @@ class Roller:
                 raise self.failure(f"node {node_id} is not running")
             leader = self.run.cluster.quick_leader()
             node.batond = self.binaries[1]
+            # The new binary's own release, or the one it emulates.
+            node.release = self.emulate_to
             code = node.terminate()
             if code != 0:
                 raise self.failure(f"node {node_id} exited {code} on "

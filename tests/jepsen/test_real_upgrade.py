@@ -11,7 +11,13 @@ $BATON_BUILD/releases/VERSION), and runs the fault harness with
 clients run, and a third into the run the tree's `batonctl roll --to NEW
 --json` rolls them to the tree's batond, its restart command asking the
 harness (which owns the nodes' PIDs) to restart node {id} on the new
-binary, same flags and data (tests/jepsen/roll.py). It asserts:
+binary, same flags and data (tests/jepsen/roll.py). NEW is the tree's own
+release when the old one shares a peer protocol with it; otherwise the
+newest release the tree's batond emulates that does, and the nodes restart
+on it with --as-release NEW (`--roll-to-release`): 1.x cannot roll to
+2.0.0, which speaks peer protocol 4 only (1.x clusters move through the
+relay, docs/relay.md), so the newest 1.x release recorded rolls to 1.3.0.
+It asserts:
 
 - batonctl roll exits 0, and its events tell an operator's roll: the
   pre-checks passed with 3 members, the plan restarts every node from the
@@ -95,11 +101,12 @@ def releases_dir():
     return d if d.is_absolute() else REPO / d
 
 
-def machine_max(batond):
+def machine_max(batond, as_release=None):
     """The machine_max a batond reports in --version ("peer protocol 2-3,
-    machine_max 2")."""
-    text = subprocess.run([str(batond), "--version"], capture_output=True,
-                          text=True, timeout=10).stdout
+    machine_max 2"), emulating as_release if given."""
+    emulate = ["--as-release", as_release] if as_release else []
+    text = subprocess.run([str(batond)] + emulate + ["--version"],
+                          capture_output=True, text=True, timeout=10).stdout
     found = re.search(r"\bmachine_max (\d+)\b", text)
     if found:
         return int(found.group(1))
@@ -123,19 +130,25 @@ def build_release(version, outdir):
 def test_roll_from_the_previous_release_binaries(tmp_path):
     require_binaries()
     build = harness.build_dir()
-    new = roll.binary_release(build / "batond")
+    own = roll.binary_release(build / "batond")
     older = [v for v in recorded_releases()
-             if release_key(v) < release_key(new)]
+             if release_key(v) < release_key(own)]
     if not older:
         pytest.fail(f"RELEASES records no release older than the tree's "
-                    f"{new}: record the previous release's commit there")
+                    f"{own}: record the previous release's commit there")
     old = max(older, key=release_key)
     old_dir = build_release(old, releases_dir() / old)
+    new = roll.roll_target(build / "batond", old_dir / "batond")
+    if new is None:
+        pytest.fail(f"no release of the tree's batond ({own}) shares a peer "
+                    f"protocol with {old}")
+    emulate = [] if new == own else ["--roll-to-release", new]
     seed = seed_from_env()
     seconds = env_int("JEPSEN_REAL_ROLL_SECONDS", ROLL_SECONDS)
     args = harness_args(tmp_path, seed, seconds, 3,
                         ["--roll-binaries", f"{old_dir},{build}",
-                         "--nemesis", "none"], label=f"real-{old}-")
+                         "--nemesis", "none"] + emulate,
+                        label=f"real-{old}-")
     res = harness.run(args)
     print(res.message)
     print(res.roll_summary)
@@ -145,7 +158,8 @@ def test_roll_from_the_previous_release_binaries(tmp_path):
     checked, lost = res.lost_writes
     assert not lost, lost
     assert checked > 0, "no acknowledged write whose effect could be checked"
-    want_machine = machine_max(build / "batond")
+    want_machine = machine_max(build / "batond",
+                               None if new == own else new)
     check_batonctl_roll(res, old, new, want_machine)
     # As batonctl started: every node at the old release, its floor and
     # machine version; the roll raised the floor (and the machine version

@@ -200,7 +200,7 @@ Test(config, config_file_switches_take_on_and_off)
 	path = write_config("join yes\nstrict-release maybe\n");
 	cr_assert_eq(PARSE("--config", path), -1);
 	unlink(path);
-	path = write_config("as-release 2.0.0\njoin\n");
+	path = write_config("as-release 9.0.0\njoin\n");
 	cr_assert_eq(PARSE("--config", path), -1);
 	unlink(path);
 }

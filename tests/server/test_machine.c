@@ -506,12 +506,10 @@ Test(machine, version_change_down_converts_alike)
 }
 
 /* The release table says which machine versions each release advertises;
- * the kv code says which it implements. The newest release must advertise
- * exactly what the code implements: no more (it would accept entries it
- * cannot apply) and no less (a version would never be reached). */
-/* No release advertises a machine version kv does not implement. kv may
- * implement one ahead of every release: version 3 (hashes) waits for
- * release 2.0.0, which comes with the migration (docs/relay.md). */
+ * the kv code says which it implements. No release advertises a machine
+ * version kv does not implement (it would accept entries it cannot
+ * apply). kv may implement one ahead of every release, as it did version
+ * 3 (hashes) until release 2.0.0 advertised it. */
 Test(machine, newest_release_advertises_what_kv_implements)
 {
 	const struct baton_profile *cur = baton_release_current();

@@ -25,7 +25,9 @@
  * version, or converts at another index, or restores a snapshot as the
  * wrong version, reaches another state, which state machine safety sees.
  * An explicit downgrade converts version 2 down to 1 at the entry enabling
- * it: the clock goes, the slots (what clients see) stay.
+ * it: the clock goes, the slots (what clients see) stay. Version 3 (release
+ * 2.0.0's) keeps version 2's clock and also mixes the version into each
+ * command's hash, so a command applied under 2 instead of 3 shows too.
  * The machine implements the versions of its node's release and refuses
  * (BATON_EVERSION) any other, as a real machine of that release would;
  * being asked at all is a "version safety:" violation (versions.c).
@@ -44,7 +46,7 @@
 #define SNAP_TICKS 8u
 /* The machine versions the simulated machine has (a release implements
  * those up to its machine_max). */
-#define SIM_KV_VERSION_MAX 2u
+#define SIM_KV_VERSION_MAX 3u
 #define SNAP_SLOT_HEAD 6u
 
 static void put_u32(uint8_t *p, uint32_t v)
@@ -206,6 +208,8 @@ static int kv_apply(struct baton_machine *m, struct baton_machine_version v,
 		kv->ticks++;
 		seed ^= kv->ticks * 0x9e3779b97f4a7c15ull;
 	}
+	if (v.value >= 3)
+		seed ^= 0xc2b2ae3d27d4eb4full;
 	kv->hash = sim_hash_bytes(seed, e->buf, e->len);
 	kv->commands++;
 	sim_node_applied(kv->n, e, kv->hash);

@@ -181,7 +181,7 @@ void sim_check_floor_hold(struct sim_world *w, struct sim_node *n,
 
 static uint32_t newest(const struct sim_world *w)
 {
-	return w->n_releases - 1;
+	return w->top_release;
 }
 
 /* Several times what a correct cluster needs: rule 2's wait, then an

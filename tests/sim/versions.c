@@ -6,7 +6,12 @@
  * disk. Founders start at the newest release, at releases drawn from the
  * table, or all at an old one and are then moved up one release at a
  * time; fresh nodes join at a release the join check admits. The liveness
- * phase finishes the upgrade, so every run ends on the newest release.
+ * phase finishes the upgrade, so every run ends on the run's newest
+ * release. That is the table's newest when the founders start there; a
+ * run that mixes releases stops at the newest one an older release can
+ * roll to (1.3.0: 2.0.0 speaks peer protocol 4 only and no 1.x release
+ * does, so a 1.x cluster moves to it through the relay, not by restarts),
+ * and a cluster of 2.0.0 founders admits no 1.x joiner.
  *
  * The network between releases behaves as the real transport does: two
  * releases whose peer protocol ranges do not meet have no connection, so
@@ -49,6 +54,22 @@
 
 static uint32_t newest(const struct sim_world *w)
 {
+	return w->top_release;
+}
+
+/* The newest release of the table that an older one shares a peer
+ * protocol with: what rolling upgrades reach. */
+static uint32_t rolling_top(const struct sim_world *w)
+{
+	for (uint32_t r = w->n_releases; r-- > 1;) {
+		const struct baton_profile *p = &w->releases[r];
+		for (uint32_t o = 0; o < r; o++)
+			if (w->releases[o].proto_min.value <=
+				    p->proto_max.value &&
+			    p->proto_min.value <=
+				    w->releases[o].proto_max.value)
+				return r;
+	}
 	return w->n_releases - 1;
 }
 
@@ -74,6 +95,9 @@ static uint32_t machine_max(const struct sim_world *w, const struct sim_node *n)
 void sim_versions_init(struct sim_world *w)
 {
 	w->releases = baton_releases(&w->n_releases);
+	w->top_release = w->p.start_releases == SIM_START_NEWEST
+				 ? w->n_releases - 1
+				 : rolling_top(w);
 	for (uint32_t i = 0; i <= SIM_MAX_NODES; i++)
 		w->nodes[i].release = newest(w);
 	/* The oldest start is either release before the ones with machine

@@ -410,7 +410,7 @@ void sim_liveness_check(struct sim_world *w)
 			 "implements %u)",
 			 (unsigned long long)w->p.liveness_ms,
 			 (unsigned long long)w->marker_index, w->max_machine,
-			 w->releases[w->n_releases - 1].machine_max.value);
+			 w->releases[w->top_release].machine_max.value);
 		return;
 	}
 	sim_schedule(w, 50, EV_LIVENESS, 0, NULL);

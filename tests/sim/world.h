@@ -311,6 +311,12 @@ struct sim_world {
 	/* The releases of the table (versions.c), and what the run saw. */
 	const struct baton_profile *releases;
 	uint32_t n_releases;
+	/* The newest release of the run (an index in releases): the
+	 * table's newest when the founders start there, else the newest
+	 * one that an older release can be rolled to (a release no older
+	 * one talks to, as 2.0.0 and 1.x, is reached through the relay,
+	 * which the simulator does not model). */
+	uint32_t top_release;
 	uint32_t max_machine; /* highest machine version appended */
 	/* The operator's downgrade (downgrade.c): a cancel awaits its
 	 * outcome (no node is restarted at the target meanwhile). */

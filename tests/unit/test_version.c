@@ -520,3 +520,51 @@ Test(version_state, downgrade_fields_the_log_cannot_hold_are_refused)
 	s.downgrade.target = rel(1, 2, 2);
 	cr_assert(baton_version_state_valid(&s));
 }
+
+/* Release 2.0.0 speaks peer protocol 4 only, which no 1.x release speaks:
+ * a 2.0.0 node never joins a 1.x cluster and no 1.x node joins a 2.0.0
+ * one, whatever the floor and machine version allow (the transport refuses
+ * their connections too: tests/wire). */
+Test(release, release_2_0_0_and_1_x_never_form_a_cluster)
+{
+	const struct baton_profile *two = baton_release_find(rel(2, 0, 0));
+	cr_assert_not_null(two);
+	cr_assert_eq(two->proto_min.value, 4);
+	cr_assert_eq(two->proto_max.value, 4);
+	cr_assert_eq(two->machine_max.value, 3);
+	uint32_t n = 0;
+	const struct baton_profile *t = baton_releases(&n);
+	char why[512];
+	for (uint32_t i = 0; i < n; i++) {
+		if (t[i].release.major != 1)
+			continue;
+		cr_assert_lt(t[i].proto_max.value, two->proto_min.value);
+		/* A cluster of each kind, with neither floor nor machine
+		 * version in the way: only the protocols decide. */
+		struct baton_version_state s;
+		baton_version_state_initial(&s);
+		s.n = 2;
+		s.members[0] = (struct baton_member_versions){1, t[i]};
+		s.members[1] = (struct baton_member_versions){2, t[i]};
+		cr_assert_eq(
+			baton_join_check(&s, 3, two, NULL, why, sizeof why),
+			BATON_EVERSION);
+		cr_assert_not_null(strstr(why, "no version in common"), "%s",
+				   why);
+		s.members[0].profile = *two;
+		s.members[1].profile = *two;
+		cr_assert_eq(
+			baton_join_check(&s, 3, &t[i], NULL, why, sizeof why),
+			BATON_EVERSION);
+		cr_assert_not_null(strstr(why, "no version in common"), "%s",
+				   why);
+		/* Nor does a cluster hold both. */
+		s.members[1].profile = t[i];
+		cr_assert_eq(
+			baton_join_check(&s, 3, two, NULL, why, sizeof why),
+			BATON_EVERSION);
+		cr_assert_not_null(strstr(why, "no peer protocol version in "
+					       "common"),
+				   "%s", why);
+	}
+}

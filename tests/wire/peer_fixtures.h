@@ -17,6 +17,7 @@
 #define FIX_P1 ((struct baton_proto_version){1})
 #define FIX_P2 ((struct baton_proto_version){2})
 #define FIX_P3 ((struct baton_proto_version){3})
+#define FIX_P4 ((struct baton_proto_version){4})
 
 struct baton_profile fix_profile(uint16_t major, uint16_t minor, uint16_t patch,
 				 uint32_t proto_min, uint32_t proto_max,

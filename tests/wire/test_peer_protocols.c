@@ -2,10 +2,12 @@
  * What each peer protocol version puts on the wire, and which releases of
  * the table talk to each other. Golden bytes per version: the same message
  * encodes differently in 1, 2 and 3 (docs/peer-protocol.md, "Versions"), a
- * decoder of 3 ignores what 3 dropped, and what a version cannot carry is
- * refused. Never edit a vector; add new ones.
+ * decoder of 3 ignores what 3 dropped, 4 is 3 with a checksum ending each
+ * frame, and what a version cannot carry is refused. Never edit a vector;
+ * add new ones.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "peer_fixtures.h"
@@ -35,6 +37,19 @@ static const uint8_t golden_forward_p1[] = {
 static const uint8_t golden_forward_p3[] = {
 	0x11, 0x00, 0x00, 0x00, 0x22, 0x0f, 0x08, 0x2a, 0x1a, 0x0b, 0x0a,
 	0x03, 0x53, 0x45, 0x54, 0x0a, 0x01, 0x6b, 0x0a, 0x01, 0x76,
+};
+/* The same two frames in 4: 3's bytes, then XXH3-64 of them, little-endian
+ * (computed apart from this codec, with libxxhash's XXH3_64bits). */
+static const uint8_t golden_append_p4[] = {
+	0x23, 0x00, 0x00, 0x00, 0x1a, 0x21, 0x08, 0x03, 0x10, 0x09, 0x20, 0x02,
+	0x3a, 0x19, 0x08, 0xac, 0x02, 0x10, 0x08, 0x18, 0xab, 0x02, 0x20, 0x11,
+	0x2a, 0x0d, 0x08, 0x09, 0x10, 0xad, 0x02, 0x18, 0x02, 0x22, 0x04, 0x4b,
+	0x00, 0x01, 0xff, 0x67, 0xd0, 0xc2, 0x29, 0xcc, 0xc2, 0x38, 0xdb,
+};
+static const uint8_t golden_forward_p4[] = {
+	0x11, 0x00, 0x00, 0x00, 0x22, 0x0f, 0x08, 0x2a, 0x1a, 0x0b,
+	0x0a, 0x03, 0x53, 0x45, 0x54, 0x0a, 0x01, 0x6b, 0x0a, 0x01,
+	0x76, 0xc4, 0xe4, 0xf5, 0x11, 0xea, 0x51, 0x07, 0x6e,
 };
 /* A transaction, 2 and later: Forward{43, commands [SET k v, INCR n],
  * watches [{k, 0x0123456789abcdef}], transaction}. */
@@ -113,9 +128,12 @@ static void check_at(struct baton_proto_version v, const uint8_t *golden,
 	cr_assert_eq(memcmp(b.data, golden, len), 0, "%s at %u: bytes differ",
 		     name, v.value);
 	baton_buf_free(&b);
+	size_t body = 0, whole = 0;
+	cr_assert_eq(baton_peer_split_framed(v, golden, len, &body, &whole), 1,
+		     "%s at %u: not one whole frame", name, v.value);
+	cr_assert_eq(whole, len, "%s at %u", name, v.value);
 	struct baton_peer_frame f;
-	int rv = baton_peer_decode(v, golden + BATON_PEER_PREFIX_LEN,
-				   len - BATON_PEER_PREFIX_LEN, &f);
+	int rv = baton_peer_decode(v, golden + BATON_PEER_PREFIX_LEN, body, &f);
 	cr_assert_eq(rv, 0, "%s at %u: %s", name, v.value, f.why);
 	const char *diff = NULL;
 	cr_assert(fix_frame_eq(decoded, &f, &diff), "%s at %u: %s", name,
@@ -126,13 +144,18 @@ static void check_at(struct baton_proto_version v, const uint8_t *golden,
 #define CHECK_AT(v, golden, want, decoded)                                     \
 	check_at(v, golden, sizeof golden, want, decoded, #golden)
 
-/* Decode bytes of one frame in v: the code, the frame freed. */
+/* Decode bytes of one frame in v (in v's envelope: from 4 on, its
+ * checksum checked first): the code, the frame freed. */
 static int decode_at(struct baton_proto_version v, const uint8_t *frame,
 		     size_t len)
 {
+	size_t body = 0, whole = 0;
+	int split = baton_peer_split_framed(v, frame, len, &body, &whole);
+	if (split != 1)
+		return split == 0 ? BATON_ECORRUPT : split;
+	cr_assert_eq(whole, len, "bytes after the frame");
 	struct baton_peer_frame f;
-	int rv = baton_peer_decode(v, frame + BATON_PEER_PREFIX_LEN,
-				   len - BATON_PEER_PREFIX_LEN, &f);
+	int rv = baton_peer_decode(v, frame + BATON_PEER_PREFIX_LEN, body, &f);
 	if (rv != 0)
 		cr_assert_not_null(f.why);
 	baton_peer_frame_free(&f);
@@ -153,6 +176,68 @@ Test(peer_protocols, append_differs_in_3)
 	d.raft.from = 0;
 	memset(&d.raft.u.append.leader, 0, sizeof d.raft.u.append.leader);
 	CHECK_AT(FIX_P3, golden_append_p3, &w, &d);
+	/* 4: the messages of 3, each frame ending with its checksum. */
+	CHECK_AT(FIX_P4, golden_append_p4, &w, &d);
+}
+
+Test(peer_protocols, frames_of_4_end_with_a_checksum_of_header_and_body)
+{
+	cr_assert(!baton_peer_proto_checksummed(FIX_P3));
+	cr_assert(baton_peer_proto_checksummed(FIX_P4));
+	struct baton_peer_frame w = single_forward();
+	CHECK_AT(FIX_P4, golden_forward_p4, &w, &w);
+	cr_assert_eq(sizeof golden_forward_p4,
+		     sizeof golden_forward_p3 + BATON_PEER_CHECKSUM_LEN);
+	cr_assert_eq(memcmp(golden_forward_p4, golden_forward_p3,
+			    sizeof golden_forward_p3),
+		     0);
+	/* A frame of 3 on a link of 4 has no checksum: refused, and so is
+	 * a frame of 4 any of whose bits (prefix, envelope or checksum)
+	 * changed on the way. */
+	uint8_t frame[sizeof golden_forward_p4 + BATON_PEER_CHECKSUM_LEN];
+	memcpy(frame, golden_forward_p3, sizeof golden_forward_p3);
+	memset(frame + sizeof golden_forward_p3, 0, BATON_PEER_CHECKSUM_LEN);
+	size_t body = 0, whole = 0;
+	cr_assert_eq(baton_peer_split_framed(FIX_P4, frame,
+					     sizeof golden_forward_p4, &body,
+					     &whole),
+		     BATON_ECORRUPT);
+	for (size_t bit = 0; bit < 8 * sizeof golden_forward_p4; bit++) {
+		memcpy(frame, golden_forward_p4, sizeof golden_forward_p4);
+		frame[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		/* Room after it: a damaged length may announce more. */
+		memset(frame + sizeof golden_forward_p4, 0,
+		       BATON_PEER_CHECKSUM_LEN);
+		int rv = baton_peer_split_framed(FIX_P4, frame, sizeof frame,
+						 &body, &whole);
+		cr_assert(rv == BATON_ECORRUPT || rv == 0 ||
+				  rv == BATON_ETOOBIG,
+			  "bit %zu: %d", bit, rv);
+		if (bit >= 8 * BATON_PEER_PREFIX_LEN)
+			cr_assert_eq(rv, BATON_ECORRUPT, "bit %zu", bit);
+	}
+	/* Cut short: more bytes needed, nothing returned. */
+	cr_assert_eq(baton_peer_split_framed(FIX_P4, golden_forward_p4,
+					     sizeof golden_forward_p4 - 1,
+					     &body, &whole),
+		     0);
+	/* The frozen handshake frames never carry one (version 0). */
+	struct baton_buf b;
+	baton_buf_init(&b);
+	struct baton_peer_handshake h = {.cluster_id = "c", .node_id = 1};
+	cr_assert_eq(baton_peer_encode_handshake(&h, &b), 0);
+	cr_assert_eq(baton_peer_split_framed((struct baton_proto_version){0},
+					     b.data, b.len, &body, &whole),
+		     1);
+	cr_assert_eq(whole, b.len);
+	/* ... unless sealed for a link of 4 (a refusal after the handshake). */
+	cr_assert_eq(baton_peer_seal(FIX_P4, &b, 0), 0);
+	cr_assert_eq(whole + BATON_PEER_CHECKSUM_LEN, b.len);
+	cr_assert_eq(
+		baton_peer_split_framed(FIX_P4, b.data, b.len, &body, &whole),
+		1);
+	cr_assert_eq(whole, b.len);
+	baton_buf_free(&b);
 }
 
 Test(peer_protocols, a_decoder_of_3_ignores_what_3_dropped)
@@ -205,6 +290,7 @@ Test(peer_protocols, single_forward_differs_in_3)
 	CHECK_AT(FIX_P1, golden_forward_p1, &w, &w);
 	CHECK_AT(FIX_P2, golden_forward_p1, &w, &w);
 	CHECK_AT(FIX_P3, golden_forward_p3, &w, &w);
+	CHECK_AT(FIX_P4, golden_forward_p4, &w, &w);
 	/* 3 no longer reads the single-command form, and 1 and 2 do not
 	 * read a list where they expect argv. */
 	cr_assert_eq(
@@ -381,15 +467,16 @@ Test(peer_protocols, malformed_transactions)
 /* The releases of the table and what each pair negotiates (0: refused,
  * no common version), written out. */
 static const struct baton_release releases[] = {
-	{0, 1, 0}, {1, 0, 0}, {1, 1, 0}, {1, 2, 0}, {1, 3, 0}};
+	{0, 1, 0}, {1, 0, 0}, {1, 1, 0}, {1, 2, 0}, {1, 3, 0}, {2, 0, 0}};
 #define N_RELEASES (sizeof releases / sizeof releases[0])
 static const uint32_t expected[N_RELEASES][N_RELEASES] = {
-	/*            0.1.0 1.0.0 1.1.0 1.2.0 1.3.0 */
-	/* 0.1.0 */ {1, 1, 1, 0, 0},
-	/* 1.0.0 */ {1, 1, 1, 0, 0},
-	/* 1.1.0 */ {1, 1, 2, 2, 2},
-	/* 1.2.0 */ {0, 0, 2, 3, 3},
-	/* 1.3.0 */ {0, 0, 2, 3, 3},
+	/*            0.1.0 1.0.0 1.1.0 1.2.0 1.3.0 2.0.0 */
+	/* 0.1.0 */ {1, 1, 1, 0, 0, 0},
+	/* 1.0.0 */ {1, 1, 1, 0, 0, 0},
+	/* 1.1.0 */ {1, 1, 2, 2, 2, 0},
+	/* 1.2.0 */ {0, 0, 2, 3, 3, 0},
+	/* 1.3.0 */ {0, 0, 2, 3, 3, 0},
+	/* 2.0.0 */ {0, 0, 0, 0, 0, 4},
 };
 
 Test(peer_protocols, every_pair_of_releases)
@@ -415,6 +502,25 @@ Test(peer_protocols, every_pair_of_releases)
 							     mb = {2, *b};
 				baton_peer_proto_mismatch(&ma, &mb, text,
 							  sizeof text);
+				/* With 2.0.0 on one side and 1.x on the
+				 * other no release bridges: the relay. */
+				bool relay = (i == N_RELEASES - 1) !=
+					     (j == N_RELEASES - 1);
+				if (relay) {
+					char want_text[128];
+					snprintf(
+						want_text, sizeof want_text,
+						"no common peer protocol (ours "
+						"%u-%u, theirs %u-%u): upgrade "
+						"through the relay, "
+						"docs/relay.md",
+						a->proto_min.value,
+						a->proto_max.value,
+						b->proto_min.value,
+						b->proto_max.value);
+					cr_assert_str_eq(text, want_text);
+					continue;
+				}
 				cr_assert_not_null(strstr(
 					text,
 					baton_release_format(a->release, ra)));

@@ -4,7 +4,9 @@
  * knows answered on the connection it opened, strict release refusing a
  * mixed peer on either side, with the reason on both, and peer
  * authentication (same secret, another one, one on one side only; the
- * proofs' known answers; the limit before a handshake).
+ * proofs' known answers; the limit before a handshake), and peer protocol
+ * 4: release 2.0.0 and 1.x refusing each other, and a frame whose checksum
+ * differs closing the link before anything decodes it.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -28,6 +30,8 @@ struct node {
 	char join_reply_reason[64];
 	bool view;				/* give a cluster view */
 	const struct baton_peer_secret *secret; /* NULL: none */
+	/* The release it runs, when not 1.<minor>.0 (start()'s). */
+	const struct baton_profile *profile;
 };
 
 struct probe_result {
@@ -98,16 +102,18 @@ static void start_at(struct node *n, baton_node_id id, uint16_t slot,
 	cr_assert_lt(slot, 10);
 	snprintf(n->addr, sizeof n->addr, "127.0.0.1:%u",
 		 (unsigned)(port_base + slot));
-	struct baton_transport_config c = {.loop = &loop,
-					   .cluster_id = "test",
-					   .id = id,
-					   .profile = release_profile(minor),
-					   .listen_addr = n->addr,
-					   .on_frame = on_frame,
-					   .cluster_view = give_view,
-					   .data = n,
-					   .strict_release = strict,
-					   .secret = n->secret};
+	struct baton_transport_config c = {
+		.loop = &loop,
+		.cluster_id = "test",
+		.id = id,
+		.profile = n->profile != NULL ? *n->profile
+					      : release_profile(minor),
+		.listen_addr = n->addr,
+		.on_frame = on_frame,
+		.cluster_view = give_view,
+		.data = n,
+		.strict_release = strict,
+		.secret = n->secret};
 	cr_assert_eq(baton_transport_start(&c, &n->t), 0);
 }
 
@@ -517,6 +523,182 @@ Test(transport, oversized_frame_before_the_handshake_closes, .init = setup)
 		baton_transport_stats(a.t, &st);
 	}
 	cr_assert_eq(st.malformed, 1);
+	close(fd);
+	baton_transport_stop(a.t);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* ---- peer protocol 4 (release 2.0.0) ---------------------------------------
+ */
+
+static const struct baton_profile *release_2(void)
+{
+	const struct baton_profile *p =
+		baton_release_find((struct baton_release){2, 0, 0});
+	cr_assert_not_null(p, "release 2.0.0 in the table");
+	return p;
+}
+
+/* A probe from `from` to `to`: the refusal's reason. */
+static void probe_refused(struct node *from, struct node *to, const char *want)
+{
+	struct probe_result p = {0};
+	cr_assert_eq(baton_transport_probe(from->t, to->addr, on_probe, &p), 0);
+	run_until(&p.done);
+	cr_assert_eq(p.rv, 0, "%s", p.reason);
+	cr_assert_not(p.accepted);
+	cr_assert_str_eq(p.reason, want);
+}
+
+Test(transport, release_2_and_1_x_refuse_each_other_at_the_handshake,
+     .init = setup)
+{
+	struct node a = {.view = true, .profile = release_2()}, b = {0};
+	start(&a, 1, 0, false);
+	start(&b, 7, 3, false);
+	/* The acceptor names the ranges from its side and the way across. */
+	probe_refused(&b, &a,
+		      "no common peer protocol (ours 4-4, theirs 2-3): upgrade "
+		      "through the relay, docs/relay.md");
+	probe_refused(&a, &b,
+		      "no common peer protocol (ours 2-3, theirs 4-4): upgrade "
+		      "through the relay, docs/relay.md");
+	/* Both dial: every attempt is refused on both sides, no link. */
+	cr_assert_eq(baton_transport_set_peer(b.t, 1, a.addr), 0);
+	cr_assert_eq(baton_transport_set_peer(a.t, 7, b.addr), 0);
+	struct baton_transport_stats sa, sb;
+	bool both = false;
+	for (int i = 0; i < 500 && !both; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+		baton_transport_stats(a.t, &sa);
+		baton_transport_stats(b.t, &sb);
+		both = sa.refused >= 2 && sb.refused >= 2;
+	}
+	cr_assert(both, "refused: a %llu, b %llu",
+		  (unsigned long long)sa.refused,
+		  (unsigned long long)sb.refused);
+	cr_assert_eq(baton_transport_peer_proto(b.t, 1).value, 0);
+	cr_assert_eq(baton_transport_peer_proto(a.t, 7).value, 0);
+	cr_assert_eq(sa.connected_peers + sb.connected_peers, 0);
+	stop(&a, &b);
+}
+
+/* Two 2.0.0 nodes speak 4, with a secret (the proof goes before the
+ * checksummed frames) and without; frames flow both ways. */
+static void two_release_2_nodes(const struct baton_peer_secret *secret)
+{
+	struct node a = {.profile = release_2(), .secret = secret};
+	struct node b = {.profile = release_2(), .secret = secret};
+	start(&a, 1, 0, false);
+	start(&b, 7, 0, false);
+	cr_assert(connects(&a, &b));
+	cr_assert_eq(baton_transport_peer_proto(b.t, 1).value, 4);
+	cr_assert_eq(baton_transport_peer_proto(a.t, 7).value, 4);
+	struct baton_peer_frame j = {.kind = BATON_PEER_JOIN};
+	j.join = (struct baton_peer_join){
+		.node_id = 7, .peer_addr = b.addr, .profile = *release_2()};
+	cr_assert_eq(baton_transport_send_frame(b.t, 1, &j), 0);
+	bool replied = false;
+	for (int i = 0; i < 500 && !replied; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+		replied = b.join_replies > 0;
+	}
+	cr_assert(replied);
+	cr_assert_eq(a.joins, 1);
+	cr_assert_str_eq(b.join_reply_reason, "not today");
+	struct baton_transport_stats sa, sb;
+	baton_transport_stats(a.t, &sa);
+	baton_transport_stats(b.t, &sb);
+	cr_assert_eq(sa.malformed + sb.malformed + sa.bad_frames +
+			     sb.bad_frames + sa.bad_checksums +
+			     sb.bad_checksums,
+		     0);
+	stop(&a, &b);
+}
+
+Test(transport, two_release_2_nodes_speak_4, .init = setup)
+{
+	two_release_2_nodes(NULL);
+}
+
+Test(transport, two_release_2_nodes_speak_4_with_a_secret, .init = setup)
+{
+	struct baton_peer_secret s =
+		secret_of("a cluster secret of 32 bytes..");
+	two_release_2_nodes(&s);
+}
+
+/* Whether the socket's peer closed it (EOF), reading away what came. */
+static bool closed_by_peer(int fd)
+{
+	uint8_t buf[4096];
+	ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+	return n == 0;
+}
+
+/* A hand-made 2.0.0 peer on a raw socket: its first frame of protocol 4
+ * arrives and is heard; the next, one bit of it flipped on the way, is
+ * refused by its checksum: the connection closes, nothing of it decoded,
+ * and the transport counts it. */
+Test(transport, a_frame_whose_checksum_differs_closes_the_link, .init = setup)
+{
+	struct node a = {.profile = release_2()};
+	start(&a, 1, 0, false);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)(port_base + 1))};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	struct baton_buf b;
+	baton_buf_init(&b);
+	struct baton_peer_handshake h = {.cluster_id = "test",
+					 .node_id = 7,
+					 .profile = *release_2(),
+					 .peer_addr = "127.0.0.1:1"};
+	cr_assert_eq(baton_peer_encode_handshake(&h, &b), 0);
+	cr_assert_eq(write(fd, b.data, b.len), (ssize_t)b.len);
+	struct baton_transport_stats st = {0};
+	for (int i = 0; i < 500 && st.connected_peers == 0; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+		baton_transport_stats(a.t, &st);
+	}
+	cr_assert_eq(st.connected_peers, 1);
+	cr_assert_eq(baton_transport_peer_proto(a.t, 7).value, 4);
+	/* A join in protocol 4's envelope: heard. */
+	struct baton_peer_join j = {
+		.node_id = 7, .peer_addr = "127.0.0.1:1", .profile = h.profile};
+	baton_buf_reset(&b);
+	cr_assert_eq(
+		baton_peer_encode_join((struct baton_proto_version){4}, &j, &b),
+		0);
+	cr_assert_eq(write(fd, b.data, b.len), (ssize_t)b.len);
+	for (int i = 0; i < 500 && a.joins == 0; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+	}
+	cr_assert_eq(a.joins, 1);
+	/* The same frame with one bit of its envelope flipped. */
+	b.data[BATON_PEER_PREFIX_LEN + 3] ^= 0x10;
+	cr_assert_eq(write(fd, b.data, b.len), (ssize_t)b.len);
+	bool closed = false;
+	for (int i = 0; i < 500 && !closed; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(10000);
+		baton_transport_stats(a.t, &st);
+		closed = st.bad_checksums == 1 && closed_by_peer(fd);
+	}
+	cr_assert(closed, "bad checksums %llu",
+		  (unsigned long long)st.bad_checksums);
+	cr_assert_eq(a.joins, 1, "the damaged frame was decoded");
+	cr_assert_eq(st.malformed, 1);
+	cr_assert_eq(st.bad_frames, 0);
+	cr_assert_eq(baton_transport_peer_proto(a.t, 7).value, 0);
+	baton_buf_free(&b);
 	close(fd);
 	baton_transport_stop(a.t);
 	uv_run(&loop, UV_RUN_DEFAULT);
