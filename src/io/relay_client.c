@@ -242,8 +242,17 @@ static void trim(struct relay_client *c, struct out_stream *o)
 {
 	uint32_t owed;
 	uint64_t through = min_acked(c, o, &owed);
-	if (owed == 0)
-		through = UINT64_MAX; /* nobody left to deliver to */
+	if (owed == 0) {
+		/* Nobody of the cluster is in this view. After a relay
+		 * restart the first views are partial (nodes register again
+		 * one by one), so this says nothing of whether they left:
+		 * keep what they may still need, a unicast stream's all, a
+		 * multicast stream's newest RELAY_CLIENT_ORPHANS_MAX. */
+		if (o->kind == BATON_RELAY_UNICAST || o->tail == NULL ||
+		    o->tail->seq <= RELAY_CLIENT_ORPHANS_MAX)
+			return;
+		through = o->tail->seq - RELAY_CLIENT_ORPHANS_MAX;
+	}
 	while (o->head != NULL && o->head->seq <= through) {
 		struct out_msg *m = o->head;
 		o->head = m->next;
@@ -281,19 +290,34 @@ static void free_stream(struct relay_client *c, struct out_stream *o)
 	free(o);
 }
 
-/* After a view: a unicast stream to an incarnation that left is owed
- * nothing more; the others may be trimmed (destinations left). */
+/* Does the view show node `id` of `cluster` under another incarnation
+ * than `incarnation` (it restarted)? */
+static bool restarted(const struct relay_client *c, const char *cluster,
+		      baton_node_id id, uint64_t incarnation)
+{
+	for (uint32_t i = 0; i < c->n_view; i++)
+		if (c->view[i].id == id &&
+		    c->view[i].incarnation != incarnation &&
+		    strcmp(c->view[i].cluster, cluster) == 0)
+			return true;
+	return false;
+}
+
+/* After a view: a unicast stream to an incarnation that restarted is owed
+ * nothing more (the destination is a new process, which meets a new
+ * stream); the others may be trimmed (destinations left). A destination
+ * merely absent from the view is not given up: it may not have
+ * registered again yet with a restarted relay. */
 static void streams_after_view(struct relay_client *c)
 {
 	struct out_stream **p = &c->outs;
 	while (*p != NULL) {
 		struct out_stream *o = *p;
-		uint32_t owed;
-		min_acked(c, o, &owed);
-		if (o->kind == BATON_RELAY_UNICAST && owed == 0) {
+		if (o->kind == BATON_RELAY_UNICAST &&
+		    restarted(c, o->cluster, o->node, o->incarnation)) {
 			if (o->head != NULL)
 				LOG_INFO("relay: node %" PRIu64 " of cluster %s "
-					 "left the view with messages not "
+					 "restarted with messages not "
 					 "acknowledged: dropped",
 					 o->node, o->cluster);
 			*p = o->next;

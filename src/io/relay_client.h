@@ -37,6 +37,9 @@
 #define RELAY_CLIENT_RECONNECT_MAX_MS 2000u
 #define RELAY_CLIENT_PING_AFTER_MS 5000u
 #define RELAY_CLIENT_IDLE_CLOSE_MS 30000u
+/* A multicast stream to a cluster none of whose nodes is in the view
+ * keeps at most this many messages. */
+#define RELAY_CLIENT_ORPHANS_MAX 1024u
 /* A stream whose acknowledgements did not advance for this long is sent
  * again from the oldest unacknowledged message. */
 #define RELAY_CLIENT_RESEND_MS 1000u

@@ -119,8 +119,9 @@ class Load:
             t.join(timeout=30)
 
 
-def info(node):
-    text = node.client(timeout=2.0).execute_command("INFO")
+def migration_status(node):
+    text = node.client(timeout=2.0).execute_command("BATON.MIGRATION",
+                                                    "STATUS")
     out = {}
     for line in text.splitlines():
         k, sep, v = line.partition(":")
@@ -134,7 +135,7 @@ def wait_ready(node, what, deadline_s=READY_TIMEOUT_S):
     last = None
     while time.monotonic() < end:
         try:
-            last = info(node)
+            last = migration_status(node)
             if last.get("migration_ready") == "1":
                 return last
         except (redis.ConnectionError, redis.TimeoutError,
@@ -145,13 +146,16 @@ def wait_ready(node, what, deadline_s=READY_TIMEOUT_S):
                          f"last INFO: {last}")
 
 
-def longest_write_gap(ops, lo_ns=0, hi_ns=None):
+def longest_write_gap(ops):
+    """The longest time between two acknowledged writes, in ms, and when
+    it began (monotonic ns)."""
     acks = sorted(op.complete_ns for op in ops
-                  if op.status == "ok" and op.f != "get"
-                  and op.complete_ns >= lo_ns
-                  and (hi_ns is None or op.complete_ns <= hi_ns))
-    gaps = [b - a for a, b in zip(acks, acks[1:])]
-    return max(gaps) / 1e6 if gaps else None
+                  if op.status == "ok" and op.f != "get")
+    gaps = [(b - a, a) for a, b in zip(acks, acks[1:])]
+    if not gaps:
+        return None, None
+    gap, at = max(gaps)
+    return gap / 1e6, at
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -242,17 +246,25 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
                                 "nemesis": "migration"})()
         r.stale_reads = False
         harness.write_history(all_ops, history, r)
+        harness.write_op_nodes(all_ops, tmp_path / "op-nodes.txt")
         p = subprocess.run([str(checker), "--format", "baton",
                             "--timeout-s", "120", str(history)],
                            capture_output=True, text=True, timeout=200)
-        gap = longest_write_gap(all_ops)
+        gap, gap_at = longest_write_gap(all_ops)
         print(f"\nmigration seed {seed}: ops {counts}, longest write gap "
-              f"{gap:.1f} ms")
+              f"{gap:.1f} ms from +{(gap_at - t0) / 1e9:.2f}s")
         for t, what in timeline:
             print(f"  [+{t:6.2f}s] {what}")
+        errors = {}
+        for op in all_ops:
+            if op.status in ("fail", "info"):
+                text = (op.error or "")[:70]
+                errors[text] = errors.get(text, 0) + 1
+        for text, n in sorted(errors.items(), key=lambda e: -e[1])[:8]:
+            print(f"  {n:6d} x {text}")
         assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
         assert counts["ok"] > 100, counts
-        final = info(b_nodes[0])
+        final = migration_status(b_nodes[0])
         assert final["migration_phase"] == "authority", final
     except AssertionError as e:
         logs = old.logs_tail() + "\n" + new.logs_tail()
