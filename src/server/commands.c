@@ -200,15 +200,20 @@ static bool answered_elsewhere(struct server *s, struct client_state *cs,
 {
 	if (s->migration == NULL)
 		return false;
-	const char *why;
-	const char *addr = migration_elsewhere(s, cs, &why);
-	if (addr != NULL) {
-		proxy_command(s, cs, sl, addr, argc, argv, lens);
-		return true;
-	}
-	if (why == NULL)
+	const char *detail;
+	switch (migration_route(s, cs, &detail)) {
+	case MIGRATION_HERE:
 		return false;
-	resp_error(slot_buf(sl), "TRYAGAIN %s", why);
+	case MIGRATION_PROXY:
+		proxy_command(s, cs, sl, detail, argc, argv, lens);
+		return true;
+	case MIGRATION_WAIT:
+		migration_park(s, cs, sl, argc, argv, lens);
+		return true;
+	case MIGRATION_REFUSE:
+		break;
+	}
+	resp_error(slot_buf(sl), "TRYAGAIN %s", detail);
 	slot_done(sl);
 	return true;
 }

@@ -72,6 +72,25 @@ static void on_view(void *arg, uint64_t number,
 			 nodes[i].address);
 		v->connected = nodes[i].connected;
 	}
+	/* Remember every node of the other cluster seen: a restarted
+	 * relay's first views are partial, and its clients still need a
+	 * node to answer them. */
+	for (uint32_t i = 0; i < g->n_view; i++) {
+		const struct mig_view_node *v = &g->view[i];
+		if (strcmp(v->cluster, g->s->cfg.relay_cluster) == 0)
+			continue;
+		uint32_t k = 0;
+		while (k < g->n_known &&
+		       !(g->known[k].id == v->id &&
+			 strcmp(g->known[k].cluster, v->cluster) == 0))
+			k++;
+		if (k == g->n_known) {
+			if (g->n_known == MIG_KNOWN_MAX)
+				continue;
+			g->n_known++;
+		}
+		g->known[k] = *v;
+	}
 	LOG_INFO("relay: view %" PRIu64 " with %u nodes", number, g->n_view);
 }
 
@@ -113,6 +132,13 @@ static void on_data(void *arg, const char *from_cluster,
 		g->authority_leader = m.value;
 		return;
 	}
+	if (mig_is_new_side(g) && m.type == MIG_FENCED &&
+	    strcmp(from_cluster, g->s->cfg.relay_cluster) == 0) {
+		/* Our leader heard the old cluster fence: hold clients'
+		 * commands until our authority, rather than refuse them. */
+		g->handoff_seen_ms = mig_now(g);
+		return;
+	}
 	if (mig_is_new_side(g))
 		mig_import_on_msg(g, from_cluster, from_node, &m);
 	else
@@ -124,10 +150,12 @@ static void on_tick(uv_timer_t *t)
 	struct migration *g = t->data;
 	if (g->s->shutting_down || g->s->node == NULL)
 		return;
-	if (mig_is_new_side(g))
+	if (mig_is_new_side(g)) {
 		mig_import_tick(g);
-	else
+		mig_serve_tick(g);
+	} else {
 		mig_export_tick(g);
+	}
 }
 
 /* ---- start and stop -------------------------------------------------------- */
@@ -203,6 +231,7 @@ void migration_stop(struct server *s)
 	if (g == NULL)
 		return;
 	s->migration = NULL;
+	mig_serve_close(g);
 	uv_timer_stop(&g->tick);
 	uv_close((uv_handle_t *)&g->tick, NULL);
 	relay_client_close(g->relay, on_relay_closed, g);
@@ -214,71 +243,6 @@ void migration_kv_applied(struct server *s, uint64_t index,
 	struct migration *g = s->migration;
 	if (g != NULL && !mig_is_new_side(g))
 		mig_export_applied(g, index, payload, len);
-}
-
-/* ---- serving ------------------------------------------------------------- */
-
-/* A connected node of `cluster` (the leader `prefer` if it is one),
- * rotating over them so a dead one is not asked for ever. */
-static const char *pick(struct migration *g, const char *cluster,
-			baton_node_id prefer)
-{
-	for (uint32_t i = 0; prefer != 0 && i < g->n_view; i++) {
-		const struct mig_view_node *v = &g->view[i];
-		if (v->id == prefer && v->connected &&
-		    strcmp(v->cluster, cluster) == 0)
-			return v->address;
-	}
-	for (uint32_t k = 0; k < g->n_view; k++) {
-		const struct mig_view_node *v =
-			&g->view[(g->proxy_pick + k) % g->n_view];
-		if (v->connected && strcmp(v->cluster, cluster) == 0)
-			return v->address;
-	}
-	return NULL;
-}
-
-const char *migration_elsewhere(struct server *s, const struct client_state *cs,
-				const char **why)
-{
-	struct migration *g = s->migration;
-	*why = NULL;
-	if (g == NULL)
-		return NULL;
-	struct kv_migration km;
-	mig_kv_state(g, &km);
-	const char *cluster;
-	baton_node_id prefer = 0;
-	if (mig_is_new_side(g)) {
-		if (km.authority)
-			return NULL;
-		/* Before hand-off the old cluster answers: this one's state
-		 * lags it. */
-		cluster = s->cfg.migrate_from;
-		prefer = g->im.from_node;
-	} else {
-		if (!km.fenced && g->authority_leader == 0)
-			return NULL;
-		cluster = km.fenced ? km.fence_target : g->authority_cluster;
-		if (cluster[0] == '\0')
-			cluster = g->authority_cluster;
-		prefer = g->authority_leader;
-	}
-	if (proxy_is_proxied(cs)) {
-		/* The other cluster sent it here because it cannot answer
-		 * it; sending it back would loop. */
-		*why = mig_is_new_side(g)
-			       ? "this cluster is importing and takes no "
-				 "commands yet; retry"
-			       : "write authority moved to another cluster; "
-				 "retry";
-		return NULL;
-	}
-	const char *addr = pick(g, cluster, prefer);
-	if (addr == NULL)
-		*why = "no node of the other cluster of the migration is "
-		       "known to be reachable; retry";
-	return addr;
 }
 
 bool migration_refused_write(const uint8_t *reply, size_t len)
@@ -351,7 +315,9 @@ void migration_info(struct server *s, struct baton_buf *b)
 		"\r\nmigration_snapshots:%" PRIu64 "\r\nrelay_resent:%" PRIu64
 		"\r\nrelay_reconnects:%" PRIu64 "\r\nrelay_last_error:%s"
 		"\r\nproxy_commands:%" PRIu64 "\r\nproxy_errors:%" PRIu64
-		"\r\nproxy_upstreams_open:%" PRIu64 "\r\n",
+		"\r\nproxy_upstreams_open:%" PRIu64
+		"\r\nmigration_held:%u\r\nmigration_held_total:%" PRIu64
+		"\r\n",
 		mig_is_new_side(g) ? "new" : "old", phase(g, &km), ready ? 1 : 0,
 		why, s->cfg.relay, s->cfg.relay_cluster, rs.connected ? 1 : 0,
 		rs.active ? 1 : 0, g->view_number, g->n_view, km.import_index,
@@ -360,7 +326,7 @@ void migration_info(struct server *s, struct baton_buf *b)
 		km.fenced ? 1 : 0, g->stats.msgs_in, g->stats.msgs_out,
 		g->stats.bad_msgs, g->stats.sessions, g->stats.snapshots,
 		rs.resent, rs.reconnects, rs.last_error, ps.commands,
-		ps.errors, ps.upstreams_open);
+		ps.errors, ps.upstreams_open, g->parked.n, g->stats.parked);
 	if (n > 0 && (size_t)n < sizeof text)
 		baton_buf_append(b, text, (size_t)n);
 }

@@ -79,12 +79,22 @@ void migration_stop(struct server *s);
 void migration_kv_applied(struct server *s, uint64_t index,
 			  const uint8_t *payload, size_t len);
 
-/* Where a client's data command goes now: NULL here; else the address
- * ("host:port") of a node of the other cluster to proxy it to. *refuse
- * is set (and NULL returned) when the command may be answered neither
- * here nor there: the client gets `why` as a -TRYAGAIN error. */
-const char *migration_elsewhere(struct server *s, const struct client_state *cs,
-				const char **why);
+/* Where a client's data command goes now (migration_serve.c). */
+enum migration_route {
+	MIGRATION_HERE = 0, /* this node answers it */
+	MIGRATION_PROXY,    /* *detail: the address of the other cluster's
+			       node to proxy it to (proxy_command) */
+	MIGRATION_REFUSE,   /* *detail: why, for a -TRYAGAIN error */
+	MIGRATION_WAIT,	    /* hand-off under way: migration_park() it */
+};
+enum migration_route migration_route(struct server *s,
+				     const struct client_state *cs,
+				     const char **detail);
+/* Hold a command until this (new) cluster holds authority, then run it
+ * (command_dispatch), in arrival order; -TRYAGAIN after MIG_PARK_MS. */
+void migration_park(struct server *s, struct client_state *cs,
+		    struct slot *sl, int argc, const uint8_t *const *argv,
+		    const size_t *lens);
 /* Is this a write's reply from a state machine that refused it for the
  * migration (kv's KV_FENCED_REPLY or KV_IMPORTING_REPLY)? It did nothing. */
 bool migration_refused_write(const uint8_t *reply, size_t len);

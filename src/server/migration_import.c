@@ -68,6 +68,20 @@ static void propose(struct migration *g, const struct baton_buf *kv_payload)
 	g->im.proposing++;
 }
 
+/* The other nodes of this cluster hold their clients' commands from now
+ * until authority (migration_serve.c) instead of sending them to the
+ * fenced old cluster. */
+static void tell_own_cluster(struct migration *g, uint64_t fence_index)
+{
+	struct migration_msg m = {
+		.type = MIG_FENCED,
+		.session = g->im.session,
+		.applied = g->s->machine.applied_index,
+		.index = fence_index,
+	};
+	mig_send(g, g->s->cfg.relay_cluster, 0, &m);
+}
+
 void mig_import_on_msg(struct migration *g, const char *from_cluster,
 		       baton_node_id from_node, const struct migration_msg *m)
 {
@@ -113,11 +127,14 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 	case MIG_HEAD:
 		break;
 	case MIG_FENCED:
-		if (im->fenced_at == 0)
+		if (im->fenced_at == 0) {
 			LOG_INFO("migration: cluster %s fenced at index %" PRIu64
 				 "; taking authority once imported",
 				 from_cluster, m->index);
+			tell_own_cluster(g, m->index);
+		}
 		im->fenced_at = m->index;
+		g->handoff_seen_ms = mig_now(g);
 		break;
 	default:
 		g->stats.bad_msgs++;

@@ -35,6 +35,19 @@
  * by at most this many entries. */
 #define MIG_READY_LAG_MAX 1000u
 
+/* Hand-off: a new node that learned the old cluster fenced holds its
+ * clients' commands (at most MIG_PARKED_MAX, each at most MIG_PARK_MS)
+ * until its cluster takes authority, for MIG_HANDOFF_WAIT_MS after it
+ * learned it. */
+#define MIG_PARKED_MAX 100000u
+#define MIG_PARK_MS 3000u
+#define MIG_HANDOFF_WAIT_MS 5000u
+
+/* Nodes of the other cluster remembered across views, and how long an
+ * address that could not be reached is passed over. */
+#define MIG_KNOWN_MAX 64u
+#define MIG_UNREACHABLE_MS 1000u
+
 /* One node of the relay's view, copied. */
 struct mig_view_node {
 	char cluster[MIG_CLUSTER_MAX + 1];
@@ -106,12 +119,22 @@ struct migration {
 	/* Old side: the new cluster told us it holds authority. */
 	char authority_cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id authority_leader;
-	uint32_t proxy_pick; /* rotates over the other cluster's nodes */
+	/* The other cluster's nodes of every view so far (the latest
+	 * incarnation and address of each). */
+	uint32_t n_known;
+	struct mig_view_node known[MIG_KNOWN_MAX];
 	struct mig_export ex;
 	struct mig_import im;
+	/* When this (new) node learned that the old cluster fenced. */
+	uint64_t handoff_seen_ms;
+	struct {
+		struct mig_parked *head, *tail;
+		uint32_t n;
+	} parked;
+	bool draining;
 	struct {
 		uint64_t msgs_in, msgs_out, bad_msgs, sessions, snapshots;
-		uint64_t entries_out, entries_in, send_busy;
+		uint64_t entries_out, entries_in, send_busy, parked;
 	} stats;
 };
 
@@ -124,6 +147,11 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	     const struct migration_msg *msg);
 /* The kv migration state of this node's map. */
 void mig_kv_state(const struct migration *g, struct kv_migration *out);
+
+/* migration_serve.c */
+struct mig_parked;
+void mig_serve_tick(struct migration *g);
+void mig_serve_close(struct migration *g);
 
 /* migration_export.c (old side) */
 void mig_export_on_msg(struct migration *g, const char *from_cluster,

@@ -208,6 +208,11 @@ static void upstream_unreachable(struct upstream *up, struct cmd_queue *done,
 {
 	struct proxy_client *pc = up->pc;
 	BATON_ASSERT(up->state != UP_OPEN && up->sent.head == NULL);
+	struct server *s = up->s;
+	uint32_t k = s->proxy.unreachable_next++ % PROXY_UNREACHABLE_KEPT;
+	snprintf(s->proxy.unreachable[k], sizeof s->proxy.unreachable[k], "%s",
+		 up->addr);
+	s->proxy.unreachable_ms[k] = uv_now(s->loop);
 	baton_log_limited(&limit_unreachable, BATON_LOG_WARN,
 			  "proxy: could not reach the other cluster's node at "
 			  "%s: %s",
@@ -722,6 +727,18 @@ void proxy_stats(const struct server *s, struct proxy_stats *out)
 	out->commands = s->proxy.commands;
 	out->errors = s->proxy.errors;
 	out->upstreams_open = s->proxy.upstreams_open;
+}
+
+bool proxy_unreachable(const struct server *s, const char *addr,
+		       uint64_t within_ms)
+{
+	uint64_t now = uv_now(s->loop);
+	for (uint32_t k = 0; k < PROXY_UNREACHABLE_KEPT; k++)
+		if (s->proxy.unreachable_ms[k] != 0 &&
+		    now - s->proxy.unreachable_ms[k] <= within_ms &&
+		    strcmp(s->proxy.unreachable[k], addr) == 0)
+			return true;
+	return false;
 }
 
 bool proxy_is_proxied(const struct client_state *cs)

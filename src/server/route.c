@@ -369,9 +369,8 @@ static bool answered_elsewhere(struct routed_write *rw, const uint8_t *reply,
 	struct client_state *cs =
 		(struct client_state *)((char *)rw->chain -
 					offsetof(struct client_state, writes));
-	const char *why;
-	const char *addr = migration_elsewhere(s, cs, &why);
-	if (addr == NULL)
+	const char *addr;
+	if (migration_route(s, cs, &addr) != MIGRATION_PROXY)
 		return false;
 	const struct kv_txn_command *c = &rw->w.commands[0];
 	/* The proxy copies the command now; its reply fills the slot. */

@@ -73,6 +73,8 @@ _Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
 	       "the book's addresses are the transport's");
 
 /* Limits (docs/batond.md). */
+/* Addresses proxy.c remembers as unreachable (proxy_unreachable). */
+#define PROXY_UNREACHABLE_KEPT 8u
 #define SERVER_REMOVED_WHY_MAX 512u
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
 #define SERVER_PASSWORD_MAX 256u
@@ -239,6 +241,11 @@ struct server {
 	/* proxy.c's counters (proxy_stats). */
 	struct {
 		uint64_t commands, errors, upstreams_open;
+		/* Addresses a connection could not be made to lately, and
+		 * when (a ring): the migration picks others first. */
+		char unreachable[PROXY_UNREACHABLE_KEPT][SERVER_ADDR_MAX];
+		uint64_t unreachable_ms[PROXY_UNREACHABLE_KEPT];
+		uint32_t unreachable_next;
 	} proxy;
 };
 
@@ -592,6 +599,9 @@ struct proxy_stats {
 	uint64_t commands, errors, upstreams_open;
 };
 void proxy_stats(const struct server *s, struct proxy_stats *out);
+/* Could no connection be made to addr within the last within_ms? */
+bool proxy_unreachable(const struct server *s, const char *addr,
+		       uint64_t within_ms);
 /* This connection said BATON.PROXIED: it must not be proxied again. */
 bool proxy_is_proxied(const struct client_state *cs);
 /* BATON.PROXIED: marks the connection, +OK. */
