@@ -362,6 +362,17 @@ int relay_client_send(struct relay_client *c, const char *to_cluster,
 				found = true;
 			}
 		}
+		/* Absent from a restarted relay's first, partial views: the
+		 * stream it had goes on. */
+		for (struct out_stream *o = c->outs; o != NULL && !found;
+		     o = o->next) {
+			if (o->kind == BATON_RELAY_UNICAST &&
+			    o->node == to_node &&
+			    strcmp(o->cluster, to_cluster) == 0) {
+				incarnation = o->incarnation;
+				found = true;
+			}
+		}
 		if (!found)
 			return BATON_EINVAL;
 	}
@@ -419,7 +430,7 @@ static void set_error(struct relay_client *c, const char *what, const char *a)
 {
 	size_t cap = sizeof c->st.last_error;
 	int n = snprintf(c->st.last_error, cap, "%s", what);
-	if (n > 0 && (size_t)n < cap)
+	if (n >= 0 && (size_t)n < cap)
 		snprintf(c->st.last_error + n, cap - (size_t)n, "%.*s",
 			 (int)(cap - (size_t)n - 1), a);
 }
@@ -709,8 +720,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 			rv = baton_relay_decode(c->in.data + at, frame_len,
 						BATON_RELAY_TO_NODE, &f, &err);
 		if (rv != 0) {
-			LOG_WARN("relay %s sent a malformed frame: %s",
-				 c->relay_addr, err.text);
+			LOG_WARN_LIMITED("relay %s sent a malformed frame: %s",
+					 c->relay_addr, err.text);
 			send_error(c, err.code, 0, err.text);
 			reconnect_later(c, "a malformed frame from the relay");
 			return;
