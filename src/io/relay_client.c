@@ -756,6 +756,8 @@ static void on_connected(uv_connect_t *req, int status)
 		return;
 	}
 	c->state = CONNECTED;
+	/* Small frames (ACKs, a FENCED) must not wait for Nagle. */
+	uv_tcp_nodelay(&c->tcp, 1);
 	c->last_recv_ms = uv_now(c->loop);
 	baton_buf_reset(&c->in);
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);

@@ -118,6 +118,12 @@ static void on_data(void *arg, const char *from_cluster,
 		return;
 	}
 	g->stats.msgs_in++;
+	if (m.type == MIG_AUTHORITY && mig_is_new_side(g)) {
+		/* Our leader holds authority; our own state will say so once
+		 * it caught up (migration_serve.c holds commands until then). */
+		g->authority_seen_ms = mig_now(g);
+		return;
+	}
 	if (m.type == MIG_AUTHORITY) {
 		/* The new cluster holds authority: the old nodes send their
 		 * clients' commands there (docs/relay.md, "Hand-off"). */
@@ -132,12 +138,13 @@ static void on_data(void *arg, const char *from_cluster,
 		g->authority_leader = m.value;
 		return;
 	}
-	if (mig_is_new_side(g) && m.type == MIG_FENCED &&
-	    strcmp(from_cluster, g->s->cfg.relay_cluster) == 0) {
-		/* Our leader heard the old cluster fence: hold clients'
-		 * commands until our authority, rather than refuse them. */
+	if (mig_is_new_side(g) && m.type == MIG_FENCED) {
+		/* The old cluster fenced (its leader told every new node, or
+		 * our leader relayed it): hold clients' commands until our
+		 * authority, rather than send them where they are refused. */
 		g->handoff_seen_ms = mig_now(g);
-		return;
+		if (strcmp(from_cluster, g->s->cfg.relay_cluster) == 0)
+			return;
 	}
 	if (mig_is_new_side(g))
 		mig_import_on_msg(g, from_cluster, from_node, &m);

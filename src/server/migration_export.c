@@ -210,6 +210,10 @@ static void on_handoff(struct migration *g, const struct migration_msg *m)
 	if (!mig_leads(g) || !ex->open || m->session != ex->session ||
 	    km.fenced || ex->fence_proposed)
 		return;
+	/* Fence only when the import is close: the time from the fence to
+	 * the new cluster's authority is a pause for every client. */
+	if (applied_index(g) > m->index + MIG_HANDOFF_LAG_MAX)
+		return;
 	struct baton_release its;
 	baton_node_id old = member_without_fence(g, &its);
 	if (old != 0) {
@@ -411,12 +415,19 @@ void mig_export_tick(struct migration *g)
 	pump_entries(g);
 	uint64_t now = mig_now(g);
 	bool all_sent = ex->tail == NULL || ex->sent_index >= ex->tail->index;
-	if (ex->fence_index != 0 && all_sent &&
-	    ex->sent_index >= ex->fence_index &&
+	if (ex->fence_index != 0 &&
 	    now - ex->last_fenced_ms >= MIG_HEAD_EVERY_MS) {
-		if (send_msg(g, MIG_FENCED, ex->fence_index, 0, NULL, 0) == 0)
+		/* At once, before the stream reached F (the importer takes
+		 * authority only once its own import index did), and to
+		 * every new node, not only the importer: each then holds its
+		 * clients' commands until authority instead of sending them
+		 * here, where they would be refused. */
+		baton_node_id to = ex->to_node;
+		ex->to_node = 0;
+		int rv = send_msg(g, MIG_FENCED, ex->fence_index, 0, NULL, 0);
+		ex->to_node = to;
+		if (rv == 0)
 			ex->last_fenced_ms = now;
-		return;
 	}
 	if (all_sent && now - ex->last_sent_ms >= MIG_HEAD_EVERY_MS)
 		send_msg(g, MIG_HEAD, ex->sent_index, 0, NULL, 0);

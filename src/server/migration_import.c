@@ -15,7 +15,7 @@
 #include "migration_internal.h"
 
 /* Sending AUTHORITY again (old nodes that reconnect learn it), ACK. */
-#define AUTHORITY_EVERY_MS 1000u
+#define AUTHORITY_EVERY_MS 200u
 #define ACK_EVERY_MS 100u
 #define HANDOFF_EVERY_MS 500u
 
@@ -174,6 +174,7 @@ static bool import_close(struct migration *g, const struct kv_migration *km,
 			 uint64_t lag_max)
 {
 	return !km->snapshot_open && km->import_index > 0 &&
+	       g->im.old_applied != 0 &&
 	       g->im.old_applied <= km->import_index + lag_max;
 }
 
@@ -220,6 +221,10 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 	g->stats.sessions++;
 	im->requested_ms = im->progress_ms = mig_now(g);
 	im->acked_sent = 0;
+	/* Where the old log is must be heard again in this session: a stale
+	 * figure (from before a relay outage) would make the import look
+	 * caught up and ask for hand-off while far behind. */
+	im->old_applied = 0;
 	const char *me = g->s->cfg.relay_cluster;
 	struct migration_msg m = {
 		.type = MIG_EXPORT_REQ,
@@ -254,7 +259,13 @@ static void announce_authority(struct migration *g,
 		.data = (const uint8_t *)me,
 		.len = strlen(me),
 	};
-	if (mig_send(g, g->s->cfg.migrate_from, 0, &m) == 0)
+	/* To the old nodes (they send their clients' commands here now)
+	 * and to this cluster's others: one still catching up holds its
+	 * clients' commands until it applied the entry, rather than send
+	 * them to the fenced old cluster. */
+	int rv = mig_send(g, g->s->cfg.migrate_from, 0, &m);
+	mig_send(g, g->s->cfg.relay_cluster, 0, &m);
+	if (rv == 0)
 		g->im.authority_sent_ms = now;
 }
 

@@ -125,8 +125,10 @@ struct migration {
 	struct mig_view_node known[MIG_KNOWN_MAX];
 	struct mig_export ex;
 	struct mig_import im;
-	/* When this (new) node learned that the old cluster fenced. */
+	/* When this (new) node learned that the old cluster fenced, and that
+	 * its own cluster took authority (its state may lag). */
 	uint64_t handoff_seen_ms;
+	uint64_t authority_seen_ms;
 	struct {
 		struct mig_parked *head, *tail;
 		uint32_t n;

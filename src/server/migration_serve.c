@@ -25,8 +25,11 @@ struct mig_parked {
 
 static bool handing_off(const struct migration *g)
 {
-	return g->handoff_seen_ms != 0 &&
-	       mig_now(g) - g->handoff_seen_ms < MIG_HANDOFF_WAIT_MS;
+	uint64_t now = mig_now(g);
+	return (g->handoff_seen_ms != 0 &&
+		now - g->handoff_seen_ms < MIG_HANDOFF_WAIT_MS) ||
+	       (g->authority_seen_ms != 0 &&
+		now - g->authority_seen_ms < MIG_HANDOFF_WAIT_MS);
 }
 
 static void parked_free(struct mig_parked *p)
@@ -38,12 +41,14 @@ static void parked_free(struct mig_parked *p)
 	free(p);
 }
 
-/* Authority arrived: run what waited, in arrival order (so each
- * connection's order holds: nothing new runs before them). */
+/* What was waited for came (authority, or a node to send to): run what
+ * waited, in arrival order, so each connection's order holds (nothing
+ * new runs before them). Only those held now: one held again meanwhile
+ * waits for the next time. */
 static void drain(struct migration *g)
 {
 	g->draining = true;
-	while (g->parked.head != NULL) {
+	for (uint32_t n = g->parked.n; n > 0 && g->parked.head != NULL; n--) {
 		struct mig_parked *p = g->parked.head;
 		g->parked.head = p->next;
 		if (g->parked.head == NULL)
@@ -98,24 +103,19 @@ static const char *pick(struct migration *g, const char *cluster,
 	return NULL;
 }
 
-enum migration_route migration_route(struct server *s,
-				     const struct client_state *cs,
-				     const char **detail)
+/* Where a command goes, the held ones aside. */
+static enum migration_route decide(struct migration *g,
+				   const struct client_state *cs,
+				   const char **detail)
 {
-	struct migration *g = s->migration;
-	*detail = NULL;
-	if (g == NULL)
-		return MIGRATION_HERE;
+	struct server *s = g->s;
 	struct kv_migration km;
 	mig_kv_state(g, &km);
 	const char *cluster;
 	baton_node_id prefer = 0;
 	if (mig_is_new_side(g)) {
-		if (km.authority) {
-			if (g->parked.head != NULL && !g->draining)
-				drain(g);
+		if (km.authority)
 			return MIGRATION_HERE;
-		}
 		/* Hand-off under way: the old cluster is fenced and this
 		 * one takes authority within moments. Waiting is better
 		 * than refusing (docs/relay.md, "Who answers a client"). */
@@ -146,9 +146,33 @@ enum migration_route migration_route(struct server *s,
 	*detail = pick(g, cluster, prefer);
 	if (*detail != NULL)
 		return MIGRATION_PROXY;
+	/* A new node that knows no old node yet (it just started, or the
+	 * relay restarted) waits for a view rather than refuse. */
+	if (mig_is_new_side(g))
+		return MIGRATION_WAIT;
 	*detail = "no node of the other cluster of the migration is known to "
 		  "be reachable; retry";
 	return MIGRATION_REFUSE;
+}
+
+enum migration_route migration_route(struct server *s,
+				     const struct client_state *cs,
+				     const char **detail)
+{
+	struct migration *g = s->migration;
+	*detail = NULL;
+	if (g == NULL)
+		return MIGRATION_HERE;
+	enum migration_route r = decide(g, cs, detail);
+	if (g->parked.head != NULL && !g->draining) {
+		/* Behind the held commands, so each connection's order holds;
+		 * they go first once this one need not wait. */
+		if (r == MIGRATION_WAIT)
+			return r;
+		drain(g);
+		r = decide(g, cs, detail);
+	}
+	return r;
 }
 
 void migration_park(struct server *s, struct client_state *cs,
@@ -199,15 +223,15 @@ void migration_park(struct server *s, struct client_state *cs,
 
 void mig_serve_tick(struct migration *g)
 {
-	struct kv_migration km;
-	mig_kv_state(g, &km);
-	if (km.authority) {
-		if (g->parked.head != NULL)
-			drain(g);
+	if (g->parked.head == NULL)
+		return;
+	const char *detail;
+	if (decide(g, g->parked.head->cs, &detail) != MIGRATION_WAIT) {
+		drain(g);
 		return;
 	}
-	/* Authority did not come in time: those waiting longest give up,
-	 * oldest first (so each connection's order holds). */
+	/* What they wait for did not come in time: those waiting longest
+	 * give up, oldest first (so each connection's order holds). */
 	uint64_t now = mig_now(g);
 	while (g->parked.head != NULL &&
 	       now - g->parked.head->since_ms >= MIG_PARK_MS) {
@@ -217,8 +241,12 @@ void mig_serve_tick(struct migration *g)
 			g->parked.tail = NULL;
 		g->parked.n--;
 		resp_error(slot_buf(p->sl),
-			   "TRYAGAIN this cluster is taking write authority; "
-			   "retry");
+			   handing_off(g)
+				   ? "TRYAGAIN this cluster is taking write "
+				     "authority; retry"
+				   : "TRYAGAIN no node of the other cluster of "
+				     "the migration is known to be reachable; "
+				     "retry");
 		slot_done(p->sl);
 		parked_free(p);
 	}
