@@ -4,7 +4,8 @@
 
 #include <uv.h>
 
-#include "relay_client.h" /* src/relay: the node-side relay client */
+#include "client.h"   /* src/relay: the node-side relay client */
+#include "protocol.h" /* src/relay: BATON_RELAY_NODES_MAX */
 #include "migration.h"
 #include "server.h"
 
