@@ -370,7 +370,8 @@ int admin_members(struct command_ctx *x)
 		else
 			admin_map_field(b, "match", "-");
 		struct baton_profile p;
-		const char *source = server_member_versions(&st, &us, m->id, &p);
+		const char *source =
+			server_member_versions(&st, &us, m->id, &p);
 		admin_map_field(b, "versions", "%s", source);
 		if (strcmp(source, "unknown") == 0) {
 			admin_map_field(b, "release", "-");

@@ -119,17 +119,17 @@ static void usage(FILE *f)
 		SERVER_MAX_CLIENTS_DEFAULT);
 	/* Apart: one string literal stays within C's portable length. */
 	fputs("\nMigration between two clusters (docs/relay.md):\n"
-		"  --relay HOST:PORT       register with this baton-relay for "
-		"a migration between\n"
-		"                          two clusters (docs/relay.md)\n"
-		"  --relay-cluster NAME    this cluster's id at the relay "
-		"(default: --cluster-id);\n"
-		"                          the two clusters must use "
-		"different ones\n"
-		"  --migrate-from NAME     this node is on the new side: its "
-		"cluster imports from\n"
-		"                          cluster NAME and takes over its "
-		"writes (needs --relay)\n",
+	      "  --relay HOST:PORT       register with this baton-relay for "
+	      "a migration between\n"
+	      "                          two clusters (docs/relay.md)\n"
+	      "  --relay-cluster NAME    this cluster's id at the relay "
+	      "(default: --cluster-id);\n"
+	      "                          the two clusters must use "
+	      "different ones\n"
+	      "  --migrate-from NAME     this node is on the new side: its "
+	      "cluster imports from\n"
+	      "                          cluster NAME and takes over its "
+	      "writes (needs --relay)\n",
 	      f);
 }
 

@@ -53,7 +53,8 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	return rv;
 }
 
-/* ---- the relay client's callbacks ----------------------------------------- */
+/* ---- the relay client's callbacks -----------------------------------------
+ */
 
 static void on_view(void *arg, uint64_t number,
 		    const struct relay_view_node *nodes, size_t n)
@@ -68,8 +69,7 @@ static void on_view(void *arg, uint64_t number,
 			 nodes[i].cluster_id);
 		v->id = nodes[i].node_id;
 		v->incarnation = nodes[i].incarnation;
-		snprintf(v->address, sizeof v->address, "%s",
-			 nodes[i].address);
+		snprintf(v->address, sizeof v->address, "%s", nodes[i].address);
 		v->connected = nodes[i].connected;
 	}
 	/* Remember every node of the other cluster seen: a restarted
@@ -120,7 +120,8 @@ static void on_data(void *arg, const char *from_cluster,
 	g->stats.msgs_in++;
 	if (m.type == MIG_AUTHORITY && mig_is_new_side(g)) {
 		/* Our leader holds authority; our own state will say so once
-		 * it caught up (migration_serve.c holds commands until then). */
+		 * it caught up (migration_serve.c holds commands until then).
+		 */
 		g->authority_seen_ms = mig_now(g);
 		return;
 	}
@@ -165,7 +166,8 @@ static void on_tick(uv_timer_t *t)
 	}
 }
 
-/* ---- start and stop -------------------------------------------------------- */
+/* ---- start and stop --------------------------------------------------------
+ */
 
 static uint64_t new_incarnation(void)
 {
@@ -323,17 +325,17 @@ void migration_info(struct server *s, struct baton_buf *b)
 		"\r\nrelay_reconnects:%" PRIu64 "\r\nrelay_last_error:%s"
 		"\r\nproxy_commands:%" PRIu64 "\r\nproxy_errors:%" PRIu64
 		"\r\nproxy_upstreams_open:%" PRIu64
-		"\r\nmigration_held:%u\r\nmigration_held_total:%" PRIu64
-		"\r\n",
-		mig_is_new_side(g) ? "new" : "old", phase(g, &km), ready ? 1 : 0,
-		why, s->cfg.relay, s->cfg.relay_cluster, rs.connected ? 1 : 0,
-		rs.active ? 1 : 0, g->view_number, g->n_view, km.import_index,
-		g->im.old_applied, km.authority_from, g->ex.session,
-		g->ex.acked, g->ex.sent_index, g->ex.fence_index,
-		km.fenced ? 1 : 0, g->stats.msgs_in, g->stats.msgs_out,
-		g->stats.bad_msgs, g->stats.sessions, g->stats.snapshots,
-		rs.resent, rs.reconnects, rs.last_error, ps.commands,
-		ps.errors, ps.upstreams_open, g->parked.n, g->stats.parked);
+		"\r\nmigration_held:%u\r\nmigration_held_total:%" PRIu64 "\r\n",
+		mig_is_new_side(g) ? "new" : "old", phase(g, &km),
+		ready ? 1 : 0, why, s->cfg.relay, s->cfg.relay_cluster,
+		rs.connected ? 1 : 0, rs.active ? 1 : 0, g->view_number,
+		g->n_view, km.import_index, g->im.old_applied,
+		km.authority_from, g->ex.session, g->ex.acked, g->ex.sent_index,
+		g->ex.fence_index, km.fenced ? 1 : 0, g->stats.msgs_in,
+		g->stats.msgs_out, g->stats.bad_msgs, g->stats.sessions,
+		g->stats.snapshots, rs.resent, rs.reconnects, rs.last_error,
+		ps.commands, ps.errors, ps.upstreams_open, g->parked.n,
+		g->stats.parked);
 	if (n > 0 && (size_t)n < sizeof text)
 		baton_buf_append(b, text, (size_t)n);
 }

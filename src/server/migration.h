@@ -52,11 +52,11 @@ struct migration_msg {
 	uint8_t type;
 	uint64_t session;
 	uint64_t applied;
-	uint64_t index;	  /* BEGIN/END: snapshot index; ENTRY: old index;
-			     ACK: import index; FENCED/AUTHORITY: F;
-			     EXPORT_REQ: import index to resume after */
-	uint64_t value;	  /* BEGIN: machine time; END: chunks; CHUNK: seq;
-			     AUTHORITY: the new leader's node id */
+	uint64_t index;	     /* BEGIN/END: snapshot index; ENTRY: old index;
+				ACK: import index; FENCED/AUTHORITY: F;
+				EXPORT_REQ: import index to resume after */
+	uint64_t value;	     /* BEGIN: machine time; END: chunks; CHUNK: seq;
+				AUTHORITY: the new leader's node id */
 	const uint8_t *data; /* CHUNK: records; ENTRY: kv payload;
 				EXPORT_REQ/AUTHORITY: a cluster id */
 	size_t len;
@@ -92,9 +92,8 @@ enum migration_route migration_route(struct server *s,
 				     const char **detail);
 /* Hold a command until this (new) cluster holds authority, then run it
  * (command_dispatch), in arrival order; -TRYAGAIN after MIG_PARK_MS. */
-void migration_park(struct server *s, struct client_state *cs,
-		    struct slot *sl, int argc, const uint8_t *const *argv,
-		    const size_t *lens);
+void migration_park(struct server *s, struct client_state *cs, struct slot *sl,
+		    int argc, const uint8_t *const *argv, const size_t *lens);
 /* Is this a write's reply from a state machine that refused it for the
  * migration (kv's KV_FENCED_REPLY or KV_IMPORTING_REPLY)? It did nothing. */
 bool migration_refused_write(const uint8_t *reply, size_t len);

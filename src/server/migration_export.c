@@ -221,14 +221,14 @@ static void on_handoff(struct migration *g, const struct migration_msg *m)
 		uint64_t now = mig_now(g);
 		if (now - ex->refused_log_ms >= 5000) {
 			ex->refused_log_ms = now;
-			LOG_WARN("migration: hand-off refused: member %" PRIu64
-				 " runs release %s, which does not know the "
-				 "fence; upgrade every member to %s or later "
-				 "first (batonctl roll)",
-				 old, baton_release_format(its, r),
-				 baton_release_format(
-					 baton_release_migration_since(),
-					 need));
+			LOG_WARN(
+				"migration: hand-off refused: member %" PRIu64
+				" runs release %s, which does not know the "
+				"fence; upgrade every member to %s or later "
+				"first (batonctl roll)",
+				old, baton_release_format(its, r),
+				baton_release_format(
+					baton_release_migration_since(), need));
 		}
 		return;
 	}
@@ -359,8 +359,8 @@ static void pump_snapshot(struct migration *g)
 		}
 	}
 	if (ex->snap_begun && !ex->snap_running && !ex->snap_sent) {
-		if (send_msg(g, MIG_END, ex->snap_index, ex->chunks, NULL,
-			     0) != 0)
+		if (send_msg(g, MIG_END, ex->snap_index, ex->chunks, NULL, 0) !=
+		    0)
 			return;
 		ex->snap_sent = true;
 		LOG_INFO("migration: snapshot at %" PRIu64 " sent in %u "

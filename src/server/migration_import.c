@@ -128,9 +128,10 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 		break;
 	case MIG_FENCED:
 		if (im->fenced_at == 0) {
-			LOG_INFO("migration: cluster %s fenced at index %" PRIu64
-				 "; taking authority once imported",
-				 from_cluster, m->index);
+			LOG_INFO(
+				"migration: cluster %s fenced at index %" PRIu64
+				"; taking authority once imported",
+				from_cluster, m->index);
 			tell_own_cluster(g, m->index);
 		}
 		im->fenced_at = m->index;
@@ -201,8 +202,8 @@ bool mig_import_ready(struct migration *g, const char **why)
 	return true;
 }
 
-static void send_to_exporter(struct migration *g, uint8_t type,
-			     uint64_t index, uint64_t value)
+static void send_to_exporter(struct migration *g, uint8_t type, uint64_t index,
+			     uint64_t value)
 {
 	struct migration_msg m = {
 		.type = type,
@@ -239,8 +240,7 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 	else
 		LOG_INFO("migration: asking cluster %s for its stream after "
 			 "index %" PRIu64 " (session %" PRIx64 ")",
-			 g->s->cfg.migrate_from, km->import_index,
-			 im->session);
+			 g->s->cfg.migrate_from, km->import_index, im->session);
 }
 
 static void announce_authority(struct migration *g,
@@ -285,9 +285,10 @@ void mig_import_tick(struct migration *g)
 	if (km.authority) {
 		if (im->authority_ms == 0) {
 			im->authority_ms = now;
-			LOG_INFO("migration: this cluster holds write authority "
-				 "(old index %" PRIu64 ")",
-				 km.authority_from);
+			LOG_INFO(
+				"migration: this cluster holds write authority "
+				"(old index %" PRIu64 ")",
+				km.authority_from);
 		}
 		announce_authority(g, &km);
 		return;
@@ -297,7 +298,8 @@ void mig_import_tick(struct migration *g)
 			request_stream(g, &km);
 		return;
 	}
-	if (km.import_index != im->acked_sent || now - im->ack_ms >= ACK_EVERY_MS) {
+	if (km.import_index != im->acked_sent ||
+	    now - im->ack_ms >= ACK_EVERY_MS) {
 		send_to_exporter(g, MIG_ACK, km.import_index,
 				 km.snapshot_chunks);
 		im->acked_sent = km.import_index;
@@ -311,8 +313,8 @@ void mig_import_tick(struct migration *g)
 		if (im->handoff_ms == 0) {
 			im->handoff_ms = now;
 			LOG_INFO("migration: asking cluster %s for hand-off "
-				 "(import index %" PRIu64 ", old applied %" PRIu64
-				 ")",
+				 "(import index %" PRIu64
+				 ", old applied %" PRIu64 ")",
 				 g->s->cfg.migrate_from, km.import_index,
 				 im->old_applied);
 		}

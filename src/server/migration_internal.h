@@ -93,8 +93,8 @@ struct mig_export {
 
 struct mig_import {
 	uint64_t session;
-	uint64_t requested_ms;	 /* the last EXPORT_REQ */
-	uint64_t progress_ms;	 /* the last message of the session */
+	uint64_t requested_ms; /* the last EXPORT_REQ */
+	uint64_t progress_ms;  /* the last message of the session */
 	char from_cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id from_node; /* the exporter */
 	uint64_t old_applied;	 /* the exporter's applied index */
@@ -158,7 +158,8 @@ void mig_serve_close(struct migration *g);
 
 /* migration_export.c (old side) */
 void mig_export_on_msg(struct migration *g, const char *from_cluster,
-		       baton_node_id from_node, const struct migration_msg *msg);
+		       baton_node_id from_node,
+		       const struct migration_msg *msg);
 void mig_export_tick(struct migration *g);
 void mig_export_applied(struct migration *g, uint64_t index,
 			const uint8_t *payload, size_t len);
@@ -166,7 +167,8 @@ void mig_export_close(struct migration *g);
 
 /* migration_import.c (new side) */
 void mig_import_on_msg(struct migration *g, const char *from_cluster,
-		       baton_node_id from_node, const struct migration_msg *msg);
+		       baton_node_id from_node,
+		       const struct migration_msg *msg);
 void mig_import_tick(struct migration *g);
 /* B1's and later nodes' readiness (docs/relay.md). */
 bool mig_import_ready(struct migration *g, const char **why);

@@ -104,9 +104,8 @@ static const char *pick(struct migration *g, const char *cluster,
 }
 
 /* Where a command goes, the held ones aside. */
-static enum migration_route decide(struct migration *g,
-				   const struct client_state *cs,
-				   const char **detail)
+static enum migration_route
+decide(struct migration *g, const struct client_state *cs, const char **detail)
 {
 	struct server *s = g->s;
 	struct kv_migration km;
@@ -175,9 +174,8 @@ enum migration_route migration_route(struct server *s,
 	return r;
 }
 
-void migration_park(struct server *s, struct client_state *cs,
-		    struct slot *sl, int argc, const uint8_t *const *argv,
-		    const size_t *lens)
+void migration_park(struct server *s, struct client_state *cs, struct slot *sl,
+		    int argc, const uint8_t *const *argv, const size_t *lens)
 {
 	struct migration *g = s->migration;
 	BATON_ASSERT(g != NULL);

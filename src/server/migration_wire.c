@@ -25,9 +25,8 @@
 const char *migration_msg_name(uint8_t type)
 {
 	static const char *const names[] = {
-		NULL,	   "EXPORT_REQ", "BEGIN", "CHUNK",   "END",
-		"ENTRY",   "HEAD",	 "ACK",	  "HANDOFF", "FENCED",
-		"AUTHORITY",
+		NULL,	"EXPORT_REQ", "BEGIN",	 "CHUNK",  "END",	"ENTRY",
+		"HEAD", "ACK",	      "HANDOFF", "FENCED", "AUTHORITY",
 	};
 	_Static_assert(sizeof names / sizeof names[0] == MIG_MSG_TYPE_MAX + 1,
 		       "one name per type");
@@ -70,8 +69,8 @@ int migration_msg_decode(const uint8_t *buf, size_t len,
 	    !baton_le_read_u32(&r, &data_len))
 		return BATON_ECORRUPT;
 	m.type = type[0];
-	if (m.type < 1 || m.type > MIG_MSG_TYPE_MAX || data_len > MSG_DATA_MAX ||
-	    baton_le_left(&r) != data_len)
+	if (m.type < 1 || m.type > MIG_MSG_TYPE_MAX ||
+	    data_len > MSG_DATA_MAX || baton_le_left(&r) != data_len)
 		return BATON_ECORRUPT;
 	if (data_len > 0 && !baton_le_read_bytes(&r, data_len, &m.data))
 		return BATON_ECORRUPT;

@@ -185,9 +185,9 @@ struct server {
 	/* Replies queued and not yet written, over all open clients. */
 	uint64_t output_bytes;
 
-	struct join *join;	   /* join.c */
+	struct join *join;	     /* join.c */
 	struct migration *migration; /* migration.c; NULL without --relay */
-	struct founding *founding; /* founding.c */
+	struct founding *founding;   /* founding.c */
 
 	/* Whose this node is (identity.c). */
 	struct {
@@ -541,7 +541,7 @@ struct routed_write {
 	 * there again until the leadership changes. */
 	baton_node_id refused_by;
 	bool expired;		/* parked too long: being failed */
-	bool elsewhere; /* the other cluster answers it (a migration) */
+	bool elsewhere;		/* the other cluster answers it (a migration) */
 	uint64_t park_until_ms; /* parked: fails then (0: never parked) */
 	/* In flight at this node (this one: proposed here); 0: parked. */
 	baton_node_id sent_to;

@@ -20,6 +20,7 @@
 #include "baton/version.h"
 #include "internal.h"
 #include "kv.h"
+#include "migration.h"
 #include "peer_fixtures.h"
 #include "storage_target.h"
 
@@ -581,6 +582,29 @@ static void kv_seeds(void)
 	baton_buf_free(&snap);
 }
 
+/* One message of every type the migration's leaders exchange. */
+static void migration_seeds(void)
+{
+	static const uint8_t data[] = "new";
+	for (uint8_t t = 1; t <= MIG_MSG_TYPE_MAX; t++) {
+		struct migration_msg m = {.type = t,
+					  .session = 0x1234,
+					  .applied = 100,
+					  .index = 99,
+					  .value = t,
+					  .data = data,
+					  .len = 3};
+		struct baton_buf b;
+		baton_buf_init(&b);
+		if (migration_msg_encode(&m, &b) != 0)
+			die("encode", "a migration message");
+		char name[32];
+		snprintf(name, sizeof name, "%s", migration_msg_name(t));
+		seed("migration_msg", name, -1, b.data, b.len);
+		baton_buf_free(&b);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -597,5 +621,6 @@ int main(int argc, char **argv)
 	core_seeds();
 	resp_seeds();
 	kv_seeds();
+	migration_seeds();
 	return 0;
 }

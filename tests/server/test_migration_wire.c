@@ -50,8 +50,8 @@ Test(migration_wire, every_type_round_trips)
 Test(migration_wire, every_truncation_and_bad_field_is_refused)
 {
 	static const uint8_t data[] = "payload";
-	struct migration_msg m = {.type = MIG_ENTRY, .index = 9,
-				  .data = data, .len = 7};
+	struct migration_msg m = {
+		.type = MIG_ENTRY, .index = 9, .data = data, .len = 7};
 	struct baton_buf b;
 	round_trip(&m, &b);
 	struct migration_msg out;
@@ -66,27 +66,25 @@ Test(migration_wire, every_truncation_and_bad_field_is_refused)
 		     BATON_ECORRUPT);
 	/* Unknown types. */
 	longer[0] = 0;
-	cr_assert_eq(migration_msg_decode(longer, b.len, &out),
-		     BATON_ECORRUPT);
+	cr_assert_eq(migration_msg_decode(longer, b.len, &out), BATON_ECORRUPT);
 	longer[0] = MIG_MSG_TYPE_MAX + 1;
-	cr_assert_eq(migration_msg_decode(longer, b.len, &out),
-		     BATON_ECORRUPT);
+	cr_assert_eq(migration_msg_decode(longer, b.len, &out), BATON_ECORRUPT);
 	baton_buf_free(&b);
 	/* A cluster id must be 1 to 255 bytes. */
 	struct migration_msg req = {.type = MIG_EXPORT_REQ};
 	baton_buf_init(&b);
 	cr_assert_eq(migration_msg_encode(&req, &b), 0);
-	cr_assert_eq(migration_msg_decode(b.data, b.len, &out),
-		     BATON_ECORRUPT);
+	cr_assert_eq(migration_msg_decode(b.data, b.len, &out), BATON_ECORRUPT);
 	baton_buf_free(&b);
 }
 
 static int parse(const char *const *extra, int n_extra)
 {
 	static struct server_config c;
-	const char *base[] = {"batond", "--id", "7", "--listen",
-			      "127.0.0.1:6001", "--peer-listen",
-			      "127.0.0.1:7001", "--data", "/tmp/x"};
+	const char *base[] = {
+		"batond",	  "--id",	    "7",
+		"--listen",	  "127.0.0.1:6001", "--peer-listen",
+		"127.0.0.1:7001", "--data",	    "/tmp/x"};
 	char *argv[32];
 	int argc = 0;
 	for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
@@ -118,7 +116,7 @@ Test(migration_flags, an_import_needs_the_relay_and_another_cluster,
 		     0);
 	cr_assert_eq(PARSE("--migrate-from", "old"), -1);
 	cr_assert_eq(PARSE("--relay-cluster", "x"), -1);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--migrate-from",
-			   "baton"),
-		     -1);
+	cr_assert_eq(
+		PARSE("--relay", "127.0.0.1:9000", "--migrate-from", "baton"),
+		-1);
 }
