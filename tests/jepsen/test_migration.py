@@ -146,6 +146,12 @@ def wait_ready(node, what, deadline_s=READY_TIMEOUT_S):
                          f"last INFO: {last}")
 
 
+def batonctl(node, *args):
+    return subprocess.run([str(e2e.build_dir() / "batonctl"), "-h", HOST,
+                           "-p", str(node.client_port), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
 def longest_write_gap(ops):
     """The longest time between two acknowledged writes, in ms, and when
     it began (monotonic ns)."""
@@ -179,6 +185,10 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
         old.start(3, extra=["--as-release", OLD_RELEASE, "--relay",
                             relay_addr, "--relay-cluster", "old"])
         note("old cluster of 3 at " + OLD_RELEASE)
+        # batonctl refuses to follow a migration from the old side.
+        wrong = batonctl(old.nodes[1], "migrate", "--dry-run")
+        assert wrong.returncode == 1 and "old side" in wrong.stderr, \
+            wrong.stdout + wrong.stderr
         load.nodes = list(old.alive())
         load.start()
         time.sleep(1.0)
@@ -205,12 +215,23 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
             if k == 0:
                 wait_ready(b, "B1")
                 note(f"new node {b.id} ready (import caught up)")
+                dry = batonctl(b, "migrate", "--dry-run")
+                assert dry.returncode == 0, dry.stdout + dry.stderr
+                assert "side: new" in dry.stdout and "plan:" in dry.stdout, \
+                    dry.stdout
                 relay.kill()
                 note("relay killed")
                 time.sleep(1.0)
                 relay.start()
                 note("relay restarted")
             else:
+                if k == 1:
+                    # The operator's view of it: batonctl follows the
+                    # migration until the new cluster holds authority.
+                    run = batonctl(b_nodes[0], "migrate", "--wait-s", "30")
+                    assert run.returncode == 0, run.stdout + run.stderr
+                    assert "holds write authority" in run.stdout, run.stdout
+                    note("batonctl migrate: done")
                 wait_ready(b, f"B{k + 1}")
                 note(f"new node {b.id} ready")
             victim = victims[k]
