@@ -13,27 +13,6 @@
 #include "../io/log.h"
 #include "client_internal.h"
 
-/* The len bytes at s, unprintable bytes as \xNN, into out (NUL-ended). */
-static const char *escape(const char *s, size_t len, char *out, size_t cap)
-{
-	BATON_ASSERT(cap >= 8);
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (o + 8 >= cap) {
-			memcpy(out + o, "...", 3);
-			o += 3;
-			break;
-		}
-		if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-			out[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-	}
-	out[o] = '\0';
-	return out;
-}
-
 /* ---- incoming frames ------------------------------------------------------
  */
 
@@ -184,7 +163,8 @@ static void on_welcome(struct relay_client *c,
 {
 	char reason[512];
 	if (w->code != 0) {
-		escape(w->reason.ptr, w->reason.len, reason, sizeof(reason));
+		baton_relay_escape(w->reason.ptr, w->reason.len, reason,
+				   sizeof(reason));
 		LOG_WARN("relay %s refused registration: %s (%u): %s: retrying "
 			 "with back-off",
 			 c->relay_addr, baton_relay_code_name(w->code), w->code,
@@ -341,7 +321,7 @@ static void on_error_frame(struct relay_client *c,
 			   const struct baton_relay_error *e)
 {
 	char text[512];
-	escape(e->text.ptr, e->text.len, text, sizeof(text));
+	baton_relay_escape(e->text.ptr, e->text.len, text, sizeof(text));
 	LOG_WARN("relay %s sent ERROR %s (%u) about frame %s: %s: reconnecting",
 		 c->relay_addr, baton_relay_code_name(e->code), e->code,
 		 e->frame_type ? baton_relay_type_name(e->frame_type) : "none",

@@ -47,24 +47,3 @@ void relay_log(enum relay_log_level level, const char *fmt, ...)
 		ts.tv_nsec / 1000000, level_names[level], line);
 	fflush(stderr);
 }
-
-const char *relay_escape(const char *s, size_t len, char *out, size_t cap)
-{
-	BATON_ASSERT(out != NULL && cap >= 8);
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (o + 8 >= cap) {
-			memcpy(out + o, "...", 3);
-			o += 3;
-			break;
-		}
-		if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-			out[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-	}
-	out[o] = '\0';
-	BATON_ASSERT(o < cap);
-	return out;
-}

@@ -1,7 +1,7 @@
 /*
  * baton-relay's log: one line per event on stderr, "LEVEL message",
  * filtered by --log-level. Texts received from peers are escaped
- * (relay_escape) before they are logged.
+ * (baton_relay_escape, protocol.h) before they are logged.
  */
 #ifndef BATON_RELAY_LOG_H
 #define BATON_RELAY_LOG_H
@@ -20,9 +20,5 @@ int relay_log_parse_level(const char *name);
 void relay_log_set_level(enum relay_log_level level);
 void relay_log(enum relay_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-
-/* The len bytes at s with every byte outside printable ASCII as \xNN,
- * NUL-terminated in out (cap bytes, truncated with "..."); returns out. */
-const char *relay_escape(const char *s, size_t len, char *out, size_t cap);
 
 #endif /* BATON_RELAY_LOG_H */

@@ -364,4 +364,9 @@ int baton_relay_encode(const struct baton_relay_frame *f,
 		       enum baton_relay_dir dir, uint8_t *buf, size_t cap,
 		       size_t *len_out, struct baton_relay_err *err);
 
+/* The len bytes at s with every byte outside printable ASCII as \xNN,
+ * NUL-terminated in out (cap bytes, truncated with "..."); returns out. */
+const char *baton_relay_escape(const char *s, size_t len, char *out,
+			       size_t cap);
+
 #endif /* BATON_RELAY_PROTOCOL_H */

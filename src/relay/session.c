@@ -194,8 +194,8 @@ static void on_leave(struct relay_conn *c, const struct baton_relay_leave *l)
 	relay_log(RELAY_LOG_INFO, "leave %.*s/%llu (%s): %s",
 		  (int)n->cluster_id_len, n->cluster_id,
 		  (unsigned long long)n->node_id, c->name,
-		  relay_escape(l->reason.ptr, l->reason.len, reason,
-			       sizeof(reason)));
+		  baton_relay_escape(l->reason.ptr, l->reason.len, reason,
+				     sizeof(reason)));
 	relay_table_remove(&c->srv->table, n);
 	c->role = CONN_DONE;
 	install_view(c->srv, "a node left");
@@ -325,7 +325,8 @@ static void on_error(struct relay_conn *c, const struct baton_relay_error *e)
 	char text[512];
 	relay_log(RELAY_LOG_WARN, "%s sent ERROR %s (%u): %s: closing", c->name,
 		  baton_relay_code_name(e->code), e->code,
-		  relay_escape(e->text.ptr, e->text.len, text, sizeof(text)));
+		  baton_relay_escape(e->text.ptr, e->text.len, text,
+				     sizeof(text)));
 	conn_finish(c);
 }
 
