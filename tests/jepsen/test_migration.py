@@ -152,11 +152,13 @@ def batonctl(node, *args):
                           capture_output=True, text=True, timeout=60)
 
 
-def longest_write_gap(ops):
-    """The longest time between two acknowledged writes, in ms, and when
-    it began (monotonic ns)."""
+def longest_write_gap(ops, lo_ns=0, hi_ns=None):
+    """The longest time between two acknowledged writes (completed in
+    [lo_ns, hi_ns]), in ms, and when it began (monotonic ns)."""
     acks = sorted(op.complete_ns for op in ops
-                  if op.status == "ok" and op.f != "get")
+                  if op.status == "ok" and op.f != "get"
+                  and lo_ns <= op.complete_ns
+                  and (hi_ns is None or op.complete_ns <= hi_ns))
     gaps = [(b - a, a) for a, b in zip(acks, acks[1:])]
     if not gaps:
         return None, None
@@ -164,8 +166,15 @@ def longest_write_gap(ops):
     return gap / 1e6, at
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
+@pytest.mark.parametrize("seed,traffic", [(1, "when-ready"),
+                                          (2, "at-start"),
+                                          (3, "when-ready")])
+def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
+                                                      traffic):
+    """traffic: "when-ready" sends clients to a new node once it reports
+    ready, as a scheduler's service does; "at-start" as soon as it
+    answers PING (its clients then wait while it learns where the old
+    nodes are, which after the relay restart can take a while)."""
     e2e.require_binary(e2e.BATOND)
     build = e2e.build_dir()
     checker = harness.find_checker(build)
@@ -209,11 +218,12 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
                                   f"{b.id}={b.peer_addr}/{b.client_addr}"])
             else:
                 b.start(common + ["--join-seeds", b_nodes[0].peer_addr])
-            load.nodes = [m for m in old.alive()] + [
-                m for m in b_nodes if m.alive]
+            serving = b_nodes[:k] + ([b] if traffic == "at-start" else [])
+            load.nodes = list(old.alive()) + serving
             note(f"started new node {b.id}")
             if k == 0:
                 wait_ready(b, "B1")
+                load.nodes = list(old.alive()) + b_nodes[:1]
                 note(f"new node {b.id} ready (import caught up)")
                 dry = batonctl(b, "migrate", "--dry-run")
                 assert dry.returncode == 0, dry.stdout + dry.stderr
@@ -226,6 +236,7 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
                 note("relay restarted")
             else:
                 if k == 1:
+                    handoff_lo = time.monotonic_ns()
                     # The operator's view of it: batonctl follows the
                     # migration until the new cluster holds authority.
                     run = batonctl(b_nodes[0], "migrate", "--wait-s", "30")
@@ -233,12 +244,14 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
                     assert "holds write authority" in run.stdout, run.stdout
                     note("batonctl migrate: done")
                 wait_ready(b, f"B{k + 1}")
+                load.nodes = list(old.alive()) + b_nodes[:k + 1]
                 note(f"new node {b.id} ready")
+                if k == 1:
+                    handoff_hi = time.monotonic_ns()
             victim = victims[k]
             was_leader = old.find_leader() is victim
             victim.kill9()
-            load.nodes = [m for m in old.alive()] + [
-                m for m in b_nodes if m.alive]
+            load.nodes = list(old.alive()) + b_nodes[:k + 1]
             note(f"killed old node {victim.id}"
                  + (" (the old leader)" if was_leader else ""))
         time.sleep(1.5)
@@ -272,8 +285,13 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed):
                             "--timeout-s", "120", str(history)],
                            capture_output=True, text=True, timeout=200)
         gap, gap_at = longest_write_gap(all_ops)
-        print(f"\nmigration seed {seed}: ops {counts}, longest write gap "
-              f"{gap:.1f} ms from +{(gap_at - t0) / 1e9:.2f}s")
+        # From B2's start to its readiness: the hand-off, and no old node
+        # killed (that comes after).
+        handoff_gap, _ = longest_write_gap(all_ops, handoff_lo, handoff_hi)
+        print(f"\nmigration seed {seed} ({traffic}): ops {counts}, "
+              f"longest write gap "
+              f"{gap:.1f} ms from +{(gap_at - t0) / 1e9:.2f}s; around the "
+              f"hand-off {handoff_gap:.1f} ms")
         for t, what in timeline:
             print(f"  [+{t:6.2f}s] {what}")
         errors = {}
