@@ -10,7 +10,7 @@
  * if one is set, then BATON.PROXIED, whose replies are awaited before any
  * command is written, so a refusal there has sent nothing. The commands of
  * one connection are written in order on that one connection and their
- * replies come back in order (the reply scanner of src/wire/resp.c says
+ * replies come back in order (the reply scanner of src/wire/resp_reply.c says
  * where each ends). A command for another address waits in the same queue
  * until the replies in flight on the current upstream are back, then the
  * upstream is replaced; so effects keep the connection's order.

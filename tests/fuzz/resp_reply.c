@@ -1,5 +1,5 @@
 /*
- * The RESP reply scanner (src/wire/resp.c), which a node proxying a
+ * The RESP reply scanner (src/wire/resp_reply.c), which a node proxying a
  * client's commands to another cluster's node runs over that node's
  * replies. The input is scanned as a stream of replies twice with the same
  * small limits (so that every limit is within reach): all at once, and fed
