@@ -54,8 +54,14 @@ static void drain(struct migration *g)
 		if (g->parked.head == NULL)
 			g->parked.tail = NULL;
 		g->parked.n--;
-		command_dispatch(g->s, p->cs, p->sl, p->argc,
-				 (const uint8_t *const *)p->argv, p->lens);
+		/* A client that left meanwhile: nobody reads the reply, and
+		 * a proxied command would open a connection for nobody. */
+		if (slot_abandoned(p->sl))
+			slot_done(p->sl);
+		else
+			command_dispatch(g->s, p->cs, p->sl, p->argc,
+					 (const uint8_t *const *)p->argv,
+					 p->lens);
 		parked_free(p);
 	}
 	g->draining = false;
