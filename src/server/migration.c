@@ -226,12 +226,25 @@ int migration_start(struct server *s)
 	return 0;
 }
 
-static void on_relay_closed(void *arg)
+/* Freed once both the timer and the relay client have closed: libuv
+ * holds the timer's memory until its close completes. */
+static void release(struct migration *g)
 {
-	struct migration *g = arg;
-	mig_export_close(g);
+	BATON_ASSERT(g->closing > 0);
+	if (--g->closing > 0)
+		return;
 	baton_buf_free(&g->ex.chunk);
 	free(g);
+}
+
+static void on_tick_closed(uv_handle_t *h)
+{
+	release(h->data);
+}
+
+static void on_relay_closed(void *arg)
+{
+	release(arg);
 }
 
 void migration_stop(struct server *s)
@@ -241,8 +254,10 @@ void migration_stop(struct server *s)
 		return;
 	s->migration = NULL;
 	mig_serve_close(g);
+	mig_export_close(g); /* while the map is sure to be there */
+	g->closing = 2;
 	uv_timer_stop(&g->tick);
-	uv_close((uv_handle_t *)&g->tick, NULL);
+	uv_close((uv_handle_t *)&g->tick, on_tick_closed);
 	relay_client_close(g->relay, on_relay_closed, g);
 }
 

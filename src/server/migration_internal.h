@@ -135,6 +135,7 @@ struct migration {
 		uint32_t n;
 	} parked;
 	bool draining;
+	uint32_t closing; /* handles still closing (migration_stop) */
 	struct {
 		uint64_t msgs_in, msgs_out, bad_msgs, sessions, snapshots;
 		uint64_t entries_out, entries_in, send_busy, parked;
