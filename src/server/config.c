@@ -129,7 +129,13 @@ static void usage(FILE *f)
 	      "  --migrate-from NAME     this node is on the new side: its "
 	      "cluster imports from\n"
 	      "                          cluster NAME and takes over its "
-	      "writes (needs --relay)\n",
+	      "writes (needs --relay)\n"
+	      "  --migrate-to NAME       this node is on the old side: it "
+	      "exports its data to,\n"
+	      "                          and hands its writes over to, "
+	      "cluster NAME only\n"
+	      "                          (needs --relay; without it, no "
+	      "cluster may import)\n",
 	      f);
 }
 
@@ -344,6 +350,8 @@ static int set_option(struct server_config *c, const char *name, const char *v)
 		return copy(name, v, c->relay_cluster, sizeof c->relay_cluster);
 	} else if (strcmp(name, "migrate-from") == 0) {
 		return copy(name, v, c->migrate_from, sizeof c->migrate_from);
+	} else if (strcmp(name, "migrate-to") == 0) {
+		return copy(name, v, c->migrate_to, sizeof c->migrate_to);
 	} else if (strcmp(name, "password") == 0) {
 		return copy(name, v, c->password, sizeof c->password);
 	} else if (strcmp(name, "peer-secret-file") == 0) {
@@ -541,10 +549,24 @@ static int relay_options(struct server_config *c)
 		snprintf(c->relay_cluster, sizeof c->relay_cluster, "%s",
 			 c->cluster_id);
 	if (c->relay[0] == '\0' &&
-	    (c->migrate_from[0] != '\0' ||
+	    (c->migrate_from[0] != '\0' || c->migrate_to[0] != '\0' ||
 	     strcmp(c->relay_cluster, c->cluster_id) != 0)) {
-		fprintf(stderr, "batond: --migrate-from and --relay-cluster "
-				"need --relay HOST:PORT\n");
+		fprintf(stderr, "batond: --migrate-from, --migrate-to and "
+				"--relay-cluster need --relay HOST:PORT\n");
+		return -1;
+	}
+	if (c->migrate_from[0] != '\0' && c->migrate_to[0] != '\0') {
+		fprintf(stderr, "batond: --migrate-from (the new side) and "
+				"--migrate-to (the old side) exclude each "
+				"other\n");
+		return -1;
+	}
+	if (c->migrate_to[0] != '\0' &&
+	    strcmp(c->migrate_to, c->relay_cluster) == 0) {
+		fprintf(stderr,
+			"batond: --migrate-to %s names this node's own "
+			"cluster\n",
+			c->migrate_to);
 		return -1;
 	}
 	if (c->migrate_from[0] != '\0' &&

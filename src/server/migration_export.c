@@ -129,11 +129,17 @@ static void on_export_req(struct migration *g, const char *from_cluster,
 	struct mig_export *ex = &g->ex;
 	if (!mig_leads(g))
 		return; /* the leader answers; the others only listen */
-	if (strcmp(from_cluster, g->s->cfg.relay_cluster) == 0) {
-		LOG_WARN("migration: an export request from node %" PRIu64
-			 " of this node's own cluster %s: ignored (the two "
-			 "clusters must register with different ids)",
-			 from_node, from_cluster);
+	if (strcmp(from_cluster, g->s->cfg.migrate_to) != 0) {
+		/* Only the cluster the operator named may read this one's
+		 * data and fence it: anyone else registered at the relay
+		 * could otherwise. */
+		LOG_WARN_LIMITED(
+			"migration: an export request from node %" PRIu64
+			" of cluster %s refused: this node exports "
+			"only to %s (--migrate-to)",
+			from_node, from_cluster,
+			g->s->cfg.migrate_to[0] != '\0' ? g->s->cfg.migrate_to
+							: "no cluster");
 		return;
 	}
 	bool resume = ex->open && ex->snap_sent && m->index >= ex->acked &&

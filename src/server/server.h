@@ -149,6 +149,8 @@ struct server_config {
 	char relay[BATON_ADDR_MAX];
 	char relay_cluster[256];
 	char migrate_from[256];
+	/* The one cluster this (old) node exports to and fences for. */
+	char migrate_to[256];
 };
 
 /* Parse argv (and a --config file). Returns 0, 1 when --help/--version was

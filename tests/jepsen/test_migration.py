@@ -192,7 +192,8 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
 
     try:
         old.start(3, extra=["--as-release", OLD_RELEASE, "--relay",
-                            relay_addr, "--relay-cluster", "old"])
+                            relay_addr, "--relay-cluster", "old",
+                            "--migrate-to", "new"])
         note("old cluster of 3 at " + OLD_RELEASE)
         # batonctl refuses to follow a migration from the old side.
         wrong = batonctl(old.nodes[1], "migrate", "--dry-run")

@@ -114,6 +114,16 @@ Test(migration_flags, an_import_needs_the_relay_and_another_cluster,
 	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--cluster-id", "new",
 			   "--migrate-from", "old"),
 		     0);
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
+			   "old", "--migrate-to", "new"),
+		     0);
+	cr_assert_eq(PARSE("--migrate-to", "new"), -1);
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
+			   "old", "--migrate-to", "old"),
+		     -1);
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--migrate-to", "new",
+			   "--migrate-from", "old"),
+		     -1);
 	cr_assert_eq(PARSE("--migrate-from", "old"), -1);
 	cr_assert_eq(PARSE("--relay-cluster", "x"), -1);
 	cr_assert_eq(
