@@ -317,3 +317,35 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
         old.stop_all()
         new.stop_all()
         relay.kill()
+
+
+def test_an_old_node_exports_only_to_the_cluster_it_names(tmp_path):
+    """Anyone can register at the relay under any cluster id: an old node
+    without --migrate-to gives its data to nobody, and one with it only to
+    that cluster (the other's import never starts)."""
+    e2e.require_binary(e2e.BATOND)
+    relay = Relay(tmp_path, e2e.free_ports(1)[0]).start()
+    relay_addr = f"{HOST}:{relay.port}"
+    old = e2e.Cluster(tmp_path / "old")
+    new = e2e.Cluster(tmp_path / "new")
+    try:
+        old.start(1, extra=["--as-release", OLD_RELEASE, "--relay",
+                            relay_addr, "--relay-cluster", "old",
+                            "--migrate-to", "new"])
+        old.nodes[1].client().set("k", "v")
+        cport, pport = e2e.free_ports(2)
+        rogue = e2e.Node(new, 21, cport, pport)
+        new.nodes[rogue.id] = rogue
+        rogue.start(["--relay", relay_addr, "--relay-cluster", "rogue",
+                     "--migrate-from", "old", "--cluster-id", "rogue",
+                     "--bootstrap",
+                     f"{rogue.id}={rogue.peer_addr}/{rogue.client_addr}"])
+        e2e.wait_log(old.nodes[1], "refused: this node exports only to new",
+                     timeout=15)
+        status = migration_status(rogue)
+        assert status["import_index"] == "0", status
+        assert status["migration_ready"] == "0", status
+    finally:
+        old.stop_all()
+        new.stop_all()
+        relay.kill()
