@@ -31,6 +31,18 @@ uint64_t mig_now(const struct migration *g)
 	return uv_now(g->s->loop);
 }
 
+bool mig_cluster_in_view(const struct migration *g, const char *cluster)
+{
+	for (uint32_t i = 0; i < g->n_view; i++) {
+		const struct mig_view_node *v = &g->view[i];
+		bool self = v->id == g->s->cfg.id &&
+			    strcmp(v->cluster, g->s->cfg.relay_cluster) == 0;
+		if (!self && v->connected && strcmp(v->cluster, cluster) == 0)
+			return true;
+	}
+	return false;
+}
+
 void mig_kv_state(const struct migration *g, struct kv_migration *out)
 {
 	kv_migration_state(g->s->machine.kv, out);

@@ -262,11 +262,14 @@ static void announce_authority(struct migration *g,
 	/* To the old nodes (they send their clients' commands here now)
 	 * and to this cluster's others: one still catching up holds its
 	 * clients' commands until it applied the entry, rather than send
-	 * them to the fenced old cluster. */
-	int rv = mig_send(g, g->s->cfg.migrate_from, 0, &m);
-	mig_send(g, g->s->cfg.relay_cluster, 0, &m);
-	if (rv == 0)
-		g->im.authority_sent_ms = now;
+	 * them to the fenced old cluster. Only to a cluster with a node in
+	 * the view: a message for nobody would wait in the relay client's
+	 * queue, every 200 ms, once the old nodes are gone. */
+	if (mig_cluster_in_view(g, g->s->cfg.migrate_from))
+		mig_send(g, g->s->cfg.migrate_from, 0, &m);
+	if (mig_cluster_in_view(g, g->s->cfg.relay_cluster))
+		mig_send(g, g->s->cfg.relay_cluster, 0, &m);
+	g->im.authority_sent_ms = now;
 }
 
 void mig_import_tick(struct migration *g)

@@ -149,6 +149,8 @@ uint64_t mig_now(const struct migration *m);
 /* Send m to one node (to_node != 0) or every node of to_cluster. */
 int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	     const struct migration_msg *msg);
+/* Does the view hold a connected node of `cluster`, this one aside? */
+bool mig_cluster_in_view(const struct migration *g, const char *cluster);
 /* The kv migration state of this node's map. */
 void mig_kv_state(const struct migration *g, struct kv_migration *out);
 
