@@ -60,8 +60,6 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	baton_buf_free(&b);
 	if (rv == 0)
 		g->stats.msgs_out++;
-	else if (rv == BATON_EBUSY)
-		g->stats.send_busy++;
 	return rv;
 }
 
@@ -229,7 +227,6 @@ int migration_start(struct server *s)
 	uv_timer_init(s->loop, &g->tick);
 	g->tick.data = g;
 	uv_timer_start(&g->tick, on_tick, MIG_TICK_MS, MIG_TICK_MS);
-	g->im.started_ms = uv_now(s->loop);
 	s->migration = g;
 	LOG_INFO("relay %s: registering as node %" PRIu64 " of cluster %s%s%s",
 		 s->cfg.relay, s->cfg.id, s->cfg.relay_cluster,

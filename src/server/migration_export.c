@@ -387,7 +387,6 @@ static void pump_entries(struct migration *g)
 		    0)
 			return;
 		ex->sent_index = t->index;
-		g->stats.entries_out++;
 	}
 }
 

@@ -117,11 +117,8 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 			break;
 		}
 		rv = kv_encode_import_end(m->index, (uint32_t)m->value, &kv);
-		if (im->snapshot_done_ms == 0)
-			im->snapshot_done_ms = mig_now(g);
 		break;
 	case MIG_ENTRY:
-		g->stats.entries_in++;
 		rv = kv_encode_import_entry(m->index, m->data, m->len, &kv);
 		break;
 	case MIG_HEAD:
@@ -220,7 +217,7 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 	struct mig_import *im = &g->im;
 	im->session = random_session(g);
 	g->stats.sessions++;
-	im->requested_ms = im->progress_ms = mig_now(g);
+	im->progress_ms = mig_now(g);
 	im->acked_sent = 0;
 	/* Where the old log is must be heard again in this session: a stale
 	 * figure (from before a relay outage) would make the import look

@@ -93,8 +93,7 @@ struct mig_export {
 
 struct mig_import {
 	uint64_t session;
-	uint64_t requested_ms; /* the last EXPORT_REQ */
-	uint64_t progress_ms;  /* the last message of the session */
+	uint64_t progress_ms; /* the last message of the session */
 	char from_cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id from_node; /* the exporter */
 	uint64_t old_applied;	 /* the exporter's applied index */
@@ -106,7 +105,7 @@ struct mig_import {
 	uint64_t ack_ms;
 	uint64_t authority_sent_ms;
 	uint32_t proposing; /* import entries proposed, not yet applied */
-	uint64_t started_ms, snapshot_done_ms, handoff_ms, authority_ms;
+	uint64_t handoff_ms, authority_ms; /* logged once */
 };
 
 struct migration {
@@ -138,7 +137,7 @@ struct migration {
 	uint32_t closing; /* handles still closing (migration_stop) */
 	struct {
 		uint64_t msgs_in, msgs_out, bad_msgs, sessions, snapshots;
-		uint64_t entries_out, entries_in, send_busy, parked;
+		uint64_t parked;
 	} stats;
 };
 

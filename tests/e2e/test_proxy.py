@@ -109,6 +109,13 @@ def two(tmp_path, monkeypatch):
         b_cluster.stop_all()
 
 
+def silent_node():
+    """A FakeNode that never answers, and the list of the commands it
+    received."""
+    received = []
+    return FakeNode(lambda conn, args: received.append(args)), received
+
+
 class FakeNode:
     """A server on a free port that takes the proxy's handshake (AUTH,
     BATON.PROXIED) and then calls `script(conn, request_bytes)` for each
@@ -480,12 +487,7 @@ def test_a_command_for_another_address_waits_for_the_replies_in_flight(two):
 
 def test_unanswered_commands_time_out_and_the_in_flight_bound_holds(two):
     a, _ = two
-    received = []
-
-    def never(conn, args):
-        received.append(args)
-
-    fake = FakeNode(never)
+    fake, received = silent_node()
     try:
         raw = Raw(a.client_port, timeout=60)
         limit = 10000  # PROXY_INFLIGHT_MAX
@@ -508,12 +510,7 @@ def test_unanswered_commands_time_out_and_the_in_flight_bound_holds(two):
 
 def test_a_client_leaving_closes_its_upstream(two):
     a, _ = two
-    received = []
-
-    def never(conn, args):
-        received.append(args)
-
-    fake = FakeNode(never)
+    fake, received = silent_node()
     try:
         raw = Raw(a.client_port)
         raw.send(*proxied(fake.addr, "GET", "k"))

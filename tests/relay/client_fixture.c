@@ -328,6 +328,16 @@ bool all_active(void *arg)
 	return true;
 }
 
+void start_three(struct test_node *o1, struct test_node *o2,
+		 struct test_node *n1)
+{
+	node_start(o1, "old", 1);
+	node_start(o2, "old", 2);
+	node_start(n1, "new", 1);
+	cr_assert(run_until(all_active, NULL, 10000));
+	cr_assert(run_until(view_complete, (void *)(uintptr_t)3, 10000));
+}
+
 bool none_active(void *arg)
 {
 	(void)arg;

@@ -73,6 +73,10 @@ void finish(void);
  * closed. */
 bool view_complete(void *arg);
 bool all_active(void *arg);
+/* The three nodes most tests use, started and active in one view of
+ * three: old/1 (index 0), old/2 (1), new/1 (2). */
+void start_three(struct test_node *o1, struct test_node *o2,
+		 struct test_node *n1);
 bool none_active(void *arg);
 bool all_closed(void *arg);
 

@@ -99,11 +99,7 @@ Test(relay_client, unicast_and_multicast_in_order)
 {
 	relay_start(true);
 	struct test_node o1, o2, n1;
-	node_start(&o1, "old", 1); /* 0 */
-	node_start(&o2, "old", 2); /* 1 */
-	node_start(&n1, "new", 1); /* 2 */
-	cr_assert(run_until(all_active, NULL, 10000));
-	cr_assert(run_until(view_complete, (void *)(uintptr_t)3, 10000));
+	start_three(&o1, &o2, &n1);
 	struct traffic tr = {.n = 3};
 	tr.flows[0] = (struct flow){
 		.src = 0, .cluster = "new", .node = 1, .total = 300};

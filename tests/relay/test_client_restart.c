@@ -14,11 +14,7 @@ Test(relay_client, relay_killed_and_restarted_mid_stream)
 {
 	relay_start(true);
 	struct test_node o1, o2, n1;
-	node_start(&o1, "old", 1); /* 0 */
-	node_start(&o2, "old", 2); /* 1 */
-	node_start(&n1, "new", 1); /* 2 */
-	cr_assert(run_until(all_active, NULL, 10000));
-	cr_assert(run_until(view_complete, (void *)(uintptr_t)3, 10000));
+	start_three(&o1, &o2, &n1);
 	uint64_t view_before = o1.view;
 	struct traffic tr = {.n = 2};
 	tr.flows[0] = (struct flow){

@@ -6,6 +6,7 @@
  * with their refusals.
  */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,4 +229,34 @@ Test(config, empty_cluster_id_is_refused)
 	cr_assert_eq(PARSE("--join", "--cluster-id", ""), -1);
 	cr_assert_eq(PARSE("--join", "--cluster-id", "other"), 0);
 	cr_assert_str_eq(c.cluster_id, "other");
+}
+
+Test(config, a_migration_needs_the_relay_and_two_clusters,
+     .init = cr_redirect_stderr)
+{
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000"), 0);
+	/* The id at the relay is --cluster-id unless given. */
+	cr_assert_str_eq(c.relay_cluster, "baton");
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
+			   "new", "--migrate-from", "old"),
+		     0);
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--cluster-id", "new",
+			   "--migrate-from", "old"),
+		     0);
+	cr_assert_str_eq(c.relay_cluster, "new");
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
+			   "old", "--migrate-to", "new"),
+		     0);
+	cr_assert_eq(PARSE("--migrate-to", "new"), -1);
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
+			   "old", "--migrate-to", "old"),
+		     -1);
+	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--migrate-to", "new",
+			   "--migrate-from", "old"),
+		     -1);
+	cr_assert_eq(PARSE("--migrate-from", "old"), -1);
+	cr_assert_eq(PARSE("--relay-cluster", "x"), -1);
+	cr_assert_eq(
+		PARSE("--relay", "127.0.0.1:9000", "--migrate-from", "baton"),
+		-1);
 }

@@ -1,9 +1,8 @@
 /*
- * The migration's messages (src/server/migration_wire.c) and its flags
- * (--relay, --relay-cluster, --migrate-from in src/server/config.c).
+ * The migration's messages (src/server/migration_wire.c); its flags are
+ * in test_config.c.
  */
 #include <criterion/criterion.h>
-#include <criterion/redirect.h>
 #include <string.h>
 
 #include "server.h"
@@ -76,57 +75,4 @@ Test(migration_wire, every_truncation_and_bad_field_is_refused)
 	cr_assert_eq(migration_msg_encode(&req, &b), 0);
 	cr_assert_eq(migration_msg_decode(b.data, b.len, &out), BATON_ECORRUPT);
 	baton_buf_free(&b);
-}
-
-static int parse(const char *const *extra, int n_extra)
-{
-	static struct server_config c;
-	const char *base[] = {
-		"batond",	  "--id",	    "7",
-		"--listen",	  "127.0.0.1:6001", "--peer-listen",
-		"127.0.0.1:7001", "--data",	    "/tmp/x"};
-	char *argv[32];
-	int argc = 0;
-	for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
-		argv[argc++] = (char *)base[i];
-	for (int i = 0; i < n_extra; i++)
-		argv[argc++] = (char *)extra[i];
-	argv[argc] = NULL;
-	int rv = server_config_parse(&c, argc, argv);
-	if (rv == 0 && n_extra > 0 && strcmp(extra[0], "--relay") == 0)
-		cr_assert_str_neq(c.relay_cluster, "");
-	return rv;
-}
-
-#define PARSE(...)                                                             \
-	parse((const char *const[]){__VA_ARGS__},                              \
-	      (int)(sizeof((const char *const[]){__VA_ARGS__}) /               \
-		    sizeof(const char *)))
-
-Test(migration_flags, an_import_needs_the_relay_and_another_cluster,
-     .init = cr_redirect_stderr)
-{
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000"), 0);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
-			   "new", "--migrate-from", "old"),
-		     0);
-	/* The default id at the relay is --cluster-id. */
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--cluster-id", "new",
-			   "--migrate-from", "old"),
-		     0);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
-			   "old", "--migrate-to", "new"),
-		     0);
-	cr_assert_eq(PARSE("--migrate-to", "new"), -1);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
-			   "old", "--migrate-to", "old"),
-		     -1);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--migrate-to", "new",
-			   "--migrate-from", "old"),
-		     -1);
-	cr_assert_eq(PARSE("--migrate-from", "old"), -1);
-	cr_assert_eq(PARSE("--relay-cluster", "x"), -1);
-	cr_assert_eq(
-		PARSE("--relay", "127.0.0.1:9000", "--migrate-from", "baton"),
-		-1);
 }
