@@ -134,6 +134,7 @@ void ctl_table_print(const struct ctl_table *t);
 /* Each takes the arguments after its name (already checked for count and
  * --help by main.c) and returns an exit code. */
 int ctl_cmd_status(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_health(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_members(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_add(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_promote(const struct ctl_opts *o, int argc, char **argv);

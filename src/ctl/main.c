@@ -17,14 +17,38 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{"status", "[--json]",
+	{"status", "[--json] [--watch [--interval-ms N] [--count N]]",
 	 "One row per member: id, address, role (leader, follower, learner,\n"
 	 "candidate, or down if it does not answer), term, commit and applied\n"
 	 "indexes, match index (the leader's view), release, peer protocol\n"
 	 "range, machine_max, and lag (the leader's last index minus the\n"
 	 "member's match index). --json prints a JSON array of objects with\n"
-	 "the same fields (null where unknown).\n",
-	 0, 1, ctl_cmd_status},
+	 "the same fields (null where unknown).\n"
+	 "  --watch           look again every interval until Ctrl-C; on a\n"
+	 "                    terminal each look replaces the last\n"
+	 "  --interval-ms N   between two looks (default 2000, 100 or more)\n"
+	 "  --count N         stop after N looks\n"
+	 "Exit status: 0 (a member down is shown, not an error: see\n"
+	 "'batonctl health'); 1 the asked node did not answer.\n",
+	 0, 6, ctl_cmd_status},
+	{"health", "[--max-lag ENTRIES] [--json]",
+	 "Is the cluster fit to serve? Asks the node, the leader and every\n"
+	 "member, then prints 'healthy: ...', or 'unhealthy: N problems' and\n"
+	 "one line per problem:\n"
+	 "  no leader                      no member reports leading\n"
+	 "  member N down: WHY             it does not answer\n"
+	 "  member N lags by K entries     behind the leader's last index by\n"
+	 "                                 more than --max-lag (default 1000)\n"
+	 "  storage failed: member N       its log refused a write or fsync\n"
+	 "                                 (it then stops, and shows down)\n"
+	 "  needs-upgrade: member N ...    it stopped: it needs a newer release\n"
+	 "  member N stalled at index I    it stopped applying, and why\n"
+	 "  member N was removed           it runs, but is out of the cluster\n"
+	 "  no configuration               the node has not joined a cluster\n"
+	 "--json prints {\"healthy\", \"leader\", \"members\", \"reasons\"}.\n"
+	 "Exit status: 0 healthy; 1 not healthy, or the asked node did not\n"
+	 "answer (its error on stderr); 2 bad usage.\n",
+	 0, 3, ctl_cmd_health},
 	{"members", "",
 	 "The members as the given node knows them: id, voter or learner,\n"
 	 "peer and client addresses, match index (known on the leader only).\n",

@@ -124,6 +124,9 @@ def test_future_entry_stalls_every_node_and_loses_nothing(hooks_cluster):
     rows = json.loads(cluster.batonctl("status", "--json").stdout)
     assert sorted(r["stalled_index"] for r in rows) == [index] * 3, rows
     assert all(r["role"] == "stalled" for r in rows), rows
+    r = cluster.batonctl("health", check=False)
+    assert r.returncode == 1, r
+    assert r.stdout.count(f"stalled at index {index}: ") == 3, r.stdout
 
     # After a restart the nodes meet the entry again, stall at the same
     # index, and still hold everything written before it.

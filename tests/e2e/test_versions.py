@@ -386,6 +386,9 @@ def test_quorum_upgrade_leaves_a_member_needing_an_upgrade(cluster):
     assert rows[3]["needs_upgrade"] == "yes (machine version 2)"
     text = cluster.batonctl("status", node=n1).stdout
     assert "node 3 (" in text and "needs an upgrade" in text, text
+    r = cluster.batonctl("health", node=n1, check=False)
+    assert r.returncode == 1, r
+    assert "needs-upgrade: member 3 stopped at index " in r.stdout, r.stdout
     # Restarted at a release that implements it: it applies again.
     restart_at(n3, "1.1.0")
     wait_for("node 3 to apply again", lambda: info_section(n3)[
