@@ -1,3 +1,4 @@
+/* Log lines on stderr, as text or JSON (log.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 static uint64_t log_node_id;
 static enum baton_log_level log_min = BATON_LOG_INFO;
+static enum baton_log_format log_format = BATON_LOG_TEXT;
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void baton_log_init(uint64_t node_id, enum baton_log_level min_level)
@@ -23,24 +25,74 @@ int baton_log_level_parse(const char *name)
 	return -1;
 }
 
-/* One line: the prefix, the message, then `suffix` (may be ""). */
-static void log_line(enum baton_log_level level, const char *suffix,
+void baton_log_set_format(enum baton_log_format format)
+{
+	log_format = format;
+}
+
+/* s as the inside of a JSON string (RFC 8259): quote, backslash and
+ * control characters escaped; other bytes (UTF-8 included) as they are. */
+static size_t json_escape(char *out, size_t cap, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		char esc = *p == '"'	? '"'
+			   : *p == '\\' ? '\\'
+			   : *p == '\n' ? 'n'
+			   : *p == '\r' ? 'r'
+			   : *p == '\t' ? 't'
+					: 0;
+		if (n + 7 > cap)
+			break;
+		if (esc != 0) {
+			out[n++] = '\\';
+			out[n++] = esc;
+		} else if (*p < 0x20 || *p == 0x7f) {
+			n += (size_t)snprintf(out + n, cap - n, "\\u00%c%c",
+					      hex[*p >> 4], hex[*p & 15]);
+		} else {
+			out[n++] = (char)*p;
+		}
+	}
+	out[n] = '\0';
+	return n;
+}
+
+/* One line: the time, level and node, the message, then how many lines
+ * were left out before it (limited lines only). */
+static void log_line(enum baton_log_level level, uint64_t more_since,
 		     const char *fmt, va_list ap)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
-	char line[2048];
-	int n = snprintf(line, sizeof line,
-			 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s node=%llu ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-			 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-			 level_names[level], (unsigned long long)log_node_id);
-	if (n > 0 && (size_t)n < sizeof line)
-		vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	char when[64], msg[2048];
+	snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+		 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	/* One write per line, so lines of concurrent writers never mix. */
-	fprintf(stderr, "%s%s\n", line, suffix);
+	if (log_format == BATON_LOG_JSON) {
+		char escaped[sizeof msg * 6], more[48] = "";
+		json_escape(escaped, sizeof escaped, msg);
+		if (more_since > 0)
+			snprintf(more, sizeof more, ",\"more_since\":%llu",
+				 (unsigned long long)more_since);
+		fprintf(stderr,
+			"{\"ts\":\"%s\",\"level\":\"%s\",\"node\":%llu,"
+			"\"msg\":\"%s\"%s}\n",
+			when, level_names[level],
+			(unsigned long long)log_node_id, escaped, more);
+		return;
+	}
+	char more[48] = "";
+	if (more_since > 0)
+		snprintf(more, sizeof more, " (%llu more since)",
+			 (unsigned long long)more_since);
+	fprintf(stderr, "%s %-5s node=%llu %s%s\n", when, level_names[level],
+		(unsigned long long)log_node_id, msg, more);
 }
 
 void baton_log(enum baton_log_level level, const char *fmt, ...)
@@ -49,7 +101,7 @@ void baton_log(enum baton_log_level level, const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	log_line(level, "", fmt, ap);
+	log_line(level, 0, fmt, ap);
 	va_end(ap);
 }
 
@@ -70,13 +122,9 @@ void baton_log_limited(struct baton_log_limit *l, enum baton_log_level level,
 		l->suppressed++;
 		return;
 	}
-	char suffix[48] = "";
-	if (l->suppressed > 0)
-		snprintf(suffix, sizeof suffix, " (%llu more since)",
-			 (unsigned long long)l->suppressed);
 	va_list ap;
 	va_start(ap, fmt);
-	log_line(level, suffix, fmt, ap);
+	log_line(level, l->suppressed, fmt, ap);
 	va_end(ap);
 	l->written = true;
 	l->last_ms = now;

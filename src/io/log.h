@@ -1,4 +1,5 @@
-/* Logging to stderr: one line per event with time, level and node id. */
+/* Logging to stderr: one line per event with time, level and node id,
+ * as text or as JSON (--log-format). */
 #ifndef BATON_IO_LOG_H
 #define BATON_IO_LOG_H
 
@@ -12,8 +13,17 @@ enum baton_log_level {
 	BATON_LOG_ERROR = 3,
 };
 
+/* How each line is written (--log-format): text, or one JSON object per
+ * line with ts, level, node, msg (and more_since on a limited line). */
+enum baton_log_format {
+	BATON_LOG_TEXT = 0,
+	BATON_LOG_JSON = 1,
+};
+
 /* Set once at start. */
 void baton_log_init(uint64_t node_id, enum baton_log_level min_level);
+/* Text unless set; set once at start, after baton_log_init. */
+void baton_log_set_format(enum baton_log_format format);
 /* -1 for an unknown name. */
 int baton_log_level_parse(const char *name);
 

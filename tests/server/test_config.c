@@ -234,29 +234,99 @@ Test(config, empty_cluster_id_is_refused)
 Test(config, a_migration_needs_the_relay_and_two_clusters,
      .init = cr_redirect_stderr)
 {
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000"), 0);
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000"), 0);
 	/* The id at the relay is --cluster-id unless given. */
 	cr_assert_str_eq(c.relay_cluster, "baton");
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
-			   "new", "--migrate-from", "old"),
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--relay-cluster", "new", "--migrate-from", "old"),
 		     0);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--cluster-id", "new",
-			   "--migrate-from", "old"),
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--cluster-id", "new", "--migrate-from", "old"),
 		     0);
 	cr_assert_str_eq(c.relay_cluster, "new");
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
-			   "old", "--migrate-to", "new"),
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--relay-cluster", "old", "--migrate-to", "new"),
 		     0);
-	cr_assert_eq(PARSE("--migrate-to", "new"), -1);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--relay-cluster",
-			   "old", "--migrate-to", "old"),
+	cr_assert_eq(PARSE("--join", "--migrate-to", "new"), -1);
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--relay-cluster", "old", "--migrate-to", "old"),
 		     -1);
-	cr_assert_eq(PARSE("--relay", "127.0.0.1:9000", "--migrate-to", "new",
-			   "--migrate-from", "old"),
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--migrate-to", "new", "--migrate-from", "old"),
 		     -1);
-	cr_assert_eq(PARSE("--migrate-from", "old"), -1);
-	cr_assert_eq(PARSE("--relay-cluster", "x"), -1);
-	cr_assert_eq(
-		PARSE("--relay", "127.0.0.1:9000", "--migrate-from", "baton"),
-		-1);
+	cr_assert_eq(PARSE("--join", "--migrate-from", "old"), -1);
+	cr_assert_eq(PARSE("--join", "--relay-cluster", "x"), -1);
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--migrate-from", "baton"),
+		     -1);
+}
+
+Test(config, flag_equals_value_is_the_same_flag)
+{
+	cr_assert_eq(PARSE("--join", "--heartbeat-ms=40",
+			   "--election-timeout-ms=400", "--log-format=text"),
+		     0);
+	cr_assert_eq(c.heartbeat_ms, 40);
+	cr_assert_eq(c.election_timeout_ms, 400);
+}
+
+Test(config, refusals_of_flags, .init = cr_redirect_stderr)
+{
+	/* Out of range, not a number, beyond the election timeout. */
+	cr_assert_eq(PARSE("--join", "--heartbeat-ms", "1"), -1);
+	cr_assert_eq(PARSE("--join", "--heartbeat-ms", "x"), -1);
+	cr_assert_eq(PARSE("--join", "--heartbeat-ms", "5000"), -1);
+	cr_assert_eq(PARSE("--join", "--election-timeout-ms", "150"), -1);
+	/* Unknown, abbreviated, a value for a switch, no value. */
+	cr_assert_eq(PARSE("--join", "--heartbeat", "5"), -1);
+	cr_assert_eq(PARSE("--join", "--heartbeat-m", "5"), -1);
+	cr_assert_eq(PARSE("--join=on"), -1);
+	cr_assert_eq(PARSE("--join", "--heartbeat-ms"), -1);
+	cr_assert_eq(PARSE("--join", "stray"), -1);
+}
+
+Test(config, neither_bootstrap_nor_join_on_an_empty_directory,
+     .init = cr_redirect_stderr)
+{
+	char dir[] = "/tmp/baton-config-data-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char *argv[] = {"batond",
+			"--id",
+			"7",
+			"--listen",
+			"127.0.0.1:6001",
+			"--peer-listen",
+			"127.0.0.1:7001",
+			"--data",
+			dir,
+			NULL};
+	cr_assert_eq(server_config_parse(&c, 9, argv), -1);
+	/* A node restarting on its own state needs neither. */
+	char path[sizeof dir + 16];
+	snprintf(path, sizeof path, "%s/identity", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	cr_assert_eq(server_config_parse(&c, 9, argv), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(config, environment_between_file_and_flags, .init = cr_redirect_stderr)
+{
+	char *path =
+		write_config("join\nheartbeat-ms 20\nsnapshot-entries 9\n");
+	setenv("BATON_HEARTBEAT_MS", "30", 1);
+	cr_assert_eq(PARSE("--config", path), 0);
+	cr_assert_eq(c.heartbeat_ms, 30);
+	cr_assert_eq(c.snapshot_entries, 9);
+	cr_assert_eq(PARSE("--config", path, "--heartbeat-ms", "40"), 0);
+	cr_assert_eq(c.heartbeat_ms, 40);
+	setenv("BATON_HEARTBEAT_MS", "x", 1);
+	cr_assert_eq(PARSE("--config", path), -1);
+	unsetenv("BATON_HEARTBEAT_MS");
+	unlink(path);
+	path = write_config("join\nheartbeet-ms 20\n");
+	cr_assert_eq(PARSE("--config", path), -1);
+	unlink(path);
 }
