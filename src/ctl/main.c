@@ -1,11 +1,13 @@
 /* batonctl: global options, subcommand dispatch and help (ctl.h). */
 #define _POSIX_C_SOURCE 200809L
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "baton/version.h"
 #include "ctl.h"
 
 struct command {
@@ -41,7 +43,8 @@ static const struct command commands[] = {
 	 "                                 more than --max-lag (default 1000)\n"
 	 "  storage failed: member N       its log refused a write or fsync\n"
 	 "                                 (it then stops, and shows down)\n"
-	 "  needs-upgrade: member N ...    it stopped: it needs a newer release\n"
+	 "  needs-upgrade: member N ...    it stopped: it needs a newer "
+	 "release\n"
 	 "  member N stalled at index I    it stopped applying, and why\n"
 	 "  member N was removed           it runs, but is out of the cluster\n"
 	 "  no configuration               the node has not joined a cluster\n"
@@ -151,6 +154,7 @@ static const char global_usage[] =
 static void print_usage(FILE *f)
 {
 	fputs(global_usage, f);
+	fputs("       batonctl --help | --version\n", f);
 	fputs("\ncommands:\n", f);
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, commands[i].args[0] ? "  %-10s %s\n" : "  %s\n",
@@ -163,6 +167,8 @@ static void print_usage(FILE *f)
 		"  --timeout-ms N   connect and reply timeout (default %d)\n"
 		"  --help           this text; 'batonctl COMMAND --help' for "
 		"one command\n"
+		"  --version        batonctl's release and its versions\n"
+		"Long options take their value as --port 9101 or --port=9101.\n"
 		"\nexit status: 0 success, 1 error, 2 bad usage (roll: also 3 "
 		"and 4)\n",
 		CTL_DEFAULT_HOST, CTL_DEFAULT_PORT, CTL_DEFAULT_TIMEOUT_MS);
@@ -193,7 +199,6 @@ int ctl_usage_error(const char *fmt, ...)
 	fputc('\n', stderr);
 	va_end(ap);
 	fputs(global_usage, stderr);
-	fputs("try 'batonctl --help'\n", stderr);
 	return CTL_EXIT_USAGE;
 }
 
@@ -202,108 +207,192 @@ void ctl_opts_addr(const struct ctl_opts *o, char *out, size_t len)
 	snprintf(out, len, "%s:%d", o->host, o->port);
 }
 
-static bool parse_int(const char *s, int min, int max, int *out)
-{
-	uint64_t v;
-	if (!ctl_parse_u64(s, &v) || v < (uint64_t)min || v > (uint64_t)max)
-		return false;
-	*out = (int)v;
-	return true;
-}
-
-/* The value of option argv[*i]: "--opt=value" or the next argument. */
-static const char *option_value(int argc, char **argv, int *i, const char *name)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(name);
-	if (strncmp(a, name, n) == 0 && a[n] == '=')
-		return a + n + 1;
-	if (*i + 1 >= argc)
-		return NULL;
-	return argv[++*i];
-}
-
-enum option_kind { OPT_HOST, OPT_PORT, OPT_PASSWORD, OPT_TIMEOUT };
-
-static const struct {
-	const char *name;
-	enum option_kind kind;
-} options[] = {
-	{"-h", OPT_HOST},
-	{"--host", OPT_HOST},
-	{"-p", OPT_PORT},
-	{"--port", OPT_PORT},
-	{"-a", OPT_PASSWORD},
-	{"--password", OPT_PASSWORD},
-	{"--timeout-ms", OPT_TIMEOUT},
+/* Values of getopt_long for the long-only options. */
+enum {
+	OPT_TIMEOUT = 0x100,
+	OPT_HELP,
+	OPT_VERSION,
 };
 
-/* The option `a` names ("-p" or "-p=..."), or -1. */
-static int find_option(const char *a)
+static const struct option global_options[] = {
+	{"host", required_argument, NULL, 'h'},
+	{"port", required_argument, NULL, 'p'},
+	{"password", required_argument, NULL, 'a'},
+	{"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+	{"help", no_argument, NULL, OPT_HELP},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+/* The option getopt_long just read, as it was written ("-p", "--port"). */
+static const char *written_name(char **argv, char *buf, size_t cap)
 {
-	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
-		size_t n = strlen(options[i].name);
-		if (strncmp(a, options[i].name, n) == 0 &&
-		    (a[n] == '\0' || a[n] == '='))
-			return (int)i;
-	}
-	return -1;
+	const char *last = argv[optind - 1];
+	bool joined = optarg != NULL && optarg > last &&
+		      optarg <= last + strlen(last);
+	const char *token = optarg != NULL && !joined ? argv[optind - 2] : last;
+	size_t len = token[1] == '-' ? strcspn(token, "=") : 2;
+	snprintf(buf, cap, "%.*s", (int)len, token);
+	return buf;
 }
 
-static bool set_option(struct ctl_opts *o, enum option_kind kind, const char *v)
+/* "-p" or "--timeout-ms" for a getopt_long value. */
+static const char *option_name(int got, char *buf, size_t cap)
 {
-	if (v[0] == '\0')
-		return false;
-	switch (kind) {
-	case OPT_HOST:
+	for (const struct option *o = global_options; o->name != NULL; o++)
+		if (o->val == got) {
+			if (got < 0x100)
+				snprintf(buf, cap, "-%c", got);
+			else
+				snprintf(buf, cap, "--%s", o->name);
+			return buf;
+		}
+	snprintf(buf, cap, "-%c", got);
+	return buf;
+}
+
+/* Sets one global option from v: 0, or a usage error naming it. */
+static int set_global(struct ctl_opts *o, int got, const char *v,
+		      const char *name)
+{
+	uint64_t n;
+	/* "-p=9101" as batonctl always took it. */
+	if (got < 0x100 && v[0] == '=')
+		v++;
+	switch (got) {
+	case 'h':
+		if (v[0] == '\0' || strlen(v) >= CTL_ADDR_MAX - 8)
+			return ctl_usage_error("%s '%s': want a host name or "
+					       "address of 1..%u characters",
+					       name, v, CTL_ADDR_MAX - 9);
 		o->host = v;
-		return strlen(v) < CTL_ADDR_MAX - 8;
-	case OPT_PORT:
-		return parse_int(v, 1, 65535, &o->port);
-	case OPT_PASSWORD:
+		return 0;
+	case 'p':
+		if (!ctl_parse_u64(v, &n) || n < 1 || n > 65535)
+			return ctl_usage_error("%s %s: must be a port number "
+					       "in 1..65535",
+					       name, v);
+		o->port = (int)n;
+		return 0;
+	case 'a':
+		if (v[0] == '\0')
+			return ctl_usage_error("%s: the password must not be "
+					       "empty",
+					       name);
 		o->password = v;
-		return true;
-	case OPT_TIMEOUT:
-		return parse_int(v, 1, CTL_TIMEOUT_MS_MAX, &o->timeout_ms);
+		return 0;
+	default:
+		if (!ctl_parse_u64(v, &n) || n < 1 || n > CTL_TIMEOUT_MS_MAX)
+			return ctl_usage_error("%s %s: must be a whole number "
+					       "of milliseconds in 1..%d",
+					       name, v, CTL_TIMEOUT_MS_MAX);
+		o->timeout_ms = (int)n;
+		return 0;
 	}
-	return false;
 }
 
-/* Global options up to the command name. Returns the index of the command
- * name, or -1 after printing help (*exit_code 0) or a usage error (2). */
+/* What getopt_long could not read, as a usage error. */
+static int bad_global(int got, int argc, char **argv)
+{
+	const char *last = argv[optind - 1];
+	char name[32];
+	if (got == ':')
+		return ctl_usage_error(
+			"%s needs a value",
+			last[1] == '-'
+				? last
+				: option_name(optopt, name, sizeof name));
+	if (optopt >= OPT_HELP)
+		return ctl_usage_error("%s takes no value", last);
+	/* A command's option before the command's name. */
+	for (int i = optind; i < argc; i++)
+		for (size_t k = 0; k < N_COMMANDS; k++)
+			if (strcmp(argv[i], commands[k].name) == 0)
+				return ctl_usage_error(
+					"unknown option '%s' (the options "
+					"before the command are -h, -p, -a, "
+					"--timeout-ms; a command's own go "
+					"after its name: batonctl %s --help)",
+					last, commands[k].name);
+	return ctl_usage_error("unknown option '%s' (the options are -h "
+			       "HOST, -p PORT, -a PASSWORD, --timeout-ms N, "
+			       "--help, --version)",
+			       last);
+}
+
+static void print_version(void)
+{
+	char r[BATON_RELEASE_STR_MAX];
+	const struct baton_profile *own = baton_release_current();
+	printf("batonctl %s\npeer protocol %u-%u, machine_max %u\n",
+	       baton_release_format(own->release, r), own->proto_min.value,
+	       own->proto_max.value, own->machine_max.value);
+}
+
+/* Global options up to the command name (getopt_long: "--port=N" and
+ * "--port N" alike, and the short ones). Returns the index of the command
+ * name, or -1 after help or version (*exit_code 0) or a usage error (2). */
 static int parse_globals(int argc, char **argv, struct ctl_opts *o,
 			 int *exit_code)
 {
-	int i;
-	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
-		if (strcmp(argv[i], "--help") == 0) {
-			print_usage(stdout);
+	int got;
+	optind = 1;
+	opterr = 0;
+	while ((got = getopt_long(argc, argv, "+:h:p:a:", global_options,
+				  NULL)) != -1) {
+		if (got == OPT_HELP || got == OPT_VERSION) {
+			if (got == OPT_HELP)
+				print_usage(stdout);
+			else
+				print_version();
 			*exit_code = CTL_EXIT_OK;
 			return -1;
 		}
-		int k = find_option(argv[i]);
-		if (k < 0) {
-			*exit_code =
-				ctl_usage_error("unknown option '%s'", argv[i]);
-			return -1;
-		}
-		const char *name = options[k].name;
-		const char *v = option_value(argc, argv, &i, name);
-		if (v == NULL) {
-			*exit_code = ctl_usage_error("%s needs a value", name);
-			return -1;
-		}
-		if (!set_option(o, options[k].kind, v)) {
-			*exit_code = ctl_usage_error("bad value '%s' for %s", v,
-						     name);
+		char name[64];
+		int rc = got == '?' || got == ':'
+				 ? bad_global(got, argc, argv)
+				 : set_global(o, got, optarg,
+					      written_name(argv, name,
+							   sizeof name));
+		if (rc != 0) {
+			*exit_code = rc;
 			return -1;
 		}
 	}
-	if (i == argc) {
+	if (optind == argc) {
 		*exit_code = ctl_usage_error("no command given");
 		return -1;
 	}
-	return i;
+	return optind;
+}
+
+/* A command's arguments with "--name=value" as "--name" "value", the way
+ * every command reads its options; *n is updated. NULL when out of
+ * memory. */
+static char **split_equals(char **args, int *n)
+{
+	char **out = calloc((size_t)(2 * *n + 1), sizeof *out);
+	if (out == NULL)
+		return NULL;
+	int m = 0;
+	for (int i = 0; i < *n; i++) {
+		char *a = args[i];
+		char *eq = strchr(a, '=');
+		bool named = strncmp(a, "--", 2) == 0 && a[2] >= 'a' &&
+			     a[2] <= 'z' && eq != NULL &&
+			     strspn(a + 2,
+				    "abcdefghijklmnopqrstuvwxyz0123456789-") ==
+				     (size_t)(eq - a - 2);
+		if (named) {
+			*eq = '\0';
+			out[m++] = a;
+			out[m++] = eq + 1;
+		} else {
+			out[m++] = a;
+		}
+	}
+	*n = m;
+	return out;
 }
 
 int main(int argc, char **argv)
@@ -325,7 +414,11 @@ int main(int argc, char **argv)
 	if (c == NULL)
 		return ctl_usage_error("unknown command '%s'", argv[at]);
 	int n = argc - at - 1;
-	char **args = argv + at + 1;
+	char **args = split_equals(argv + at + 1, &n);
+	if (args == NULL) {
+		ctl_error("out of memory");
+		return CTL_EXIT_ERROR;
+	}
 	for (int i = 0; i < n; i++) {
 		if (strcmp(args[i], "--help") == 0) {
 			print_command_help(c);
