@@ -1,8 +1,9 @@
 /*
- * INFO and the admin commands of batonctl (docs/batond.md): BATON.NODE,
+ * The admin commands of batonctl (docs/batond.md): BATON.NODE,
  * BATON.MEMBERS, BATON.ADD, BATON.PROMOTE, BATON.REMOVE, BATON.TRANSFER
  * (and BATON.TEST.PROPOSE in test builds); BATON.DOWNGRADE is downgrade.c's.
- * commands.c dispatches to them.
+ * commands.c dispatches to them. INFO is info.c's; the version facts it
+ * shares with BATON.NODE are here.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -152,18 +153,49 @@ static void versions_view(struct server *s, const struct baton_node_status *st,
 				sizeof v->downgrade);
 }
 
+const char *admin_role_name(uint32_t role)
+{
+	return role_name(role);
+}
+
+void admin_info_versions(struct server *s, const struct baton_node_status *st,
+			 struct baton_buf *b)
+{
+	struct versions_view v;
+	versions_view(s, st, &v);
+	char text[1024 + 2 * BATON_STALL_TEXT_MAX + sizeof v.waits];
+	int n = snprintf(
+		text, sizeof text,
+		"# Versions\r\nrelease:%s\r\npeer_protocol:%u-%u\r\n"
+		"machine_max:%u\r\nmachine_version:%u\r\nmachine_upgrade:%s"
+		"\r\nupgrade_waits_for:%s\r\nneeds_upgrade:%s"
+		"\r\nstrict_release:%s\r\nrelease_floor:%s"
+		"\r\nleader_eligible:%s\r\nelection_policy:%s"
+		"\r\ndowngrade:%s\r\n",
+		v.release, v.profile->proto_min.value,
+		v.profile->proto_max.value, v.profile->machine_max.value,
+		v.machine, v.strategy, v.waits, v.needs,
+		s->cfg.strict_release ? "yes" : "no", v.floor, v.eligible,
+		v.policy, v.downgrade);
+	if (n > 0)
+		baton_buf_append(b, text,
+				 (size_t)n < sizeof text ? (size_t)n
+							 : sizeof text - 1);
+}
+
 /* INFO "# Persistence": the node's own snapshots, written in slices
  * between the loop's other work (docs/node.md). */
-static int info_persistence(struct server *s,
-			    const struct baton_node_status *st, char *out,
-			    size_t cap)
+void admin_info_persistence(struct server *s,
+			    const struct baton_node_status *st,
+			    struct baton_buf *b)
 {
 	const struct baton_pipeline_snapshot_stats *k = &st->snapshots;
 	struct kv_snapshot_stats kv;
 	kv_snapshot_stats(s->machine.kv, &kv);
+	char text[1024];
 	int n = snprintf(
-		out, cap,
-		"\r\n# Persistence\r\nsnapshot_in_progress:%d"
+		text, sizeof text,
+		"# Persistence\r\nloading:0\r\nsnapshot_in_progress:%d"
 		"\r\nsnapshots_taken:%" PRIu64
 		"\r\nsnapshots_abandoned:%" PRIu64
 		"\r\nsnapshot_last_index:%" PRIu64
@@ -177,83 +209,8 @@ static int info_persistence(struct server *s,
 		k->snapshots_abandoned, k->last_index, k->last_bytes,
 		k->last_slices, k->last_ms, st->snapshot_slice_max_us,
 		st->snapshot_slice_max_us_ever, kv.preimages, kv.bytes_kept);
-	return n > 0 && (size_t)n < cap ? n : 0;
-}
-
-int admin_info(struct command_ctx *x)
-{
-	struct server *s = x->s;
-	struct baton_node_status st;
-	baton_node_status(s->node, &st);
-	struct versions_view v;
-	versions_view(s, &st, &v);
-	char text[8192 + 2 * BATON_STALL_TEXT_MAX + SERVER_REMOVED_WHY_MAX];
-	char uuid[BATON_CLUSTER_UUID_STR_MAX];
-	int n = snprintf(
-		text, sizeof text,
-		"# Server\r\nbaton_version:%s\r\nredis_version:7.0.0\r\n"
-		"process_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%" PRIu64
-		"\r\n\r\n# Clients\r\nconnected_clients:%u\r\n\r\n"
-		"# Replication\r\nrole:%s\r\nnode_id:%" PRIu64
-		"\r\nleader_id:%" PRIu64 "\r\nterm:%" PRIu64
-		"\r\ncommit_index:%" PRIu64 "\r\napplied_index:%" PRIu64
-		"\r\nlast_index:%" PRIu64 "\r\nsnapshot_index:%" PRIu64
-		"\r\nmembers:%u\r\nstalled_index:%" PRIu64
-		"\r\nstalled_reason:%s\r\n\r\n# Identity\r\ncluster_id:%s"
-		"\r\ncluster_uuid:%s\r\nremoved:%s%s%s\r\n"
-		"\r\n# Versions\r\nrelease:%s\r\n"
-		"peer_protocol:%u-%u\r\nmachine_max:%u\r\nmachine_version:%u"
-		"\r\nmachine_upgrade:%s\r\nupgrade_waits_for:%s"
-		"\r\nneeds_upgrade:%s\r\nstrict_release:%s"
-		"\r\nrelease_floor:%s\r\nleader_eligible:%s"
-		"\r\nelection_policy:%s\r\ndowngrade:%s"
-		"\r\n\r\n# Stats\r\ntotal_connections_received:%" PRIu64
-		"\r\ntotal_commands_processed:%" PRIu64
-		"\r\nrejected_connections:%" PRIu64
-		"\r\nprotocol_errors:%" PRIu64
-		"\r\nclient_output_disconnects:%" PRIu64
-		"\r\nclient_idle_disconnects:%" PRIu64
-		"\r\nwrites_parked:%" PRIu64 "\r\nwrites_rerouted:%" PRIu64
-		"\r\npeer_frames_dropped:%" PRIu64
-		"\r\npeer_frames_unknown:%" PRIu64
-		"\r\npeer_handshakes_refused:%" PRIu64
-		"\r\npeer_auth_failed:%" PRIu64
-		"\r\npeer_frames_bad_checksum:%" PRIu64
-		"\r\npeer_msgs_dropped_not_member:%" PRIu64
-		"\r\nstorage_ok:%s\r\n",
-		v.release, (int)getpid(), strrchr(s->cfg.listen, ':') + 1,
-		(uv_now(s->loop) - s->started_ms) / 1000, s->n_clients,
-		s->identity.removed ? "removed" : role_name(st.raft.role),
-		st.raft.id, st.raft.leader_id, st.raft.term,
-		st.raft.commit_index, st.applied, st.raft.last_index,
-		st.raft.snapshot_index, st.raft.config.n, st.stalled_index,
-		st.stalled_why, s->cfg.cluster_id,
-		identity_uuid_text(s, uuid, sizeof uuid),
-		s->identity.removed ? "yes (" : "no",
-		s->identity.removed ? s->identity.removed_why : "",
-		s->identity.removed ? ")" : "", v.release,
-		v.profile->proto_min.value, v.profile->proto_max.value,
-		v.profile->machine_max.value, v.machine, v.strategy, v.waits,
-		v.needs, s->cfg.strict_release ? "yes" : "no", v.floor,
-		v.eligible, v.policy, v.downgrade, s->stats.connections,
-		s->stats.commands, s->stats.rejected_clients,
-		s->stats.protocol_errors, s->stats.output_disconnects,
-		s->stats.idle_disconnects, s->stats.writes_parked,
-		s->stats.writes_rerouted, st.transport.dropped,
-		st.transport.unknown, st.transport.refused,
-		st.transport.auth_failed, st.transport.bad_checksums,
-		st.peer_msgs_dropped_not_member,
-		st.storage_failed ? "no" : "yes");
 	if (n > 0 && (size_t)n < sizeof text)
-		n += info_persistence(s, &st, text + n,
-				      sizeof text - (size_t)n);
-	struct baton_buf all;
-	baton_buf_init(&all);
-	baton_buf_append(&all, text, n > 0 ? (size_t)n : 0);
-	migration_info(s, &all);
-	resp_bulk(command_out(x), all.data, all.len);
-	baton_buf_free(&all);
-	return command_done(x);
+		baton_buf_append(b, text, (size_t)n);
 }
 
 /* ---- admin commands -------------------------------------------------------

@@ -27,6 +27,7 @@
  * a reset.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ struct slot {
 	struct client *c;
 	struct baton_buf buf;
 	enum command_order order;
+	enum command_resp3 resp3; /* how the reply is sent in RESP3 */
 	bool done;
 	struct slot *next;
 };
@@ -132,6 +134,7 @@ static void client_close(struct client *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	client_registry_remove(c->s, &c->st);
 	c->has_waiting = false; /* never to run */
 	/* Its proxied commands are dropped now, or the client could not be
 	 * freed before their replies come. */
@@ -310,6 +313,47 @@ struct baton_buf *slot_buf(struct slot *sl)
 	return &sl->buf;
 }
 
+/* The connection speaks RESP3 (HELLO 3): rewrite the finished reply
+ * (resp3.c); one that is not RESP2 (a local command wrote RESP3) is sent
+ * as it is. */
+static void slot_to_resp3(struct slot *sl)
+{
+	struct baton_buf out;
+	baton_buf_init(&out);
+	if (resp3_from_resp2(sl->buf.data, sl->buf.len,
+			     sl->resp3 == RESP3_TOP_MAP, &out) == 0) {
+		baton_buf_free(&sl->buf);
+		sl->buf = out;
+	} else {
+		baton_buf_free(&out);
+	}
+}
+
+static struct client *client_of(const struct client_state *cs)
+{
+	return (struct client *)((char *)cs - offsetof(struct client, st));
+}
+
+void client_kill(struct client_state *cs)
+{
+	struct client *c = client_of(cs);
+	BATON_ASSERT(&c->st == cs);
+	client_registry_remove(c->s, cs);
+	if (c->closing)
+		return;
+	/* As after QUIT: the replies owed go out (CLIENT KILL's own, when a
+	 * connection kills itself), then the FIN. */
+	c->hangup = true;
+	update_reading(c);
+	if (c->head == NULL)
+		hang_up(c);
+}
+
+size_t client_output_queued(const struct client_state *cs)
+{
+	return client_of(cs)->output_queued;
+}
+
 void slot_done(struct slot *sl)
 {
 	struct client *c = sl->c;
@@ -327,6 +371,8 @@ void slot_done(struct slot *sl)
 		BATON_ASSERT(c->alone_in_flight > 0);
 		c->alone_in_flight--;
 	}
+	if (!c->closing && sl->resp3 != RESP3_AS_RESP2)
+		slot_to_resp3(sl);
 	if (c->closing) {
 		/* Nobody to send to: drop what is finished (a slow reader
 		 * cut off would otherwise hold its replies until closed). */
@@ -366,6 +412,15 @@ void reply_error_for(struct baton_buf *b, int code)
 		/* Nothing was appended: retrying is safe, and soon works. */
 		resp_error(b, "TRYAGAIN a leadership transfer or configuration "
 			      "change is in progress; retry");
+		break;
+	case BATON_ECATCHUP:
+		/* BATON.PROMOTE: the learner is still behind; nothing changed.
+		 */
+		resp_error(b, "TRYAGAIN the learner did not catch up with the "
+			      "leader in time; retry once it has");
+		break;
+	case BATON_EAGAIN:
+		resp_error(b, "TRYAGAIN not finished yet; retry later");
 		break;
 	case BATON_EIO:
 		resp_error(b, "ERR storage failed on this node; it no longer "
@@ -471,6 +526,7 @@ static void run(struct client *c, const struct resp_command *cmd,
 		slot_done(sl);
 		return;
 	}
+	sl->resp3 = command_resp3(&c->st, cmd->argv[0], cmd->lens[0]);
 	c->s->stats.commands++;
 	command_dispatch(c->s, &c->st, sl, cmd->argc, cmd->argv, cmd->lens);
 }
@@ -616,6 +672,7 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	peer_text(&c->tcp, c->addr, sizeof c->addr);
+	client_registry_add(s, &c->st, &c->tcp);
 	struct resp_limits limits;
 	resp_limits_default(&limits);
 	limits.bulk_bytes_max = (size_t)s->cfg.max_bulk_bytes;

@@ -6,10 +6,12 @@
  * before anything is appended.
  */
 #include <inttypes.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/time.h>
 
 #include "log.h"
 #include "server.h"
@@ -114,34 +116,34 @@ static int cmd_auth(struct command_ctx *x)
 	return command_done(x);
 }
 
-static int cmd_client(struct command_ctx *x)
+/* This node's clock (not the machine time of the log): Redis's reply, the
+ * seconds and microseconds as two bulk strings. */
+static int cmd_time(struct command_ctx *x)
 {
-	if (command_arg_is(x, 1, "SETNAME") && x->argc == 3) {
-		command_arg_str(x, 2, x->cs->name, sizeof x->cs->name);
-		resp_simple(command_out(x), "OK");
-	} else if (command_arg_is(x, 1, "GETNAME") && x->argc == 2) {
-		if (x->cs->name[0] == '\0')
-			resp_null(command_out(x));
-		else
-			resp_bulk(command_out(x), x->cs->name,
-				  strlen(x->cs->name));
-	} else if (command_arg_is(x, 1, "SETINFO") ||
-		   command_arg_is(x, 1, "ID")) {
-		resp_simple(command_out(x), "OK");
-	} else {
-		resp_error(command_out(x),
-			   "ERR unknown CLIENT subcommand (baton has "
-			   "SETNAME and GETNAME)");
-	}
+	if (x->argc != 1)
+		return command_wrong_args(x);
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	char sec[24], usec[24];
+	int ns = snprintf(sec, sizeof sec, "%lld", (long long)tv.tv_sec);
+	int nu = snprintf(usec, sizeof usec, "%ld", (long)tv.tv_usec);
+	resp_array(command_out(x), 2);
+	resp_bulk(command_out(x), sec, (size_t)ns);
+	resp_bulk(command_out(x), usec, (size_t)nu);
 	return command_done(x);
 }
 
-static int cmd_command(struct command_ctx *x)
+/* Redis's pub/sub has no place in a replicated map: say so plainly
+ * rather than "unknown command", so that a client library's pub/sub
+ * helper fails with a reason. */
+static int cmd_pubsub(struct command_ctx *x)
 {
-	if (command_arg_is(x, 1, "COUNT"))
-		resp_int(command_out(x), 0);
-	else
-		resp_array(command_out(x), 0); /* COMMAND, COMMAND DOCS, ... */
+	resp_error(command_out(x),
+		   "ERR baton does not implement pub/sub ('%.*s'): it is a "
+		   "replicated key-value store; use a message broker for "
+		   "pub/sub",
+		   (int)(x->lens[0] < 32 ? x->lens[0] : 32),
+		   (const char *)x->argv[0]);
 	return command_done(x);
 }
 
@@ -157,7 +159,10 @@ static int cmd_config(struct command_ctx *x)
 		{"save", ""}, {"appendonly", "yes"}, {"databases", "1"}};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
 		if (command_arg_is(x, 2, known[i][0])) {
-			resp_array(command_out(x), 2);
+			if (x->cs->resp == 3)
+				resp3_map(command_out(x), 1);
+			else
+				resp_array(command_out(x), 2);
 			resp_bulk(command_out(x), known[i][0],
 				  strlen(known[i][0]));
 			resp_bulk(command_out(x), known[i][1],
@@ -165,7 +170,10 @@ static int cmd_config(struct command_ctx *x)
 			return command_done(x);
 		}
 	}
-	resp_array(command_out(x), 0);
+	if (x->cs->resp == 3)
+		resp3_map(command_out(x), 0);
+	else
+		resp_array(command_out(x), 0);
 	return command_done(x);
 }
 
@@ -324,43 +332,113 @@ static int cmd_stale(struct command_ctx *x)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
+static bool local_lookup_is(const uint8_t *name, size_t len, const char *word)
+{
+	return len == strlen(word) &&
+	       strncasecmp((const char *)name, word, len) == 0;
+}
+
 struct local_command {
 	const char *name;
 	int (*fn)(struct command_ctx *x);
 	bool before_auth;
 	bool in_multi; /* runs at once inside MULTI (else: queued/refused) */
+	/* What COMMAND says of it (Redis's arity and flags). */
+	int arity;
+	const char *flags;
 };
 
+#define ADMIN "admin noscript loading stale"
+#define SUBSCRIBER "pubsub noscript loading stale"
+
 static const struct local_command local_commands[] = {
-	{"PING", cmd_ping, false, false},
-	{"ECHO", cmd_echo, false, false},
-	{"SELECT", cmd_select, false, false},
-	{"QUIT", cmd_quit, true, true},
-	{"AUTH", cmd_auth, true, false},
-	{"CLIENT", cmd_client, false, false},
-	{"COMMAND", cmd_command, false, false},
-	{"CONFIG", cmd_config, false, false},
-	{"INFO", admin_info, false, false},
-	{"MULTI", txn_multi, false, true},
-	{"EXEC", txn_exec, false, true},
-	{"DISCARD", txn_discard, false, true},
-	{"WATCH", txn_watch, false, true},
-	{"UNWATCH", txn_unwatch, false, false},
-	{"BATON.NODE", admin_node, false, false},
-	{"BATON.MEMBERS", admin_members, false, false},
-	{"BATON.ADD", admin_add, false, false},
-	{"BATON.PROMOTE", admin_promote, false, false},
-	{"BATON.REMOVE", admin_remove, false, false},
-	{"BATON.TRANSFER", admin_transfer, false, false},
-	{"BATON.DOWNGRADE", admin_downgrade, false, false},
-	{"BATON.STALE", cmd_stale, false, false},
-	{"BATON.MIGRATION", admin_migration, false, false},
-	{"BATON.PROXIED", proxy_cmd_proxied, false, false},
+	{"PING", cmd_ping, false, false, -1, "fast"},
+	{"ECHO", cmd_echo, false, false, 2, "fast"},
+	{"SELECT", cmd_select, false, false, 2, "loading stale fast"},
+	{"QUIT", cmd_quit, true, true, -1, "allow_busy fast noscript"},
+	{"AUTH", cmd_auth, true, false, -2,
+	 "noscript loading stale fast no_auth"},
+	{"HELLO", client_hello, true, false, -1,
+	 "noscript loading stale fast no_auth"},
+	{"CLIENT", client_command, false, false, -2, ADMIN},
+	{"COMMAND", command_table_command, false, false, -1, "loading stale"},
+	{"CONFIG", cmd_config, false, false, -2, ADMIN},
+	{"INFO", info_command, false, false, -1, "loading stale"},
+	{"TIME", cmd_time, false, false, 1, "loading stale fast"},
+	{"MULTI", txn_multi, false, true, 1, "noscript loading stale fast"},
+	{"EXEC", txn_exec, false, true, 1, "noscript loading stale"},
+	{"DISCARD", txn_discard, false, true, 1, "noscript loading stale fast"},
+	{"WATCH", txn_watch, false, true, -2, "noscript loading stale fast"},
+	{"UNWATCH", txn_unwatch, false, false, 1,
+	 "noscript loading stale fast"},
+	{"SUBSCRIBE", cmd_pubsub, false, false, -2, SUBSCRIBER},
+	{"PSUBSCRIBE", cmd_pubsub, false, false, -2, SUBSCRIBER},
+	{"SSUBSCRIBE", cmd_pubsub, false, false, -2, SUBSCRIBER},
+	{"UNSUBSCRIBE", cmd_pubsub, false, false, -1, SUBSCRIBER},
+	{"PUNSUBSCRIBE", cmd_pubsub, false, false, -1, SUBSCRIBER},
+	{"PUBLISH", cmd_pubsub, false, false, 3, SUBSCRIBER},
+	{"PUBSUB", cmd_pubsub, false, false, -2, SUBSCRIBER},
+	{"BATON.NODE", admin_node, false, false, -1, ADMIN},
+	{"BATON.MEMBERS", admin_members, false, false, -1, ADMIN},
+	{"BATON.ADD", admin_add, false, false, -1, ADMIN},
+	{"BATON.PROMOTE", admin_promote, false, false, -1, ADMIN},
+	{"BATON.REMOVE", admin_remove, false, false, -1, ADMIN},
+	{"BATON.TRANSFER", admin_transfer, false, false, -1, ADMIN},
+	{"BATON.DOWNGRADE", admin_downgrade, false, false, -1, ADMIN},
+	{"BATON.STALE", cmd_stale, false, false, -1, ADMIN},
+	{"BATON.MIGRATION", admin_migration, false, false, -1, ADMIN},
+	{"BATON.PROXIED", proxy_cmd_proxied, false, false, -1, ADMIN},
 #if BATON_TEST_HOOKS
-	{"BATON.TEST.PROPOSE", admin_test_propose, false, false},
-	{"BATON.TEST.PROXY", proxy_cmd_test_proxy, false, false},
+	{"BATON.TEST.PROPOSE", admin_test_propose, false, false, -1, ADMIN},
+	{"BATON.TEST.PROXY", proxy_cmd_test_proxy, false, false, -1, ADMIN},
 #endif
 };
+
+bool command_local_at(size_t i, const char **name, int *arity,
+		      const char **flags)
+{
+	if (i >= sizeof local_commands / sizeof local_commands[0])
+		return false;
+	*name = local_commands[i].name;
+	*arity = local_commands[i].arity;
+	*flags = local_commands[i].flags;
+	return true;
+}
+
+enum command_resp3 command_resp3(const struct client_state *cs,
+				 const uint8_t *name, size_t len)
+{
+	if (cs->resp != 3)
+		return RESP3_AS_RESP2;
+	/* Redis 7 answers these with a map in RESP3. */
+	static const char *const maps[] = {"HGETALL"};
+	for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++)
+		if (len == strlen(maps[i]) &&
+		    strncasecmp((const char *)name, maps[i], len) == 0)
+			return RESP3_TOP_MAP;
+	return RESP3_NULLS;
+}
+
+/* CLIENT LIST's cmd= field: the name in lower case, with the subcommand
+ * of a container command ("client|list"), as Redis shows it. */
+static void note_command(struct server *s, struct client_state *cs, int argc,
+			 const uint8_t *const *argv, const size_t *lens)
+{
+	char *out = cs->last_command;
+	size_t cap = sizeof cs->last_command, n = 0;
+	for (size_t i = 0; i < lens[0] && n + 1 < cap; i++)
+		out[n++] = (char)tolower(argv[0][i]);
+	bool container = local_lookup_is(argv[0], lens[0], "CLIENT") ||
+			 local_lookup_is(argv[0], lens[0], "COMMAND") ||
+			 local_lookup_is(argv[0], lens[0], "CONFIG");
+	if (container && argc > 1 && n + 1 < cap) {
+		out[n++] = '|';
+		for (size_t i = 0; i < lens[1] && n + 1 < cap; i++)
+			out[n++] = (char)tolower(argv[1][i]);
+	}
+	out[n] = '\0';
+	cs->last_command_ms = uv_now(s->loop);
+}
 
 /* MULTI and its kin go where the data commands go: a transaction runs
  * where its commands do. */
@@ -412,6 +490,7 @@ void command_dispatch(struct server *s, struct client_state *cs,
 {
 	struct command_ctx x = {s, cs, sl, argc, argv, lens};
 	const struct local_command *c = local_lookup(argv[0], lens[0]);
+	note_command(s, cs, argc, argv, lens);
 	bool allowed = cs->authenticated || (c != NULL && c->before_auth);
 	if (txn_in_multi(cs) && (c == NULL || !c->in_multi)) {
 		txn_queue(&x, allowed, c != NULL);

@@ -184,6 +184,10 @@ struct server {
 
 	struct client *clients; /* a list */
 	uint32_t n_clients;
+	/* The open connections as CLIENT LIST shows them, newest first, and
+	 * the next CLIENT ID (client_registry.c). */
+	struct client_state *registry;
+	uint64_t next_client_id;
 	/* Replies queued and not yet written, over all open clients. */
 	uint64_t output_bytes;
 
@@ -296,8 +300,52 @@ void slot_error(struct slot *sl, int code);
 /* Has the slot's client gone (nobody will read its reply)? */
 bool slot_abandoned(const struct slot *sl);
 void reply_error_for(struct baton_buf *b, int code);
+/* CLIENT KILL: reply to what is in flight, then close the connection. */
+void client_kill(struct client_state *cs);
+/* Bytes of cs's replies queued and not yet written (CLIENT LIST omem). */
+size_t client_output_queued(const struct client_state *cs);
+
+/* ---- client_registry.c ---- */
+/* A new connection (its fd and addresses are read from tcp). */
+void client_registry_add(struct server *s, struct client_state *cs,
+			 uv_tcp_t *tcp);
+/* The connection is closing: CLIENT LIST no longer shows it. */
+void client_registry_remove(struct server *s, struct client_state *cs);
+/* CLIENT ID|INFO|LIST|KILL|SETNAME|GETNAME|SETINFO (docs/clients.md). */
+int client_command(struct command_ctx *x);
+/* HELLO [2|3] [AUTH user pass] [SETNAME name]. */
+int client_hello(struct command_ctx *x);
+
+/* ---- info.c ---- */
+/* INFO [section ...] (docs/clients.md, "INFO"). */
+int info_command(struct command_ctx *x);
+/* The "# Versions" and "# Persistence" sections' fields, appended to b
+ * (admin.c keeps the version facts BATON.NODE shares). */
+void admin_info_versions(struct server *s, const struct baton_node_status *st,
+			 struct baton_buf *b);
+void admin_info_persistence(struct server *s,
+			    const struct baton_node_status *st,
+			    struct baton_buf *b);
+const char *admin_role_name(uint32_t role);
+
+/* ---- command_table.c ---- */
+/* COMMAND [COUNT | INFO name... | DOCS [name...] | LIST] from the kv
+ * table and the local commands (docs/clients.md). */
+int command_table_command(struct command_ctx *x);
+/* The i-th local command (commands.c), for COMMAND: its name, arity and
+ * Redis flags ("admin noscript", space-separated); false past the end. */
+bool command_local_at(size_t i, const char **name, int *arity,
+		      const char **flags);
 
 /* ---- commands.c ---- */
+/* How a command's reply goes to a connection in RESP3 (resp3.c). */
+enum command_resp3 {
+	RESP3_AS_RESP2 = 0, /* the connection speaks RESP2 */
+	RESP3_NULLS,	    /* RESP2's nulls become RESP3's */
+	RESP3_TOP_MAP,	    /* and the top array a map (HGETALL) */
+};
+enum command_resp3 command_resp3(const struct client_state *cs,
+				 const uint8_t *name, size_t len);
 struct txn;
 /* One connection's writes not yet answered, in the order it sent them:
  * route.c keeps their effects in that order (zeroed with the client). */
@@ -329,6 +377,17 @@ struct client_state {
 	 * a proxy's (BATON.PROXIED: never proxied again). */
 	struct proxy_client *proxy;
 	bool proxied;
+	/* What CLIENT LIST and HELLO show (client_registry.c): the id, unique
+	 * and increasing on this node; the protocol (2, or 3 after HELLO 3);
+	 * what CLIENT SETINFO stored; the last command and when. */
+	uint64_t id;
+	uint32_t resp;
+	char lib_name[64], lib_ver[64];
+	char last_command[32];
+	uint64_t created_ms, last_command_ms;
+	int fd;
+	char addr[64], laddr[64];
+	struct client_state *reg_prev, *reg_next; /* the registry's list */
 };
 /* One command being run: its client, reply slot and arguments. */
 struct command_ctx {
@@ -373,7 +432,6 @@ void command_dispatch(struct server *s, struct client_state *cs,
 /* ---- admin.c ---- */
 /* INFO and the admin commands (docs/batond.md); each fills x->sl now or
  * later and returns 0. */
-int admin_info(struct command_ctx *x);
 int admin_node(struct command_ctx *x);
 int admin_members(struct command_ctx *x);
 int admin_add(struct command_ctx *x);

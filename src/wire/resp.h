@@ -54,6 +54,20 @@ int resp_null_array(struct baton_buf *b);
 /* "*<n>\r\n": the header of an array; the caller writes the n elements. */
 int resp_array(struct baton_buf *b, size_t n);
 
+/* RESP3 (resp3.c), for connections that sent HELLO 3: "%<pairs>\r\n",
+ * the header of a map (the caller writes 2 * pairs elements), and "_\r\n",
+ * the null. */
+int resp3_map(struct baton_buf *b, size_t pairs);
+int resp3_null(struct baton_buf *b);
+
+/* Append to out the RESP3 form of the RESP2 replies in[0..len): every
+ * null bulk and null array becomes "_", and with top_map an array at
+ * in[0] with an even count becomes a map of half as many pairs (Redis 7's
+ * HGETALL); every other byte is copied. Returns 0, BATON_ECORRUPT if in is
+ * not well-formed RESP2, or BATON_ENOMEM; out is unchanged on failure. */
+int resp3_from_resp2(const uint8_t *in, size_t len, bool top_map,
+		     struct baton_buf *out);
+
 /* Redis's strict decimal integer syntax (its string2ll): an optional '-',
  * then digits with no leading zero ("0" alone is fine), nothing else, and
  * within int64_t. True and *out set if s[0..len) is one. */

@@ -1,0 +1,290 @@
+/*
+ * INFO [section ...] (docs/clients.md, "INFO"): Redis 7's sections (Server,
+ * Clients, Memory, Persistence, Stats, Replication, Keyspace) with the
+ * fields redis-cli and client libraries read, and baton's own (Identity,
+ * Versions, Migration). Sections are named case-insensitively; none,
+ * "default", "all" or "everything" means every section (baton's default
+ * holds them all: its tools read fields from each); an unknown name adds
+ * nothing, as in Redis.
+ */
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "baton/assert.h"
+#include "migration.h"
+#include "server.h"
+
+/* What the sections read, taken once per INFO. */
+struct info_ctx {
+	struct server *s;
+	struct baton_node_status st;
+	struct baton_buf *b;
+};
+
+static void add(struct info_ctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void add(struct info_ctx *c, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		baton_buf_append(c->b, line,
+				 (size_t)n < sizeof line ? (size_t)n
+							 : sizeof line - 1);
+}
+
+/* "1.50M", as Redis's bytesToHuman. */
+static void human(uint64_t bytes, char *out, size_t cap)
+{
+	const char *units = "BKMGTP";
+	double v = (double)bytes;
+	size_t u = 0;
+	while (v >= 1024 && u + 1 < strlen(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(out, cap, "%" PRIu64 "B", bytes);
+	else
+		snprintf(out, cap, "%.2f%c", v, units[u]);
+}
+
+static void section_server(struct info_ctx *c)
+{
+	struct server *s = c->s;
+	char release[BATON_RELEASE_STR_MAX];
+	baton_release_format(s->cfg.profile.release, release);
+	uint64_t up_s = (uv_now(s->loop) - s->started_ms) / 1000;
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	const char *port = strrchr(s->cfg.listen, ':');
+	add(c,
+	    "# Server\r\nbaton_version:%s\r\nredis_version:7.0.0\r\n"
+	    "redis_mode:standalone\r\narch_bits:%zu\r\n"
+	    "multiplexing_api:libuv\r\nprocess_id:%d\r\ntcp_port:%s\r\n"
+	    "server_time_usec:%" PRIu64 "\r\nuptime_in_seconds:%" PRIu64
+	    "\r\nuptime_in_days:%" PRIu64 "\r\n",
+	    release, sizeof(void *) * 8, (int)getpid(),
+	    port != NULL ? port + 1 : s->cfg.listen,
+	    (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec, up_s,
+	    up_s / 86400);
+}
+
+static void section_clients(struct info_ctx *c)
+{
+	add(c,
+	    "# Clients\r\nconnected_clients:%u\r\nblocked_clients:0\r\n"
+	    "tracking_clients:0\r\nmaxclients:%u\r\n",
+	    c->s->n_clients, c->s->cfg.max_clients);
+}
+
+/* The process's heap in use (malloc's count, as Redis's used_memory is
+ * its allocator's) and resident set (/proc/self/statm). */
+static uint64_t memory_used(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+static uint64_t memory_rss(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long long size = 0, resident = 0;
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void section_memory(struct info_ctx *c)
+{
+	static uint64_t peak;
+	uint64_t used = memory_used(), rss = memory_rss();
+	if (used > peak)
+		peak = used;
+	char used_h[32], rss_h[32], peak_h[32];
+	human(used, used_h, sizeof used_h);
+	human(rss, rss_h, sizeof rss_h);
+	human(peak, peak_h, sizeof peak_h);
+	add(c,
+	    "# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_human:%s\r\n"
+	    "used_memory_rss:%" PRIu64 "\r\nused_memory_rss_human:%s\r\n"
+	    "used_memory_peak:%" PRIu64 "\r\nused_memory_peak_human:%s\r\n"
+	    "maxmemory:0\r\nmaxmemory_human:0B\r\n"
+	    "maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n",
+	    used, used_h, rss, rss_h, peak, peak_h);
+}
+
+/* Commands a second between this INFO and the last one at least a second
+ * before it (Redis samples every 100 ms; baton has no timer for it). */
+static uint64_t ops_per_sec(struct server *s)
+{
+	static uint64_t at_ms, at_commands, rate;
+	uint64_t now = uv_now(s->loop);
+	if (at_ms == 0 || now < at_ms) {
+		at_ms = now;
+		at_commands = s->stats.commands;
+	} else if (now - at_ms >= 1000) {
+		rate = (s->stats.commands - at_commands) * 1000 / (now - at_ms);
+		at_ms = now;
+		at_commands = s->stats.commands;
+	}
+	return rate;
+}
+
+static void section_stats(struct info_ctx *c)
+{
+	struct server *s = c->s;
+	const struct baton_node_status *st = &c->st;
+	add(c,
+	    "# Stats\r\ntotal_connections_received:%" PRIu64
+	    "\r\ntotal_commands_processed:%" PRIu64
+	    "\r\ninstantaneous_ops_per_sec:%" PRIu64
+	    "\r\nrejected_connections:%" PRIu64 "\r\nexpired_keys:%" PRIu64
+	    "\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0"
+	    "\r\npubsub_channels:0\r\npubsub_patterns:0",
+	    s->stats.connections, s->stats.commands, ops_per_sec(s),
+	    s->stats.rejected_clients, s->sweeper.deleted);
+	add(c,
+	    "\r\nprotocol_errors:%" PRIu64
+	    "\r\nclient_output_disconnects:%" PRIu64
+	    "\r\nclient_idle_disconnects:%" PRIu64 "\r\nwrites_parked:%" PRIu64
+	    "\r\nwrites_rerouted:%" PRIu64 "\r\npeer_frames_dropped:%" PRIu64
+	    "\r\npeer_frames_unknown:%" PRIu64
+	    "\r\npeer_handshakes_refused:%" PRIu64
+	    "\r\npeer_auth_failed:%" PRIu64
+	    "\r\npeer_frames_bad_checksum:%" PRIu64
+	    "\r\npeer_msgs_dropped_not_member:%" PRIu64 "\r\nstorage_ok:%s\r\n",
+	    s->stats.protocol_errors, s->stats.output_disconnects,
+	    s->stats.idle_disconnects, s->stats.writes_parked,
+	    s->stats.writes_rerouted, st->transport.dropped,
+	    st->transport.unknown, st->transport.refused,
+	    st->transport.auth_failed, st->transport.bad_checksums,
+	    st->peer_msgs_dropped_not_member,
+	    st->storage_failed ? "no" : "yes");
+}
+
+static void section_replication(struct info_ctx *c)
+{
+	const struct baton_node_status *st = &c->st;
+	add(c,
+	    "# Replication\r\nrole:%s\r\nconnected_slaves:0\r\nnode_id:%" PRIu64
+	    "\r\nleader_id:%" PRIu64 "\r\nterm:%" PRIu64
+	    "\r\ncommit_index:%" PRIu64 "\r\napplied_index:%" PRIu64
+	    "\r\nlast_index:%" PRIu64 "\r\nsnapshot_index:%" PRIu64
+	    "\r\nmembers:%u\r\nstalled_index:%" PRIu64
+	    "\r\nstalled_reason:%s\r\n",
+	    c->s->identity.removed ? "removed" : admin_role_name(st->raft.role),
+	    st->raft.id, st->raft.leader_id, st->raft.term,
+	    st->raft.commit_index, st->applied, st->raft.last_index,
+	    st->raft.snapshot_index, st->raft.config.n, st->stalled_index,
+	    st->stalled_why);
+}
+
+static void section_identity(struct info_ctx *c)
+{
+	struct server *s = c->s;
+	char uuid[BATON_CLUSTER_UUID_STR_MAX];
+	add(c,
+	    "# "
+	    "Identity\r\ncluster_id:%s\r\ncluster_uuid:%s\r\nremoved:%s%s%"
+	    "s\r\n",
+	    s->cfg.cluster_id, identity_uuid_text(s, uuid, sizeof uuid),
+	    s->identity.removed ? "yes (" : "no",
+	    s->identity.removed ? s->identity.removed_why : "",
+	    s->identity.removed ? ")" : "");
+}
+
+/* This node's copy of the map; Redis omits an empty database. */
+static void section_keyspace(struct info_ctx *c)
+{
+	add(c, "# Keyspace\r\n");
+	uint64_t keys = kv_dbsize(c->s->machine.kv);
+	if (keys > 0)
+		add(c, "db0:keys=%" PRIu64 ",expires=%" PRIu64 ",avg_ttl=0\r\n",
+		    keys, kv_expiry_count(c->s->machine.kv));
+}
+
+static void section_versions(struct info_ctx *c)
+{
+	admin_info_versions(c->s, &c->st, c->b);
+}
+
+static void section_persistence(struct info_ctx *c)
+{
+	admin_info_persistence(c->s, &c->st, c->b);
+}
+
+/* migration_info() writes its section with a blank line before it. */
+static void section_migration(struct info_ctx *c)
+{
+	struct baton_buf m;
+	baton_buf_init(&m);
+	migration_info(c->s, &m);
+	size_t skip = m.len >= 2 && m.data[0] == '\r' ? 2 : 0;
+	if (m.len > skip)
+		baton_buf_append(c->b, m.data + skip, m.len - skip);
+	baton_buf_free(&m);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(struct info_ctx *c);
+} sections[] = {
+	{"server", section_server},	{"clients", section_clients},
+	{"memory", section_memory},	{"replication", section_replication},
+	{"identity", section_identity}, {"versions", section_versions},
+	{"stats", section_stats},	{"persistence", section_persistence},
+	{"keyspace", section_keyspace}, {"migration", section_migration},
+};
+
+#define N_SECTIONS (sizeof sections / sizeof sections[0])
+
+/* Is section i asked for? Every one with no argument or a catch-all. */
+static bool wanted(const struct command_ctx *x, size_t i)
+{
+	if (x->argc == 1)
+		return true;
+	for (int a = 1; a < x->argc; a++)
+		if (command_arg_is(x, a, "all") ||
+		    command_arg_is(x, a, "everything") ||
+		    command_arg_is(x, a, "default") ||
+		    command_arg_is(x, a, sections[i].name))
+			return true;
+	return false;
+}
+
+int info_command(struct command_ctx *x)
+{
+	struct baton_buf all;
+	baton_buf_init(&all);
+	struct info_ctx c = {.s = x->s, .b = &all};
+	baton_node_status(x->s->node, &c.st);
+	for (size_t i = 0; i < N_SECTIONS; i++) {
+		if (!wanted(x, i))
+			continue;
+		size_t before = all.len;
+		if (before > 0)
+			baton_buf_append(&all, "\r\n", 2);
+		sections[i].fn(&c);
+		if (all.len == before + (before > 0 ? 2 : 0))
+			all.len = before; /* an empty section (Migration) */
+	}
+	BATON_ASSERT(all.len == 0 || all.data[all.len - 1] == '\n');
+	resp_bulk(command_out(x), all.data, all.len);
+	baton_buf_free(&all);
+	return command_done(x);
+}

@@ -1,0 +1,92 @@
+/*
+ * RESP3 for connections that asked for it with HELLO 3 (docs/clients.md,
+ * "RESP3"). The key-value layer writes RESP2; a connection in RESP3 has
+ * each reply rewritten as it is finished: RESP2's two nulls become RESP3's
+ * one null, and the reply of a command whose Redis 7 reply is a map (as
+ * HGETALL's) has its top array turned into a map header. Every other byte
+ * is copied as it is, so the rewrite costs one pass over the reply. A
+ * reply already in RESP3 (a map, null, double, boolean or big number line
+ * a local command wrote) passes unchanged.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "baton/assert.h"
+#include "baton/errors.h"
+#include "resp.h"
+
+int resp3_map(struct baton_buf *b, size_t pairs)
+{
+	char head[32];
+	int n = snprintf(head, sizeof head, "%%%zu\r\n", pairs);
+	BATON_ASSERT(n > 0 && (size_t)n < sizeof head);
+	return baton_buf_append(b, head, (size_t)n);
+}
+
+int resp3_null(struct baton_buf *b)
+{
+	return baton_buf_append(b, "_\r\n", 3);
+}
+
+/* The end of the line starting at in[pos] (the index of its '\r'), or
+ * len if it has none. */
+static size_t line_end(const uint8_t *in, size_t len, size_t pos)
+{
+	for (size_t i = pos; i + 1 < len; i++)
+		if (in[i] == '\r' && in[i + 1] == '\n')
+			return i;
+	return len;
+}
+
+/* The number after a header's type byte; false if there is none. */
+static bool header_number(const uint8_t *in, size_t pos, size_t end, int64_t *v)
+{
+	return resp_parse_int(in + pos + 1, end - pos - 1, v);
+}
+
+int resp3_from_resp2(const uint8_t *in, size_t len, bool top_map,
+		     struct baton_buf *out)
+{
+	BATON_ASSERT(in != NULL || len == 0);
+	size_t start_len = out->len;
+	size_t pos = 0;
+	int rv = 0;
+	while (rv == 0 && pos < len) {
+		size_t end = line_end(in, len, pos);
+		int64_t n = 0;
+		if (end == len) {
+			rv = BATON_ECORRUPT;
+			break;
+		}
+		uint8_t type = in[pos];
+		size_t next = end + 2;
+		if ((type == '$' || type == '*') &&
+		    !header_number(in, pos, end, &n)) {
+			rv = BATON_ECORRUPT;
+			break;
+		}
+		if ((type == '$' || type == '*') && n == -1) {
+			rv = resp3_null(out);
+		} else if (type == '*' && pos == 0 && top_map && n % 2 == 0) {
+			rv = resp3_map(out, (size_t)n / 2);
+		} else if (type == '$') {
+			if (n < 0 || (uint64_t)n > len - next ||
+			    len - next - (size_t)n < 2) {
+				rv = BATON_ECORRUPT;
+				break;
+			}
+			next += (size_t)n + 2;
+			rv = baton_buf_append(out, in + pos, next - pos);
+		} else if (strchr("*+-:%_,#(", type) != NULL && type != 0) {
+			/* RESP2's lines, and RESP3's a local command wrote. */
+			rv = baton_buf_append(out, in + pos, next - pos);
+		} else {
+			rv = BATON_ECORRUPT;
+		}
+		pos = next;
+	}
+	if (rv != 0)
+		out->len = start_len;
+	BATON_ASSERT(rv != 0 || out->len >= start_len);
+	return rv;
+}
