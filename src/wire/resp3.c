@@ -71,7 +71,8 @@ int resp3_from_resp2(const uint8_t *in, size_t len, bool top_map,
 			rv = resp3_map(out, (size_t)n / 2);
 		} else if (type == '$') {
 			if (n < 0 || (uint64_t)n > len - next ||
-			    len - next - (size_t)n < 2) {
+			    len - next - (size_t)n < 2 ||
+			    memcmp(in + next + n, "\r\n", 2) != 0) {
 				rv = BATON_ECORRUPT;
 				break;
 			}
