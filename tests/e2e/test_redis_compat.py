@@ -454,3 +454,32 @@ def test_redis_cli_latency(nodes):
     lo, hi, avg, samples = int(fields[0]), int(fields[1]), float(
         fields[2]), int(fields[3])
     assert samples >= 1 and lo <= avg <= hi + 1
+
+
+def test_hello_auth_with_a_password(cluster):
+    node = cluster.start(1, password="s3cret")
+    c = Resp3(node)
+    try:
+        kind, text = c.call("HELLO", "3")
+        assert kind == "-" and text.startswith("NOAUTH HELLO must be called")
+        kind, text = c.call("GET", "k")
+        assert text.startswith("NOAUTH"), text
+        kind, text = c.call("HELLO", "3", "AUTH", "default", "wrong")
+        assert text.startswith("WRONGPASS"), text
+        hello = c.call("HELLO", "3", "AUTH", "default", "s3cret", "SETNAME",
+                       "authed")
+        assert hello["proto"] == 3, hello
+        assert c.call("SET", "k", "v") == ("+", "OK")
+        assert "name=authed" in c.call("CLIENT", "INFO")
+    finally:
+        c.close()
+    # redis-py's pool authenticates each connection with AUTH.
+    pool = redis.ConnectionPool(host=HOST, port=node.client_port,
+                                password="s3cret", decode_responses=True,
+                                socket_timeout=SOCKET_TIMEOUT_S)
+    try:
+        r = redis.Redis(connection_pool=pool)
+        assert retry(lambda: r.get("k")) == "v"
+        assert isinstance(r.client_id(), int)
+    finally:
+        pool.disconnect()
