@@ -350,6 +350,16 @@ def test_command_table(nodes):
     assert docs[0] == "set"
     doc = dict(zip(docs[1][::2], docs[1][1::2]))
     assert {"summary", "since", "group", "arguments"} <= set(doc)
+    # In RESP3 (redis-cli 7 reads it so for its hints): maps of maps.
+    r3 = Resp3(leader)
+    try:
+        r3.call("HELLO", "3")
+        every = r3.call("COMMAND", "DOCS")
+        assert isinstance(every, dict) and len(every) == count
+        assert every["get"]["arguments"][0]["type"] == "key"
+        assert every["mset"]["arguments"][0]["flags"] == [("+", "multiple")]
+    finally:
+        r3.close()
 
 
 def test_pubsub_refused_with_a_reason(nodes):
