@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FORMAT_FILES = $(shell find src include tests bench tools -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server bench-snapshot bench-roll format format-check run demo clean
+.PHONY: all setup build install test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server bench-snapshot bench-roll format format-check run demo clean
 
 all: build
 
@@ -23,6 +23,13 @@ build: setup $(BUILD)/CMakeCache.txt
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
+
+# Binaries, man pages, headers, libbaton_core.a, baton.pc, the systemd unit
+# template and the example config (docs/install.md):
+# make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]
+PREFIX ?= /usr/local
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 # Only the end-to-end tests (real batond processes on loopback).
 e2e: build

@@ -419,14 +419,18 @@ int main(int argc, char **argv)
 		ctl_error("out of memory");
 		return CTL_EXIT_ERROR;
 	}
-	for (int i = 0; i < n; i++) {
+	int rc = -1;
+	for (int i = 0; i < n && rc < 0; i++) {
 		if (strcmp(args[i], "--help") == 0) {
 			print_command_help(c);
-			return CTL_EXIT_OK;
+			rc = CTL_EXIT_OK;
 		}
 	}
-	if (n < c->min_args || n > c->max_args)
-		return ctl_usage_error("%s: wrong number of arguments (%s %s)",
-				       c->name, c->name, c->args);
-	return c->run(&o, n, args);
+	if (rc < 0 && (n < c->min_args || n > c->max_args))
+		rc = ctl_usage_error("%s: wrong number of arguments (%s %s)",
+				     c->name, c->name, c->args);
+	if (rc < 0)
+		rc = c->run(&o, n, args);
+	free(args);
+	return rc;
 }
