@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,20 +78,77 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return true;
 }
 
-/* A flag that takes a value. */
-static bool known_flag(const char *a)
+/* The flags (getopt_long: "--name value" and "--name=value" alike). */
+static const struct option relay_flags[] = {
+	{"listen", required_argument, NULL, 'l'},
+	{"data", required_argument, NULL, 'd'},
+	{"log-level", required_argument, NULL, 'L'},
+	{"handshake-timeout-ms", required_argument, NULL, 'H'},
+	{"idle-timeout-ms", required_argument, NULL, 'I'},
+	{"ping-interval-ms", required_argument, NULL, 'P'},
+	{"forget-after-ms", required_argument, NULL, 'F'},
+	{"queue-messages-max", required_argument, NULL, 'Q'},
+	{"queue-bytes-max", required_argument, NULL, 'B'},
+	{"activate", no_argument, NULL, 'a'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{NULL, 0, NULL, 0},
+};
+
+/* The name of the flag whose getopt_long value is `val`. */
+static const char *flag_name(int val)
 {
-	static const char *const flags[] = {
-		"--listen",	     "--data",
-		"--log-level",	     "--handshake-timeout-ms",
-		"--idle-timeout-ms", "--ping-interval-ms",
-		"--forget-after-ms", "--queue-messages-max",
-		"--queue-bytes-max",
-	};
-	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-		if (strcmp(a, flags[i]) == 0)
-			return true;
-	return false;
+	for (const struct option *o = relay_flags; o->name != NULL; o++)
+		if (o->val == val)
+			return o->name;
+	return "?";
+}
+
+/* What getopt_long could not read: exit status 2 and one line. */
+static int bad_flag(int got, char **argv)
+{
+	const char *last = argv[optind - 1];
+	char flag[128];
+	snprintf(flag, sizeof(flag), "%.*s", (int)strcspn(last, "="), last);
+	if (got == ':') {
+		fprintf(stderr, "baton-relay: --%s needs a value\n",
+			flag_name(optopt));
+		return EXIT_USAGE;
+	}
+	if (optopt != 0) {
+		fprintf(stderr, "baton-relay: --%s takes no value\n",
+			flag_name(optopt));
+		return EXIT_USAGE;
+	}
+	return bad_usage("unknown flag '%s'", flag);
+}
+
+/* Whether the flag getopt_long just read was written whole: getopt_long
+ * also takes a beginning of a name, which a new flag could make mean
+ * another one. */
+static bool written_whole(int val, char **argv)
+{
+	const char *last = argv[optind - 1];
+	bool joined = optarg != NULL && optarg > last &&
+		      optarg <= last + strlen(last);
+	const char *token = optarg != NULL && !joined ? argv[optind - 2] : last;
+	const char *name = flag_name(val);
+	size_t n = strlen(name);
+	return strncmp(token + 2, name, n) == 0 &&
+	       (token[2 + n] == '\0' || token[2 + n] == '=');
+}
+
+/* A number flag's value into *out, or exit status 2 with its range. */
+static int number_flag(int val, const char *v, uint64_t min, uint64_t max,
+		       uint64_t *out)
+{
+	if (parse_u64(v, min, max, out))
+		return 0;
+	fprintf(stderr,
+		"baton-relay: --%s %s: must be a whole number in %llu..%llu\n",
+		flag_name(val), v, (unsigned long long)min,
+		(unsigned long long)max);
+	return EXIT_USAGE;
 }
 
 /* "HOST:PORT" or "[V6]:PORT" into host (cap bytes) and port. */
@@ -151,15 +209,31 @@ int main(int argc, char **argv)
 	};
 	char host[256] = "";
 	const char *listen_arg = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+	int got, rc = 0;
+	opterr = 0;
+	while (rc == 0 &&
+	       (got = getopt_long(argc, argv, "+:", relay_flags, NULL)) != -1) {
+		const char *v = optarg;
 		uint64_t n = 0;
-		if (strcmp(a, "--help") == 0) {
+		if (got != '?' && got != ':' && !written_whole(got, argv)) {
+			const char *last = argv[optind - 1];
+			const char *token =
+				v != NULL && (v <= last ||
+					      v > last + strlen(last))
+					? argv[optind - 2]
+					: last;
+			char flag[128];
+			snprintf(flag, sizeof(flag), "%.*s",
+				 (int)strcspn(token, "="), token);
+			return bad_usage("unknown flag '%s' (flags are taken "
+					 "by their whole name)",
+					 flag);
+		}
+		switch (got) {
+		case 'h':
 			usage(stdout);
 			return 0;
-		}
-		if (strcmp(a, "--version") == 0) {
+		case 'V': {
 			char r[BATON_RELEASE_STR_MAX];
 			printf("baton-relay %s (relay protocol: frozen, magic "
 			       "ba524c59)\n",
@@ -167,64 +241,67 @@ int main(int argc, char **argv)
 				       baton_release_current()->release, r));
 			return 0;
 		}
-		if (strcmp(a, "--activate") == 0) {
+		case 'a':
 			cfg.activate = true;
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0)
-			return bad_usage("unexpected argument '%s'", a);
-		if (!known_flag(a))
-			return bad_usage("unknown flag '%s'", a);
-		if (v == NULL)
-			return bad_usage("%s needs a value", a);
-		i++;
-		if (strcmp(a, "--listen") == 0) {
+			break;
+		case 'l':
 			listen_arg = v;
 			if (!parse_listen(v, host, sizeof(host), &cfg.port))
 				return bad_usage("--listen '%s': expected "
 						 "HOST:PORT, port 1-65535",
 						 v);
-		} else if (strcmp(a, "--data") == 0) {
+			break;
+		case 'd':
 			cfg.data_dir = v;
-		} else if (strcmp(a, "--log-level") == 0) {
+			break;
+		case 'L': {
 			int level = relay_log_parse_level(v);
 			if (level < 0)
 				return bad_usage("--log-level '%s': expected "
 						 "error, warn, info or debug",
 						 v);
 			relay_log_set_level((enum relay_log_level)level);
-		} else if (strcmp(a, "--handshake-timeout-ms") == 0 &&
-			   parse_u64(v, 10, 3600000, &n)) {
-			cfg.handshake_timeout_ms = n;
-		} else if (strcmp(a, "--idle-timeout-ms") == 0 &&
-			   parse_u64(v, 10, 3600000, &n)) {
-			cfg.idle_timeout_ms = n;
-		} else if (strcmp(a, "--ping-interval-ms") == 0 &&
-			   parse_u64(v, 10, 3600000, &n)) {
-			cfg.ping_interval_ms = n;
-		} else if (strcmp(a, "--forget-after-ms") == 0 &&
-			   parse_u64(v, 100, 86400000, &n)) {
-			cfg.forget_after_ms = n;
-		} else if (strcmp(a, "--queue-messages-max") == 0 &&
-			   parse_u64(v, 1, UINT32_MAX, &n)) {
+			break;
+		}
+		case 'H':
+			rc = number_flag(got, v, 10, 3600000, &n);
+			cfg.handshake_timeout_ms = rc == 0 ? n : 0;
+			break;
+		case 'I':
+			rc = number_flag(got, v, 10, 3600000, &n);
+			cfg.idle_timeout_ms = rc == 0 ? n : 0;
+			break;
+		case 'P':
+			rc = number_flag(got, v, 10, 3600000, &n);
+			cfg.ping_interval_ms = rc == 0 ? n : 0;
+			break;
+		case 'F':
+			rc = number_flag(got, v, 100, 86400000, &n);
+			cfg.forget_after_ms = rc == 0 ? n : 0;
+			break;
+		case 'Q':
+			rc = number_flag(got, v, 1, UINT32_MAX, &n);
 			cfg.queue_messages_max = (uint32_t)n;
-		} else if (strcmp(a, "--queue-bytes-max") == 0 &&
-			   parse_u64(v, 1, UINT64_MAX, &n)) {
+			break;
+		case 'B':
+			rc = number_flag(got, v, 1, UINT64_MAX, &n);
 			cfg.queue_bytes_max = n;
-		} else {
-			fprintf(stderr,
-				"baton-relay: %s '%s': not a number in its "
-				"range (baton-relay --help)\n",
-				a, v);
-			return EXIT_USAGE;
+			break;
+		default:
+			rc = bad_flag(got, argv);
+			break;
 		}
 	}
+	if (rc != 0)
+		return rc;
+	if (optind < argc)
+		return bad_usage("unexpected argument '%s'", argv[optind]);
 	if (listen_arg == NULL || cfg.data_dir == NULL)
 		return bad_usage("%s", "--listen HOST:PORT and --data DIR are "
 				       "required");
 	cfg.host = host;
 	BATON_ASSERT(cfg.port > 0 && cfg.port <= 65535);
-	int rc = lock_data_dir(cfg.data_dir);
+	rc = lock_data_dir(cfg.data_dir);
 	if (rc != 0)
 		return rc;
 	char err[1024] = "";

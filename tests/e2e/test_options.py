@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -346,3 +347,43 @@ def test_batonctl_version_and_equals_forms():
     # A command's own option as --name=value.
     r = batonctl("-p", str(port), "health", "--max-lag=lots")
     assert r.returncode == 2 and "--max-lag" in r.stderr, r
+
+
+# ---- baton-relay -------------------------------------------------------------------
+
+
+def test_relay_takes_equals_forms_and_names_ranges(tmp_path):
+    relay = BATOND.parent / "baton-relay"
+    require_binary(relay)
+    (port,) = free_ports(1)
+    r = subprocess.run([str(relay), f"--listen={HOST}:{port}",
+                        f"--data={tmp_path}", "--idle-timeout-ms=5"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, r
+    assert "--idle-timeout-ms 5: must be a whole number in 10..3600000" \
+        in r.stderr, r.stderr
+    r = subprocess.run([str(relay), "--idle", "50"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 2 and "unknown flag '--idle'" in r.stderr, r
+    p = subprocess.Popen([str(relay), f"--listen={HOST}:{port}",
+                          f"--data={tmp_path}", "--log-level=warn"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+    try:
+        d = Deadline(READY_TIMEOUT_S, f"baton-relay on port {port}")
+        while not d.expired():
+            assert p.poll() is None, p.communicate()[1]
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(POLL_S)
+        else:
+            d.fail()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=STOP_GRACE_S)
