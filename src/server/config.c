@@ -347,8 +347,8 @@ static int timing_fits(const struct server_config *c,
 static bool data_dir_has_state(const char *dir)
 {
 	DIR *d = opendir(dir);
-	if (d == NULL)
-		return false; /* missing: created empty at start */
+	if (d == NULL) /* missing: created empty at start; unreadable: */
+		return errno != ENOENT; /* the storage says why at start */
 	bool found = false;
 	struct dirent *e;
 	while (!found && (e = readdir(d)) != NULL)
