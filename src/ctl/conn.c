@@ -6,23 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "ctl.h"
 
 int ctl_split_addr(const char *addr, char *host, size_t host_len, int *port)
 {
 	assert(addr != NULL && host != NULL && host_len > 0);
-	const char *colon = strrchr(addr, ':');
-	if (colon == NULL || colon == addr)
+	struct baton_addr a;
+	if (baton_addr_parse(addr, &a, NULL, 0) != 0 ||
+	    strlen(a.host) >= host_len)
 		return -1;
-	size_t n = (size_t)(colon - addr);
-	if (n >= host_len)
-		return -1;
-	uint64_t p;
-	if (!ctl_parse_u64(colon + 1, &p) || p == 0 || p > 65535)
-		return -1;
-	memcpy(host, addr, n);
-	host[n] = '\0';
-	*port = (int)p;
+	snprintf(host, host_len, "%s", a.host); /* IPv6 without brackets */
+	*port = a.port;
 	return 0;
 }
 
@@ -57,7 +52,10 @@ int ctl_conn_open(struct ctl_conn *c, const struct ctl_opts *o,
 	memset(c, 0, sizeof *c);
 	snprintf(c->addr, sizeof c->addr, "%s", addr);
 	if (ctl_split_addr(addr, host, sizeof host, &port) != 0) {
-		snprintf(c->err, sizeof c->err, "not a host:port address");
+		char why[BATON_ADDR_WHY_MAX];
+		baton_addr_parse(addr, &(struct baton_addr){0}, why,
+				 sizeof why);
+		snprintf(c->err, sizeof c->err, "%s", why);
 		return -1;
 	}
 	struct timeval tv = timeout_tv(o->timeout_ms);

@@ -204,7 +204,10 @@ int ctl_usage_error(const char *fmt, ...)
 
 void ctl_opts_addr(const struct ctl_opts *o, char *out, size_t len)
 {
-	snprintf(out, len, "%s:%d", o->host, o->port);
+	/* An IPv6 number is written in brackets, as everywhere. */
+	bool v6 = strchr(o->host, ':') != NULL && o->host[0] != '[';
+	snprintf(out, len, "%s%s%s:%d", v6 ? "[" : "", o->host, v6 ? "]" : "",
+		 o->port);
 }
 
 /* Values of getopt_long for the long-only options. */

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
+#include "address_uv.h"
 #include "baton/assert.h"
 #include "le.h"
 #include "log.h"
@@ -12,6 +14,8 @@
 /* A connection that has not completed its handshake by then is closed
  * (someone connected to the peer port and said nothing useful). */
 #define HANDSHAKE_TIMEOUT_MS 10000u
+/* How often a peer's name that does not resolve is logged. */
+#define RESOLVE_LOG_INTERVAL_MS 30000u
 
 struct write_req {
 	uv_write_t req;
@@ -20,19 +24,18 @@ struct write_req {
 	uint8_t data[];
 };
 
-int baton_parse_addr(const char *addr, struct sockaddr_in *out)
+int baton_parse_addr(const char *addr, char *why, size_t why_cap)
 {
-	char host[BATON_ADDR_MAX];
-	const char *colon = strrchr(addr, ':');
-	if (colon == NULL || (size_t)(colon - addr) >= sizeof host)
+	struct baton_addr a;
+	if (strlen(addr) >= BATON_ADDR_MAX) {
+		if (why != NULL && why_cap > 0)
+			snprintf(why, why_cap,
+				 "address '%.40s...' is longer than %u "
+				 "characters",
+				 addr, BATON_ADDR_MAX - 1);
 		return BATON_EINVAL;
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = '\0';
-	char *end;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (*end != '\0' || port == 0 || port > 65535)
-		return BATON_EINVAL;
-	return uv_ip4_addr(host, (int)port, out) == 0 ? 0 : BATON_EINVAL;
+	}
+	return baton_addr_parse(addr, &a, why, why_cap);
 }
 
 static uint32_t jitter(struct baton_transport *t, uint32_t ms)
@@ -124,6 +127,10 @@ void baton__transport_close(struct conn *c, const char *why)
 	if (c->closing)
 		return;
 	c->closing = true;
+	if (c->connecting != NULL) {
+		baton_addr_connect_cancel(c->connecting);
+		c->connecting = NULL;
+	}
 	baton__transport_probe_done(c, BATON_EIO, why, NULL);
 	struct peer *p = c->peer;
 	if (p != NULL) {
@@ -374,10 +381,36 @@ static void on_sweep(uv_timer_t *timer)
 
 /* ---- dialling and accepting --------------------------------------------- */
 
-static void on_connected(uv_connect_t *req, int status)
+/* A name that does not resolve is worth a warning, but not at every
+ * redial. */
+static void log_unresolved(struct conn *c, int status)
 {
-	struct conn *c = req->data;
-	free(req);
+	struct peer *p = c->peer;
+	uint64_t now = uv_now(c->t->c.loop);
+	if (p == NULL || p->unresolved_logged_ms == 0 ||
+	    now >= p->unresolved_logged_ms + RESOLVE_LOG_INTERVAL_MS) {
+		LOG_WARN("cannot resolve the address of node %" PRIu64
+			 " (%s): %s; retrying",
+			 p ? p->id : 0, p ? p->addr : c->probe_addr,
+			 uv_strerror(status));
+		if (p != NULL)
+			p->unresolved_logged_ms = now;
+	}
+}
+
+static void on_connected(void *data, int status)
+{
+	struct conn *c = data;
+	c->connecting = NULL;
+	if (status != 0 && baton_addr_resolve_failed(status)) {
+		log_unresolved(c, status);
+		char why[BATON_ADDR_MAX + 64];
+		snprintf(why, sizeof why, "cannot resolve %s: %s",
+			 c->peer ? c->peer->addr : c->probe_addr,
+			 uv_strerror(status));
+		baton__transport_close(c, why);
+		return;
+	}
 	if (status != 0) {
 		LOG_DEBUG("dial node %" PRIu64 " at %s: %s",
 			  c->peer ? c->peer->id : 0,
@@ -396,29 +429,21 @@ static void dial(struct peer *p)
 	struct baton_transport *t = p->t;
 	if (t->stopping || p->out != NULL || p->addr[0] == '\0')
 		return;
-	struct sockaddr_in sa;
-	if (baton_parse_addr(p->addr, &sa) != 0) {
-		LOG_ERROR("node %" PRIu64 ": bad address '%s'", p->id, p->addr);
+	char why[BATON_ADDR_WHY_MAX];
+	if (baton_parse_addr(p->addr, why, sizeof why) != 0) {
+		LOG_ERROR("node %" PRIu64 ": %s", p->id, why);
 		return;
 	}
 	struct conn *c = conn_new(t, true);
-	uv_connect_t *req = malloc(sizeof *req);
-	if (c == NULL || req == NULL) {
-		free(req);
-		if (c != NULL)
-			baton__transport_close(c, "out of memory");
+	if (c == NULL)
 		return;
-	}
 	c->peer = p;
 	p->out = c;
 	p->dialling = true;
-	req->data = c;
-	int rv = uv_tcp_connect(req, &c->tcp, (struct sockaddr *)&sa,
-				on_connected);
-	if (rv != 0) {
-		free(req);
+	int rv = baton_addr_connect(t->c.loop, &c->tcp, p->addr, on_connected,
+				    c, &c->connecting);
+	if (rv != 0)
 		baton__transport_close(c, uv_strerror(rv));
-	}
 }
 
 static void on_redial(uv_timer_t *timer)
@@ -430,28 +455,18 @@ int baton_transport_probe(struct baton_transport *t, const char *addr,
 			  baton_transport_probe_cb cb, void *data)
 {
 	BATON_ASSERT(t != NULL && addr != NULL && cb != NULL);
-	struct sockaddr_in sa;
-	if (t->stopping || strlen(addr) >= BATON_ADDR_MAX ||
-	    baton_parse_addr(addr, &sa) != 0)
+	if (t->stopping || baton_parse_addr(addr, NULL, 0) != 0)
 		return BATON_EINVAL;
 	struct conn *c = conn_new(t, true);
-	uv_connect_t *req = malloc(sizeof *req);
-	if (c == NULL || req == NULL) {
-		free(req);
-		if (c != NULL)
-			baton__transport_close(c, "out of memory");
+	if (c == NULL)
 		return BATON_ENOMEM;
-	}
 	snprintf(c->probe_addr, sizeof c->probe_addr, "%s", addr);
 	c->probe_data = data;
 	c->probe_cb = cb; /* from here on, cb answers every outcome */
-	req->data = c;
-	int rv = uv_tcp_connect(req, &c->tcp, (struct sockaddr *)&sa,
-				on_connected);
-	if (rv != 0) {
-		free(req);
+	int rv = baton_addr_connect(t->c.loop, &c->tcp, addr, on_connected, c,
+				    &c->connecting);
+	if (rv != 0)
 		baton__transport_close(c, uv_strerror(rv));
-	}
 	return 0;
 }
 
@@ -512,10 +527,12 @@ static void on_listener_closed(uv_handle_t *h)
 int baton_transport_start(const struct baton_transport_config *c,
 			  struct baton_transport **out)
 {
-	struct sockaddr_in sa;
-	if (baton_parse_addr(c->listen_addr, &sa) != 0) {
-		LOG_ERROR("bad peer address '%s' (want host:port)",
-			  c->listen_addr);
+	/* Resolved once: a listening address does not move. */
+	struct sockaddr_storage sa;
+	char why[BATON_ADDR_WHY_MAX];
+	if (baton_parse_addr(c->listen_addr, why, sizeof why) != 0 ||
+	    baton_addr_resolve(c->listen_addr, &sa, why, sizeof why) != 0) {
+		LOG_ERROR("cannot listen for peers: %s", why);
 		return BATON_EINVAL;
 	}
 	struct baton_transport *t = calloc(1, sizeof *t);

@@ -256,7 +256,10 @@ int baton_transport_peer(struct baton_transport *t, baton_node_id id,
 void baton_transport_stats(struct baton_transport *t,
 			   struct baton_transport_stats *out);
 
-/* Split "host:port"; BATON_EINVAL if malformed. */
-int baton_parse_addr(const char *addr, struct sockaddr_in *out);
+/* Check an address "HOST:PORT" (an IPv4 number, an IPv6 number in
+ * brackets or a host name: src/util/address.h) and its length: 0, or
+ * BATON_EINVAL with a sentence in why (may be NULL). Names are resolved
+ * where the address is used, not here. */
+int baton_parse_addr(const char *addr, char *why, size_t why_cap);
 
 #endif /* BATON_IO_TRANSPORT_H */

@@ -24,6 +24,7 @@ struct peer {
 	bool redial_init;
 	uint32_t backoff_ms;
 	bool dialling;
+	uint64_t unresolved_logged_ms; /* rate of the warning */
 	/* What it said of itself in its latest completed handshake. */
 	bool known;
 	struct baton_profile profile;
@@ -32,6 +33,7 @@ struct peer {
 
 struct conn {
 	uv_tcp_t tcp;
+	struct baton_addr_connect *connecting; /* resolving or connecting */
 	struct baton_transport *t;
 	struct peer *peer; /* NULL for an inbound one before its handshake */
 	bool outbound;

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
+#include "address_uv.h"
 #include "baton/assert.h"
 #include "baton/errors.h"
 /* batond's log (src/relay/log.h is baton-relay's own). */
@@ -84,6 +86,10 @@ static void on_timer_closed(uv_handle_t *h)
 static void close_now(struct relay_conn *conn)
 {
 	conn->closing = true;
+	if (conn->connecting != NULL) {
+		baton_addr_connect_cancel(conn->connecting);
+		conn->connecting = NULL;
+	}
 	if (!uv_is_closing((uv_handle_t *)&conn->tcp))
 		uv_close((uv_handle_t *)&conn->tcp, on_conn_closed);
 }
@@ -422,10 +428,11 @@ static void send_hello(struct relay_client *c)
 	}
 }
 
-static void on_connect(uv_connect_t *req, int status)
+static void on_connect(void *data, int status)
 {
-	struct relay_conn *conn = req->data;
+	struct relay_conn *conn = data;
 	struct relay_client *c = conn->client;
+	conn->connecting = NULL;
 	if (conn->closing || c->conn != conn)
 		return;
 	if (status < 0) {
@@ -468,11 +475,11 @@ static void start_connect(struct relay_client *c)
 	uv_tcp_init(c->loop, &conn->tcp);
 	c->open_handles++;
 	conn->tcp.data = conn;
-	conn->connect_req.data = conn;
 	c->conn = conn;
-	int rc = uv_tcp_connect(&conn->connect_req, &conn->tcp,
-				(const struct sockaddr *)&c->relay_sa,
-				on_connect);
+	/* A name is resolved again at every connection: the relay may have
+	 * moved. */
+	int rc = baton_addr_connect(c->loop, &conn->tcp, c->relay_addr,
+				    on_connect, conn, &conn->connecting);
 	if (rc != 0) {
 		relay_client__set_error(c, "cannot connect: %s",
 					uv_strerror(rc));
@@ -530,42 +537,18 @@ static void on_tick(uv_timer_t *t)
 /* ---- start, status, close -------------------------------------------------
  */
 
-static int parse_relay_addr(const char *addr, struct sockaddr_storage *sa)
-{
-	const char *colon = strrchr(addr, ':');
-	if (colon == NULL || colon[1] == '\0')
-		return BATON_EINVAL;
-	char *end = NULL;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (*end != '\0' || port == 0 || port > 65535)
-		return BATON_EINVAL;
-	char host[BATON_RELAY_ADDR_MAX + 1];
-	size_t host_len = (size_t)(colon - addr);
-	if (host_len >= 2 && addr[0] == '[' && colon[-1] == ']') {
-		memcpy(host, addr + 1, host_len - 2);
-		host[host_len - 2] = '\0';
-		return uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)sa)
-			       ? BATON_EINVAL
-			       : 0;
-	}
-	memcpy(host, addr, host_len);
-	host[host_len] = '\0';
-	if (strcmp(host, "localhost") == 0)
-		strcpy(host, "127.0.0.1");
-	return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)sa)
-		       ? BATON_EINVAL
-		       : 0;
-}
-
-static int check_config(const struct relay_client_config *cfg,
-			struct sockaddr_storage *sa)
+/* A name in relay_addr is resolved at every connection (start_connect). */
+static int check_config(const struct relay_client_config *cfg)
 {
 	const char *bad = NULL;
+	struct baton_addr relay;
+	char why[BATON_ADDR_WHY_MAX];
 	if (!relay_client__valid_identifier(cfg->relay_addr,
-					    BATON_RELAY_ADDR_MAX) ||
-	    parse_relay_addr(cfg->relay_addr, sa) != 0)
-		bad = "relay_addr: expected a numeric IPv4 HOST:PORT, "
-		      "[IPv6]:PORT or localhost:PORT";
+					    BATON_RELAY_ADDR_MAX))
+		bad = "relay_addr: expected 1 to 255 bytes, no control byte";
+	else if (baton_addr_parse(cfg->relay_addr, &relay, why, sizeof why) !=
+		 0)
+		bad = why;
 	else if (!relay_client__valid_identifier(cfg->cluster_id,
 						 BATON_RELAY_ID_MAX))
 		bad = "cluster_id: expected 1 to 255 bytes, no control byte";
@@ -590,9 +573,7 @@ int relay_client_start(uv_loop_t *loop, const struct relay_client_config *cfg,
 		       struct relay_client **out)
 {
 	BATON_ASSERT(loop != NULL && cfg != NULL && out != NULL);
-	struct sockaddr_storage sa;
-	memset(&sa, 0, sizeof(sa));
-	int rc = check_config(cfg, &sa);
+	int rc = check_config(cfg);
 	if (rc != 0)
 		return rc;
 	struct relay_client *c = calloc(1, sizeof(*c));
@@ -606,7 +587,6 @@ int relay_client_start(uv_loop_t *loop, const struct relay_client_config *cfg,
 		return BATON_ENOMEM;
 	}
 	c->loop = loop;
-	c->relay_sa = sa;
 	c->cfg = *cfg;
 	strcpy(c->relay_addr, cfg->relay_addr);
 	strcpy(c->cluster_id, cfg->cluster_id);

@@ -49,8 +49,9 @@
 struct relay_client;
 
 struct relay_client_config {
-	/* "host:port" of baton-relay: a numeric IPv4 address, "[IPv6]:port"
-	 * or "localhost:port". */
+	/* "HOST:PORT" of baton-relay: an IPv4 number, an IPv6 number in
+	 * brackets or a host name (src/util/address.h), resolved at every
+	 * connection. */
 	const char *relay_addr;
 	const char *cluster_id;	      /* 1..255 bytes, no control byte */
 	baton_node_id node_id;	      /* not 0 */

@@ -91,7 +91,7 @@ struct view_node {
 
 struct relay_conn {
 	uv_tcp_t tcp;
-	uv_connect_t connect_req;
+	struct baton_addr_connect *connecting; /* resolving or connecting */
 	struct relay_client *client;
 	uint8_t *rbuf;
 	size_t rlen, rcap;
@@ -114,7 +114,6 @@ struct relay_client {
 	char relay_addr[BATON_RELAY_ADDR_MAX + 1];
 	char cluster_id[BATON_RELAY_ID_MAX + 1];
 	char address[BATON_RELAY_ADDR_MAX + 1];
-	struct sockaddr_storage relay_sa;
 	struct relay_client_callbacks cb;
 
 	uv_timer_t tick, reconnect;

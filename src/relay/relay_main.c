@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "baton/assert.h"
 #include "baton/errors.h"
 #include "baton/version.h"
@@ -151,24 +152,17 @@ static int number_flag(int val, const char *v, uint64_t min, uint64_t max,
 	return EXIT_USAGE;
 }
 
-/* "HOST:PORT" or "[V6]:PORT" into host (cap bytes) and port. */
-static bool parse_listen(const char *s, char *host, size_t cap, int *port)
+/* "HOST:PORT" (src/util/address.h: IPv4, [IPv6] or a name) into host
+ * (cap bytes, IPv6 without brackets) and port; why says what is wrong. */
+static bool parse_listen(const char *s, char *host, size_t cap, int *port,
+			 char *why, size_t why_cap)
 {
-	const char *colon = strrchr(s, ':');
-	if (colon == NULL || colon == s)
+	struct baton_addr a;
+	if (baton_addr_parse(s, &a, why, why_cap) != 0)
 		return false;
-	const char *h = s;
-	size_t hlen = (size_t)(colon - s);
-	if (h[0] == '[' && hlen >= 2 && h[hlen - 1] == ']') {
-		h++;
-		hlen -= 2;
-	}
-	uint64_t p = 0;
-	if (hlen == 0 || hlen >= cap || !parse_u64(colon + 1, 1, 65535, &p))
-		return false;
-	memcpy(host, h, hlen);
-	host[hlen] = '\0';
-	*port = (int)p;
+	BATON_ASSERT(strlen(a.host) < cap);
+	snprintf(host, cap, "%s", a.host);
+	*port = a.port;
 	return true;
 }
 
@@ -208,6 +202,7 @@ int main(int argc, char **argv)
 		.queue_bytes_max = RELAY_QUEUE_BYTES_MAX,
 	};
 	char host[256] = "";
+	char why[BATON_ADDR_WHY_MAX] = "";
 	const char *listen_arg = NULL;
 	int got, rc = 0;
 	opterr = 0;
@@ -246,10 +241,9 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			listen_arg = v;
-			if (!parse_listen(v, host, sizeof(host), &cfg.port))
-				return bad_usage("--listen '%s': expected "
-						 "HOST:PORT, port 1-65535",
-						 v);
+			if (!parse_listen(v, host, sizeof(host), &cfg.port, why,
+					  sizeof why))
+				return bad_usage("--listen: %s", why);
 			break;
 		case 'd':
 			cfg.data_dir = v;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "address.h"
 #include "baton/assert.h"
 #include "baton/errors.h"
 #include "log.h"
@@ -353,20 +354,9 @@ static void on_connection(uv_stream_t *listener, int status)
 	struct sockaddr_storage sa;
 	int len = sizeof(sa);
 	snprintf(c->name, sizeof(c->name), "connection");
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0) {
-		char host[48] = "?";
-		int port = 0;
-		if (sa.ss_family == AF_INET) {
-			struct sockaddr_in *in = (struct sockaddr_in *)&sa;
-			uv_ip4_name(in, host, sizeof(host));
-			port = ntohs(in->sin_port);
-		} else if (sa.ss_family == AF_INET6) {
-			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
-			uv_ip6_name(in6, host, sizeof(host));
-			port = ntohs(in6->sin6_port);
-		}
-		snprintf(c->name, sizeof(c->name), "%s:%d", host, port);
-	}
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0)
+		baton_sockaddr_text((struct sockaddr *)&sa, c->name,
+				    sizeof(c->name));
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->last_recv_ms = c->last_send_ms = relay_now_ms(srv);
 	if (srv->conn_count > RELAY_CONNECTIONS_MAX) {
@@ -445,17 +435,24 @@ static void on_signal(uv_signal_t *h, int signum)
 /* ---- start and stop --------------------------------------------------------
  */
 
+/* HOST:PORT as users write it: an IPv6 number in brackets. */
+static void listen_text(const struct relay_config *cfg, char *out, size_t cap)
+{
+	bool v6 = strchr(cfg->host, ':') != NULL;
+	snprintf(out, cap, "%s%s%s:%d", v6 ? "[" : "", cfg->host, v6 ? "]" : "",
+		 cfg->port);
+}
+
 static int listen_on(struct relay_server *srv, char *err, size_t errlen)
 {
 	const struct relay_config *cfg = srv->cfg;
+	/* Resolved once, at start: a listening address does not move. */
+	char text[BATON_ADDR_HOST_MAX + 16];
+	listen_text(cfg, text, sizeof text);
 	struct sockaddr_storage sa;
-	if (uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&sa) != 0 &&
-	    uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&sa) !=
-		    0) {
-		snprintf(err, errlen,
-			 "--listen: '%s' is not a numeric IPv4 or IPv6 "
-			 "address",
-			 cfg->host);
+	char why[BATON_ADDR_WHY_MAX];
+	if (baton_addr_resolve(text, &sa, why, sizeof why) != 0) {
+		snprintf(err, errlen, "--listen: %s", why);
 		return BATON_EINVAL;
 	}
 	uv_tcp_init(srv->loop, &srv->listener);
@@ -465,8 +462,8 @@ static int listen_on(struct relay_server *srv, char *err, size_t errlen)
 		rc = uv_listen((uv_stream_t *)&srv->listener, 128,
 			       on_connection);
 	if (rc != 0) {
-		snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->host,
-			 cfg->port, uv_strerror(rc));
+		snprintf(err, errlen, "cannot listen on %s: %s", text,
+			 uv_strerror(rc));
 		return BATON_EIO;
 	}
 	return 0;
@@ -536,8 +533,10 @@ int relay_run(const struct relay_config *cfg, char *err, size_t errlen)
 		srv->signals[i].data = srv;
 		uv_signal_start(&srv->signals[i], on_signal, signums[i]);
 	}
-	relay_log(RELAY_LOG_INFO, "listening on %s:%d, data in %s", cfg->host,
-		  cfg->port, cfg->data_dir);
+	char text[BATON_ADDR_HOST_MAX + 16];
+	listen_text(cfg, text, sizeof text);
+	relay_log(RELAY_LOG_INFO, "listening on %s, data in %s", text,
+		  cfg->data_dir);
 	uv_run(srv->loop, UV_RUN_DEFAULT);
 	rc = srv->exit_code;
 	if (rc != 0)

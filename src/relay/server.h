@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 struct relay_config {
-	const char *host; /* numeric IPv4 or IPv6 address to listen on */
+	const char *host; /* IPv4 or IPv6 number (no brackets) or a name */
 	int port;
 	const char *data_dir; /* holds relay-state; must exist */
 	/* Activate at start (the state file keeps it across restarts). */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "log.h"
 #include "server.h"
 
@@ -415,11 +416,10 @@ int admin_add(struct command_ctx *x)
 	struct book_entry e = {.id = id};
 	command_arg_str(x, 2, e.peer, sizeof e.peer);
 	command_arg_str(x, 3, e.client, sizeof e.client);
-	struct sockaddr_in sa;
-	if (baton_parse_addr(e.peer, &sa) != 0 ||
-	    baton_parse_addr(e.client, &sa) != 0) {
-		resp_error(command_out(x),
-			   "ERR addresses must be IPv4 host:port");
+	char why[BATON_ADDR_WHY_MAX];
+	if (baton_parse_addr(e.peer, why, sizeof why) != 0 ||
+	    baton_parse_addr(e.client, why, sizeof why) != 0) {
+		resp_error(command_out(x), "ERR %s", why);
 		return command_done(x);
 	}
 	/* First every node learns where it listens, then it joins. */

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "baton/assert.h"
 #include "log.h"
 #include "server.h"
@@ -618,15 +619,10 @@ static void peer_text(uv_tcp_t *tcp, char *out, size_t cap)
 {
 	struct sockaddr_storage ss;
 	int len = (int)sizeof ss;
-	char ip[INET6_ADDRSTRLEN] = "?";
-	int port = 0;
-	if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0 &&
-	    ss.ss_family == AF_INET) {
-		const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
-		uv_ip4_name(sa, ip, sizeof ip);
-		port = ntohs(sa->sin_port);
-	}
-	snprintf(out, cap, "%s:%d", ip, port);
+	if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0)
+		baton_sockaddr_text((struct sockaddr *)&ss, out, cap);
+	else
+		snprintf(out, cap, "?:0");
 }
 
 /* Over --max-clients (or shutting down): say so, then hang up. */
@@ -698,10 +694,12 @@ static void on_connection(uv_stream_t *server, int status)
 
 int clients_listen(struct server *s)
 {
-	struct sockaddr_in sa;
-	if (baton_parse_addr(s->cfg.listen, &sa) != 0) {
-		LOG_ERROR("bad client address '%s' (want host:port)",
-			  s->cfg.listen);
+	/* Resolved once: a listening address does not move. */
+	struct sockaddr_storage sa;
+	char why[BATON_ADDR_WHY_MAX];
+	if (baton_parse_addr(s->cfg.listen, why, sizeof why) != 0 ||
+	    baton_addr_resolve(s->cfg.listen, &sa, why, sizeof why) != 0) {
+		LOG_ERROR("cannot listen for clients: %s", why);
 		return BATON_EINVAL;
 	}
 	uv_tcp_init(s->loop, &s->listener);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "log.h"
 #include "server.h"
 
@@ -571,13 +572,10 @@ static void on_request(struct join *j, baton_node_id from,
 	struct book_entry e = {.id = from};
 	snprintf(e.peer, sizeof e.peer, "%s", r->peer_addr);
 	snprintf(e.client, sizeof e.client, "%s", r->client_addr);
-	struct sockaddr_in sa;
-	if (baton_parse_addr(e.peer, &sa) != 0 ||
-	    baton_parse_addr(e.client, &sa) != 0) {
-		snprintf(why, sizeof why,
-			 "addresses must be IPv4 host:port, not '%s' and "
-			 "'%s'",
-			 e.peer, e.client);
+	char bad[BATON_ADDR_WHY_MAX];
+	if (baton_parse_addr(e.peer, bad, sizeof bad) != 0 ||
+	    baton_parse_addr(e.client, bad, sizeof bad) != 0) {
+		snprintf(why, sizeof why, "%s", bad);
 		send_reply(s, from, false, why);
 		return;
 	}

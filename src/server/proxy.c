@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
+#include "address_uv.h"
 #include "baton/assert.h"
 #include "log.h"
 #include "server.h"
@@ -67,7 +69,7 @@ struct upstream {
 	char addr[BATON_ADDR_MAX];
 	enum upstream_state state;
 	uv_tcp_t tcp;
-	uv_connect_t connect;
+	struct baton_addr_connect *connecting; /* resolving or connecting */
 	uv_timer_t timer;
 	int handles_open;	   /* freed when both are closed */
 	uint64_t open_deadline_ms; /* connected and handshaken by then */
@@ -196,6 +198,10 @@ static void upstream_close(struct upstream *up)
 	if (up->pc != NULL && up->pc->up == up)
 		up->pc->up = NULL;
 	up->pc = NULL;
+	if (up->connecting != NULL) {
+		baton_addr_connect_cancel(up->connecting);
+		up->connecting = NULL;
+	}
 	uv_timer_stop(&up->timer);
 	uv_close((uv_handle_t *)&up->timer, on_handle_closed);
 	uv_close((uv_handle_t *)&up->tcp, on_handle_closed);
@@ -454,11 +460,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	finish(pc, &done);
 }
 
-static void on_connect(uv_connect_t *req, int status)
+static void on_connect(void *data, int status)
 {
-	struct upstream *up = req->data;
-	if (up->state == UP_CLOSED)
-		return; /* closed meanwhile: the connect was cancelled */
+	struct upstream *up = data;
+	up->connecting = NULL;
 	BATON_ASSERT(up->state == UP_CONNECTING);
 	struct proxy_client *pc = up->pc;
 	struct cmd_queue done = {0};
@@ -546,18 +551,16 @@ static void upstream_open(struct proxy_client *pc, struct cmd_queue *done)
 	uv_timer_init(s->loop, &up->timer);
 	up->tcp.data = up;
 	up->timer.data = up;
-	up->connect.data = up;
 	up->handles_open = 2;
 	up->state = UP_CONNECTING;
 	up->open_deadline_ms = uv_now(s->loop) + PROXY_TIMEOUT_MS;
 	s->proxy.upstreams_open++;
 	pc->up = up;
 	uv_timer_start(&up->timer, on_tick, PROXY_TICK_MS, PROXY_TICK_MS);
-	struct sockaddr_in sa;
-	int rv = baton_parse_addr(addr, &sa) == 0 ? 0 : UV_EINVAL;
-	if (rv == 0)
-		rv = uv_tcp_connect(&up->connect, &up->tcp,
-				    (const struct sockaddr *)&sa, on_connect);
+	/* A name is resolved on every connection: the other cluster's
+	 * node may have moved. */
+	int rv = baton_addr_connect(s->loop, &up->tcp, addr, on_connect, up,
+				    &up->connecting);
 	if (rv != 0)
 		upstream_unreachable(up, done, uv_strerror(rv));
 }
@@ -645,7 +648,7 @@ void proxy_command(struct server *s, struct client_state *cs, struct slot *sl,
 {
 	BATON_ASSERT(argc >= 1);
 	s->proxy.commands++;
-	struct sockaddr_in sa;
+	char why[BATON_ADDR_WHY_MAX];
 	if (cs->proxied) {
 		refuse(s, sl,
 		       "ERR this connection is another node's proxy "
@@ -653,13 +656,11 @@ void proxy_command(struct server *s, struct client_state *cs, struct slot *sl,
 		       "again");
 		return;
 	}
-	if (strlen(addr) >= BATON_ADDR_MAX ||
-	    baton_parse_addr(addr, &sa) != 0) {
+	if (baton_parse_addr(addr, why, sizeof why) != 0) {
 		refuse(s, sl,
 		       "ERR the other cluster's node's address '%.64s' is not "
-		       "ip:port (an IPv4 address and a port; host names are "
-		       "not looked up)",
-		       addr);
+		       "HOST:PORT: %s",
+		       addr, why);
 		return;
 	}
 	struct proxy_client *pc = cs->proxy;

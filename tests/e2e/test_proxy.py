@@ -314,11 +314,11 @@ def test_a_wrong_address_is_refused_clearly(two):
     got = raw.call(*proxied(f"{HOST}:{closed}", "GET", "k"))
     assert got == (f"-TRYAGAIN could not reach the other cluster's node at "
                    f"{HOST}:{closed}: connection refused; retry\r\n").encode()
-    for bad in ("localhost:6379", "127.0.0.1", "127.0.0.1:0",
-                "127.0.0.1:99999", "no address"):
+    for bad in ("127.0.0.1", "127.0.0.1:0", "127.0.0.1:99999", "no address",
+                "::1:6379", "[::1"):
         got = raw.call(*proxied(bad, "GET", "k"))
         assert got.startswith(b"-ERR the other cluster's node's address '"
-                              + bad.encode() + b"' is not ip:port"), got
+                              + bad.encode() + b"' is not HOST:PORT: "), got
     assert raw.call("PING") == b"+PONG\r\n"
 
 
