@@ -12,7 +12,10 @@
 #include "config_internal.h"
 #include "log.h"
 
-/* Every option, in the order of --help. */
+/* Every option, in the order of --help. A new option is a row here, a
+ * branch of config_set, a line of --help (config_help.c), of
+ * packaging/batond.conf.example and of docs/batond.md's table
+ * (tests/e2e/test_options.py checks the last two against --help). */
 const struct config_option config_options[] = {
 	{"id", "N"},
 	{"listen", "HOST:PORT"},
