@@ -210,10 +210,14 @@ static int client_list(struct command_ctx *x)
 					   "[TYPE normal] [ID id ...])");
 		return command_done(x);
 	}
+	/* In id order, as Redis lists them: the registry is newest first. */
+	const struct client_state *oldest = x->s->registry;
+	while (oldest != NULL && oldest->reg_next != NULL)
+		oldest = oldest->reg_next;
 	struct baton_buf all;
 	baton_buf_init(&all);
-	for (const struct client_state *cs = x->s->registry;
-	     cs != NULL && !none; cs = cs->reg_next) {
+	for (const struct client_state *cs = oldest; cs != NULL && !none;
+	     cs = cs->reg_prev) {
 		if (by_id && !id_listed(x, ids_from, cs->id))
 			continue;
 		char line[CLIENT_LINE_MAX];

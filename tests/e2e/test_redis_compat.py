@@ -245,6 +245,8 @@ def test_client_id_list_info_setinfo(nodes):
     assert me["cmd"] == "client|info" and me["db"] == 0
     assert me["addr"].startswith("127.0.0.1:")
     assert me["laddr"] == leader.client_addr
+    ids = [int(c["id"]) for c in a.client_list()]
+    assert ids == sorted(ids)  # in id order, as Redis lists them
     listed = {int(c["id"]): c for c in a.client_list()}
     assert id_a in listed and id_b in listed
     assert listed[id_a]["name"] == "app-a"
