@@ -7,6 +7,7 @@ refused with a reason, and redis-cli's --stat, --scan, --latency and
 """
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,7 +17,7 @@ import time
 import pytest
 import redis
 
-from conftest import HOST, POLL_S, Deadline, retry
+from conftest import HOST, POLL_S, REPO, Deadline, retry
 
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 CLI_TIMEOUT_S = 20.0  # any redis-cli run that should end by itself
@@ -331,6 +332,16 @@ def test_time(nodes):
         assert abs(seconds + micros / 1e6 - time.time()) < 60
 
 
+def kv_table_names():
+    """The names in src/kv's command tables ({"name", arity, KV_...})."""
+    names = set()
+    for path in (REPO / "src" / "kv").glob("*.c"):
+        names |= set(re.findall(r'\{"([a-z_]+)", -?\d+, KV_(?:READ|WRITE)',
+                                path.read_text()))
+    assert "get" in names and "hgetall" in names, names
+    return names
+
+
 def test_command_table(nodes):
     leader, _ = nodes
     c = leader.client()
@@ -343,6 +354,8 @@ def test_command_table(nodes):
     for name in ("get", "set", "hgetall", "mget", "ping", "hello", "client",
                  "info", "time", "multi"):
         assert name in names, name
+    # Every command of kv's table (src/kv), those added later included.
+    assert kv_table_names() <= set(names), kv_table_names() - set(names)
     get, nosuch = c.execute_command("COMMAND", "INFO", "GET", "nosuch")
     assert nosuch is None
     assert get[:6] == ["get", 2, ["readonly"], 1, 1, 1], get
