@@ -1,5 +1,6 @@
 /* Log lines on stderr, as text or JSON (log.h). */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -30,19 +31,39 @@ void baton_log_set_format(enum baton_log_format format)
 	log_format = format;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), or 0. */
+static size_t utf8_length(const unsigned char *p)
+{
+	size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+	if (n == 0 || p[0] > 0xf4)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	bool overlong =
+		(p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xf0 && p[1] < 0x90);
+	bool out_of_range = (p[0] == 0xed && p[1] >= 0xa0) ||
+			    (p[0] == 0xf4 && p[1] >= 0x90);
+	return overlong || out_of_range ? 0 : n;
+}
+
 /* s as the inside of a JSON string (RFC 8259): quote, backslash and
- * control characters escaped; other bytes (UTF-8 included) as they are. */
+ * control characters escaped, UTF-8 kept, and a byte that is not part of
+ * well-formed UTF-8 (a client's key, say) as U+FFFD, so that every line
+ * parses. */
 static size_t json_escape(char *out, size_t cap, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
 		char esc = *p == '"'	? '"'
 			   : *p == '\\' ? '\\'
 			   : *p == '\n' ? 'n'
 			   : *p == '\r' ? 'r'
 			   : *p == '\t' ? 't'
 					: 0;
+		size_t len = *p >= 0x80 ? utf8_length(p) : 1;
 		if (n + 7 > cap)
 			break;
 		if (esc != 0) {
@@ -51,9 +72,14 @@ static size_t json_escape(char *out, size_t cap, const char *s)
 		} else if (*p < 0x20 || *p == 0x7f) {
 			n += (size_t)snprintf(out + n, cap - n, "\\u00%c%c",
 					      hex[*p >> 4], hex[*p & 15]);
+		} else if (len == 0) {
+			n += (size_t)snprintf(out + n, cap - n, "\\ufffd");
+			len = 1;
 		} else {
-			out[n++] = (char)*p;
+			memcpy(out + n, p, len);
+			n += len;
 		}
+		p += len;
 	}
 	out[n] = '\0';
 	return n;
