@@ -641,7 +641,8 @@ static void refuse(struct client *c)
 		return;
 	}
 	if (s->shutting_down)
-		resp_error(&sl->buf, "ERR server is shutting down");
+		resp_error(&sl->buf, "TRYAGAIN server is shutting down; "
+				     "retry on another node");
 	else
 		resp_error(&sl->buf,
 			   "ERR max number of clients reached "

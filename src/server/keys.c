@@ -194,7 +194,8 @@ void keys_stop(struct server *s)
 		return;
 	while (s->keys.head != NULL) {
 		struct keys_job *j = pop(s);
-		resp_error(slot_buf(j->sl), "ERR server is shutting down");
+		resp_error(slot_buf(j->sl), "TRYAGAIN server is shutting down; "
+					    "retry on another node");
 		slot_done(j->sl);
 		job_free(j);
 	}
