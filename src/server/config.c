@@ -375,6 +375,41 @@ static int has_a_start(const struct server_config *c)
 	return -1;
 }
 
+/* Listening addresses are resolved once, here, so a name that does not
+ * resolve refuses the start before anything is written; the founders'
+ * and the relay's addresses are checked (they are resolved at every
+ * connection). */
+static int addresses(const struct server_config *c)
+{
+	char why[BATON_ADDR_WHY_MAX];
+	struct sockaddr_storage ss;
+	if (baton_parse_addr(c->listen, why, sizeof why) != 0 ||
+	    baton_addr_resolve(c->listen, &ss, why, sizeof why) != 0) {
+		fprintf(stderr, "batond: --listen: %s\n", why);
+		return -1;
+	}
+	if (baton_parse_addr(c->peer_listen, why, sizeof why) != 0 ||
+	    baton_addr_resolve(c->peer_listen, &ss, why, sizeof why) != 0) {
+		fprintf(stderr, "batond: --peer-listen: %s\n", why);
+		return -1;
+	}
+	for (uint32_t i = 0; i < c->n_founders; i++)
+		if (baton_parse_addr(c->founder_peer[i], why, sizeof why) != 0 ||
+		    baton_parse_addr(c->founder_client[i], why, sizeof why) !=
+			    0) {
+			fprintf(stderr, "batond: --bootstrap: node %" PRIu64
+					": %s\n",
+				c->founders[i], why);
+			return -1;
+		}
+	if (c->relay[0] != '\0' &&
+	    baton_parse_addr(c->relay, why, sizeof why) != 0) {
+		fprintf(stderr, "batond: --relay: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
 /* Read the peer secret, and refuse to listen for peers beyond this host
  * without one unless told --insecure-peers. */
 static int peer_security(struct server_config *c)
@@ -479,7 +514,8 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 			missing);
 		return -1;
 	}
-	if (peer_security(c) != 0 || relay_options(c) != 0)
+	if (addresses(c) != 0 || peer_security(c) != 0 ||
+	    relay_options(c) != 0)
 		return -1;
 	if (c->join && c->n_founders > 0) {
 		fprintf(stderr, "batond: --join and --bootstrap exclude each "
