@@ -394,11 +394,12 @@ static int addresses(const struct server_config *c)
 		return -1;
 	}
 	for (uint32_t i = 0; i < c->n_founders; i++)
-		if (baton_parse_addr(c->founder_peer[i], why, sizeof why) != 0 ||
+		if (baton_parse_addr(c->founder_peer[i], why, sizeof why) !=
+			    0 ||
 		    baton_parse_addr(c->founder_client[i], why, sizeof why) !=
 			    0) {
-			fprintf(stderr, "batond: --bootstrap: node %" PRIu64
-					": %s\n",
+			fprintf(stderr,
+				"batond: --bootstrap: node %" PRIu64 ": %s\n",
 				c->founders[i], why);
 			return -1;
 		}
@@ -514,8 +515,7 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 			missing);
 		return -1;
 	}
-	if (addresses(c) != 0 || peer_security(c) != 0 ||
-	    relay_options(c) != 0)
+	if (addresses(c) != 0 || peer_security(c) != 0 || relay_options(c) != 0)
 		return -1;
 	if (c->join && c->n_founders > 0) {
 		fprintf(stderr, "batond: --join and --bootstrap exclude each "
