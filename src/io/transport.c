@@ -387,6 +387,9 @@ static void log_unresolved(struct conn *c, int status)
 {
 	struct peer *p = c->peer;
 	uint64_t now = uv_now(c->t->c.loop);
+	LOG_DEBUG("dial node %" PRIu64 " at %s: cannot resolve: %s",
+		  p ? p->id : 0, p ? p->addr : c->probe_addr,
+		  uv_strerror(status));
 	if (p == NULL || p->unresolved_logged_ms == 0 ||
 	    now >= p->unresolved_logged_ms + RESOLVE_LOG_INTERVAL_MS) {
 		LOG_WARN("cannot resolve the address of node %" PRIu64

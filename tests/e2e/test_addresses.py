@@ -187,3 +187,41 @@ def test_a_malformed_address_is_refused_with_its_reason(tmp_path, bad, says):
         capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert says in r.stderr, r.stderr
+
+
+def test_a_peer_name_that_does_not_resolve_is_logged_and_retried(cluster):
+    """Node 1 is told node 3 lives at a name that does not resolve: it
+    warns once (rate-limited, not at every redial) and keeps retrying,
+    while the other two nodes still make a cluster with it."""
+    conftest.require_binary(BATOND)
+    cluster.common_args = ["--election-timeout-ms",
+                           str(conftest.ELECTION_TIMEOUT_MS), "--heartbeat-ms",
+                           str(conftest.HEARTBEAT_MS)]
+    ports = conftest.free_ports(6)
+    for i in range(3):
+        cluster.nodes[i + 1] = Node(cluster, i + 1, ports[2 * i],
+                                    ports[2 * i + 1])
+    good = ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}"
+                    for m in cluster.nodes.values())
+    n3 = cluster.node(3)
+    bad = good.replace(f"3={n3.peer_addr}",
+                       f"3=nosuch.invalid:{n3.peer_port}")
+    cluster.node(1).start(["--bootstrap", bad, "--log-level", "debug"],
+                          wait=False)
+    cluster.node(2).start(["--bootstrap", good], wait=False)
+    for m in cluster.nodes.values():
+        if m.id != 3:
+            m.wait_ready()
+    cluster.leader()
+    warning = (f"cannot resolve the address of node 3 "
+               f"(nosuch.invalid:{n3.peer_port})")
+    conftest.wait_log(cluster.node(1), warning)
+    # Redials go on with back-off (50 ms, doubling up to 2 s), each logged
+    # at debug level; a second warning would come only after 30 s.
+    dials = f"dial node 3 at nosuch.invalid:{n3.peer_port}: cannot resolve"
+    d = Deadline(20, "three redials of node 3")
+    while cluster.node(1).log_text().count(dials) < 3:
+        if d.expired():
+            d.fail(cluster.node(1).log_tail())
+        time.sleep(POLL_S)
+    assert cluster.node(1).log_text().count(warning) == 1
