@@ -225,3 +225,38 @@ def test_a_peer_name_that_does_not_resolve_is_logged_and_retried(cluster):
             d.fail(cluster.node(1).log_tail())
         time.sleep(POLL_S)
     assert cluster.node(1).log_text().count(warning) == 1
+
+
+RELAY = conftest.build_dir() / "baton-relay"
+
+
+@needs_ipv6
+def test_the_relay_on_ipv6_and_a_node_that_names_it(cluster, tmp_path):
+    """baton-relay listens on [::1]; a node registers with --relay
+    [::1]:PORT, and the relay logs where it came from in brackets. A relay
+    --listen name that does not resolve refuses the start."""
+    conftest.require_binary(RELAY)
+    port = free_ports_on(socket.AF_INET6, "::1", 1)[0]
+    r = subprocess.run([str(RELAY), "--listen", f"nosuch.invalid:{port}",
+                        "--data", str(tmp_path)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "cannot resolve 'nosuch.invalid'" in r.stderr, r.stderr
+    log_path = tmp_path / "relay.log"
+    with open(log_path, "ab") as log:
+        relay = subprocess.Popen(
+            [str(RELAY), "--listen", f"[::1]:{port}", "--data",
+             str(tmp_path)], stdout=log, stderr=log,
+            preexec_fn=conftest._die_with_parent)
+    try:
+        cluster.start(1, extra=["--relay", f"[::1]:{port}"])
+        d = Deadline(20, "the node to register at the relay")
+        while not re.search(r"join baton/1 .* from \[::1\]:\d+",
+                            log_path.read_text(errors="replace")):
+            if d.expired():
+                d.fail(log_path.read_text(errors="replace"))
+            time.sleep(POLL_S)
+        assert f"listening on [::1]:{port}" in log_path.read_text()
+    finally:
+        relay.kill()
+        relay.wait(timeout=10)
