@@ -2,9 +2,11 @@
  * refusal with its sentence, and the printer. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "address.h"
+#include "address_uv.h"
 #include "baton/errors.h"
 
 static struct baton_addr parsed(const char *text)
@@ -151,4 +153,104 @@ Test(address, resolve_numbers_and_localhost)
 	cr_assert(strstr(why, "cannot resolve 'nosuch.invalid'") != NULL, "%s",
 		  why);
 	cr_assert(!baton_addr_is_loopback("nosuch.invalid:5"));
+}
+
+/* ---- connecting on a loop (address_uv.c) ------------------------------- */
+
+struct dial {
+	int calls;
+	int status;
+};
+
+static void on_dialled(void *data, int status)
+{
+	struct dial *d = data;
+	d->calls++;
+	d->status = status;
+}
+
+static void on_accept(uv_stream_t *server, int status)
+{
+	(void)server;
+	(void)status;
+}
+
+/* A listener on 127.0.0.1, its port in *port. */
+static void listen_local(uv_loop_t *loop, uv_tcp_t *server, int *port)
+{
+	struct sockaddr_in sa;
+	uv_ip4_addr("127.0.0.1", 0, &sa);
+	uv_tcp_init(loop, server);
+	cr_assert_eq(uv_tcp_bind(server, (struct sockaddr *)&sa, 0), 0);
+	cr_assert_eq(uv_listen((uv_stream_t *)server, 8, on_accept), 0);
+	struct sockaddr_storage ss;
+	int len = sizeof ss;
+	uv_tcp_getsockname(server, (struct sockaddr *)&ss, &len);
+	*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static struct dial dial_once(uv_loop_t *loop, const char *text)
+{
+	uv_tcp_t tcp;
+	uv_tcp_init(loop, &tcp);
+	struct dial d = {0};
+	struct baton_addr_connect *req = NULL;
+	cr_assert_eq(baton_addr_connect(loop, &tcp, text, on_dialled, &d, &req),
+		     0);
+	cr_assert_eq(d.calls, 0, "called before it returned");
+	while (d.calls == 0)
+		uv_run(loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&tcp, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+	return d;
+}
+
+Test(address, connect_by_number_and_by_name)
+{
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	uv_tcp_t server;
+	int port;
+	listen_local(&loop, &server, &port);
+	char text[64];
+	snprintf(text, sizeof text, "127.0.0.1:%d", port);
+	struct dial d = dial_once(&loop, text);
+	cr_assert_eq(d.calls, 1);
+	cr_assert_eq(d.status, 0, "%s", uv_strerror(d.status));
+	snprintf(text, sizeof text, "localhost:%d", port);
+	d = dial_once(&loop, text);
+	/* localhost may resolve to ::1 first where the system says so, and
+	 * nothing listens there: refused, but resolved. */
+	cr_assert(d.status == 0 || d.status == UV_ECONNREFUSED, "%s",
+		  uv_strerror(d.status));
+	cr_assert(!baton_addr_resolve_failed(d.status));
+	d = dial_once(&loop, "nosuch.invalid:7001");
+	cr_assert(baton_addr_resolve_failed(d.status), "%s",
+		  uv_strerror(d.status));
+	uv_close((uv_handle_t *)&server, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+Test(address, a_cancelled_connect_never_calls_back)
+{
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	uv_tcp_t tcp;
+	uv_tcp_init(&loop, &tcp);
+	struct dial d = {0};
+	struct baton_addr_connect *req = NULL;
+	cr_assert_eq(baton_addr_connect(&loop, &tcp, "nosuch.invalid:7001",
+					on_dialled, &d, &req),
+		     0);
+	baton_addr_connect_cancel(req);
+	uv_close((uv_handle_t *)&tcp, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT); /* until the resolution is back */
+	cr_assert_eq(d.calls, 0);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+	struct baton_addr_connect *none = NULL;
+	cr_assert_eq(baton_addr_connect(&loop, &tcp, "::1:7001", on_dialled, &d,
+					&none),
+		     UV_EINVAL);
+	cr_assert_null(none);
 }
