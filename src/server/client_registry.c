@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "address.h"
 #include "baton/assert.h"
 #include "server.h"
 
@@ -21,24 +22,18 @@
 /* Room for one CLIENT LIST line. */
 #define CLIENT_LINE_MAX 1024u
 
-static void sockaddr_text(const struct sockaddr_storage *ss, char *out,
-			  size_t cap)
+/* "ip:port" ("[ip]:port" for IPv6) of one end of the connection, as
+ * CLIENT LIST shows addr= and laddr=; "?:0" if the kernel cannot say. */
+static void end_text(uv_tcp_t *tcp, bool local, char *out, size_t cap)
 {
-	char ip[64] = "?";
-	int port = 0;
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *sa = (const struct sockaddr_in *)ss;
-		uv_ip4_name(sa, ip, sizeof ip);
-		port = ntohs(sa->sin_port);
-		snprintf(out, cap, "%s:%d", ip, port);
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *sa = (const struct sockaddr_in6 *)ss;
-		uv_ip6_name(sa, ip, sizeof ip);
-		port = ntohs(sa->sin6_port);
-		snprintf(out, cap, "[%s]:%d", ip, port);
-	} else {
+	struct sockaddr_storage ss;
+	int len = (int)sizeof ss;
+	int rv = local ? uv_tcp_getsockname(tcp, (struct sockaddr *)&ss, &len)
+		       : uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len);
+	if (rv == 0 && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
+		baton_sockaddr_text((struct sockaddr *)&ss, out, cap);
+	else
 		snprintf(out, cap, "?:0");
-	}
 }
 
 void client_registry_add(struct server *s, struct client_state *cs,
@@ -50,17 +45,8 @@ void client_registry_add(struct server *s, struct client_state *cs,
 	cs->created_ms = cs->last_command_ms = uv_now(s->loop);
 	uv_os_fd_t fd;
 	cs->fd = uv_fileno((uv_handle_t *)tcp, &fd) == 0 ? (int)fd : -1;
-	struct sockaddr_storage ss;
-	int len = (int)sizeof ss;
-	memset(&ss, 0, sizeof ss);
-	if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) != 0)
-		ss.ss_family = AF_UNSPEC;
-	sockaddr_text(&ss, cs->addr, sizeof cs->addr);
-	len = (int)sizeof ss;
-	memset(&ss, 0, sizeof ss);
-	if (uv_tcp_getsockname(tcp, (struct sockaddr *)&ss, &len) != 0)
-		ss.ss_family = AF_UNSPEC;
-	sockaddr_text(&ss, cs->laddr, sizeof cs->laddr);
+	end_text(tcp, false, cs->addr, sizeof cs->addr);
+	end_text(tcp, true, cs->laddr, sizeof cs->laddr);
 	cs->reg_prev = NULL;
 	cs->reg_next = s->registry;
 	if (s->registry != NULL)
