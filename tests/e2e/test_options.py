@@ -48,6 +48,18 @@ def batonctl(*args):
                           env=clean_env())
 
 
+
+def stop_process(p):
+    """SIGTERM, then SIGKILL after the grace period; the exit status."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=STOP_GRACE_S)
+    return p.returncode
+
 class Started:
     """batond processes this test started: waited for, then stopped."""
 
@@ -89,15 +101,9 @@ class Started:
             time.sleep(POLL_S)
         d.fail(repr(last))
 
-    def stop(self, p):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=STOP_GRACE_S)
-        return p.returncode
+    @staticmethod
+    def stop(p):
+        return stop_process(p)
 
     def stop_all(self):
         for p in self.procs:
@@ -381,9 +387,4 @@ def test_relay_takes_equals_forms_and_names_ranges(tmp_path):
         else:
             d.fail()
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=STOP_GRACE_S)
+        stop_process(p)
