@@ -387,6 +387,7 @@ static const struct local_command local_commands[] = {
 	{"BATON.DOWNGRADE", admin_downgrade, false, false, -1, ADMIN},
 	{"BATON.STALE", cmd_stale, false, false, -1, ADMIN},
 	{"BATON.MIGRATION", admin_migration, false, false, -1, ADMIN},
+	{"BATON.BACKUP", backup_command, false, false, -1, ADMIN},
 	{"BATON.PROXIED", proxy_cmd_proxied, false, false, -1, ADMIN},
 #if BATON_TEST_HOOKS
 	{"BATON.TEST.PROPOSE", admin_test_propose, false, false, -1, ADMIN},

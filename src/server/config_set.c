@@ -51,6 +51,7 @@ const struct config_option config_options[] = {
 	{"relay-cluster", "NAME"},
 	{"migrate-from", "NAME"},
 	{"migrate-to", "NAME"},
+	{"restore", "FILE"},
 };
 const size_t config_n_options =
 	sizeof config_options / sizeof config_options[0];
@@ -460,6 +461,8 @@ static int names(struct server_config *c, const struct config_origin *o)
 		return text(o, c->migrate_to, sizeof c->migrate_to);
 	if (strcmp(n, "password") == 0)
 		return text(o, c->password, sizeof c->password);
+	if (strcmp(n, "restore") == 0)
+		return text(o, c->restore, sizeof c->restore);
 	BATON_ASSERT(strcmp(n, "peer-secret-file") == 0);
 	return text(o, c->peer_secret_file, sizeof c->peer_secret_file);
 }

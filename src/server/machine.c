@@ -538,6 +538,7 @@ static int machine_restore(struct baton_machine *bm,
 		return refuse(m, BATON_ECORRUPT,
 			      "the snapshot's cluster uuid or removed ids are "
 			      "malformed");
+	m->map_replaced++; /* kv_restore ends an open view */
 	rv = kv_restore(m->kv, v, r.p, baton_le_left(&r));
 	if (rv != 0)
 		return refuse(m, rv, "the snapshot's key-value map: %s",
@@ -577,6 +578,7 @@ static int machine_version_changed(struct baton_machine *bm, baton_index index,
 			      index, to.value, KV_MACHINE_VERSION_MIN,
 			      KV_MACHINE_VERSION_MAX);
 	uint64_t dropped = kv_convert_loss(m->kv, from, to);
+	m->map_replaced++; /* kv_convert ends an open view */
 	int rv = kv_convert(m->kv, from, to);
 	if (rv != 0)
 		return refuse(m, rv,

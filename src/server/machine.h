@@ -100,6 +100,9 @@ struct server_machine {
 	void *data;
 	/* The index of the last entry applied, or of the snapshot restored. */
 	baton_index applied_index;
+	/* Counts restores and conversions, each of which ends the map's open
+	 * view: a backup (backup.c) holding the view sees it ended. */
+	uint64_t map_replaced;
 	/* The wrapper of the snapshot being written, until its first step. */
 	struct baton_buf snap_wrapper;
 	char err[256];

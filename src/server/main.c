@@ -35,6 +35,7 @@ static void close_and_exit(struct server *s)
 	expiry_stop(s);
 	join_stop(s);
 	founding_stop(s);
+	backup_stop(s);
 	baton_node_close(s->node);
 	s->node = NULL;
 	uv_timer_stop(&s->housekeeping);
@@ -115,6 +116,12 @@ static int run(struct server *s)
 		LOG_ERROR("out of memory");
 		return 1;
 	}
+	/* A backup to restore is checked whole before anything is written. */
+	if (backup_restore_load(s) != 0) {
+		backup_stop(s);
+		uv_run(s->loop, UV_RUN_NOWAIT);
+		return 1;
+	}
 	struct baton_node_config nc = {
 		.id = s->cfg.id,
 		.cluster_id = s->cfg.cluster_id,
@@ -165,10 +172,12 @@ static int run(struct server *s)
 	}
 	server_addresses_to_transport(s);
 	identity_start(s);
-	if (join_start(s) != 0 || founding_start(s) != 0 ||
+	if (backup_restore_start(s) != 0 || join_start(s) != 0 ||
+	    founding_start(s) != 0 ||
 	    clients_listen(s) != 0 || migration_start(s) != 0) {
 		join_stop(s);
 		founding_stop(s);
+		backup_stop(s);
 		baton_node_close(s->node);
 		return 1;
 	}

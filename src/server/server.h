@@ -151,6 +151,9 @@ struct server_config {
 	char migrate_from[256];
 	/* The one cluster this (old) node exports to and fences for. */
 	char migrate_to[256];
+	/* --restore FILE: found a new cluster from a backup (backup.c);
+	 * "" for none. */
+	char restore[1024];
 };
 
 /* Parse argv (and a --config file). Returns 0, 1 when --help/--version was
@@ -194,6 +197,7 @@ struct server {
 	struct join *join;	     /* join.c */
 	struct migration *migration; /* migration.c; NULL without --relay */
 	struct founding *founding;   /* founding.c */
+	struct backup *backup;	     /* backup.c: a save or a restore */
 
 	/* Whose this node is (identity.c). */
 	struct {
@@ -531,6 +535,18 @@ const char *identity_uuid_text(struct server *s, char *buf, size_t cap);
  * with an error saying how to replace a member. */
 int founding_start(struct server *s);
 void founding_stop(struct server *s);
+
+/* ---- backup.c (docs/backup.md) ---- */
+/* BATON.BACKUP BEGIN | NEXT id | END id: a consistent copy of the map,
+ * streamed in chunks from the leader. */
+int backup_command(struct command_ctx *x);
+/* --restore FILE, before the node starts: read and check the file (0), or
+ * say why it is refused (-1; nothing written). */
+int backup_restore_load(struct server *s);
+/* After the node started: refuse a data directory with state (-1), else
+ * load the map through the log once this node leads (0). */
+int backup_restore_start(struct server *s);
+void backup_stop(struct server *s);
 
 /* ---- main.c ---- */
 /* Stop the node (leadership handed over first) and exit with code. */
