@@ -143,6 +143,7 @@ int ctl_cmd_transfer(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_downgrade(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_roll(const struct ctl_opts *o, int argc, char **argv);
 int ctl_cmd_migrate(const struct ctl_opts *o, int argc, char **argv);
+int ctl_cmd_snapshot(const struct ctl_opts *o, int argc, char **argv);
 
 /* Report an error on stderr: "batonctl: <msg>". */
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -143,6 +143,22 @@ static const struct command commands[] = {
 	 "Exit status: 0 authority taken (dry run: nothing blocks it); 1 not\n"
 	 "in time, or the node takes no part; 2 bad usage.\n",
 	 0, 4, ctl_cmd_migrate},
+	{"snapshot", "save FILE [--force] | status FILE",
+	 "Backups (docs/backup.md).\n"
+	 "  save FILE     ask the leader for a consistent copy of the\n"
+	 "                key-value map at one applied index (confirmed by a\n"
+	 "                read index), streamed in chunks and written to\n"
+	 "                FILE.tmp, fsynced, renamed to FILE. Prints the\n"
+	 "                index, keys, bytes and checksum. Restore it with\n"
+	 "                'batond --restore FILE' (a new cluster).\n"
+	 "    --force     overwrite an existing FILE (refused without)\n"
+	 "  status FILE   verify FILE's checksum and print its header:\n"
+	 "                cluster id and uuid, index, term, machine version,\n"
+	 "                release, creation time, payload bytes, keys.\n"
+	 "Exit status: 0 saved / verified; 1 an error (FILE exists, a node\n"
+	 "did not answer, FILE damaged: the message says which); 2 bad "
+	 "usage.\n",
+	 2, 3, ctl_cmd_snapshot},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
