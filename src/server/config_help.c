@@ -38,12 +38,6 @@ void config_usage(FILE *f)
 		"that lost its data\n"
 		"                          rejoins with --join under a new "
 		"id)\n"
-		"  --restore FILE          found a new cluster from a backup "
-		"(batonctl snapshot\n"
-		"                          save): with --bootstrap of this "
-		"node alone, on an\n"
-		"                          empty --data; the others join "
-		"(docs/backup.md)\n"
 		"  --join                  start empty and wait to be added "
 		"(batonctl add)\n"
 		"  --join-seeds LIST       start empty and join by itself "
@@ -124,6 +118,14 @@ void config_usage(FILE *f)
 		"releases contained\n",
 		SERVER_MAX_CLIENTS_DEFAULT);
 	/* Apart: one string literal stays within C's portable length. */
+	fputs("\nRestoring a backup (docs/backup.md):\n"
+	      "  --restore FILE          found a new cluster from a backup "
+	      "(batonctl snapshot\n"
+	      "                          save): with --bootstrap of this "
+	      "node alone, on an\n"
+	      "                          empty --data; the others join "
+	      "afterwards\n",
+	      f);
 	fputs("\nMigration between two clusters (docs/relay.md):\n"
 	      "  --relay HOST:PORT       register with this baton-relay for "
 	      "a migration between\n"
