@@ -529,6 +529,22 @@ static const struct kv_command commands[] = {
 	{"hkeys", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_hgetall},
 	{"hvals", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_hgetall},
 	{"hscan", -3, KV_READ, 3, 1, 1, 1, kv__check_hscan, kv__run_hscan},
+	/* Machine version 3: the rest of Redis's string and key commands. */
+	{"unlink", -2, KV_WRITE, 3, 1, -1, 1, NULL, run_del},
+	{"getdel", 2, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_getdel},
+	{"getset", 3, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_getset},
+	{"setnx", 3, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_setnx},
+	{"setex", 4, KV_WRITE, 3, 1, 1, 1, kv__check_setex, kv__run_setex},
+	{"psetex", 4, KV_WRITE, 3, 1, 1, 1, kv__check_setex, kv__run_setex},
+	{"msetnx", -3, KV_WRITE, 3, 1, -1, 2, kv__check_msetnx, kv__run_msetnx},
+	{"getrange", 4, KV_READ, 3, 1, 1, 1, kv__check_getrange,
+	 kv__run_getrange},
+	{"setrange", 4, KV_WRITE, 3, 1, 1, 1, kv__check_setrange,
+	 kv__run_setrange},
+	{"rename", 3, KV_WRITE, 3, 1, 2, 1, NULL, kv__run_rename},
+	{"renamenx", 3, KV_WRITE, 3, 1, 2, 1, NULL, kv__run_rename},
+	{"copy", -3, KV_WRITE, 3, 1, 2, 1, kv__check_copy, kv__run_copy},
+	{"flushdb", -1, KV_WRITE, 3, 0, 0, 0, check_flushall, run_flushall},
 };
 
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len)

@@ -118,6 +118,9 @@ struct kv__entry *kv__hash_new(const uint8_t *key, size_t klen);
 /* A deep copy of e's key and value (every field of a hash), without its
  * expiry or place in a table; NULL when out of memory. */
 struct kv__entry *kv__entry_copy(const struct kv__entry *e);
+/* The same, under another key (RENAME, COPY). */
+struct kv__entry *kv__entry_copy_as(const struct kv__entry *e,
+				    const uint8_t *key, size_t klen);
 /* The bytes e holds: the entry, its key, its value or every field. */
 uint64_t kv__entry_bytes(const struct kv__entry *e);
 /* Frees a hash's fields too. NULL is fine. */
@@ -483,6 +486,31 @@ struct baton_kv {
 	struct kv_snapshot_stats snap_stats; /* of it, or the last one */
 	struct kv_migration mig;	     /* replicated, in snapshots */
 };
+
+/* The string and key commands of string_more.c (machine version 3). */
+int kv__run_getdel(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply);
+int kv__run_getset(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply);
+int kv__run_setnx(struct baton_kv *kv, const struct kv__args *a,
+		  struct baton_buf *reply);
+int kv__run_setex(struct baton_kv *kv, const struct kv__args *a,
+		  struct baton_buf *reply);
+int kv__run_msetnx(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply);
+int kv__run_getrange(struct baton_kv *kv, const struct kv__args *a,
+		     struct baton_buf *reply);
+int kv__run_setrange(struct baton_kv *kv, const struct kv__args *a,
+		     struct baton_buf *reply);
+int kv__run_rename(struct baton_kv *kv, const struct kv__args *a,
+		   struct baton_buf *reply);
+int kv__run_copy(struct baton_kv *kv, const struct kv__args *a,
+		 struct baton_buf *reply);
+int kv__check_setex(const struct kv__args *a, struct baton_buf *err);
+int kv__check_msetnx(const struct kv__args *a, struct baton_buf *err);
+int kv__check_getrange(const struct kv__args *a, struct baton_buf *err);
+int kv__check_setrange(const struct kv__args *a, struct baton_buf *err);
+int kv__check_copy(const struct kv__args *a, struct baton_buf *err);
 
 /* Remove the key of argument i if it has expired at the machine time. */
 void kv__expire_if_due(struct baton_kv *kv, const struct kv__args *a, int i);

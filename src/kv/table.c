@@ -198,9 +198,15 @@ struct kv__entry *kv__hash_new(const uint8_t *key, size_t klen)
 
 struct kv__entry *kv__entry_copy(const struct kv__entry *e)
 {
+	return kv__entry_copy_as(e, e->key, e->key_len);
+}
+
+struct kv__entry *kv__entry_copy_as(const struct kv__entry *e,
+				    const uint8_t *key, size_t klen)
+{
 	if (!kv__is_hash(e))
-		return kv__entry_new(e->key, e->key_len, e->val, e->val_len);
-	struct kv__entry *copy = kv__hash_new(e->key, e->key_len);
+		return kv__entry_new(key, klen, e->val, e->val_len);
+	struct kv__entry *copy = kv__hash_new(key, klen);
 	if (copy == NULL)
 		return NULL;
 	const struct kv__table *from = e->fields;
