@@ -257,3 +257,20 @@ def test_restore_needs_one_founder(tmp_path, small_backup):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "one-member cluster" in r.stderr, r.stderr
+
+
+def test_machine_version_this_release_cannot_run_refused(tmp_path,
+                                                          small_backup):
+    # The backup holds machine version 3; a node run as release 1.2.0
+    # implements machine versions 1..2 only.
+    cport, pport = free_ports(2)
+    data = tmp_path / "d"
+    cmd = [str(BATOND), "--id", "1", "--listen", f"{HOST}:{cport}",
+           "--peer-listen", f"{HOST}:{pport}", "--data", str(data),
+           "--bootstrap", f"1={HOST}:{pport}/{HOST}:{cport}",
+           "--as-release", "1.2.0", "--restore", str(small_backup[0])]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert "holds machine version 3" in r.stderr, r.stderr
+    assert "nothing was written" in r.stderr
+    assert not data.exists() or not any(data.iterdir())
