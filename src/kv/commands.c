@@ -545,6 +545,8 @@ static const struct kv_command commands[] = {
 	{"renamenx", 3, KV_WRITE, 3, 1, 2, 1, NULL, kv__run_rename},
 	{"copy", -3, KV_WRITE, 3, 1, 2, 1, kv__check_copy, kv__run_copy},
 	{"flushdb", -1, KV_WRITE, 3, 0, 0, 0, check_flushall, run_flushall},
+	{"incrbyfloat", 3, KV_WRITE, 3, 1, 1, 1, kv__check_incrbyfloat,
+	 kv__run_incrbyfloat},
 };
 
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len)

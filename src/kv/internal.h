@@ -511,6 +511,9 @@ int kv__check_msetnx(const struct kv__args *a, struct baton_buf *err);
 int kv__check_getrange(const struct kv__args *a, struct baton_buf *err);
 int kv__check_setrange(const struct kv__args *a, struct baton_buf *err);
 int kv__check_copy(const struct kv__args *a, struct baton_buf *err);
+int kv__run_incrbyfloat(struct baton_kv *kv, const struct kv__args *a,
+			struct baton_buf *reply);
+int kv__check_incrbyfloat(const struct kv__args *a, struct baton_buf *err);
 
 /* Remove the key of argument i if it has expired at the machine time. */
 void kv__expire_if_due(struct baton_kv *kv, const struct kv__args *a, int i);

@@ -1,12 +1,16 @@
 /*
  * The string and key commands machine version 3 adds beside hashes:
  * GETDEL, GETSET, SETNX, SETEX, PSETEX, MSETNX, GETRANGE, SETRANGE,
- * RENAME, RENAMENX and COPY, with Redis 7.0's replies, errors and TTL
- * rules (RENAME and COPY carry the expiry, SETRANGE keeps it, GETSET and
+ * RENAME, RENAMENX, COPY and INCRBYFLOAT, with Redis 7.0's replies, errors and
+ * TTL rules (RENAME and COPY carry the expiry, SETRANGE keeps it, GETSET and
  * SETEX replace it). UNLINK and FLUSHDB are DEL and FLUSHALL's rows in
  * commands.c. Relative expiries count from machine time, never a clock.
  */
 #include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -384,4 +388,93 @@ int kv__run_copy(struct baton_kv *kv, const struct kv__args *a,
 		return resp_int(reply, 0);
 	rv = copy_to(kv, e, a, 2);
 	return rv != 0 ? rv : resp_int(reply, 1);
+}
+
+/* ---- INCRBYFLOAT ---- */
+
+/* Redis's longest float text (MAX_LONG_DOUBLE_CHARS). */
+#define FLOAT_TEXT_BYTES_MAX (5u * 1024u)
+#define ERR_NOT_FLOAT "ERR value is not a valid float"
+
+/* Redis 7.0's string2ld: the whole text a long double, no leading space,
+ * no NaN, no overflow (infinity written as such is fine). */
+static bool parse_float(const uint8_t *s, size_t len, long double *v)
+{
+	char text[FLOAT_TEXT_BYTES_MAX + 1];
+	if (len == 0 || len > FLOAT_TEXT_BYTES_MAX)
+		return false;
+	memcpy(text, s, len);
+	text[len] = '\0';
+	if (isspace((unsigned char)text[0]))
+		return false;
+	char *end;
+	errno = 0;
+	*v = strtold(text, &end);
+	if (*end != '\0' || isnan(*v))
+		return false;
+	return !(errno == ERANGE && (*v == HUGE_VALL || *v == -HUGE_VALL ||
+				     fpclassify(*v) == FP_ZERO));
+}
+
+int kv__check_incrbyfloat(const struct kv__args *a, struct baton_buf *err)
+{
+	long double by;
+	return parse_float(a->argv[2], a->lens[2], &by)
+		       ? 0
+		       : kv__refuse(err, ERR_NOT_FLOAT);
+}
+
+/* Redis 7.0's ld2string(LD_STR_HUMAN): %.17Lf without trailing zeros or
+ * point, "-0" as "0". The same bytes on every node of one architecture
+ * (x86-64's 80-bit long double), as the map must be. */
+static size_t format_float(long double v, char *text, size_t cap)
+{
+	int n = snprintf(text, cap, "%.17Lf", v);
+	assert(n > 0 && (size_t)n < cap);
+	size_t len = (size_t)n;
+	if (strchr(text, '.') != NULL) {
+		while (text[len - 1] == '0')
+			len--;
+		if (text[len - 1] == '.')
+			len--;
+	}
+	if (len == 2 && text[0] == '-' && text[1] == '0') {
+		text[0] = '0';
+		len = 1;
+	}
+	text[len] = '\0';
+	return len;
+}
+
+int kv__run_incrbyfloat(struct baton_kv *kv, const struct kv__args *a,
+			struct baton_buf *reply)
+{
+	struct kv__entry *e = kv__find(kv, a, 1);
+	if (e != NULL && kv__is_hash(e))
+		return resp_error(reply, "%s", KV_ERR_WRONGTYPE);
+	long double v = 0, by;
+	if ((e != NULL && !parse_float(e->val, e->val_len, &v)) ||
+	    !parse_float(a->argv[2], a->lens[2], &by))
+		return resp_error(reply, "%s", ERR_NOT_FLOAT);
+	v += by;
+	if (isnan(v) || isinf(v))
+		return resp_error(
+			reply, "ERR increment would produce NaN or Infinity");
+	char text[FLOAT_TEXT_BYTES_MAX];
+	size_t len = format_float(v, text, sizeof text);
+	int rv = baton_buf_reserve(reply, BULK_OVERHEAD_BYTES + len);
+	if (rv != 0)
+		return rv;
+	if (e != NULL) { /* the expiry stays, as in Redis */
+		rv = kv__entry_set(&kv->table, e, (const uint8_t *)text, len);
+		if (rv != 0)
+			return rv;
+	} else {
+		e = kv__entry_new(a->argv[1], a->lens[1], (const uint8_t *)text,
+				  len);
+		if (e == NULL)
+			return BATON_ENOMEM;
+		kv__table_insert(&kv->table, e);
+	}
+	return resp_bulk(reply, (const uint8_t *)text, len);
 }

@@ -1,8 +1,8 @@
 /*
  * Machine version 3's further string and key commands (UNLINK, GETDEL,
  * GETSET, SETNX, SETEX, PSETEX, MSETNX, GETRANGE, SETRANGE, RENAME,
- * RENAMENX, COPY, FLUSHDB) with Redis 7.0's replies: errors, expiries
- * carried or cleared, WRONGTYPE on hashes, the version gate, and a map
+ * RENAMENX, COPY, FLUSHDB, INCRBYFLOAT) with Redis 7.0's replies: errors,
+ * expiries carried or cleared, WRONGTYPE on hashes, the version gate, and a map
  * written by them restored from its snapshot unchanged.
  */
 #include <criterion/criterion.h>
@@ -200,6 +200,29 @@ Test(strings_more, copy_copies_the_expiry)
 	RUN("HGET h2 f", "$1\r\nv\r\n"); /* a deep copy */
 }
 
+Test(strings_more, incrbyfloat)
+{
+	RUN("INCRBYFLOAT f 10.5", "$4\r\n10.5\r\n");
+	RUN("INCRBYFLOAT f 0.1", "$4\r\n10.6\r\n");
+	RUN("INCRBYFLOAT f -5", "$3\r\n5.6\r\n");
+	RUN("SET g 5.0e3 EX 60", "+OK\r\n");
+	RUN("INCRBYFLOAT g 2.0e2", "$4\r\n5200\r\n");
+	RUN("TTL g", ":60\r\n"); /* the expiry stays */
+	RUN("SET z -1", "+OK\r\n");
+	RUN("INCRBYFLOAT z 1", "$1\r\n0\r\n");
+	RUN("INCRBYFLOAT z 3.0000000000000001",
+	    "$18\r\n3.0000000000000001\r\n");
+	RUN("INCRBYFLOAT f x", "-ERR value is not a valid float\r\n");
+	RUN("INCRBYFLOAT f nan", "-ERR value is not a valid float\r\n");
+	RUN("INCRBYFLOAT f inf",
+	    "-ERR increment would produce NaN or Infinity\r\n");
+	RUN("SET s abc", "+OK\r\n");
+	RUN("INCRBYFLOAT s 1", "-ERR value is not a valid float\r\n");
+	RUN("HSET h f v", ":1\r\n");
+	RUN("INCRBYFLOAT h 1", "-WRONGTYPE Operation against a key holding "
+			       "the wrong kind of value\r\n");
+}
+
 Test(strings_more, flushdb)
 {
 	RUN("MSET a 1 b 2", "+OK\r\n");
@@ -212,11 +235,11 @@ Test(strings_more, flushdb)
 Test(strings_more, refused_under_machine_version_2)
 {
 	static const char *const lines[] = {
-		"UNLINK a",   "GETDEL a",	"GETSET a b",
-		"SETNX a b",  "SETEX a 1 b",	"PSETEX a 1 b",
-		"MSETNX a b", "GETRANGE a 0 1", "SETRANGE a 0 b",
-		"RENAME a b", "RENAMENX a b",	"COPY a b",
-		"FLUSHDB",
+		"UNLINK a",	  "GETDEL a",	     "GETSET a b",
+		"SETNX a b",	  "SETEX a 1 b",     "PSETEX a 1 b",
+		"MSETNX a b",	  "INCRBYFLOAT a 1", "GETRANGE a 0 1",
+		"SETRANGE a 0 b", "RENAME a b",	     "RENAMENX a b",
+		"COPY a b",	  "FLUSHDB",
 	};
 	for (uint32_t v = 1; v <= 2; v++) {
 		kvt_use(v, T0);
