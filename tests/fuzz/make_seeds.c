@@ -16,8 +16,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backup_file.h"
 #include "baton/buf.h"
 #include "baton/version.h"
+#include "checksum.h"
+#include "le.h"
 #include "internal.h"
 #include "kv.h"
 #include "migration.h"
@@ -430,8 +433,17 @@ static void kv_sequence(uint8_t version, struct baton_buf *seq)
 		CMD("HINCRBY", "h", "f", "5"),
 		CMD("HDEL", "h", "g"),
 		CMD("EXPIRE", "h", "100"),
+		CMD("SETEX", "e", "10", "v"),
+		CMD("SETRANGE", "e", "3", "xy"),
+		CMD("RENAME", "e", "r"),
+		CMD("COPY", "h", "c", "REPLACE"),
+		CMD("GETSET", "r", "w"),
+		CMD("MSETNX", "m", "1", "o", "2"),
+		CMD("INCRBYFLOAT", "m", "0.5"),
+		CMD("GETDEL", "o"),
 	};
-	for (size_t i = 0; version >= 3 && i < 4; i++) {
+	size_t n_hash_cmds = sizeof hash_cmds / sizeof hash_cmds[0];
+	for (size_t i = 0; version >= 3 && i < n_hash_cmds; i++) {
 		const uint8_t *argv[8];
 		size_t lens[8];
 		int argc = args_of(hash_cmds[i], argv, lens);
@@ -459,6 +471,32 @@ static void kv_sequence(uint8_t version, struct baton_buf *seq)
 static int kv_sink(void *arg, const void *buf, size_t len)
 {
 	return baton_buf_append(arg, buf, len);
+}
+
+/* A backup file (docs/backup.md) holding a kv snapshot. */
+static void backup_seed(const uint8_t *payload, size_t len)
+{
+	struct backup_header h = {.format = BACKUP_FORMAT,
+				  .index = 42,
+				  .term = 3,
+				  .machine_version = 3,
+				  .release = "2.0.0",
+				  .created_ms = 1790000000000ull,
+				  .has_uuid = true,
+				  .uuid = {1, 2, 3},
+				  .cluster_id = "baton",
+				  .payload_len = len};
+	size_t size = BACKUP_HEADER_BYTES + len + BACKUP_TRAILER_BYTES;
+	uint8_t *b = malloc(size);
+	if (b == NULL)
+		die("malloc", "a backup seed");
+	backup_header_encode(&h, b);
+	memcpy(b + BACKUP_HEADER_BYTES, payload, len);
+	baton_le_put_u64(
+		b + BACKUP_HEADER_BYTES + len,
+		backup_file_checksum(b, baton__checksum(payload, len)));
+	seed("backup_file", "map-migration-v3", -1, b, size);
+	free(b);
 }
 
 /* A migration's new side under version 3 (docs/kv.md "Migration"): BEGIN,
@@ -575,8 +613,10 @@ static void kv_seeds(void)
 		off += 2 + len;
 	}
 	if (kv_snapshot(kv, (struct baton_machine_version){3}, kv_sink,
-			&snap) == 0)
+			&snap) == 0) {
 		seed("kv_snapshot", "map-migration-v3", 2, snap.data, snap.len);
+		backup_seed(snap.data, snap.len);
+	}
 	kv_destroy(kv);
 	baton_buf_free(&seq);
 	baton_buf_free(&snap);
