@@ -2,6 +2,7 @@
 through the leader, `batonctl snapshot status FILE`, and `batond --restore
 FILE` founding a new cluster, with real processes."""
 import os
+import struct
 import subprocess
 import threading
 import time
@@ -274,3 +275,36 @@ def test_machine_version_this_release_cannot_run_refused(tmp_path,
     assert "holds machine version 3" in r.stderr, r.stderr
     assert "nothing was written" in r.stderr
     assert not data.exists() or not any(data.iterdir())
+
+
+def test_backup_commands_one_at_a_time(tmp_path):
+    c = Cluster(tmp_path / "c")
+    try:
+        leader = c.start(1)
+        cl = leader.client()
+        retry(lambda: cl.mset({f"x:{i}": "v" for i in range(10)}))
+        begun = dict(zip(*[iter(cl.execute_command("BATON.BACKUP",
+                                                   "BEGIN"))] * 2))
+        assert begun["keys"] == "10" and int(begun["index"]) > 0
+        with pytest.raises(redis.ResponseError, match="TRYAGAIN"):
+            cl.execute_command("BATON.BACKUP", "BEGIN")
+        # Writes go on while the backup holds its view.
+        cl.set("x:new", "later")
+        raw = redis.Redis(host=HOST, port=leader.client_port,
+                          socket_timeout=5)
+        done, chunk = raw.execute_command("BATON.BACKUP", "NEXT",
+                                          begun["id"])
+        assert done == 1 and chunk.startswith(b"BKVS")
+        # The map as of BEGIN: the key written after it is not in it.
+        assert struct.unpack_from("<Q", chunk, 16)[0] == 10
+        assert b"x:new" not in chunk
+        with pytest.raises(redis.ResponseError, match="no backup"):
+            cl.execute_command("BATON.BACKUP", "NEXT", begun["id"])
+        again = dict(zip(*[iter(cl.execute_command("BATON.BACKUP",
+                                                   "BEGIN"))] * 2))
+        assert again["keys"] == "11"
+        assert cl.execute_command("BATON.BACKUP", "END", again["id"])
+        with pytest.raises(redis.ResponseError, match="usage"):
+            cl.execute_command("BATON.BACKUP", "NEXT", "x")
+    finally:
+        c.stop_all()
