@@ -216,6 +216,10 @@ struct baton_fs_stats {
 };
 void baton_fs_storage_stats(struct baton_storage *s,
 			    struct baton_fs_stats *out);
+/* The log's fdatasync latencies, observed on the writer thread (lock-free;
+ * one per process: batond has one storage). For the metrics endpoint. */
+struct baton_histogram;
+extern struct baton_histogram baton_storage_fsync_seconds;
 
 /* Wait until everything submitted so far has completed (for shutdown,
  * tests and benchmarks; a server polls instead). Returns the latched error,

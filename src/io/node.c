@@ -28,6 +28,7 @@ struct baton_node {
 	struct baton_node_app app;
 	struct baton_pipeline *pipeline;
 	struct baton_storage *storage;
+	uint64_t proposals; /* baton_node_propose calls (metrics) */
 	struct baton_transport *transport;
 	uv_timer_t tick;
 	uv_async_t storage_async;
@@ -296,6 +297,7 @@ static void on_tick(uv_timer_t *t)
 int baton_node_propose(struct baton_node *n, const uint8_t *payload, size_t len,
 		       baton_node_propose_cb cb, void *data)
 {
+	n->proposals++;
 	return baton_pipeline_propose(n->pipeline, payload, len, cb, data);
 }
 
@@ -408,6 +410,9 @@ void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 	out->snapshots = ps.snapshots;
 	out->snapshot_slice_max_us = n->work_slice_max_ns / 1000;
 	out->snapshot_slice_max_us_ever = n->work_slice_max_ns_ever / 1000;
+	out->proposals = n->proposals;
+	if (n->storage != NULL)
+		baton_fs_storage_stats(n->storage, &out->storage);
 }
 
 baton_index baton_node_stalled(struct baton_node *n, const char **why)

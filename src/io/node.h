@@ -215,6 +215,10 @@ struct baton_node_status {
 	struct baton_pipeline_snapshot_stats snapshots;
 	uint64_t snapshot_slice_max_us;
 	uint64_t snapshot_slice_max_us_ever;
+	/* Entries proposed through baton_node_propose (accepted or not), and
+	 * the log's files (metrics). */
+	uint64_t proposals;
+	struct baton_fs_stats storage;
 };
 void baton_node_status(struct baton_node *n, struct baton_node_status *out);
 

@@ -227,6 +227,7 @@ static void on_ready_frame(struct conn *c, const uint8_t *body, size_t len)
 		if (f.kind == BATON_PEER_RAFT)
 			f.raft.from = from;
 		t->stats.frames_in++;
+		t->stats.bytes_in += len;
 		t->c.on_frame(t->c.data, from, &f);
 		break;
 	case BATON_PEER_HANDSHAKE_REPLY:
@@ -670,9 +671,10 @@ static int send_encoded(struct baton_transport *t, struct conn *c,
 		LOG_ERROR("cannot encode a frame of kind %u for node %" PRIu64
 			  " in protocol %u: %s",
 			  kind, to, c->proto.value, baton_strerror(rv));
-	if (rv == 0)
+	if (rv == 0) {
 		t->stats.frames_out++;
-	else
+		t->stats.bytes_out += t->scratch.len;
+	} else
 		t->stats.dropped++;
 	return rv;
 }

@@ -170,6 +170,7 @@ struct baton_transport_peer {
 
 struct baton_transport_stats {
 	uint64_t frames_in, frames_out;
+	uint64_t bytes_in, bytes_out; /* of those frames (metrics) */
 	uint64_t dropped;     /* queue full, no connection, or not encodable */
 	uint64_t refused;     /* handshakes refused, either side */
 	uint64_t unknown;     /* frames of a kind this release ignores */

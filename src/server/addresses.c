@@ -153,6 +153,8 @@ static void leader_changed(void *data, baton_node_id leader)
 {
 	struct server *s = data;
 	bool changed = leader != s->leader;
+	if (changed && leader != 0)
+		s->stats.leader_changes++;
 	s->leader = leader;
 	if (leader == s->cfg.id)
 		server_publish_founders(s);

@@ -50,6 +50,9 @@ struct slot {
 	enum command_order order;
 	enum command_resp3 resp3; /* how the reply is sent in RESP3 */
 	bool done;
+	/* --metrics: the command's counter (-1: none) and arrival time. */
+	int metrics_slot;
+	uint64_t started_ns;
 	struct slot *next;
 };
 
@@ -361,6 +364,9 @@ void slot_done(struct slot *sl)
 	BATON_ASSERT(!sl->done && c->in_flight > 0);
 	sl->done = true;
 	c->in_flight--;
+	if (sl->metrics_slot >= 0)
+		metrics_command_done(c->s, sl->metrics_slot,
+				     uv_hrtime() - sl->started_ns);
 	if (sl->order == ORDER_READ || sl->order == ORDER_READ_ALONE) {
 		BATON_ASSERT(c->reads_in_flight > 0);
 		c->reads_in_flight--;
@@ -454,6 +460,7 @@ static struct slot *slot_new(struct client *c, enum command_order order)
 		return NULL;
 	sl->c = c;
 	sl->order = order;
+	sl->metrics_slot = -1;
 	baton_buf_init(&sl->buf);
 	if (c->tail != NULL)
 		c->tail->next = sl;
@@ -529,6 +536,10 @@ static void run(struct client *c, const struct resp_command *cmd,
 	}
 	sl->resp3 = command_resp3(&c->st, cmd->argv[0], cmd->lens[0]);
 	c->s->stats.commands++;
+	sl->metrics_slot =
+		metrics_command_slot(c->s, cmd->argv[0], cmd->lens[0]);
+	if (sl->metrics_slot >= 0)
+		sl->started_ns = uv_hrtime();
 	command_dispatch(c->s, &c->st, sl, cmd->argc, cmd->argv, cmd->lens);
 }
 

@@ -411,6 +411,12 @@ static int addresses(const struct server_config *c)
 				c->founders[i], why);
 			return -1;
 		}
+	if (c->metrics[0] != '\0' &&
+	    (baton_parse_addr(c->metrics, why, sizeof why) != 0 ||
+	     baton_addr_resolve(c->metrics, &ss, why, sizeof why) != 0)) {
+		fprintf(stderr, "batond: --metrics: %s\n", why);
+		return -1;
+	}
 	if (c->relay[0] != '\0' &&
 	    baton_parse_addr(c->relay, why, sizeof why) != 0) {
 		fprintf(stderr, "batond: --relay: %s\n", why);

@@ -126,6 +126,11 @@ void config_usage(FILE *f)
 	      "                          empty --data; the others join "
 	      "afterwards\n",
 	      f);
+	fputs("\nMonitoring (docs/metrics.md):\n"
+	      "  --metrics HOST:PORT     serve Prometheus /metrics and an "
+	      "HTTP /health here\n"
+	      "                          (default: off)\n",
+	      f);
 	fputs("\nMigration between two clusters (docs/relay.md):\n"
 	      "  --relay HOST:PORT       register with this baton-relay for "
 	      "a migration between\n"

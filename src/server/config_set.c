@@ -52,6 +52,7 @@ const struct config_option config_options[] = {
 	{"migrate-from", "NAME"},
 	{"migrate-to", "NAME"},
 	{"restore", "FILE"},
+	{"metrics", "HOST:PORT"},
 };
 const size_t config_n_options =
 	sizeof config_options / sizeof config_options[0];
@@ -463,6 +464,8 @@ static int names(struct server_config *c, const struct config_origin *o)
 		return text(o, c->password, sizeof c->password);
 	if (strcmp(n, "restore") == 0)
 		return text(o, c->restore, sizeof c->restore);
+	if (strcmp(n, "metrics") == 0)
+		return text(o, c->metrics, sizeof c->metrics);
 	BATON_ASSERT(strcmp(n, "peer-secret-file") == 0);
 	return text(o, c->peer_secret_file, sizeof c->peer_secret_file);
 }

@@ -16,6 +16,7 @@ static void on_housekeeping(uv_timer_t *t)
 	route_expire(t->data);
 	identity_tick(t->data);
 	clients_housekeeping(t->data);
+	metrics_tick(t->data);
 }
 
 static void close_any(uv_handle_t *h, void *arg)
@@ -29,6 +30,7 @@ static void close_and_exit(struct server *s)
 {
 	LOG_INFO("closing storage and exiting");
 	clients_close_all(s);
+	http_stop(s);
 	keys_stop(s);
 	route_fail_all(s, "shutting down");
 	migration_stop(s);
@@ -174,7 +176,8 @@ static int run(struct server *s)
 	identity_start(s);
 	if (backup_restore_start(s) != 0 || join_start(s) != 0 ||
 	    founding_start(s) != 0 ||
-	    clients_listen(s) != 0 || migration_start(s) != 0) {
+	    clients_listen(s) != 0 || migration_start(s) != 0 ||
+	    http_start(s) != 0) {
 		join_stop(s);
 		founding_stop(s);
 		backup_stop(s);
@@ -212,6 +215,7 @@ static int run(struct server *s)
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);
 	server_machine_free(&s->machine);
+	metrics_free(s);
 	return s->exit_code;
 }
 

@@ -154,6 +154,9 @@ struct server_config {
 	/* --restore FILE: found a new cluster from a backup (backup.c);
 	 * "" for none. */
 	char restore[1024];
+	/* --metrics HOST:PORT: serve /metrics and /health over HTTP there
+	 * (http.c, docs/metrics.md); "" for off. */
+	char metrics[BATON_ADDR_MAX];
 };
 
 /* Parse argv (and a --config file). Returns 0, 1 when --help/--version was
@@ -247,7 +250,12 @@ struct server {
 		uint64_t idle_disconnects;
 		uint64_t writes_parked;	  /* waited for a leader */
 		uint64_t writes_rerouted; /* not appended, sent on */
+		uint64_t leader_changes;  /* to another known leader */
 	} stats;
+	/* --metrics: the HTTP endpoint (http.c) and the figures only it
+	 * shows (metrics.c); NULL without --metrics. */
+	struct http *http;
+	struct metrics *metrics;
 	/* proxy.c's counters (proxy_stats). */
 	struct {
 		uint64_t commands, errors, upstreams_open;
@@ -331,6 +339,27 @@ void admin_info_persistence(struct server *s,
 			    const struct baton_node_status *st,
 			    struct baton_buf *b);
 const char *admin_role_name(uint32_t role);
+
+/* ---- http.c: --metrics HOST:PORT (docs/metrics.md) ---- */
+/* Listen (nothing without --metrics); also sets up metrics.c. */
+int http_start(struct server *s);
+/* Close the listener and every connection. */
+void http_stop(struct server *s);
+
+/* ---- metrics.c ---- */
+int metrics_init(struct server *s);
+void metrics_free(struct server *s);
+/* The counter a client command is counted in (-1 without --metrics). */
+int metrics_command_slot(struct server *s, const uint8_t *name, size_t len);
+/* A command counted in slot took ns from arrival to its reply. */
+void metrics_command_done(struct server *s, int slot, uint64_t ns);
+/* Every housekeeping tick: sample elections and members' contact. */
+void metrics_tick(struct server *s);
+/* The Prometheus text (format 0.0.4), appended to b. */
+void metrics_render(struct server *s, struct baton_buf *b);
+/* True when healthy; else one line per reason appended to b (the words of
+ * batonctl health); lag above max_lag entries is a reason. */
+bool metrics_health(struct server *s, uint64_t max_lag, struct baton_buf *b);
 
 /* ---- command_table.c ---- */
 /* COMMAND [COUNT | INFO name... | DOCS [name...] | LIST] from the kv

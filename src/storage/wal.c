@@ -19,10 +19,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "file_header.h"
 #include "format.h"
+#include "histogram.h"
 #include "internal.h"
+
+struct baton_histogram baton_storage_fsync_seconds =
+	BATON_HISTOGRAM_LATENCY_INIT;
+
+static uint64_t wal_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #define SEG_NAME_LEN 64u
 
@@ -709,7 +721,10 @@ int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
 	int rv = w->vfs->ops->pwrite(w->vfs, s->fd, buf, total, s->end);
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "write", path);
+	uint64_t sync_start_ns = wal_now_ns();
 	rv = w->vfs->ops->fdatasync(w->vfs, s->fd);
+	baton_histogram_observe_ns(&baton_storage_fsync_seconds,
+				   wal_now_ns() - sync_start_ns);
 	w->syncs++;
 	if (rv != 0)
 		return baton__io_err(err, errlen, rv, "fdatasync", path);

@@ -1,0 +1,451 @@
+/*
+ * --metrics HOST:PORT: a small, strict HTTP/1.1 server for GET /metrics
+ * and GET /health (docs/metrics.md).
+ *
+ * Why written here and not a library (libmicrohttpd, say): the figures
+ * live on the node's libuv loop, and a library would bring its own
+ * threads, so every scrape would need locks around state the loop owns;
+ * here the handler runs on that one loop, reads the state directly, and
+ * needs no lock. Two GET paths need a few hundred lines, not a general
+ * HTTP stack, and what is not written cannot be attacked: the port is
+ * reachable by whoever reaches the node, so the handler accepts only a
+ * request line and headers of bounded size (HTTP_HEADERS_MAX), holds at
+ * most HTTP_CONNS_MAX connections, gives each HTTP_DEADLINE_MS to send
+ * its request, answers every request with "Connection: close", and
+ * refuses everything else with a short 4xx.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "address.h"
+#include "baton/assert.h"
+#include "log.h"
+#include "server.h"
+
+#define HTTP_HEADERS_MAX 8192u
+#define HTTP_CONNS_MAX 64u
+#define HTTP_DEADLINE_MS 5000u
+/* After the answer: how long unread bytes are drained before the close
+ * (closing with bytes unread would reset the connection and could lose
+ * the answer on its way). */
+#define HTTP_LINGER_MS 1000u
+#define HTTP_MAX_LAG_DEFAULT 1000u
+
+struct http_conn {
+	struct http *h;
+	uv_tcp_t tcp;
+	uv_timer_t timer;
+	uv_write_t write;
+	uv_shutdown_t shutdown;
+	struct baton_buf out;
+	char in[HTTP_HEADERS_MAX];
+	size_t len;
+	bool answered;
+	bool closing;
+	int handles_open; /* tcp and timer: freed when both closed */
+	struct http_conn *prev, *next;
+};
+
+struct http {
+	struct server *s;
+	uv_tcp_t listener;
+	struct http_conn *conns;
+	uint32_t n_conns;
+	uint64_t refused_conns; /* over HTTP_CONNS_MAX */
+};
+
+static void on_conn_closed(uv_handle_t *handle)
+{
+	struct http_conn *c = handle->data;
+	if (--c->handles_open > 0)
+		return;
+	baton_buf_free(&c->out);
+	free(c);
+}
+
+static void conn_close(struct http_conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	struct http *h = c->h;
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		h->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	BATON_ASSERT(h->n_conns > 0);
+	h->n_conns--;
+	uv_close((uv_handle_t *)&c->timer, on_conn_closed);
+	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	conn_close(t->data);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	struct http_conn *c = req->data;
+	if (status != 0)
+		conn_close(c);
+	/* Else reading goes on (discarding) until EOF or the linger ends. */
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+	struct http_conn *c = req->data;
+	if (c->closing)
+		return;
+	if (status != 0) {
+		conn_close(c);
+		return;
+	}
+	c->shutdown.data = c;
+	if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
+		conn_close(c);
+}
+
+static const char *status_text(int code)
+{
+	switch (code) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Content Too Large";
+	case 431:
+		return "Request Header Fields Too Large";
+	default:
+		return "Service Unavailable";
+	}
+}
+
+/* Send one answer and end the connection after it. */
+static void answer(struct http_conn *c, int code, const char *type,
+		   const char *body, size_t body_len)
+{
+	BATON_ASSERT(!c->answered);
+	c->answered = true;
+	char head[256];
+	int n = snprintf(head, sizeof head,
+			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n%s\r\n",
+			 code, status_text(code), type, body_len,
+			 code == 405 ? "Allow: GET\r\n" : "");
+	BATON_ASSERT(n > 0 && (size_t)n < sizeof head);
+	baton_buf_append(&c->out, head, (size_t)n);
+	baton_buf_append(&c->out, body, body_len);
+	uv_timer_start(&c->timer, on_timer, HTTP_LINGER_MS, 0);
+	uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+	c->write.data = c;
+	if (uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0)
+		conn_close(c);
+}
+
+static void answer_text(struct http_conn *c, int code, const char *text)
+{
+	answer(c, code, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+/* "max_lag=N" in a query of '&'-separated pairs; other keys are ignored.
+ * False for a max_lag that is not a number. */
+static bool query_max_lag(const char *q, size_t len, uint64_t *max_lag)
+{
+	*max_lag = HTTP_MAX_LAG_DEFAULT;
+	size_t i = 0;
+	while (i < len) {
+		size_t end = i;
+		while (end < len && q[end] != '&')
+			end++;
+		if (end - i > 8 && memcmp(q + i, "max_lag=", 8) == 0) {
+			uint64_t v = 0;
+			size_t k = i + 8;
+			if (k == end || end - k > 18)
+				return false;
+			for (; k < end; k++) {
+				if (!isdigit((unsigned char)q[k]))
+					return false;
+				v = v * 10 + (uint64_t)(q[k] - '0');
+			}
+			*max_lag = v;
+		} else if (end - i >= 7 && memcmp(q + i, "max_lag", 7) == 0) {
+			return false;
+		}
+		i = end + 1;
+	}
+	return true;
+}
+
+static void serve(struct http_conn *c, const char *path, size_t path_len,
+		  const char *query, size_t query_len)
+{
+	struct server *s = c->h->s;
+	if (path_len == 8 && memcmp(path, "/metrics", 8) == 0) {
+		struct baton_buf body;
+		baton_buf_init(&body);
+		metrics_render(s, &body);
+		answer(c, 200, "text/plain; version=0.0.4; charset=utf-8",
+		       (const char *)body.data, body.len);
+		baton_buf_free(&body);
+		return;
+	}
+	if (path_len == 7 && memcmp(path, "/health", 7) == 0) {
+		uint64_t max_lag;
+		if (!query_max_lag(query, query_len, &max_lag)) {
+			answer_text(c, 400,
+				    "bad request: max_lag must be a number of "
+				    "entries, as in /health?max_lag=1000\n");
+			return;
+		}
+		struct baton_buf body;
+		baton_buf_init(&body);
+		bool ok = metrics_health(s, max_lag, &body);
+		if (ok)
+			answer_text(c, 200, "ok\n");
+		else
+			answer(c, 503, "text/plain; charset=utf-8",
+			       (const char *)body.data, body.len);
+		baton_buf_free(&body);
+		return;
+	}
+	answer_text(c, 404,
+		    "not found: this port serves /metrics and "
+		    "/health\n");
+}
+
+static bool is_token_char(char ch)
+{
+	return isalnum((unsigned char)ch) || strchr("!#$%&'*+-.^_`|~", ch);
+}
+
+/* Header lines (between the request line and the blank line): each
+ * "name: value" with a token name and no control characters but tab.
+ * Sets *body when it announces a body (Content-Length above 0 or a
+ * Transfer-Encoding). */
+static bool headers_valid(const char *p, const char *end, bool *body)
+{
+	*body = false;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (eol == NULL)
+			eol = end;
+		const char *line_end =
+			eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+		if (line_end == p)
+			return true; /* the blank line that ends them */
+		const char *colon = memchr(p, ':', (size_t)(line_end - p));
+		if (colon == NULL || colon == p)
+			return false;
+		for (const char *q = p; q < colon; q++)
+			if (!is_token_char(*q))
+				return false;
+		for (const char *q = colon + 1; q < line_end; q++)
+			if ((unsigned char)*q < 0x20 && *q != '\t')
+				return false;
+		size_t name_len = (size_t)(colon - p);
+		const char *v = colon + 1;
+		while (v < line_end && (*v == ' ' || *v == '\t'))
+			v++;
+		if (name_len == 17 &&
+		    strncasecmp(p, "Transfer-Encoding", 17) == 0)
+			*body = true;
+		if (name_len == 14 &&
+		    strncasecmp(p, "Content-Length", 14) == 0 &&
+		    !(line_end - v == 1 && *v == '0'))
+			*body = true;
+		p = eol + 1;
+	}
+	return true;
+}
+
+/* The request line and headers are in c->in[0, head_len). */
+static void handle(struct http_conn *c, size_t head_len)
+{
+	const char *p = c->in, *end = c->in + head_len;
+	const char *eol = memchr(p, '\n', head_len);
+	BATON_ASSERT(eol != NULL);
+	const char *line_end = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+	/* METHOD SP TARGET SP HTTP/1.x */
+	const char *sp1 = memchr(p, ' ', (size_t)(line_end - p));
+	const char *sp2 =
+		sp1 != NULL ? memchr(sp1 + 1, ' ', (size_t)(line_end - sp1 - 1))
+			    : NULL;
+	if (sp1 == NULL || sp2 == NULL || sp1 == p || sp2 == sp1 + 1 ||
+	    line_end - sp2 - 1 != 8 ||
+	    (memcmp(sp2 + 1, "HTTP/1.1", 8) != 0 &&
+	     memcmp(sp2 + 1, "HTTP/1.0", 8) != 0)) {
+		answer_text(c, 400,
+			    "bad request: expected 'GET /metrics "
+			    "HTTP/1.1'\n");
+		return;
+	}
+	for (const char *q = p; q < sp1; q++)
+		if (!is_token_char(*q)) {
+			answer_text(c, 400, "bad request: bad method\n");
+			return;
+		}
+	const char *target = sp1 + 1;
+	for (const char *q = target; q < sp2; q++)
+		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f) {
+			answer_text(c, 400, "bad request: bad target\n");
+			return;
+		}
+	bool body;
+	if (!headers_valid(eol + 1, end, &body)) {
+		answer_text(c, 400, "bad request: malformed header line\n");
+		return;
+	}
+	if (sp1 - p != 3 || memcmp(p, "GET", 3) != 0) {
+		answer_text(c, 405, "method not allowed: only GET\n");
+		return;
+	}
+	if (body) {
+		answer_text(c, 413, "a GET takes no body\n");
+		return;
+	}
+	const char *q = memchr(target, '?', (size_t)(sp2 - target));
+	size_t path_len = (size_t)((q != NULL ? q : sp2) - target);
+	serve(c, target, path_len, q != NULL ? q + 1 : "",
+	      q != NULL ? (size_t)(sp2 - q - 1) : 0);
+}
+
+/* The end of the headers (after the blank line), or 0 if not yet. */
+static size_t headers_end(const char *in, size_t len)
+{
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (in[i] != '\n')
+			continue;
+		if (in[i + 1] == '\n')
+			return i + 2;
+		if (i + 2 < len && in[i + 1] == '\r' && in[i + 2] == '\n')
+			return i + 3;
+	}
+	return 0;
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+	struct http_conn *c = handle->data;
+	(void)suggested;
+	if (c->answered) {
+		/* Draining before the close: reuse the whole buffer. */
+		*buf = uv_buf_init(c->in, sizeof c->in);
+		return;
+	}
+	*buf = uv_buf_init(c->in + c->len, (unsigned)(sizeof c->in - c->len));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
+{
+	struct http_conn *c = stream->data;
+	(void)buf;
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	if (c->answered || n == 0)
+		return;
+	size_t scan_from = c->len > 2 ? c->len - 2 : 0;
+	c->len += (size_t)n;
+	size_t head_len = headers_end(c->in + scan_from, c->len - scan_from);
+	if (head_len != 0) {
+		handle(c, scan_from + head_len);
+		return;
+	}
+	if (c->len == sizeof c->in)
+		answer_text(c, 431,
+			    "request header fields too large: at most 8192 "
+			    "bytes\n");
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+	struct http *h = listener->data;
+	if (status != 0)
+		return;
+	struct http_conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return;
+	c->h = h;
+	baton_buf_init(&c->out);
+	uv_tcp_init(listener->loop, &c->tcp);
+	uv_timer_init(listener->loop, &c->timer);
+	c->tcp.data = c->timer.data = c;
+	c->handles_open = 2;
+	c->next = h->conns;
+	if (h->conns != NULL)
+		h->conns->prev = c;
+	h->conns = c;
+	h->n_conns++;
+	if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+		conn_close(c);
+		return;
+	}
+	if (h->n_conns > HTTP_CONNS_MAX) {
+		h->refused_conns++;
+		conn_close(c);
+		return;
+	}
+	uv_timer_start(&c->timer, on_timer, HTTP_DEADLINE_MS, 0);
+	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
+		conn_close(c);
+}
+
+int http_start(struct server *s)
+{
+	if (s->cfg.metrics[0] == '\0')
+		return 0;
+	struct sockaddr_storage sa;
+	char why[BATON_ADDR_WHY_MAX];
+	if (baton_addr_resolve(s->cfg.metrics, &sa, why, sizeof why) != 0) {
+		LOG_ERROR("cannot listen for metrics: %s", why);
+		return BATON_EINVAL;
+	}
+	struct http *h = calloc(1, sizeof *h);
+	if (h == NULL || metrics_init(s) != 0) {
+		free(h);
+		return BATON_ENOMEM;
+	}
+	h->s = s;
+	uv_tcp_init(s->loop, &h->listener);
+	h->listener.data = h;
+	s->http = h;
+	int rv = uv_tcp_bind(&h->listener, (struct sockaddr *)&sa, 0);
+	if (rv == 0)
+		rv = uv_listen((uv_stream_t *)&h->listener, 128, on_connection);
+	if (rv != 0) {
+		LOG_ERROR("cannot listen for metrics on %s: %s", s->cfg.metrics,
+			  uv_strerror(rv));
+		http_stop(s);
+		return BATON_EIO;
+	}
+	LOG_INFO("serving /metrics and /health on %s", s->cfg.metrics);
+	return 0;
+}
+
+static void on_listener_closed(uv_handle_t *handle)
+{
+	free(handle->data);
+}
+
+void http_stop(struct server *s)
+{
+	struct http *h = s->http;
+	if (h == NULL)
+		return;
+	s->http = NULL;
+	while (h->conns != NULL)
+		conn_close(h->conns);
+	uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+}
