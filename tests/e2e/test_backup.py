@@ -159,7 +159,6 @@ def test_save_while_writing_restores(tmp_path):
         leader = src.start(1)
         t = threading.Thread(target=writer, args=(leader.client(),))
         t.start()
-        Deadline(10, "writes").expired()
         d = Deadline(10, "the writer to write")
         while written[0] < 2_000 and not d.expired():
             time.sleep(POLL_S)
