@@ -365,10 +365,11 @@ static int has_a_start(const struct server_config *c)
 {
 	if (c->restore[0] != '\0' && c->n_founders != 1) {
 		fprintf(stderr,
-			"batond: --restore FILE founds a new one-member cluster "
-			"from a backup: give it --bootstrap with this node "
-			"alone (ID=PEER/CLIENT), then add the other members "
-			"with --join and `batonctl add` (docs/backup.md)\n");
+			"batond: --restore FILE founds a new one-member "
+			"cluster from a backup: give it --bootstrap with this "
+			"node alone (ID=PEER/CLIENT), then add the other "
+			"members with --join and `batonctl add` "
+			"(docs/backup.md)\n");
 		return -1;
 	}
 	if (c->n_founders > 0 || c->join || data_dir_has_state(c->data_dir))

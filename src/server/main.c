@@ -175,9 +175,8 @@ static int run(struct server *s)
 	server_addresses_to_transport(s);
 	identity_start(s);
 	if (backup_restore_start(s) != 0 || join_start(s) != 0 ||
-	    founding_start(s) != 0 ||
-	    clients_listen(s) != 0 || migration_start(s) != 0 ||
-	    http_start(s) != 0) {
+	    founding_start(s) != 0 || clients_listen(s) != 0 ||
+	    migration_start(s) != 0 || http_start(s) != 0) {
 		join_stop(s);
 		founding_stop(s);
 		backup_stop(s);
