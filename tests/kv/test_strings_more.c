@@ -291,3 +291,42 @@ Test(strings_more, restored_snapshot_is_the_same_map)
 	baton_buf_free(&a);
 	baton_buf_free(&b);
 }
+
+/* A sliced snapshot begun before the new writes holds the map as it was
+ * at its beginning, whatever they move, copy or change ahead of it. */
+Test(strings_more, sliced_snapshot_keeps_the_map_as_at_begin)
+{
+	char line[96];
+	for (int i = 0; i < 300; i++) {
+		snprintf(line, sizeof line, "SET s%d value%d EX %d", i, i,
+			 100 + i);
+		kvt_run(kv, line);
+		snprintf(line, sizeof line, "HSET h%d f %d g x", i, i);
+		kvt_run(kv, line);
+	}
+	struct baton_machine_version v3 = {3};
+	struct baton_buf expected = {0}, got = {0};
+	cr_assert_eq(kv_snapshot(kv, v3, sink, &expected), 0);
+	cr_assert_eq(kv_snapshot_begin(kv, v3), 0);
+	bool done = false;
+	cr_assert_eq(kv_snapshot_step(kv, 1, sink, &got, &done), 0);
+	for (int i = 0; i < 300; i++) {
+		static const char *const forms[] = {
+			"RENAME s%d moved%d", "COPY h%d h%d REPLACE",
+			"SETRANGE s%d %d zz", "INCRBYFLOAT s%d %d.5",
+			"GETSET s%d %d",      "GETDEL s%d",
+			"SETEX h%d 5%d v",    "RENAMENX h%d s%d",
+			"MSETNX n%d 1 s%d 2", "UNLINK h%d s%d",
+		};
+		snprintf(line, sizeof line, forms[i % 10], i, (i * 7) % 300);
+		kvt_run(kv, line);
+	}
+	while (!done)
+		cr_assert_eq(kv_snapshot_step(kv, 1, sink, &got, &done), 0,
+			     "%s", kv_errmsg(kv));
+	kv_snapshot_end(kv);
+	cr_assert_eq(got.len, expected.len);
+	cr_assert_eq(memcmp(got.data, expected.data, got.len), 0);
+	baton_buf_free(&expected);
+	baton_buf_free(&got);
+}

@@ -4,8 +4,8 @@
  * with hashes, strings and expiries, older formats restored, refusals,
  * damage), incremental snapshots and KEYS while hashes change under them,
  * converting 3 -> 2, 3 -> 1 and 2 -> 3 (docs/kv.md, "Converting down"),
- * and random version-3 payloads applied to replicas that must agree byte
- * for byte, one of them restored half-way.
+ * and random version-3 payloads (hash, string and key commands) applied to
+ * replicas that must agree byte for byte, one of them restored half-way.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -550,7 +550,7 @@ static void random_line(uint64_t *rng, char *line, size_t cap)
 	const char *k = keys[kvt_rand(rng) % 6];
 	unsigned f = (unsigned)(kvt_rand(rng) % 5), g = f + 1;
 	int n = (int)(kvt_rand(rng) % 200) - 100;
-	switch (kvt_rand(rng) % 16) {
+	switch (kvt_rand(rng) % 26) {
 	case 0:
 	case 1:
 		snprintf(line, cap, "HSET %s f%u %d f%u x%d", k, f, n, g, n);
@@ -590,6 +590,36 @@ static void random_line(uint64_t *rng, char *line, size_t cap)
 		break;
 	case 13:
 		snprintf(line, cap, "PERSIST %s", k);
+		break;
+	case 14:
+		snprintf(line, cap, "RENAME %s %s", k, keys[f]);
+		break;
+	case 15:
+		snprintf(line, cap, "COPY %s %s REPLACE", k, keys[g]);
+		break;
+	case 16:
+		snprintf(line, cap, "SETRANGE %s %u xy", k, f);
+		break;
+	case 17:
+		snprintf(line, cap, "INCRBYFLOAT %s %d.25", k, n);
+		break;
+	case 18:
+		snprintf(line, cap, "GETSET %s %d", k, n);
+		break;
+	case 19:
+		snprintf(line, cap, "PSETEX %s %d v", k, n + 200);
+		break;
+	case 20:
+		snprintf(line, cap, "GETDEL %s", k);
+		break;
+	case 21:
+		snprintf(line, cap, "MSETNX %s 1 %s 2", k, keys[f]);
+		break;
+	case 22:
+		snprintf(line, cap, "SETNX %s %d", k, n);
+		break;
+	case 23:
+		snprintf(line, cap, "RENAMENX %s %s", k, keys[g]);
 		break;
 	default:
 		snprintf(line, cap, "HSET %s f%u v", k, f);
