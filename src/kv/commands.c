@@ -558,6 +558,11 @@ const struct kv_command *kv_lookup(const uint8_t *name, size_t len)
 	return NULL;
 }
 
+const struct kv_command *kv_command_at(size_t i)
+{
+	return i < sizeof commands / sizeof commands[0] ? &commands[i] : NULL;
+}
+
 int kv__check(const struct kv_command *c, const struct kv__args *a,
 	      struct baton_buf *err)
 {

@@ -108,6 +108,10 @@ struct kv_command {
  * not know it. The result points into a static table. */
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len);
 
+/* The i-th command of kv's table (0, 1, ... in table order), or NULL past
+ * the last: what COMMAND lists, so a command kv gains shows up there. */
+const struct kv_command *kv_command_at(size_t i);
+
 /* Validate a command before it is logged or run: arity, options, integer
  * arguments, key and value limits. argv[0] is the name (c is what
  * kv_lookup() returned for it); argc >= 1. Only lengths are read for the

@@ -4,9 +4,8 @@
  * layer's command table and the local commands (commands.c), so that a
  * command kv gains shows up here with its arity, flags and keys.
  *
- * kv answers only kv_lookup(name): its table is found by asking it for
- * each command name Redis 7 has (redis_names below, which names every
- * data command of Redis, not baton's); what kv does not know is left out.
+ * kv's table is walked with kv_command_at(i), so every command kv has,
+ * and only those, is listed.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -15,199 +14,6 @@
 
 #include "baton/assert.h"
 #include "server.h"
-
-/* The data commands of Redis 7.0 (strings, keys, hashes, lists, sets,
- * sorted sets, bitmaps, HyperLogLog, geo, streams, server data commands). */
-static const char *const redis_names[] = {
-	"append",
-	"decr",
-	"decrby",
-	"get",
-	"getdel",
-	"getex",
-	"getrange",
-	"getset",
-	"incr",
-	"incrby",
-	"incrbyfloat",
-	"lcs",
-	"mget",
-	"mset",
-	"msetnx",
-	"psetex",
-	"set",
-	"setex",
-	"setnx",
-	"setrange",
-	"strlen",
-	"substr",
-	"copy",
-	"del",
-	"dump",
-	"exists",
-	"expire",
-	"expireat",
-	"expiretime",
-	"keys",
-	"migrate",
-	"move",
-	"object",
-	"persist",
-	"pexpire",
-	"pexpireat",
-	"pexpiretime",
-	"pttl",
-	"randomkey",
-	"rename",
-	"renamenx",
-	"restore",
-	"scan",
-	"sort",
-	"sort_ro",
-	"touch",
-	"ttl",
-	"type",
-	"unlink",
-	"wait",
-	"dbsize",
-	"flushall",
-	"flushdb",
-	"swapdb",
-	"hdel",
-	"hexists",
-	"hget",
-	"hgetall",
-	"hincrby",
-	"hincrbyfloat",
-	"hkeys",
-	"hlen",
-	"hmget",
-	"hmset",
-	"hrandfield",
-	"hscan",
-	"hset",
-	"hsetnx",
-	"hstrlen",
-	"hvals",
-	"blmove",
-	"blmpop",
-	"blpop",
-	"brpop",
-	"brpoplpush",
-	"lindex",
-	"linsert",
-	"llen",
-	"lmove",
-	"lmpop",
-	"lpop",
-	"lpos",
-	"lpush",
-	"lpushx",
-	"lrange",
-	"lrem",
-	"lset",
-	"ltrim",
-	"rpop",
-	"rpoplpush",
-	"rpush",
-	"rpushx",
-	"sadd",
-	"scard",
-	"sdiff",
-	"sdiffstore",
-	"sinter",
-	"sintercard",
-	"sinterstore",
-	"sismember",
-	"smembers",
-	"smismember",
-	"smove",
-	"spop",
-	"srandmember",
-	"srem",
-	"sscan",
-	"sunion",
-	"sunionstore",
-	"bzmpop",
-	"bzpopmax",
-	"bzpopmin",
-	"zadd",
-	"zcard",
-	"zcount",
-	"zdiff",
-	"zdiffstore",
-	"zincrby",
-	"zinter",
-	"zintercard",
-	"zinterstore",
-	"zlexcount",
-	"zmpop",
-	"zmscore",
-	"zpopmax",
-	"zpopmin",
-	"zrandmember",
-	"zrange",
-	"zrangebylex",
-	"zrangebyscore",
-	"zrangestore",
-	"zrank",
-	"zrem",
-	"zremrangebylex",
-	"zremrangebyrank",
-	"zremrangebyscore",
-	"zrevrange",
-	"zrevrangebylex",
-	"zrevrangebyscore",
-	"zrevrank",
-	"zscan",
-	"zscore",
-	"zunion",
-	"zunionstore",
-	"bitcount",
-	"bitfield",
-	"bitfield_ro",
-	"bitop",
-	"bitpos",
-	"getbit",
-	"setbit",
-	"pfadd",
-	"pfcount",
-	"pfmerge",
-	"geoadd",
-	"geodist",
-	"geohash",
-	"geopos",
-	"georadius",
-	"georadiusbymember",
-	"geosearch",
-	"geosearchstore",
-	"xack",
-	"xadd",
-	"xautoclaim",
-	"xclaim",
-	"xdel",
-	"xgroup",
-	"xinfo",
-	"xlen",
-	"xpending",
-	"xrange",
-	"xread",
-	"xreadgroup",
-	"xrevrange",
-	"xtrim",
-	"echo",
-	"ping",
-	"lastsave",
-	"memory",
-	"save",
-	"bgsave",
-	"role",
-	"slowlog",
-	"latency",
-	"lolwut",
-};
-
-#define N_REDIS_NAMES (sizeof redis_names / sizeof redis_names[0])
 
 /* One command as COMMAND describes it. */
 struct command_desc {
@@ -227,13 +33,9 @@ static void lower_copy(char *out, size_t cap, const char *name)
 	out[n] = '\0';
 }
 
-static bool desc_of_kv(const char *name, struct command_desc *d)
+static void desc_of_kv_command(const struct kv_command *c,
+			       struct command_desc *d)
 {
-	const struct kv_command *c =
-		kv_lookup((const uint8_t *)name, strlen(name));
-	if (c == NULL)
-		return false;
-	/* kv's local answers (PING, ECHO) are commands.c's. */
 	memset(d, 0, sizeof *d);
 	lower_copy(d->name, sizeof d->name, c->name);
 	d->arity = c->arity;
@@ -243,6 +45,15 @@ static bool desc_of_kv(const char *name, struct command_desc *d)
 	d->key_last = c->key_last;
 	d->key_step = c->key_step;
 	d->kv = true;
+}
+
+static bool desc_of_kv(const char *name, struct command_desc *d)
+{
+	const struct kv_command *c =
+		kv_lookup((const uint8_t *)name, strlen(name));
+	if (c == NULL)
+		return false;
+	desc_of_kv_command(c, d);
 	return true;
 }
 
@@ -265,8 +76,8 @@ static bool desc_at(size_t i, struct command_desc *d)
 	return false;
 }
 
-/* Calls fn on every command once: local ones, then kv's in Redis's
- * name order (a name both know is local). */
+/* Calls fn on every command once: local ones, then kv's in its table's
+ * order (a name both know is local). */
 static size_t each_command(void (*fn)(const struct command_desc *, void *),
 			   void *arg)
 {
@@ -275,16 +86,18 @@ static size_t each_command(void (*fn)(const struct command_desc *, void *),
 	for (size_t i = 0; desc_at(i, &d); i++, n++)
 		if (fn != NULL)
 			fn(&d, arg);
-	for (size_t i = 0; i < N_REDIS_NAMES; i++) {
+	const struct kv_command *c;
+	for (size_t i = 0; (c = kv_command_at(i)) != NULL; i++) {
 		const char *name;
 		int arity;
 		const char *flags;
 		bool local = false;
 		for (size_t k = 0; command_local_at(k, &name, &arity, &flags);
 		     k++)
-			local = local || strcasecmp(name, redis_names[i]) == 0;
-		if (local || !desc_of_kv(redis_names[i], &d))
+			local = local || strcasecmp(name, c->name) == 0;
+		if (local)
 			continue;
+		desc_of_kv_command(c, &d);
 		n++;
 		if (fn != NULL)
 			fn(&d, arg);
