@@ -70,12 +70,15 @@ def parse(text):
     [(name, labels, value)]}}. Fails on any line that is neither a comment
     nor a sample, a sample of a family without TYPE, or a family seen
     twice."""
-    families, current = {}, None
+    families, current, helped = {}, None, set()
     assert text.endswith("\n"), "the exposition ends with a newline"
     for line in text.split("\n")[:-1]:
         if line.startswith("# HELP "):
-            name = line.split(" ")[2]
-            assert name not in families, f"family {name} appears twice"
+            parts = line.split(" ", 3)
+            assert len(parts) == 4 and parts[3], f"empty HELP: {line!r}"
+            assert parts[2] not in families and parts[2] not in helped, \
+                f"family {parts[2]} appears twice"
+            helped.add(parts[2])
             continue
         if line.startswith("# TYPE "):
             parts = line.split(" ")
@@ -98,6 +101,7 @@ def parse(text):
         families[current]["samples"].append(
             (name, dict(LABEL.findall(labels)), float(value)))
     for name, f in families.items():
+        assert name in helped, f"family {name} has no HELP"
         assert f["samples"], f"family {name} has a TYPE and no sample"
         if f["type"] == "histogram":
             check_histogram(name, f["samples"])
