@@ -137,3 +137,53 @@ def test_flushdb_and_flushall(nodes):
         (("FLUSHALL", "SYNC"), True),
     ])
     assert run(leader.client(), "DBSIZE") == 0
+
+
+def test_options_errors_and_expiries(nodes):
+    """COPY's DB 0 and REPLACE, the size limit of SETRANGE, arity and
+    parse errors, and expiries that RENAME and COPY carry for a hash and
+    PSETEX sets in ms: Redis 7.0's replies, through a follower."""
+    cluster, leader, follower = nodes
+    p = "opt:"
+    a, b, h = p + "a", p + "b", p + "h"
+    check(follower.client(), [
+        (("SET", a, "1"), True),
+        (("SET", b, "2"), True),
+        (("COPY", a, b, "DB", "0"), 0),
+        (("COPY", a, b, "DB", "0", "REPLACE"), 1),
+        (("GET", b), b"1"),
+        (("COPY", a, b, "DB", "1"), "ERR: DB index is out of range"),
+        (("COPY", a, b, "DB", "x"), "ERR: value is not an integer or out "
+                                    "of range"),
+        (("COPY", a, b, "NOW"), "ERR: syntax error"),
+        # offset + length past proto-max-bulk-len (512 MB)
+        (("SETRANGE", a, str(512 * 1024 * 1024), "x"),
+         "ERR: string exceeds maximum allowed size (proto-max-bulk-len)"),
+        (("SETRANGE", p + "none", "5", ""), 0),
+        (("EXISTS", p + "none"), 0),
+        (("GETRANGE", a, "x", "1"), "ERR: value is not an integer or out "
+                                    "of range"),
+        (("MSETNX", a, "1", b), "ERR: wrong number of arguments for "
+                                "'msetnx' command"),
+        (("SETEX", a, "0", "v"), "ERR: invalid expire time in 'setex' "
+                                 "command"),
+        (("SET", a, "abc"), True),
+        (("INCRBYFLOAT", a, "1"), "ERR: value is not a valid float"),
+        (("SET", a, "-1.5"), True),
+        (("INCRBYFLOAT", a, "1.5"), 0.0),
+        (("GET", a), b"0"),  # "-0" is written "0"
+        (("HSET", h, "f", "v"), 1),
+        (("EXPIRE", h, "100"), 1),
+        (("RENAME", h, p + "h2"), True),
+        (("TTL", p + "h2"), about_100),
+        (("COPY", p + "h2", p + "h3"), 1),
+        (("TTL", p + "h3"), about_100),
+        (("TYPE", p + "h3"), "hash"),
+        (("SETEX", p + "h3", "100", "s"), True),  # replaces the hash
+        (("TYPE", p + "h3"), "string"),
+        (("PSETEX", b, "100000", "v"), True),
+        (("PTTL", b), lambda ms: 90000 <= ms <= 100000),
+        (("RENAMENX", a, a), 0),
+        (("RENAME", a, a), True),
+    ])
+    same_everywhere(cluster, [a, b, p + "h2", p + "h3"])
