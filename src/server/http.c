@@ -14,7 +14,6 @@
  * its request, answers every request with "Connection: close", and
  * refuses everything else with a short 4xx.
  */
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,17 +21,16 @@
 
 #include "address.h"
 #include "baton/assert.h"
+#include "http_request.h"
 #include "log.h"
 #include "server.h"
 
-#define HTTP_HEADERS_MAX 8192u
 #define HTTP_CONNS_MAX 64u
 #define HTTP_DEADLINE_MS 5000u
 /* After the answer: how long unread bytes are drained before the close
  * (closing with bytes unread would reset the connection and could lose
  * the answer on its way). */
 #define HTTP_LINGER_MS 1000u
-#define HTTP_MAX_LAG_DEFAULT 1000u
 
 struct http_conn {
 	struct http *h;
@@ -158,35 +156,6 @@ static void answer_text(struct http_conn *c, int code, const char *text)
 	answer(c, code, "text/plain; charset=utf-8", text, strlen(text));
 }
 
-/* "max_lag=N" in a query of '&'-separated pairs; other keys are ignored.
- * False for a max_lag that is not a number. */
-static bool query_max_lag(const char *q, size_t len, uint64_t *max_lag)
-{
-	*max_lag = HTTP_MAX_LAG_DEFAULT;
-	size_t i = 0;
-	while (i < len) {
-		size_t end = i;
-		while (end < len && q[end] != '&')
-			end++;
-		if (end - i > 8 && memcmp(q + i, "max_lag=", 8) == 0) {
-			uint64_t v = 0;
-			size_t k = i + 8;
-			if (k == end || end - k > 18)
-				return false;
-			for (; k < end; k++) {
-				if (!isdigit((unsigned char)q[k]))
-					return false;
-				v = v * 10 + (uint64_t)(q[k] - '0');
-			}
-			*max_lag = v;
-		} else if (end - i >= 7 && memcmp(q + i, "max_lag", 7) == 0) {
-			return false;
-		}
-		i = end + 1;
-	}
-	return true;
-}
-
 static void serve(struct http_conn *c, const char *path, size_t path_len,
 		  const char *query, size_t query_len)
 {
@@ -202,7 +171,7 @@ static void serve(struct http_conn *c, const char *path, size_t path_len,
 	}
 	if (path_len == 7 && memcmp(path, "/health", 7) == 0) {
 		uint64_t max_lag;
-		if (!query_max_lag(query, query_len, &max_lag)) {
+		if (!http_query_max_lag(query, query_len, &max_lag)) {
 			answer_text(c, 400,
 				    "bad request: max_lag must be a number of "
 				    "entries, as in /health?max_lag=1000\n");
@@ -224,114 +193,16 @@ static void serve(struct http_conn *c, const char *path, size_t path_len,
 		    "/health\n");
 }
 
-static bool is_token_char(char ch)
-{
-	return isalnum((unsigned char)ch) || strchr("!#$%&'*+-.^_`|~", ch);
-}
-
-/* Header lines (between the request line and the blank line): each
- * "name: value" with a token name and no control characters but tab.
- * Sets *body when it announces a body (Content-Length above 0 or a
- * Transfer-Encoding). */
-static bool headers_valid(const char *p, const char *end, bool *body)
-{
-	*body = false;
-	while (p < end) {
-		const char *eol = memchr(p, '\n', (size_t)(end - p));
-		if (eol == NULL)
-			eol = end;
-		const char *line_end =
-			eol > p && eol[-1] == '\r' ? eol - 1 : eol;
-		if (line_end == p)
-			return true; /* the blank line that ends them */
-		const char *colon = memchr(p, ':', (size_t)(line_end - p));
-		if (colon == NULL || colon == p)
-			return false;
-		for (const char *q = p; q < colon; q++)
-			if (!is_token_char(*q))
-				return false;
-		for (const char *q = colon + 1; q < line_end; q++)
-			if ((unsigned char)*q < 0x20 && *q != '\t')
-				return false;
-		size_t name_len = (size_t)(colon - p);
-		const char *v = colon + 1;
-		while (v < line_end && (*v == ' ' || *v == '\t'))
-			v++;
-		if (name_len == 17 &&
-		    strncasecmp(p, "Transfer-Encoding", 17) == 0)
-			*body = true;
-		if (name_len == 14 &&
-		    strncasecmp(p, "Content-Length", 14) == 0 &&
-		    !(line_end - v == 1 && *v == '0'))
-			*body = true;
-		p = eol + 1;
-	}
-	return true;
-}
-
 /* The request line and headers are in c->in[0, head_len). */
 static void handle(struct http_conn *c, size_t head_len)
 {
-	const char *p = c->in, *end = c->in + head_len;
-	const char *eol = memchr(p, '\n', head_len);
-	BATON_ASSERT(eol != NULL);
-	const char *line_end = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
-	/* METHOD SP TARGET SP HTTP/1.x */
-	const char *sp1 = memchr(p, ' ', (size_t)(line_end - p));
-	const char *sp2 =
-		sp1 != NULL ? memchr(sp1 + 1, ' ', (size_t)(line_end - sp1 - 1))
-			    : NULL;
-	if (sp1 == NULL || sp2 == NULL || sp1 == p || sp2 == sp1 + 1 ||
-	    line_end - sp2 - 1 != 8 ||
-	    (memcmp(sp2 + 1, "HTTP/1.1", 8) != 0 &&
-	     memcmp(sp2 + 1, "HTTP/1.0", 8) != 0)) {
-		answer_text(c, 400,
-			    "bad request: expected 'GET /metrics "
-			    "HTTP/1.1'\n");
+	struct http_request req;
+	int code = http_request_parse(c->in, head_len, &req);
+	if (code != 200) {
+		answer_text(c, code, req.why);
 		return;
 	}
-	for (const char *q = p; q < sp1; q++)
-		if (!is_token_char(*q)) {
-			answer_text(c, 400, "bad request: bad method\n");
-			return;
-		}
-	const char *target = sp1 + 1;
-	for (const char *q = target; q < sp2; q++)
-		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f) {
-			answer_text(c, 400, "bad request: bad target\n");
-			return;
-		}
-	bool body;
-	if (!headers_valid(eol + 1, end, &body)) {
-		answer_text(c, 400, "bad request: malformed header line\n");
-		return;
-	}
-	if (sp1 - p != 3 || memcmp(p, "GET", 3) != 0) {
-		answer_text(c, 405, "method not allowed: only GET\n");
-		return;
-	}
-	if (body) {
-		answer_text(c, 413, "a GET takes no body\n");
-		return;
-	}
-	const char *q = memchr(target, '?', (size_t)(sp2 - target));
-	size_t path_len = (size_t)((q != NULL ? q : sp2) - target);
-	serve(c, target, path_len, q != NULL ? q + 1 : "",
-	      q != NULL ? (size_t)(sp2 - q - 1) : 0);
-}
-
-/* The end of the headers (after the blank line), or 0 if not yet. */
-static size_t headers_end(const char *in, size_t len)
-{
-	for (size_t i = 0; i + 1 < len; i++) {
-		if (in[i] != '\n')
-			continue;
-		if (in[i + 1] == '\n')
-			return i + 2;
-		if (i + 2 < len && in[i + 1] == '\r' && in[i + 2] == '\n')
-			return i + 3;
-	}
-	return 0;
+	serve(c, req.path, req.path_len, req.query, req.query_len);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
@@ -358,7 +229,7 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 		return;
 	size_t scan_from = c->len > 2 ? c->len - 2 : 0;
 	c->len += (size_t)n;
-	size_t head_len = headers_end(c->in + scan_from, c->len - scan_from);
+	size_t head_len = http_head_end(c->in + scan_from, c->len - scan_from);
 	if (head_len != 0) {
 		handle(c, scan_from + head_len);
 		return;
