@@ -441,6 +441,11 @@ static void kv_sequence(uint8_t version, struct baton_buf *seq)
 		CMD("MSETNX", "m", "1", "o", "2"),
 		CMD("INCRBYFLOAT", "m", "0.5"),
 		CMD("GETDEL", "o"),
+		CMD("SETNX", "n", "1"),
+		CMD("PSETEX", "p", "1500", "v"),
+		CMD("RENAMENX", "p", "q"),
+		CMD("UNLINK", "n", "q"),
+		CMD("FLUSHDB", "ASYNC"),
 	};
 	size_t n_hash_cmds = sizeof hash_cmds / sizeof hash_cmds[0];
 	for (size_t i = 0; version >= 3 && i < n_hash_cmds; i++) {
