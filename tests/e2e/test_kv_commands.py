@@ -187,3 +187,33 @@ def test_options_errors_and_expiries(nodes):
         (("RENAME", a, a), True),
     ])
     same_everywhere(cluster, [a, b, p + "h2", p + "h3"])
+
+
+def test_in_a_transaction_and_under_watch(nodes):
+    """The new writes queue and run in MULTI/EXEC as Redis runs them, and a
+    RENAME of a watched key aborts the watcher's EXEC (through a
+    follower)."""
+    cluster, leader, follower = nodes
+    p = "txn:"
+    c = follower.client()
+    pipe = c.pipeline(transaction=True)
+    pipe.setnx(p + "a", "1")
+    pipe.execute_command("SETEX", p + "b", "100", "x")
+    pipe.execute_command("SETRANGE", p + "b", "2", "yz")
+    pipe.execute_command("GETRANGE", p + "b", "0", "-1")
+    pipe.execute_command("INCRBYFLOAT", p + "a", "0.25")
+    pipe.execute_command("RENAME", p + "b", p + "c")
+    pipe.execute_command("COPY", p + "c", p + "d")
+    pipe.execute_command("GETDEL", p + "a")
+    got = retry(pipe.execute, what="MULTI/EXEC")
+    assert got == [True, True, 4, "x\x00yz", 1.25, True, 1, "1.25"], got
+
+    watcher = c.pipeline(transaction=True)
+    watcher.watch(p + "d")
+    run(leader.client(), "RENAME", p + "d", p + "e")
+    watcher.multi()
+    watcher.set(p + "d", "mine")
+    with pytest.raises(redis.WatchError):
+        watcher.execute()
+    assert run(c, "EXISTS", p + "d") == 0
+    assert run(c, "TTL", p + "e") > 0
