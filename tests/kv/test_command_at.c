@@ -132,3 +132,94 @@ Test(command_at, down_to_2_after_the_new_commands)
 	baton_buf_free(&a);
 	baton_buf_free(&b);
 }
+
+/* Logged under version 3, applied after a downgrade's entry: every node
+ * replies the gate's -ERR and the map does not change. */
+Test(command_at, new_writes_in_the_log_under_version_2_are_no_ops)
+{
+	static const char *const lines[][5] = {
+		{"SETEX", "a", "10", "v", NULL},   {"RENAME", "k", "b", NULL},
+		{"COPY", "k", "c", NULL},	   {"FLUSHDB", NULL},
+		{"INCRBYFLOAT", "k", "1.5", NULL}, {"UNLINK", "k", NULL},
+	};
+	struct baton_kv *kv = kvt_new();
+	/* Machine time at the refused entries' stamp already: only the
+	 * map could differ. */
+	kvt_use(2, T0 + 5);
+	RUN(kv, "SET k 1", "+OK\r\n");
+	struct baton_buf p = {0}, r = {0}, before = {0}, after = {0};
+	kvt_snapshot(kv, &before);
+	for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+		const uint8_t *argv[5];
+		size_t lens[5];
+		int argc = 0;
+		for (; lines[i][argc] != NULL; argc++) {
+			argv[argc] = (const uint8_t *)lines[i][argc];
+			lens[argc] = strlen(lines[i][argc]);
+		}
+		baton_buf_reset(&p);
+		baton_buf_reset(&r);
+		cr_assert_eq(kv_encode_v2(T0 + 5, argc, argv, lens, &p), 0);
+		cr_assert_eq(kv_apply(kv, (struct baton_machine_version){2},
+				      p.data, p.len, &r),
+			     0);
+		cr_assert_eq(baton_buf_append(&r, "", 1), 0);
+		cr_assert(strstr((const char *)r.data,
+				 "needs machine version 3; the effective "
+				 "machine version is 2") != NULL,
+			  "%s: %s", lines[i][0], (const char *)r.data);
+	}
+	kvt_snapshot(kv, &after);
+	cr_assert_eq(before.len, after.len);
+	cr_assert_eq(memcmp(before.data, after.data, before.len), 0);
+	RUN(kv, "GET k", "$1\r\n1\r\n");
+	baton_buf_free(&p);
+	baton_buf_free(&r);
+	baton_buf_free(&before);
+	baton_buf_free(&after);
+	kv_destroy(kv);
+}
+
+/* What docs/kv.md says differs from Redis's order: kv_check refuses these
+ * before the map is read, so a hash gets that error, not WRONGTYPE. */
+Test(command_at, errors_refused_before_the_map_is_read)
+{
+	struct baton_kv *kv = kvt_new();
+	kvt_use(3, T0);
+	RUN(kv, "HSET h f v", ":1\r\n");
+	RUN(kv, "INCRBYFLOAT h x", "-ERR value is not a valid float\r\n");
+	RUN(kv, "SETRANGE h 536870912 x",
+	    "-ERR string exceeds maximum allowed size "
+	    "(proto-max-bulk-len)\r\n");
+	/* The largest offset that still fits is only refused by the type. */
+	RUN(kv, "SETRANGE h 536870911 x",
+	    "-WRONGTYPE Operation against a key holding the wrong kind of "
+	    "value\r\n");
+	kv_destroy(kv);
+}
+
+/* INCRBYFLOAT's text at the edges of long double: the longest text
+ * (thousands of digits, no exponent, as %.17Lf writes it) and an
+ * overflow refused with the map unchanged. */
+Test(command_at, incrbyfloat_at_the_edges_of_long_double)
+{
+	struct baton_kv *kv = kvt_new();
+	kvt_use(3, T0);
+	const char *got = kvt_run(kv, "INCRBYFLOAT f 1e4000");
+	cr_assert(strncmp(got, "$400", 4) == 0, "%.20s", got);
+	cr_assert_null(strchr(got + 4, 'e'), "no exponent in the text");
+	RUN(kv, "SET big 1e4932", "+OK\r\n");
+	RUN(kv, "INCRBYFLOAT big 1e4932",
+	    "-ERR increment would produce NaN or Infinity\r\n");
+	RUN(kv, "GET big", "$6\r\n1e4932\r\n");
+	RUN(kv, "INCRBYFLOAT big 1e5000",
+	    "-ERR value is not a valid float\r\n");
+	RUN(kv, "INCRBYFLOAT big -inf",
+	    "-ERR increment would produce NaN or Infinity\r\n");
+	RUN(kv, "INCRBYFLOAT n 0x10", "$2\r\n16\r\n"); /* strtold's hex */
+	const char *spaced[] = {"INCRBYFLOAT", "n", " 1"};
+	size_t spaced_lens[] = {11, 1, 2};
+	cr_assert_str_eq(kvt_runv(kv, 3, spaced, spaced_lens),
+			 "-ERR value is not a valid float\r\n");
+	kv_destroy(kv);
+}
