@@ -100,6 +100,11 @@ int http_request_parse(const char *head, size_t head_len,
 		if (!is_token_char(*q))
 			return refuse(out, 400, "bad request: bad method\n");
 	const char *target = sp1 + 1;
+	/* Origin form only ("/metrics"): no absolute URI, no "*". */
+	if (target >= sp2 || *target != '/')
+		return refuse(out, 400,
+			      "bad request: the target must be a path such as "
+			      "/metrics\n");
 	for (const char *q = target; q < sp2; q++)
 		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
 			return refuse(out, 400, "bad request: bad target\n");

@@ -377,6 +377,20 @@ static void resp_seeds(void)
 		seed("resp_reply", name, -1, (const uint8_t *)replies[i],
 		     strlen(replies[i]));
 	}
+	/* The metrics port's request heads: served, refused, half sent. */
+	static const char *const heads[] = {
+		"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /health?max_lag=10 HTTP/1.0\r\n\r\n",
+		"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+		"GET /health HTTP/1.1\nTransfer-Encoding: chunked\n\n",
+		"GET /x HTTP/1.1\r\nHost: x\r\n",
+	};
+	for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "head-%zu", i);
+		seed("http_request", name, -1, (const uint8_t *)heads[i],
+		     strlen(heads[i]));
+	}
 }
 
 /* ---- the state machine: payloads and snapshots --------------------------- */

@@ -89,6 +89,11 @@ Test(http_request, malformed_heads_are_400)
 		"GET /metrics HTTP/1.1\r\n: empty name\r\n\r\n",
 		"GET /metrics HTTP/1.1\r\nBad Name: x\r\n\r\n",
 		"GET /metrics HTTP/1.1\r\nX: a\x01z\r\n\r\n",
+		/* Only a path is a target here (the fuzz target found
+		 * "GET ohealth" served as a path). */
+		"GET metrics HTTP/1.1\r\n\r\n",
+		"GET * HTTP/1.1\r\n\r\n",
+		"GET http://x/metrics HTTP/1.1\r\n\r\n",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		struct http_request r;
