@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 
 import redis
 
@@ -19,10 +20,12 @@ SCRIPT = REPO / "scripts" / "run-cluster"
 
 
 def free_base_port():
-    """A base port P with P..P+2 and P+1000..P+1002 all free."""
+    """A base port P with P..P+2, P+1000..P+1002 and P+2000..P+2002 (the
+    metrics ports) all free."""
     for _ in range(50):
         base = random.randrange(20000, 50000)
-        ports = [base + i for i in (0, 1, 2, 1000, 1001, 1002)]
+        ports = [base + i for i in (0, 1, 2, 1000, 1001, 1002, 2000, 2001,
+                                    2002)]
         try:
             socks = []
             for p in ports:
@@ -77,6 +80,12 @@ def test_run_cluster_starts_reports_and_cleans_up_on_ctrl_c(tmp_path):
                         decode_responses=True)
         assert retry(lambda: c.set("k", "v"))
         assert retry(lambda: c.get("k")) == "v"
+        # Every node serves its metrics and health over HTTP.
+        for port in (base + 2000, base + 2001, base + 2002):
+            assert f"metrics {HOST}:{port}" in text, text
+            body = urllib.request.urlopen(
+                f"http://{HOST}:{port}/metrics", timeout=5).read().decode()
+            assert "\nbaton_commit_index " in body, body[:500]
 
         # A second cluster on the same ports is refused, clearly.
         p2, out2 = start_script(base, tmp_path)
