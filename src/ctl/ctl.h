@@ -1,5 +1,6 @@
 /*
- * batonctl: the command-line client for a baton cluster (docs/batond.md).
+ * batonctl: the command-line client for a baton cluster (docs/batonctl.md;
+ * the admin commands it sends are in docs/batond.md).
  *
  * It speaks RESP to batond's client port through hiredis: the admin
  * commands (BATON.NODE, BATON.MEMBERS, BATON.ADD, ...) whose replies are
