@@ -1,12 +1,12 @@
 /*
- * --metrics HOST:PORT: a small, strict HTTP/1.1 server for GET /metrics
- * and GET /health (docs/metrics.md).
+ * --metrics HOST:PORT: a small, strict HTTP/1.1 server for GET /metrics,
+ * GET /health and GET /ready (docs/metrics.md).
  *
  * Why written here and not a library (libmicrohttpd, say): the figures
  * live on the node's libuv loop, and a library would bring its own
  * threads, so every scrape would need locks around state the loop owns;
  * here the handler runs on that one loop, reads the state directly, and
- * needs no lock. Two GET paths need a few hundred lines, not a general
+ * needs no lock. Three GET paths need a few hundred lines, not a general
  * HTTP stack, and what is not written cannot be attacked: the port is
  * reachable by whoever reaches the node, so the handler accepts only a
  * request line and headers of bounded size (HTTP_HEADERS_MAX), holds at
@@ -169,7 +169,8 @@ static void serve(struct http_conn *c, const char *path, size_t path_len,
 		baton_buf_free(&body);
 		return;
 	}
-	if (path_len == 7 && memcmp(path, "/health", 7) == 0) {
+	bool ready = path_len == 6 && memcmp(path, "/ready", 6) == 0;
+	if (ready || (path_len == 7 && memcmp(path, "/health", 7) == 0)) {
 		uint64_t max_lag;
 		if (!http_query_max_lag(query, query_len, &max_lag)) {
 			answer_text(c, 400,
@@ -179,7 +180,7 @@ static void serve(struct http_conn *c, const char *path, size_t path_len,
 		}
 		struct baton_buf body;
 		baton_buf_init(&body);
-		bool ok = metrics_health(s, max_lag, &body);
+		bool ok = metrics_health(s, max_lag, !ready, &body);
 		if (ok)
 			answer_text(c, 200, "ok\n");
 		else
@@ -189,8 +190,8 @@ static void serve(struct http_conn *c, const char *path, size_t path_len,
 		return;
 	}
 	answer_text(c, 404,
-		    "not found: this port serves /metrics and "
-		    "/health\n");
+		    "not found: this port serves /metrics, /health and "
+		    "/ready\n");
 }
 
 /* The request line and headers are in c->in[0, head_len). */
@@ -301,7 +302,7 @@ int http_start(struct server *s)
 		http_stop(s);
 		return BATON_EIO;
 	}
-	LOG_INFO("serving /metrics and /health on %s", s->cfg.metrics);
+	LOG_INFO("serving /metrics, /health and /ready on %s", s->cfg.metrics);
 	return 0;
 }
 

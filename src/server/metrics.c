@@ -431,7 +431,8 @@ void metrics_render(struct server *s, struct baton_buf *b)
 /* ---- /health ------------------------------------------------------------- */
 
 /* The same words as batonctl health (src/ctl/health.c). */
-bool metrics_health(struct server *s, uint64_t max_lag, struct baton_buf *b)
+bool metrics_health(struct server *s, uint64_t max_lag, bool members,
+		    struct baton_buf *b)
 {
 	BATON_ASSERT(s->metrics != NULL);
 	static struct baton_node_status st;
@@ -462,7 +463,7 @@ bool metrics_health(struct server *s, uint64_t max_lag, struct baton_buf *b)
 		    needs ? "needs-upgrade: " : "", me,
 		    needs ? "stopped" : "stalled", st.stalled_index,
 		    st.stalled_why);
-	if (st.raft.role == BATON_LEADER) {
+	if (members && st.raft.role == BATON_LEADER) {
 		uint64_t now = uv_now(s->loop);
 		uint64_t bound = (uint64_t)METRICS_DOWN_TIMEOUTS *
 				 s->cfg.election_timeout_ms;

@@ -358,8 +358,11 @@ void metrics_tick(struct server *s);
 /* The Prometheus text (format 0.0.4), appended to b. */
 void metrics_render(struct server *s, struct baton_buf *b);
 /* True when healthy; else one line per reason appended to b (the words of
- * batonctl health); lag above max_lag entries is a reason. */
-bool metrics_health(struct server *s, uint64_t max_lag, struct baton_buf *b);
+ * batonctl health). With members (/health), a leader also speaks for the
+ * members it replicates to: one down, or lagging by more than max_lag
+ * entries, is a reason; without (/ready) only this node's own state counts. */
+bool metrics_health(struct server *s, uint64_t max_lag, bool members,
+		    struct baton_buf *b);
 
 /* ---- command_table.c ---- */
 /* COMMAND [COUNT | INFO name... | DOCS [name...] | LIST] from the kv

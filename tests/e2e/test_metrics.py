@@ -1,6 +1,7 @@
-"""batond --metrics: Prometheus /metrics and HTTP /health on a real 3-node
-cluster (docs/metrics.md), the endpoint's refusals of bad requests, and the
-Grafana dashboard's metric names (docs/grafana-baton.json)."""
+"""batond --metrics: Prometheus /metrics and HTTP /health and /ready on a
+real 3-node cluster (docs/metrics.md), the endpoint's refusals of bad
+requests, and the Grafana dashboard's metric names
+(docs/grafana-baton.json)."""
 import http.client
 import json
 import math
@@ -348,12 +349,12 @@ def test_grafana_dashboard_uses_only_exported_names(metrics_cluster):
                 f"{name} (in {e!r}) is not exported"
 
 
-def wait_health(port, want, timeout=LEADER_TIMEOUT_S):
-    d = Deadline(timeout, f"/health to say {want!r}")
+def wait_health(port, want, timeout=LEADER_TIMEOUT_S, path="/health"):
+    d = Deadline(timeout, f"{path} to say {want!r}")
     body = ""
     while not d.expired():
         try:
-            status, body = get(port, "/health")
+            status, body = get(port, path)
             if status == 503 and want in body:
                 return body
         except (OSError, http.client.HTTPException) as e:
@@ -371,8 +372,13 @@ def test_health_names_a_down_member_and_a_lost_leader(tmp_path):
         body = wait_health(mports[leader.id],
                            f"member {followers[0].id} down")
         assert body.endswith("\n")
+        # /ready is this node's own state only: the leader still serves,
+        # so a load balancer keeps sending it clients.
+        assert get(mports[leader.id], "/ready") == (200, "ok\n")
+        assert get(mports[followers[1].id], "/ready") == (200, "ok\n")
         # The survivor whose peers are all gone has no leader.
         leader.kill9()
         wait_health(mports[followers[1].id], "no leader")
+        wait_health(mports[followers[1].id], "no leader", path="/ready")
     finally:
         c.stop_all()
