@@ -76,18 +76,24 @@ def rolling_target():
     raise AssertionError("no release of the table rolls from an older one")
 
 
-def sanitized_build():
-    """Whether the binaries were built with sanitizers (make sanitize):
-    ASan keeps freed memory in quarantine (256 MiB by default), which
-    memory bounds must allow for."""
+def build_sanitizers():
+    """The build's sanitizers ("address,undefined" under make sanitize), or
+    "": a program linked against its libraries must use them too."""
     cache = build_dir() / "CMakeCache.txt"
     try:
         for line in cache.read_text().splitlines():
             if line.startswith("BATON_SANITIZE:"):
-                return line.split("=", 1)[1].strip() != ""
+                return line.split("=", 1)[1].strip()
     except OSError:
         pass
-    return False
+    return ""
+
+
+def sanitized_build():
+    """Whether the binaries were built with sanitizers (make sanitize):
+    ASan keeps freed memory in quarantine (256 MiB by default), which
+    memory bounds must allow for."""
+    return build_sanitizers() != ""
 
 
 ASAN_QUARANTINE_MIB = 256

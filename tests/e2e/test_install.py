@@ -19,8 +19,9 @@ import pytest
 import redis
 
 from conftest import (HOST, LEADER_TIMEOUT_S, POLL_S, READY_TIMEOUT_S,
-                      STOP_GRACE_S, Deadline, _die_with_parent, build_dir,
-                      free_ports, make_secret_file, release_table)
+                      STOP_GRACE_S, Deadline, _die_with_parent,
+                      build_dir, build_sanitizers, free_ports,
+                      make_secret_file, release_table)
 
 BINARIES = ["batond", "batonctl", "baton-relay", "baton-lincheck"]
 WITH_VERSION = ["batond", "batonctl", "baton-relay"]
@@ -122,6 +123,10 @@ def test_headers_library_and_pkg_config(prefix, tmp_path):
                    '\tputs(baton_release_format(baton_release_current()'
                    "->release, r));\n\treturn 0;\n}\n")
     exe = tmp_path / "release"
+    # A sanitized build installs an instrumented library: link it alike.
+    sanitizers = build_sanitizers()
+    if sanitizers:
+        flags.append(f"-fsanitize={sanitizers}")
     r = subprocess.run([cc, "-std=c11", str(src), "-o", str(exe)] + flags,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
