@@ -89,12 +89,17 @@ static void section_clients(struct info_ctx *c)
 	    c->s->n_clients, c->s->cfg.max_clients);
 }
 
+static uint64_t memory_rss(void);
+
 /* The process's heap in use (malloc's count, as Redis's used_memory is
- * its allocator's) and resident set (/proc/self/statm). */
+ * its allocator's) and resident set (/proc/self/statm). An allocator that
+ * does not fill mallinfo2 (a sanitizer's) leaves the resident set as the
+ * best figure: used_memory is never 0 in a running process. */
 static uint64_t memory_used(void)
 {
 	struct mallinfo2 mi = mallinfo2();
-	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+	uint64_t used = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+	return used > 0 ? used : memory_rss();
 }
 
 static uint64_t memory_rss(void)
