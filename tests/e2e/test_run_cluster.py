@@ -23,7 +23,10 @@ def free_base_port():
     """A base port P with P..P+2, P+1000..P+1002 and P+2000..P+2002 (the
     metrics ports) all free."""
     for _ in range(50):
-        base = random.randrange(20000, 50000)
+        # Below the kernel's ephemeral ports (32768 and up on Linux), so
+        # that no outgoing connection of another test takes one of the
+        # nine between this check and the nodes' binds.
+        base = random.randrange(10000, 32768 - 2003)
         ports = [base + i for i in (0, 1, 2, 1000, 1001, 1002, 2000, 2001,
                                     2002)]
         try:
