@@ -11,6 +11,7 @@
 #ifndef BATON_BUF_H
 #define BATON_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,5 +46,13 @@ int baton_buf_reserve(struct baton_buf *b, size_t extra);
  * must not point into this buffer). Returns 0, or BATON_ENOMEM with the
  * buffer unchanged. */
 int baton_buf_append(struct baton_buf *b, const void *data, size_t len);
+
+/* Append the printf-style text (no terminating NUL). Returns 0, or
+ * BATON_ENOMEM (or BATON_EINVAL for a format error) with the buffer
+ * unchanged. */
+int baton_buf_printf(struct baton_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int baton_buf_vprintf(struct baton_buf *b, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 
 #endif /* BATON_BUF_H */

@@ -33,15 +33,10 @@ static void add(struct info_ctx *c, const char *fmt, ...)
 
 static void add(struct info_ctx *c, const char *fmt, ...)
 {
-	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(line, sizeof line, fmt, ap);
+	baton_buf_vprintf(c->b, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		baton_buf_append(c->b, line,
-				 (size_t)n < sizeof line ? (size_t)n
-							 : sizeof line - 1);
 }
 
 /* "1.50M", as Redis's bytesToHuman. */

@@ -163,15 +163,10 @@ static void out(struct baton_buf *b, const char *fmt, ...)
 
 static void out(struct baton_buf *b, const char *fmt, ...)
 {
-	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(line, sizeof line, fmt, ap);
+	baton_buf_vprintf(b, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		baton_buf_append(b, line,
-				 (size_t)n < sizeof line ? (size_t)n
-							 : sizeof line - 1);
 }
 
 static void family(struct baton_buf *b, const char *name, const char *type,

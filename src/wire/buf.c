@@ -1,5 +1,7 @@
 /* The growable byte buffer (buf.h). */
 #include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,4 +60,28 @@ int baton_buf_append(struct baton_buf *b, const void *data, size_t len)
 	memcpy(b->data + b->len, data, len);
 	b->len += len;
 	return 0;
+}
+
+int baton_buf_vprintf(struct baton_buf *b, const char *fmt, va_list ap)
+{
+	va_list again;
+	va_copy(again, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	int rv = n < 0 ? BATON_EINVAL : baton_buf_reserve(b, (size_t)n + 1);
+	if (rv == 0) {
+		/* Room for vsnprintf's NUL, which the length leaves out. */
+		vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, again);
+		b->len += (size_t)n;
+	}
+	va_end(again);
+	return rv;
+}
+
+int baton_buf_printf(struct baton_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rv = baton_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+	return rv;
 }
