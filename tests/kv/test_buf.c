@@ -53,3 +53,23 @@ Test(buf, impossible_sizes_fail_cleanly)
 	cr_assert_eq(b.data[0], 'x');
 	baton_buf_free(&b);
 }
+
+Test(buf, printf_appends_the_whole_text_without_its_nul)
+{
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(baton_buf_printf(&b, "a:%d\r\n", 42), 0);
+	cr_assert_eq(baton_buf_printf(&b, "%s", ""), 0);
+	cr_assert_eq(b.len, 6);
+	cr_assert(memcmp(b.data, "a:42\r\n", 6) == 0);
+	/* Longer than any fixed line buffer: nothing is cut. */
+	char long_text[5000];
+	memset(long_text, 'x', sizeof long_text - 1);
+	long_text[sizeof long_text - 1] = '\0';
+	cr_assert_eq(baton_buf_printf(&b, "<%s>", long_text), 0);
+	cr_assert_eq(b.len, 6 + 2 + sizeof long_text - 1);
+	cr_assert_eq(b.data[6], '<');
+	cr_assert_eq(b.data[b.len - 1], '>');
+	cr_assert_eq(b.data[b.len - 2], 'x');
+	baton_buf_free(&b);
+}
