@@ -445,13 +445,11 @@ static int run_append(struct baton_kv *kv, const struct kv__args *a,
 	return resp_int(reply, (int64_t)e->val_len);
 }
 
-static int run_mset(struct baton_kv *kv, const struct kv__args *a,
-		    struct baton_buf *reply)
+int kv__put_pairs(struct baton_kv *kv, const struct kv__args *a)
 {
 	size_t n = (size_t)(a->argc - 1) / 2;
 	struct kv__entry **fresh = calloc(n, sizeof *fresh);
-	int rv = fresh != NULL ? baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES)
-			       : BATON_ENOMEM;
+	int rv = fresh != NULL ? 0 : BATON_ENOMEM;
 	for (size_t i = 0; rv == 0 && i < n; i++) {
 		int k = 1 + 2 * (int)i;
 		fresh[i] = kv__entry_new(a->argv[k], a->lens[k], a->argv[k + 1],
@@ -459,17 +457,23 @@ static int run_mset(struct baton_kv *kv, const struct kv__args *a,
 		if (fresh[i] == NULL)
 			rv = BATON_ENOMEM;
 	}
-	if (rv != 0) {
+	if (rv == 0) /* nothing can fail from here on; later pairs win */
+		for (size_t i = 0; i < n; i++)
+			kv__table_put(&kv->table, fresh[i]);
+	else
 		for (size_t i = 0; fresh != NULL && i < n; i++)
 			kv__entry_free(fresh[i]);
-		free(fresh);
-		return rv;
-	}
-	/* Nothing can fail from here on. Later pairs win, as in Redis. */
-	for (size_t i = 0; i < n; i++)
-		kv__table_put(&kv->table, fresh[i]);
 	free(fresh);
-	return resp_simple(reply, "OK");
+	return rv;
+}
+
+static int run_mset(struct baton_kv *kv, const struct kv__args *a,
+		    struct baton_buf *reply)
+{
+	int rv = baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES);
+	if (rv == 0)
+		rv = kv__put_pairs(kv, a);
+	return rv != 0 ? rv : resp_simple(reply, "OK");
 }
 
 static int run_flushall(struct baton_kv *kv, const struct kv__args *a,

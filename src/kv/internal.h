@@ -487,6 +487,11 @@ struct baton_kv {
 	struct kv_migration mig;	     /* replicated, in snapshots */
 };
 
+/* MSET's and MSETNX's writes: every KEY VALUE pair of argv[1..] as a new
+ * string without expiry, all or nothing. 0, or BATON_ENOMEM with the map
+ * unchanged. */
+int kv__put_pairs(struct baton_kv *kv, const struct kv__args *a);
+
 /* The string and key commands of string_more.c (machine version 3). */
 int kv__run_getdel(struct baton_kv *kv, const struct kv__args *a,
 		   struct baton_buf *reply);

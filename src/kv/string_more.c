@@ -166,23 +166,7 @@ int kv__run_msetnx(struct baton_kv *kv, const struct kv__args *a,
 	for (int k = 1; k < a->argc; k += 2)
 		if (kv__find(kv, a, k) != NULL)
 			return resp_int(reply, 0);
-	size_t n = (size_t)(a->argc - 1) / 2;
-	struct kv__entry **fresh = calloc(n, sizeof *fresh);
-	rv = fresh != NULL ? 0 : BATON_ENOMEM;
-	for (size_t i = 0; rv == 0 && i < n; i++) {
-		int k = 1 + 2 * (int)i;
-		fresh[i] = kv__entry_new(a->argv[k], a->lens[k], a->argv[k + 1],
-					 a->lens[k + 1]);
-		if (fresh[i] == NULL)
-			rv = BATON_ENOMEM;
-	}
-	if (rv == 0) /* cannot fail from here on; later pairs win */
-		for (size_t i = 0; i < n; i++)
-			kv__table_put(&kv->table, fresh[i]);
-	else
-		for (size_t i = 0; fresh != NULL && i < n; i++)
-			kv__entry_free(fresh[i]);
-	free(fresh);
+	rv = kv__put_pairs(kv, a);
 	return rv != 0 ? rv : resp_int(reply, 1);
 }
 
