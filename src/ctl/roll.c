@@ -277,6 +277,20 @@ static bool wait_ready(struct roll *r, uint64_t id, char *why, size_t len)
 	return true;
 }
 
+/* Wait until some member reports leading; false at the step timeout. */
+static bool wait_leader(struct roll *r)
+{
+	uint64_t end =
+		roll_now_ns() + (uint64_t)r->step_timeout_s * 1000000000u;
+	while (r->view.leader == NULL) {
+		if (roll_now_ns() >= end)
+			return false;
+		roll_sleep_ms(ROLL_POLL_MS);
+		roll_refresh(r);
+	}
+	return true;
+}
+
 /* The voter to hand leadership to: up to date, applying, of the target
  * release if any is (the preferred release), the highest match. */
 static const struct roll_member *successor(struct roll *r, uint64_t leader)
@@ -383,6 +397,20 @@ static int roll_node(struct roll *r, size_t k)
 			 s->id, r->to_text);
 		return 0;
 	}
+	/* Mid-election (the majority release taking over, a leader that
+	 * just stepped down) no member reports leading, and the node may
+	 * win: wait for a leader before deciding whether to hand over. */
+	if (!wait_leader(r))
+		return roll_fail(r, s->id,
+				 "no member reports leading within %d s: "
+				 "not restarting node %" PRIu64
+				 " into a cluster without a leader",
+				 r->step_timeout_s, s->id);
+	m = roll_find(&r->view, s->id);
+	if (m == NULL)
+		return roll_fail(r, s->id,
+				 "node %" PRIu64 " is no longer a member",
+				 s->id);
 	if (r->view.leader == m) {
 		int rv = hand_over(r, s->id);
 		if (rv != 0)
@@ -390,12 +418,11 @@ static int roll_node(struct roll *r, size_t k)
 	} else if (s->led) {
 		const struct roll_member *l = r->view.leader;
 		struct roll_field f[] = {ROLL_F_NUM("from", s->id),
-					 l ? ROLL_F_NUM("to", l->id)
-					   : ROLL_F_RAW("to", "null")};
+					 ROLL_F_NUM("to", l->id)};
 		roll_emit(&r->out, "transfer", f, 2,
-			  "node %" PRIu64 " no longer leads (%s%" PRIu64
+			  "node %" PRIu64 " no longer leads (node %" PRIu64
 			  " does): no hand-over needed",
-			  s->id, l ? "node " : "no node; ", l ? l->id : 0);
+			  s->id, l->id);
 	}
 	char cmd[COMMAND_MAX], prefix[48], why[ROLL_REASON_MAX];
 	if (!expand(r, s->id, cmd, sizeof cmd))
