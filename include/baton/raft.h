@@ -288,6 +288,18 @@ enum baton_event_type {
 	 * version entry recording it. The state machine's half of validate
 	 * (can it convert down?) is the driver's, before it sends this. */
 	BATON_EVENT_DOWNGRADE = 13,
+	/* The driver's last connection to peer u.peer_closed.id closed (EOF,
+	 * reset, read error: the kernel closes a killed process's sockets).
+	 * A follower whose leader that is drops its leader contact (it no
+	 * longer counts as in lease) and, as a voter, stands for election
+	 * within a heartbeat interval instead of an election timeout: the
+	 * fast failure detection of docs/core.md. Only with pre_vote and
+	 * check_quorum both on (otherwise ignored): the pre-vote it starts
+	 * is refused by the leader and by every follower still in lease, so
+	 * a close while the leader lives disturbs nothing. BATON_EINVAL for
+	 * id 0. A peer that vanishes without a close is still caught by the
+	 * election timeout. */
+	BATON_EVENT_PEER_CLOSED = 14,
 };
 
 enum baton_downgrade_op {
@@ -346,6 +358,9 @@ struct baton_event {
 			uint32_t op; /* enum baton_downgrade_op */
 			struct baton_release target;
 		} downgrade;
+		struct {
+			baton_node_id id;
+		} peer_closed;
 	} u;
 };
 

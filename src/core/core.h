@@ -168,6 +168,9 @@ struct baton_raft {
 	/* Timers (absolute, in ms). */
 	uint64_t election_deadline_ms;
 	uint64_t leader_contact_ms; /* last message from a current leader */
+	/* The leader whose connection closed (BATON_EVENT_PEER_CLOSED),
+	 * while no leader is known since; 0: none. */
+	baton_node_id leader_closed;
 	uint64_t heartbeat_deadline_ms;
 	uint64_t quorum_check_deadline_ms;
 
@@ -258,6 +261,8 @@ void baton__campaign(struct baton_raft *r, bool pre_vote, bool transfer);
 void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m);
 void baton__recv_vote_result(struct baton_raft *r, const struct baton_msg *m);
 bool baton__in_lease(const struct baton_raft *r);
+/* BATON_EVENT_PEER_CLOSED: the connection to peer id closed. */
+void baton__peer_closed(struct baton_raft *r, baton_node_id id);
 
 /* ---- replication.c ----------------------------------------------------- */
 

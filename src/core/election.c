@@ -2,7 +2,9 @@
  * Roles, election timers and votes: pre-vote (a candidate first asks
  * whether it could win, without disturbing anyone's term) and leader
  * stickiness (a node that heard from a leader within the election timeout
- * ignores candidates, unless a leadership transfer asks otherwise).
+ * ignores candidates, unless a leadership transfer asks otherwise), and
+ * fast failure detection (a follower whose leader's connection closed
+ * stands within a heartbeat interval rather than an election timeout).
  */
 #include "core.h"
 
@@ -24,6 +26,69 @@ bool baton__in_lease(const struct baton_raft *r)
 		return true;
 	return r->o.check_quorum && r->leader_id != 0 &&
 	       r->now_ms < r->leader_contact_ms + r->o.election_timeout_ms;
+}
+
+/* ---- fast failure detection ----------------------------------------------
+ * A killed process's sockets are closed by its kernel, so its peers learn
+ * of the death at once; waiting out an election timeout then only costs
+ * time. A follower told its leader's connection closed forgets the leader
+ * (no lease left) and stands soon. Safety rests on pre-vote: the leader,
+ * if it lives, and every follower still in lease refuse, so a spurious
+ * close deposes nobody. The delay is random within a heartbeat interval,
+ * so that the followers, which learn of one death together, seldom split
+ * the vote. */
+
+/* Whether this node may stand now, as election_tick() will judge at its
+ * deadline: a voter, not stalled, not deferring under rule 2. */
+static bool may_stand_soon(const struct baton_raft *r)
+{
+	BATON_ASSERT(r->role != BATON_LEADER);
+	BATON_ASSERT(r->leader_id == 0);
+	return r->stalled_index == 0 &&
+	       baton__eligibility(r, NULL, 0) == BATON_ELIGIBLE;
+}
+
+/* Bring the election deadline in to a random point within a heartbeat
+ * interval from now (never later than it was). */
+static void stand_soon(struct baton_raft *r)
+{
+	BATON_ASSERT(r->o.heartbeat_interval_ms > 0);
+	BATON_ASSERT(r->leader_closed != 0 && r->leader_id == 0);
+	uint64_t at = r->now_ms + baton__random(r) % r->o.heartbeat_interval_ms;
+	if (at < r->election_deadline_ms)
+		r->election_deadline_ms = at;
+	BATON_ASSERT(r->election_deadline_ms <
+		     r->now_ms + r->o.heartbeat_interval_ms);
+}
+
+void baton__peer_closed(struct baton_raft *r, baton_node_id id)
+{
+	BATON_ASSERT(id != 0);
+	BATON_ASSERT(r->leader_closed == 0 || r->leader_id == 0);
+	/* Without pre-vote or leases a spurious close would depose a live
+	 * leader: then only the election timeout counts. */
+	if (!r->o.pre_vote || !r->o.check_quorum)
+		return;
+	if (r->role != BATON_FOLLOWER || r->leader_id != id || id == r->o.id)
+		return;
+	r->leader_id = 0;
+	r->leader_closed = id;
+	if (may_stand_soon(r))
+		stand_soon(r);
+	BATON_ASSERT(!baton__in_lease(r));
+}
+
+/* A voter that lost its leader to a close refused a pre-vote because its
+ * own log is ahead: the candidate has no lease either, so this node's own
+ * pre-vote, refused earlier by a voter then still in lease, may win now. */
+static void stand_after_refusal(struct baton_raft *r)
+{
+	BATON_ASSERT(r->role != BATON_LEADER);
+	BATON_ASSERT(r->leader_closed == 0 || r->leader_id == 0);
+	if (r->leader_closed == 0 || r->role == BATON_CANDIDATE ||
+	    !may_stand_soon(r))
+		return;
+	stand_soon(r);
 }
 
 static void leave_leadership(struct baton_raft *r)
@@ -223,6 +288,9 @@ void baton__recv_vote(struct baton_raft *r, const struct baton_msg *m)
 		/* Would we vote in the candidate's next term? */
 		granted = m->term > r->term && up_to_date &&
 			  (!baton__in_lease(r) || v->leadership_transfer);
+		if (!granted && r->role != BATON_LEADER &&
+		    !log_up_to_date(r, v->last_log_term, v->last_log_index))
+			stand_after_refusal(r);
 		struct baton_msg *reply =
 			baton__send(r, BATON_MSG_VOTE_RESULT, m->from);
 		if (reply == NULL)

@@ -486,6 +486,11 @@ static int dispatch(struct baton_raft *r, struct baton_event *ev)
 	case BATON_EVENT_DOWNGRADE:
 		return baton__downgrade(r, ev->u.downgrade.op,
 					ev->u.downgrade.target);
+	case BATON_EVENT_PEER_CLOSED:
+		if (ev->u.peer_closed.id == 0)
+			return BATON_EINVAL;
+		baton__peer_closed(r, ev->u.peer_closed.id);
+		return 0;
 	default:
 		return BATON_EINVAL;
 	}
@@ -608,6 +613,10 @@ int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
 	/* A bounded share of the last compaction's freeing per step. */
 	baton__log_collect(&r->log, BATON__LOG_COLLECT_PER_STEP);
 	int rv = dispatch(r, ev);
+	/* Any leader known again (heard from, or ourselves) ends the loss
+	 * a closed connection told us of. */
+	if (r->leader_id != 0)
+		r->leader_closed = 0;
 	finalize(r, out);
 	if (rv == 0 && r->alloc_failed)
 		rv = BATON_ENOMEM;

@@ -170,6 +170,8 @@ static void told_removed(void *data, baton_node_id by, const char *reason)
 static void peer_down(void *data, baton_node_id id)
 {
 	struct baton_node *n = data;
+	if (n->pipeline != NULL)
+		baton_pipeline_peer_closed(n->pipeline, id);
 	if (n->app.peer_down != NULL)
 		n->app.peer_down(n->app.data, id);
 }

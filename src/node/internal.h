@@ -115,6 +115,10 @@ struct baton_pipeline {
 	bool storage_failed_due; /* tell the driver at the next flush */
 	/* Removed from the cluster (baton_pipeline_retire). */
 	bool retired;
+	/* Peers whose connection closed while stepping (a send that failed
+	 * at once closes it): told to the core at the next flush. */
+	baton_node_id closed_due[BATON_MAX_MEMBERS];
+	uint32_t n_closed_due;
 
 	struct pl_write *writes, *writes_tail;
 

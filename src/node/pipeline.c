@@ -319,6 +319,37 @@ void baton_pipeline_receive(struct baton_pipeline *p, const struct baton_msg *m)
 	pl_step(p, &ev);
 }
 
+void baton_pipeline_peer_closed(struct baton_pipeline *p, baton_node_id id)
+{
+	BATON_ASSERT(id != 0);
+	if (p->retired)
+		return;
+	if (p->stepping) {
+		/* A send inside this step found the connection closed. A
+		 * full queue drops the news: the election timeout still
+		 * catches a dead leader. */
+		for (uint32_t i = 0; i < p->n_closed_due; i++)
+			if (p->closed_due[i] == id)
+				return;
+		if (p->n_closed_due < BATON_MAX_MEMBERS)
+			p->closed_due[p->n_closed_due++] = id;
+		return;
+	}
+	struct baton_event ev = {.type = BATON_EVENT_PEER_CLOSED};
+	ev.u.peer_closed.id = id;
+	pl_step(p, &ev);
+}
+
+static void flush_closed(struct baton_pipeline *p)
+{
+	baton_node_id due[BATON_MAX_MEMBERS];
+	uint32_t n = p->n_closed_due;
+	memcpy(due, p->closed_due, n * sizeof due[0]);
+	p->n_closed_due = 0;
+	for (uint32_t i = 0; i < n; i++)
+		baton_pipeline_peer_closed(p, due[i]);
+}
+
 void baton_pipeline_flush(struct baton_pipeline *p)
 {
 	BATON_ASSERT(!p->stepping);
@@ -327,6 +358,7 @@ void baton_pipeline_flush(struct baton_pipeline *p)
 		if (p->env.storage_failed != NULL)
 			p->env.storage_failed(p->env.data);
 	}
+	flush_closed(p);
 	pl_flush_requests(p);
 	if (p->storage_failed)
 		pl_snapshot_abandon(p, "the storage failed");

@@ -138,6 +138,10 @@ void baton_pipeline_tick(struct baton_pipeline *p);
 /* A message arrived; the driver has set m->from. */
 void baton_pipeline_receive(struct baton_pipeline *p,
 			    const struct baton_msg *m);
+/* The driver's last connection to peer `id` closed (EOF, reset, read
+ * error; not a partition, which closes nothing): the core's fast failure
+ * detection (BATON_EVENT_PEER_CLOSED). Ignored once retired. */
+void baton_pipeline_peer_closed(struct baton_pipeline *p, baton_node_id id);
 /* The storage has completions: poll them (release held messages, report
  * persistence to the core). */
 void baton_pipeline_storage_ready(struct baton_pipeline *p);

@@ -332,6 +332,9 @@ int fx_feed_request(struct baton_pipeline *p, const struct baton_event *ev,
 		return baton_pipeline_downgrade(p, ev->u.downgrade.op,
 						ev->u.downgrade.target,
 						request_done, NULL);
+	case BATON_EVENT_PEER_CLOSED:
+		baton_pipeline_peer_closed(p, ev->u.peer_closed.id);
+		return 0;
 	default:
 		*handled = false;
 		return 0;
