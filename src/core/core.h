@@ -171,6 +171,8 @@ struct baton_raft {
 	/* The leader whose connection closed (BATON_EVENT_PEER_CLOSED),
 	 * while no leader is known since; 0: none. */
 	baton_node_id leader_closed;
+	/* Campaigns since then on the short timer (election.c). */
+	uint32_t fast_campaigns;
 	uint64_t heartbeat_deadline_ms;
 	uint64_t quorum_check_deadline_ms;
 

@@ -615,8 +615,10 @@ int baton_raft_step(struct baton_raft *r, uint64_t now_ms,
 	int rv = dispatch(r, ev);
 	/* Any leader known again (heard from, or ourselves) ends the loss
 	 * a closed connection told us of. */
-	if (r->leader_id != 0)
+	if (r->leader_id != 0) {
 		r->leader_closed = 0;
+		r->fast_campaigns = 0;
+	}
 	finalize(r, out);
 	if (rv == 0 && r->alloc_failed)
 		rv = BATON_ENOMEM;

@@ -311,6 +311,7 @@ static void check_leader(struct sim_world *w, struct sim_node *n,
 		sim_trace(w, "node %llu is leader of term %llu",
 			  (unsigned long long)n->id,
 			  (unsigned long long)u->term);
+		sim_failover_leader(w, n, u->term);
 		check_leader_complete(w, n);
 		struct baton_raft_status s;
 		baton_raft_status(n->raft, &s);

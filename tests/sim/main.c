@@ -6,6 +6,7 @@
  *             [--jobs J]
  *   either with [--upgrade all|quorum] [--releases newest|mixed|oldest]
  *   [--election-policy version-aware|any] [--downgrades on|off]
+ *   [--failover]
  *
  * A failing seed prints the broken invariant and the command that replays
  * it; the same seed always produces the same run.
@@ -39,6 +40,7 @@ struct cli {
 	int start_releases;	  /* -1: the seed's */
 	uint32_t election_policy; /* 0: the seed's */
 	int downgrades;		  /* -1: the seed's, 0 off, 1 on */
+	bool failover;		  /* the failover scenario */
 };
 
 /* The seed being run, for the abort handler: a core assertion kills the
@@ -83,6 +85,12 @@ static void usage(void)
 		"(default: seed)\n"
 		"  --downgrades on|off explicit downgrades by the operator "
 		"(default: seed)\n"
+		"  --failover          the failover scenario: no other "
+		"faults; the leader\n"
+		"                      killed every 3 s (its peers see the "
+		"connection close),\n"
+		"                      each next leader owed within an "
+		"election timeout\n"
 		"  --stop-on-failure   stop at the first failing seed\n"
 		"  --jobs J            run the seeds in J processes (default "
 		"1)\n"
@@ -156,6 +164,8 @@ static int parse(int argc, char **argv, struct cli *c)
 			else
 				return -1;
 			i++;
+		} else if (strcmp(a, "--failover") == 0) {
+			c->failover = true;
 		} else if (strcmp(a, "--quiet") == 0) {
 			c->quiet = true;
 		} else if (strcmp(a, "--trace-hash") == 0) {
@@ -233,6 +243,10 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 	t->cancels += s->cancels;
 	t->downgrade_ends += s->downgrade_ends;
 	t->rules_steps += s->rules_steps;
+	t->closes += s->closes;
+	t->spurious_closes += s->spurious_closes;
+	t->fast_failovers += s->fast_failovers;
+	t->slow_failovers += s->slow_failovers;
 	if (s->leader_wait_per_mille > t->leader_wait_per_mille)
 		t->leader_wait_per_mille = s->leader_wait_per_mille;
 	if (s->majority_wait_per_mille > t->majority_wait_per_mille)
@@ -286,6 +300,41 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->rules_steps,
 	       (unsigned long long)s->leader_wait_per_mille,
 	       (unsigned long long)s->majority_wait_per_mille);
+	printf("%s: %llu crashes told by closed connections, %llu spurious "
+	       "closes; after a leader's death its peers heard of, %llu new "
+	       "leaders within an election timeout, %llu later\n",
+	       what, (unsigned long long)s->closes,
+	       (unsigned long long)s->spurious_closes,
+	       (unsigned long long)s->fast_failovers,
+	       (unsigned long long)s->slow_failovers);
+}
+
+/* The failover scenario: a calm cluster on the core's default timers whose
+ * leader is killed every 3 s, its peers told by closed connections; every
+ * next leader is owed within one election timeout (sim_failover_leader),
+ * which only the fast path can give (the timeout alone waits >= 900 ms). */
+static void failover_params(struct sim_params *p)
+{
+	struct baton_raft_options o;
+	baton_raft_options_default(&o);
+	p->election_timeout_ms = o.election_timeout_ms;
+	p->heartbeat_ms = o.heartbeat_interval_ms;
+	p->net_min_ms = 1;
+	p->net_max_ms = 5;
+	p->loss_per_mille = p->dup_per_mille = p->reorder_per_mille = 0;
+	p->nemesis_every_ms = 0;
+	p->member_every_ms = p->transfer_every_ms = 0;
+	p->upgrade_every_ms = p->downgrade_every_ms = 0;
+	p->start_releases = SIM_START_NEWEST;
+	p->blip_after_vote_per_mille = p->crash_on_commit_per_mille = 0;
+	p->crash_after_propose_per_mille = p->crash_on_election_per_mille = 0;
+	p->crash_on_first_commit_per_mille = 0;
+	p->fault_after_config_per_mille = p->crash_undurable_leader_per_mille =
+		0;
+	p->link_at_transfer_per_mille = p->member_after_election_per_mille = 0;
+	p->close_per_mille = 1000;
+	p->spurious_close_per_mille = 0;
+	p->failover_every_ms = 3000;
 }
 
 static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
@@ -301,6 +350,8 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		sim_params_swarm(&w->p, &params_rng);
 	else
 		sim_params_default(&w->p);
+	if (c->failover)
+		failover_params(&w->p);
 	if (c->nodes != 0)
 		w->p.n_nodes = c->nodes;
 	if (c->machine_upgrade != 0)
@@ -340,6 +391,21 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 			 (unsigned long long)w->p.min_proposals);
 		rv = 1;
 	}
+	/* The failover scenario: nothing else happens, so a next leader
+	 * later than an election timeout means the closes went unheeded. A
+	 * vote split between followers that stood together costs a few
+	 * retries, seldom more: one in ten is allowed. */
+	uint64_t fast = w->stats.fast_failovers, slow = w->stats.slow_failovers;
+	if (rv == 0 && c->failover &&
+	    (fast + slow < 5 || slow * 10 > fast + slow)) {
+		snprintf(w->failure, sizeof w->failure,
+			 "fast failover: of %llu leaders killed (their peers "
+			 "told), %llu were followed by a new leader only after "
+			 "an election timeout (%u ms)",
+			 (unsigned long long)(fast + slow),
+			 (unsigned long long)slow, w->p.election_timeout_ms);
+		rv = 1;
+	}
 	if (rv != 0) {
 		static const char *const starts[] = {" --releases newest",
 						     " --releases mixed",
@@ -350,10 +416,11 @@ static int run_seed(const struct cli *c, uint64_t seed, struct sim_stats *tot)
 		static const char *const downs[] = {" --downgrades off",
 						    " --downgrades on"};
 		printf("seed %llu FAILED at %llu ms (%u nodes): %s\n"
-		       "replay: build/baton-sim%s%s%s%s%s --seed %llu "
+		       "replay: build/baton-sim%s%s%s%s%s%s --seed %llu "
 		       "--verbose\n",
 		       (unsigned long long)seed, (unsigned long long)w->now_ms,
 		       w->p.n_nodes, w->failure, c->swarm ? " --swarm" : "",
+		       c->failover ? " --failover" : "",
 		       c->machine_upgrade == BATON_UPGRADE_ALL
 			       ? " --upgrade all"
 		       : c->machine_upgrade == BATON_UPGRADE_QUORUM

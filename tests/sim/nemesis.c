@@ -62,10 +62,103 @@ static void partition(struct sim_world *w)
 		     0, NULL);
 }
 
+/* ---- closed connections (fast failure detection) --------------------------
+ */
+
+void sim_crash_closes(struct sim_world *w, struct sim_node *n)
+{
+	if (w->done || !sim_chance(&w->rng, w->p.close_per_mille))
+		return;
+	uint32_t id = (uint32_t)n->id, told = 0, reachable = 0;
+	for (uint32_t i = 1; i <= w->n_ids; i++) {
+		if (i == id || !w->nodes[i].alive)
+			continue;
+		reachable++;
+		/* The FIN is lost across a cut link, as in a partition. */
+		if (w->blocked[id][i])
+			continue;
+		told++;
+		/* The FIN follows the data on the stream: after whatever
+		 * the link still carries in order. */
+		uint64_t at = w->now_ms + sim_range(&w->rng, w->p.net_min_ms,
+						    w->p.net_max_ms);
+		if (at < w->link_last_ms[id][i])
+			at = w->link_last_ms[id][i];
+		sim_schedule_close(w, at - w->now_ms, i, id);
+	}
+	w->stats.closes++;
+	sim_trace(w, "node %u's kernel closes its connections (%u peers told)",
+		  id, told);
+	/* A leader's death that every live peer hears of: the next leader
+	 * is timed against it. */
+	if (n->role == BATON_LEADER && sim_usable(w, n) && told == reachable &&
+	    told > 0) {
+		w->kill_watch = true;
+		w->kill_ms = w->now_ms;
+		w->kill_term = n->term;
+	}
+}
+
+/* A connection to the leader resets while both ends live: the follower
+ * must not depose it (pre-vote and the other followers' leases). */
+static void spurious_close(struct sim_world *w)
+{
+	struct sim_node *l = sim_find_leader(w);
+	struct sim_node *f = sim_random_alive(w);
+	if (l == NULL || f == NULL || f == l)
+		return;
+	w->stats.spurious_closes++;
+	sim_trace(w, "nemesis: node %llu's connection to leader %llu resets",
+		  (unsigned long long)f->id, (unsigned long long)l->id);
+	sim_schedule_close(w, sim_range(&w->rng, 0, w->p.net_max_ms),
+			   (uint32_t)f->id, (uint32_t)l->id);
+}
+
+void sim_failover_kill(struct sim_world *w)
+{
+	if (w->liveness)
+		return;
+	uint64_t every = w->p.failover_every_ms;
+	sim_schedule(w, every, EV_FAILOVER, 0, NULL);
+	struct sim_node *l = sim_find_leader(w);
+	if (l == NULL)
+		return;
+	sim_trace(w, "failover: kill -9 of leader %llu",
+		  (unsigned long long)l->id);
+	sim_node_crash(w, l);
+	sim_schedule(w, every / 2, EV_RESTART, (uint32_t)l->id, NULL);
+}
+
+void sim_failover_leader(struct sim_world *w, struct sim_node *n,
+			 baton_term term)
+{
+	if (!w->kill_watch || term <= w->kill_term)
+		return;
+	w->kill_watch = false;
+	uint64_t took = w->now_ms - w->kill_ms;
+	uint64_t timeout = w->p.election_timeout_ms;
+	if (took < timeout) {
+		w->stats.fast_failovers++;
+		return;
+	}
+	w->stats.slow_failovers++;
+	sim_trace(w,
+		  "failover: leader of term %llu killed at %llu ms, its peers "
+		  "told; node %llu leads term %llu only %llu ms later "
+		  "(election timeout %llu ms)",
+		  (unsigned long long)w->kill_term,
+		  (unsigned long long)w->kill_ms, (unsigned long long)n->id,
+		  (unsigned long long)term, (unsigned long long)took,
+		  (unsigned long long)timeout);
+}
+
 void sim_nemesis(struct sim_world *w)
 {
 	if (w->liveness)
 		return;
+	if (w->p.spurious_close_per_mille > 0 &&
+	    sim_chance(&w->rng, w->p.spurious_close_per_mille))
+		spurious_close(w);
 	uint32_t action = (uint32_t)sim_range(&w->rng, 0, 11);
 	if (action == 8 || action == 9) {
 		/* SIGSTOP: a frozen leader wakes up still believing it

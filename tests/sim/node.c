@@ -248,6 +248,15 @@ void sim_node_receive(struct sim_world *w, struct sim_node *n,
 	sim_node_turn(w, n);
 }
 
+void sim_node_peer_closed(struct sim_world *w, struct sim_node *n,
+			  baton_node_id id)
+{
+	sim_trace(w, "node %llu: connection to node %llu closed",
+		  (unsigned long long)n->id, (unsigned long long)id);
+	baton_pipeline_peer_closed(n->pipe, id);
+	sim_node_turn(w, n);
+}
+
 void sim_disk_done(struct sim_world *w, struct sim_node *n)
 {
 	sim_disk_complete_next(n->storage);
@@ -378,6 +387,7 @@ void sim_node_crash(struct sim_world *w, struct sim_node *n)
 {
 	if (!n->alive)
 		return;
+	sim_crash_closes(w, n);
 	n->alive = false;
 	/* The disk first: what it had not made durable is lost, a snapshot
 	 * commit in flight included (the pipeline's destroy then finds it

@@ -112,6 +112,9 @@ void sim_params_default(struct sim_params *p)
 		.election_policy = BATON_ELECTION_VERSION_AWARE,
 		.downgrade_every_ms = 0,
 		.cancel_per_mille = 0,
+		.close_per_mille = 700,
+		.spurious_close_per_mille = 100,
+		.failover_every_ms = 0,
 		.safety_ms = 60000,
 		.liveness_ms = 60000,
 		.min_proposals = SIM_MIN_PROPOSALS,
@@ -197,6 +200,12 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 	 * so many applies fall between them, to all of it in one. */
 	p->slice_bytes =
 		sim_chance(g, 800) ? (uint32_t)sim_range(g, 1, 256) : 1u << 20;
+	/* Closed connections (fast failure detection), last again: some
+	 * seeds see none, as when machines vanish; spurious resets in half. */
+	p->close_per_mille =
+		sim_chance(g, 800) ? (uint32_t)sim_range(g, 0, 1000) : 0;
+	p->spurious_close_per_mille =
+		sim_chance(g, 500) ? (uint32_t)sim_range(g, 0, 500) : 0;
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -230,9 +239,10 @@ void sim_fail(struct sim_world *w, const char *fmt, ...)
 /* ---- the event queue: a binary heap on (time, sequence) ----------------- */
 
 static const char *const kind_names[] = {
-	"?",	 "tick",     "deliver", "disk",	      "restart",  "nemesis",
-	"heal",	 "client",   "read",	"member",     "transfer", "read-at",
-	"phase", "liveness", "crash",	"member-now", "upgrade",  "downgrade",
+	"?",	 "tick",     "deliver",	 "disk",       "restart",  "nemesis",
+	"heal",	 "client",   "read",	 "member",     "transfer", "read-at",
+	"phase", "liveness", "crash",	 "member-now", "upgrade",  "downgrade",
+	"work",	 "closed",   "failover",
 };
 
 struct sim_event {
@@ -242,6 +252,7 @@ struct sim_event {
 	uint32_t node;
 	uint64_t incarnation;
 	struct sim_packet *packet;
+	uint32_t arg; /* EV_PEER_CLOSED: the peer whose connection closed */
 };
 
 static bool before(const struct sim_event *a, const struct sim_event *b)
@@ -261,6 +272,20 @@ void sim_schedule(struct sim_world *w, uint64_t delay, uint32_t kind,
 		.node = node,
 		.incarnation = node ? w->nodes[node].incarnation : 0,
 		.packet = packet,
+	};
+	push_event(w, &e);
+}
+
+void sim_schedule_close(struct sim_world *w, uint64_t delay, uint32_t to,
+			uint32_t closed)
+{
+	struct sim_event e = {
+		.at = w->now_ms + delay,
+		.seq = w->seq++,
+		.kind = EV_PEER_CLOSED,
+		.node = to,
+		.incarnation = w->nodes[to].incarnation,
+		.arg = closed,
 	};
 	push_event(w, &e);
 }
@@ -366,7 +391,8 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	if (target != NULL && target->alive &&
 	    target->paused_until_ms > w->now_ms &&
 	    (e->kind == EV_TICK || e->kind == EV_DISK ||
-	     e->kind == EV_DELIVER || e->kind == EV_WORK)) {
+	     e->kind == EV_DELIVER || e->kind == EV_WORK ||
+	     e->kind == EV_PEER_CLOSED)) {
 		struct sim_event later = *e;
 		later.at = target->paused_until_ms;
 		later.seq = w->seq++;
@@ -443,6 +469,13 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	case EV_DOWNGRADE:
 		sim_downgrade(w);
 		return;
+	case EV_PEER_CLOSED:
+		if (current)
+			sim_node_peer_closed(w, n, e->arg);
+		return;
+	case EV_FAILOVER:
+		sim_failover_kill(w);
+		return;
 	default:
 		abort();
 	}
@@ -479,6 +512,8 @@ int sim_run(struct sim_world *w)
 		sim_schedule(w, w->p.upgrade_every_ms, EV_UPGRADE, 0, NULL);
 	if (w->p.downgrade_every_ms > 0)
 		sim_schedule(w, w->p.downgrade_every_ms, EV_DOWNGRADE, 0, NULL);
+	if (w->p.failover_every_ms > 0)
+		sim_schedule(w, w->p.failover_every_ms, EV_FAILOVER, 0, NULL);
 	sim_schedule(w, w->p.safety_ms, EV_PHASE, 0, NULL);
 	while (!w->done && w->heap_n > 0) {
 		if (++w->events > SIM_MAX_EVENTS) {
@@ -500,6 +535,7 @@ int sim_run(struct sim_world *w)
 
 void sim_world_free(struct sim_world *w)
 {
+	w->done = true; /* the crashes below schedule nothing */
 	while (w->heap_n > 0) {
 		struct sim_event e = pop(w);
 		sim_packet_free(e.packet);

@@ -126,6 +126,16 @@ struct sim_params {
 	uint32_t election_policy;
 	uint32_t downgrade_every_ms;
 	uint32_t cancel_per_mille;
+	/* Connections (fast failure detection): how often a crash is a
+	 * killed process, whose kernel closes its sockets, so the peers it
+	 * can reach learn it by a closed connection a network delay later
+	 * (else the machine vanished: no close); how often a nemesis fault
+	 * also resets a connection to the leader while both ends live; and
+	 * the failover scenario (--failover): the leader killed this often
+	 * (0: never), each next leader owed within an election timeout. */
+	uint32_t close_per_mille;
+	uint32_t spurious_close_per_mille;
+	uint32_t failover_every_ms;
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
 	/* The workload: the safety phase is extended (by a quarter at a
@@ -275,7 +285,8 @@ struct sim_stats {
 		version_raises, needs_upgrade, floor_raises, floor_holds,
 		votes_refused, downgrades, downgrade_restarts, cancels,
 		downgrade_ends, rules_steps, snapshot_slices,
-		applied_mid_snapshot;
+		applied_mid_snapshot, closes, spurious_closes, fast_failovers,
+		slow_failovers;
 	/* The longest waits the liveness checks of the rules saw (rules.c),
 	 * in thousandths of their bounds: for a leader, for leadership to
 	 * reach the majority release. */
@@ -336,6 +347,11 @@ struct sim_world {
 	uint64_t rules_probe_ms; /* the latest probe tick */
 	uint64_t rules_tick_ms;	 /* since the one before it */
 	uint64_t cancel_sent_ms; /* the probe's last cancel request */
+	/* A leader was killed with its peers told (nemesis.c): since when,
+	 * its term; the next leader is timed against it. */
+	bool kill_watch;
+	uint64_t kill_ms;
+	baton_term kill_term;
 	/* Clients and their recorded history (workload.c). */
 	struct sim_history *history;
 	struct sim_stats stats;
@@ -371,12 +387,19 @@ enum sim_event_kind {
 	EV_UPGRADE,    /* restart a node at a newer release (versions.c) */
 	EV_DOWNGRADE,  /* the operator's next downgrade move (downgrade.c) */
 	EV_WORK,       /* a turn of a node's loop with snapshot work to do */
+	EV_PEER_CLOSED, /* a node's connection to a peer closed */
+	EV_FAILOVER,	/* the failover scenario kills the leader */
 };
 
 /* Queue an event `delay` ms from now. An event for a node (node != 0) is
  * void once that node crashes; `packet` (EV_DELIVER) is owned by the queue. */
 void sim_schedule(struct sim_world *w, uint64_t delay, uint32_t kind,
 		  uint32_t node, struct sim_packet *packet);
+
+/* EV_PEER_CLOSED: node `to` learns, `delay` ms from now, that its
+ * connection to `closed` closed (void if `to` crashes meanwhile). */
+void sim_schedule_close(struct sim_world *w, uint64_t delay, uint32_t to,
+			uint32_t closed);
 
 /* ---- net.c: the network ------------------------------------------------- */
 
@@ -404,6 +427,9 @@ void sim_node_tick(struct sim_world *w, struct sim_node *n);
 void sim_node_receive(struct sim_world *w, struct sim_node *n,
 		      const struct baton_msg *m);
 void sim_disk_done(struct sim_world *w, struct sim_node *n);
+/* Node n's connection to peer id closed (EV_PEER_CLOSED). */
+void sim_node_peer_closed(struct sim_world *w, struct sim_node *n,
+			  baton_node_id id);
 /* A turn of the loop that writes the next slice of a snapshot. */
 void sim_node_work(struct sim_world *w, struct sim_node *n);
 /* From the node's machine (machine.c): it applied e, its hash now `hash`;
@@ -434,6 +460,14 @@ void sim_buggify_send(struct sim_world *w, const struct baton_msg *m);
 void sim_buggify_propose(struct sim_world *w, struct sim_node *n);
 /* EV_CRASH: a power blip of node n, back before long. */
 void sim_power_blip(struct sim_world *w, struct sim_node *n);
+/* Node n is crashing: tell the peers it reaches, as its kernel would
+ * (close_per_mille of crashes). */
+void sim_crash_closes(struct sim_world *w, struct sim_node *n);
+/* EV_FAILOVER: kill the leader (the failover scenario), and the next. */
+void sim_failover_kill(struct sim_world *w);
+/* Node n became leader of `term`: timed against a watched kill. */
+void sim_failover_leader(struct sim_world *w, struct sim_node *n,
+			 baton_term term);
 
 /* ---- workload.c: clients and operators ----------------------------------- */
 
