@@ -17,12 +17,16 @@
 /* How often a peer's name that does not resolve is logged. */
 #define RESOLVE_LOG_INTERVAL_MS 30000u
 
+/* One write of a connection's pending frames; it owns their buffer. */
 struct write_req {
 	uv_write_t req;
 	struct conn *c;
-	size_t len;
-	uint8_t data[];
+	struct baton_buf buf;
 };
+
+/* A buffer a write leaves behind is kept for the next batch up to this
+ * size (a snapshot chunk's is not). */
+#define SPARE_MAX (1u << 20)
 
 int baton_parse_addr(const char *addr, char *why, size_t why_cap)
 {
@@ -64,7 +68,6 @@ static void handle_gone(struct baton_transport *t)
 {
 	BATON_ASSERT(t->open_handles > 0);
 	if (--t->open_handles == 0 && t->stopping) {
-		baton_buf_free(&t->scratch);
 		baton_peer_secret_wipe(&t->secret);
 		free(t);
 	}
@@ -81,6 +84,8 @@ static void on_conn_closed(uv_handle_t *h)
 	if (c->all_next != NULL)
 		c->all_next->all_prev = c->all_prev;
 	baton_buf_free(&c->in);
+	baton_buf_free(&c->pending);
+	baton_buf_free(&c->spare);
 	free(c);
 	handle_gone(t);
 }
@@ -92,6 +97,11 @@ static void on_timer_closed(uv_handle_t *h)
 }
 
 static void on_sweep_closed(uv_handle_t *h)
+{
+	handle_gone(h->data);
+}
+
+static void on_flush_handle_closed(uv_handle_t *h)
 {
 	handle_gone(h->data);
 }
@@ -170,33 +180,96 @@ void baton__transport_close(struct conn *c, const char *why)
 static void on_written(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
-	w->c->queued -= w->len;
-	if (status != 0 && status != UV_ECANCELED)
-		baton__transport_close(w->c, uv_strerror(status));
+	struct conn *c = w->c;
+	BATON_ASSERT(c->queued >= w->buf.len);
+	c->queued -= w->buf.len;
+	if (c->spare.data == NULL && w->buf.cap <= SPARE_MAX) {
+		baton_buf_reset(&w->buf);
+		c->spare = w->buf;
+	} else {
+		baton_buf_free(&w->buf);
+	}
 	free(w);
+	if (status != 0 && status != UV_ECANCELED)
+		baton__transport_close(c, uv_strerror(status));
+}
+
+/* Hand the connection's pending frames to libuv in one write. Without
+ * memory for the request they stay pending for the next flush. */
+static void conn_flush(struct conn *c)
+{
+	if (c->pending.len == 0 || c->closing)
+		return;
+	struct write_req *w = malloc(sizeof *w);
+	if (w == NULL) {
+		c->t->flush_due = true;
+		return;
+	}
+	w->c = c;
+	w->buf = c->pending;
+	c->pending = c->spare;
+	baton_buf_init(&c->spare);
+	BATON_ASSERT(w->buf.len <= UINT32_MAX);
+	uv_buf_t b = uv_buf_init((char *)w->buf.data, (unsigned)w->buf.len);
+	int rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written);
+	if (rv != 0) {
+		c->queued -= w->buf.len;
+		baton_buf_free(&w->buf);
+		free(w);
+		baton__transport_close(c, uv_strerror(rv));
+	}
+}
+
+static void flush_all(struct baton_transport *t)
+{
+	if (!t->flush_due)
+		return;
+	t->flush_due = false;
+	for (struct conn *c = t->all; c != NULL; c = c->all_next)
+		conn_flush(c);
+}
+
+static void on_flush_before_poll(uv_prepare_t *h)
+{
+	flush_all(h->data);
+}
+
+static void on_flush_after_poll(uv_check_t *h)
+{
+	flush_all(h->data);
+}
+
+/* The frame the encoder appended to c->pending from `start` (rv: how the
+ * encoding went) is queued: counted, and written at the end of this turn
+ * of the loop, or now if the batch is big enough. Otherwise it is taken
+ * back and the reason returned. */
+static int queue_encoded(struct conn *c, size_t start, int rv)
+{
+	size_t len = c->pending.len - start;
+	BATON_ASSERT(start <= c->pending.len && (rv == 0 || len == 0));
+	if (rv == 0 && c->queued + len > BATON_TRANSPORT_QUEUE_MAX) {
+		c->pending.len = start;
+		rv = BATON_EOVERLOADED;
+	}
+	if (rv != 0)
+		return rv;
+	c->queued += len;
+	c->t->flush_due = true;
+	if (c->pending.len >= BATON_TRANSPORT_COALESCE_MAX)
+		conn_flush(c);
+	return 0;
 }
 
 int baton__transport_write(struct conn *c, const uint8_t *data, size_t len)
 {
 	if (c->closing)
 		return BATON_ENOTFOUND;
-	if (c->queued + len > BATON_TRANSPORT_QUEUE_MAX)
-		return BATON_EOVERLOADED;
-	struct write_req *w = malloc(sizeof *w + len);
-	if (w == NULL)
-		return BATON_ENOMEM;
-	memcpy(w->data, data, len);
-	w->c = c;
-	w->len = len;
-	uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)len);
-	int rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written);
-	if (rv != 0) {
-		free(w);
-		baton__transport_close(c, uv_strerror(rv));
-		return BATON_ENOTFOUND;
-	}
-	c->queued += len;
-	return 0;
+	size_t start = c->pending.len;
+	int rv = baton_buf_append(&c->pending, data, len);
+	rv = queue_encoded(c, start, rv);
+	if (rv == 0)
+		conn_flush(c);
+	return rv == 0 && c->closing ? BATON_ENOTFOUND : rv;
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -352,6 +425,8 @@ static struct conn *conn_new(struct baton_transport *t, bool outbound)
 	c->t = t;
 	c->outbound = outbound;
 	baton_buf_init(&c->in);
+	baton_buf_init(&c->pending);
+	baton_buf_init(&c->spare);
 	uv_tcp_init(t->c.loop, &c->tcp);
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->tcp.data = c;
@@ -550,7 +625,6 @@ int baton_transport_start(const struct baton_transport_config *c,
 		t->has_secret = true;
 	}
 	t->c.secret = NULL; /* ours is t->secret */
-	baton_buf_init(&t->scratch);
 	snprintf(t->cluster_id, sizeof t->cluster_id, "%s", c->cluster_id);
 	t->c.cluster_id = t->cluster_id;
 	t->rng = uv_hrtime() | 1;
@@ -572,6 +646,19 @@ int baton_transport_start(const struct baton_transport_config *c,
 	t->sweep.data = t;
 	t->open_handles++;
 	uv_timer_start(&t->sweep, on_sweep, 1000, 1000);
+	/* Started before the node's own check handle, which libuv runs
+	 * first (the latest started first): the frames its flush queues
+	 * (Appends of the proposals of this turn) go out in this turn. */
+	uv_prepare_init(c->loop, &t->flush_before_poll);
+	uv_check_init(c->loop, &t->flush_after_poll);
+	t->flush_before_poll.data = t;
+	t->flush_after_poll.data = t;
+	t->open_handles += 2;
+	uv_prepare_start(&t->flush_before_poll, on_flush_before_poll);
+	uv_check_start(&t->flush_after_poll, on_flush_after_poll);
+	/* They keep no loop running on their own. */
+	uv_unref((uv_handle_t *)&t->flush_before_poll);
+	uv_unref((uv_handle_t *)&t->flush_after_poll);
 	*out = t;
 	return 0;
 }
@@ -640,6 +727,7 @@ void baton_transport_forget_peer(struct baton_transport *t, baton_node_id id)
 	p->addr[0] = '\0';
 	if (p->redial_init)
 		uv_timer_stop(&p->redial);
+	flush_all(t); /* what was sent to it before it was removed */
 	if (p->out != NULL)
 		baton__transport_close(p->out, "member removed");
 	if (p->in != NULL)
@@ -658,22 +746,24 @@ static struct conn *ready_conn(struct baton_transport *t, baton_node_id to)
 	return NULL;
 }
 
-/* After encoding (rv) into t->scratch for connection c (NULL: none is
- * up): queue it, count it, and say why if it cannot go. */
+/* After encoding (rv) a frame of `kind` for node `to` at the end of
+ * c->pending (c NULL: no connection is up): queue it, count it, and say
+ * why if it cannot go. */
 static int send_encoded(struct baton_transport *t, struct conn *c,
-			baton_node_id to, uint32_t kind, int rv)
+			baton_node_id to, uint32_t kind, size_t start, int rv)
 {
 	if (c == NULL)
 		rv = BATON_ENOTFOUND;
-	else if (rv == 0)
-		rv = baton__transport_write(c, t->scratch.data, t->scratch.len);
-	else
+	else if (rv != 0)
 		LOG_ERROR("cannot encode a frame of kind %u for node %" PRIu64
 			  " in protocol %u: %s",
 			  kind, to, c->proto.value, baton_strerror(rv));
+	size_t len = c != NULL ? c->pending.len - start : 0;
+	if (c != NULL)
+		rv = queue_encoded(c, start, rv);
 	if (rv == 0) {
 		t->stats.frames_out++;
-		t->stats.bytes_out += t->scratch.len;
+		t->stats.bytes_out += len;
 	} else
 		t->stats.dropped++;
 	return rv;
@@ -685,13 +775,14 @@ int baton_transport_send_raft(struct baton_transport *t,
 	BATON_ASSERT(t != NULL && m != NULL);
 	struct conn *c = ready_conn(t, m->to);
 	int rv = 0;
+	size_t start = 0;
 	if (c != NULL) {
 		/* In the version of the connection it goes out on. */
 		BATON_ASSERT(c->proto.value != 0);
-		baton_buf_reset(&t->scratch);
-		rv = baton_peer_encode_raft(c->proto, m, &t->scratch);
+		start = c->pending.len;
+		rv = baton_peer_encode_raft(c->proto, m, &c->pending);
 	}
-	return send_encoded(t, c, m->to, BATON_PEER_RAFT, rv);
+	return send_encoded(t, c, m->to, BATON_PEER_RAFT, start, rv);
 }
 
 int baton_transport_send_frame(struct baton_transport *t, baton_node_id to,
@@ -700,12 +791,13 @@ int baton_transport_send_frame(struct baton_transport *t, baton_node_id to,
 	BATON_ASSERT(t != NULL && f != NULL);
 	struct conn *c = ready_conn(t, to);
 	int rv = 0;
+	size_t start = 0;
 	if (c != NULL) {
 		BATON_ASSERT(c->proto.value != 0);
-		baton_buf_reset(&t->scratch);
-		rv = baton_peer_encode_frame(c->proto, f, &t->scratch);
+		start = c->pending.len;
+		rv = baton_peer_encode_frame(c->proto, f, &c->pending);
 	}
-	return send_encoded(t, c, to, f->kind, rv);
+	return send_encoded(t, c, to, f->kind, start, rv);
 }
 
 struct baton_proto_version baton_transport_peer_proto(struct baton_transport *t,
@@ -749,6 +841,9 @@ void baton_transport_stats(struct baton_transport *t,
 
 void baton_transport_stop(struct baton_transport *t)
 {
+	/* What this turn of the loop queued goes as far as the sockets
+	 * take it now, as it did when every frame was written at once. */
+	flush_all(t);
 	t->stopping = true;
 	for (uint32_t i = 0; i < MAX_PEERS; i++) {
 		struct peer *p = &t->peers[i];
@@ -766,5 +861,7 @@ void baton_transport_stop(struct baton_transport *t)
 		baton__transport_close(c, "shutting down");
 	uv_timer_stop(&t->sweep);
 	uv_close((uv_handle_t *)&t->sweep, on_sweep_closed);
+	uv_close((uv_handle_t *)&t->flush_before_poll, on_flush_handle_closed);
+	uv_close((uv_handle_t *)&t->flush_after_poll, on_flush_handle_closed);
 	uv_close((uv_handle_t *)&t->listener, on_listener_closed);
 }

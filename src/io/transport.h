@@ -10,7 +10,10 @@
  * it, frames flow both ways on either connection; a message to a peer goes
  * out on whichever of the two is up. Lost connections are redialled with
  * jittered exponential back-off. Send queues are bounded: beyond the limit
- * a frame is dropped and counted (Raft retransmits what matters).
+ * a frame is dropped and counted (Raft retransmits what matters). The
+ * frames sent to one peer during one turn of the loop (Appends, their
+ * acknowledgements, forwarded writes and their replies) are written in one
+ * system call at its end; the bytes on the wire are the same frames.
  *
  * The transport does the peer codec itself (src/wire/peer.h): it encodes
  * what it is given in the protocol version negotiated on the connection the
@@ -50,6 +53,9 @@
 
 /* Bytes queued on one connection before new frames are dropped. */
 #define BATON_TRANSPORT_QUEUE_MAX (64u << 20)
+/* Frames queued on one connection in one turn of the loop go out in one
+ * write at its end; past this many bytes they go at once. */
+#define BATON_TRANSPORT_COALESCE_MAX (256u << 10)
 /* Redial back-off bounds. */
 #define BATON_TRANSPORT_BACKOFF_MIN_MS 50u
 #define BATON_TRANSPORT_BACKOFF_MAX_MS 2000u

@@ -56,7 +56,12 @@ struct conn {
 	 * the cluster (HandshakeReply.removed). */
 	bool refusing_removed;
 	struct baton_buf in;
-	size_t queued;
+	/* Frames queued during this turn of the loop, written in one go at
+	 * its end (or once past BATON_TRANSPORT_COALESCE_MAX), and a buffer
+	 * a finished write left to take their place. */
+	struct baton_buf pending;
+	struct baton_buf spare;
+	size_t queued; /* pending and being written */
 	uint64_t opened_ms;
 	struct conn *all_prev, *all_next; /* every open connection */
 	/* A probe (baton_transport_probe): no peer, answered once. */
@@ -77,12 +82,16 @@ struct baton_transport {
 	bool has_uuid;
 	uint8_t uuid[BATON_PEER_CLUSTER_UUID_LEN];
 	uint64_t evicted_logged_ms; /* rate of the cap's warning */
-	struct baton_buf scratch;   /* frames being encoded for sending */
 	uint64_t rng;
 	bool stopping;
 	uint32_t open_handles;
 	struct conn *all;
 	uv_timer_t sweep;
+	/* Some connection holds pending frames: written before the loop
+	 * polls (what timers queued) and after it (what reads queued). */
+	bool flush_due;
+	uv_prepare_t flush_before_poll;
+	uv_check_t flush_after_poll;
 };
 
 /* The peer slot of node id (id 0: a free slot), or NULL. */
@@ -90,8 +99,10 @@ struct peer *baton__transport_peer_find(struct baton_transport *t,
 					baton_node_id id);
 /* Close a connection (once; logged if its handshake was done). */
 void baton__transport_close(struct conn *c, const char *why);
-/* Queue bytes on a connection: 0, BATON_ENOTFOUND (closing or closed),
- * BATON_EOVERLOADED (queue full), BATON_ENOMEM. */
+/* Write bytes on a connection now, behind its pending frames (the
+ * handshake's frames: a refusal is followed by a shutdown): 0,
+ * BATON_ENOTFOUND (closing or closed), BATON_EOVERLOADED (queue full),
+ * BATON_ENOMEM. */
 int baton__transport_write(struct conn *c, const uint8_t *data, size_t len);
 
 /* A probe's connection ends: answer its callback (once) with rv, why and

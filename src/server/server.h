@@ -215,7 +215,14 @@ struct server {
 		struct baton_node_status status; /* scratch */
 	} identity;
 
-	struct routed_write *forwards; /* a list: sent, not answered */
+	/* Writes forwarded and not answered (forward.c): a list in the
+	 * order they were sent, and an index by request id (open
+	 * addressing, `cap` a power of two, at most half full). */
+	struct {
+		struct routed_write *head, *tail;
+		struct routed_write **index;
+		uint32_t n, cap;
+	} forwards;
 	uint64_t next_forward_id;
 	/* Writes waiting for a leader (route.c), in arrival order; and two
 	 * lists route.c moves them to while it walks them. */
@@ -656,6 +663,7 @@ struct routed_write {
 	uint64_t forward_id; /* forwarded: the request id, answer due by */
 	uint64_t deadline_ms;
 	struct routed_write *next; /* in s->forwards or chain->answered */
+	struct routed_write *prev; /* in s->forwards */
 	struct routed_write *chain_prev, *chain_next;
 	struct route_list *list; /* parked: the list it is on */
 	struct routed_write *list_prev, *list_next;
