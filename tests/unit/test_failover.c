@@ -187,3 +187,34 @@ Test(failover, peer_closed_of_id_zero_is_refused)
 	cr_assert_not_null(r);
 	h_free(&h);
 }
+
+Test(failover, a_learner_forgets_the_leader_but_never_stands)
+{
+	struct harness h;
+	baton_node_id l = settled(&h), a, b;
+	others(l, &a, &b);
+	h_add_empty(&h, 4);
+	struct baton_event add = {.type = BATON_EVENT_ADD_LEARNER};
+	add.u.member.id = 4;
+	cr_assert_eq(h_step(&h, l, &add), 0);
+	h_run(&h, 300);
+	cr_assert_eq(h_status(&h, 4).leader_id, l, "the learner follows");
+	baton_term t = h_status(&h, l).term;
+	/* A reset of the learner's connection alone disturbs nobody. */
+	closed(&h, 4, l);
+	cr_assert_eq(h_status(&h, 4).leader_id, 0);
+	h_run(&h, 300);
+	cr_assert_eq(h_leader(&h), l);
+	cr_assert_eq(h_status(&h, l).term, t);
+	cr_assert_eq(h_status(&h, 4).leader_id, l, "a heartbeat restores it");
+	/* The leader dies: the voters elect, the learner does not stand. */
+	h.down[l] = true;
+	closed(&h, a, l);
+	closed(&h, b, l);
+	closed(&h, 4, l);
+	baton_node_id nl = new_leader_within(&h, l, FAST_MS);
+	cr_assert(nl == a || nl == b);
+	cr_assert_eq(h_status(&h, 4).role, BATON_FOLLOWER);
+	cr_assert_eq(h_status(&h, 4).term, h_status(&h, nl).term);
+	h_free(&h);
+}
