@@ -27,6 +27,7 @@
 
 #include "baton/raft.h"
 #include "baton/buf.h"
+#include "id_index.h"
 #include "kv.h"
 #include "machine.h"
 #include "migration.h"
@@ -216,12 +217,10 @@ struct server {
 	} identity;
 
 	/* Writes forwarded and not answered (forward.c): a list in the
-	 * order they were sent, and an index by request id (open
-	 * addressing, `cap` a power of two, at most half full). */
+	 * order they were sent, and an index by request id. */
 	struct {
 		struct routed_write *head, *tail;
-		struct routed_write **index;
-		uint32_t n, cap;
+		struct baton_id_index index;
 	} forwards;
 	uint64_t next_forward_id;
 	/* Writes waiting for a leader (route.c), in arrival order; and two
