@@ -7,7 +7,7 @@
 #include "baton/assert.h"
 #include "baton/errors.h"
 
-#define CAP_MIN 64u
+#define CAP_MIN_BITS 6u /* 64 slots */
 
 void baton_id_index_free(struct baton_id_index *x)
 {
@@ -17,7 +17,7 @@ void baton_id_index_free(struct baton_id_index *x)
 
 static uint32_t home(const struct baton_id_index *x, uint64_t id)
 {
-	return (uint32_t)(id & (x->cap - 1));
+	return (uint32_t)((id * 0x9e3779b97f4a7c15u) >> (64 - x->bits));
 }
 
 static void place(struct baton_id_index *x, struct baton_id_slot s)
@@ -32,8 +32,9 @@ int baton_id_index_reserve(struct baton_id_index *x)
 {
 	if ((x->n + 1) * 2 <= x->cap)
 		return 0;
-	uint32_t cap = x->cap == 0 ? CAP_MIN : x->cap * 2;
-	BATON_ASSERT(cap > x->cap);
+	uint32_t bits = x->cap == 0 ? CAP_MIN_BITS : x->bits + 1;
+	BATON_ASSERT(bits < 32);
+	uint32_t cap = 1u << bits;
 	struct baton_id_slot *slots = calloc(cap, sizeof *slots);
 	if (slots == NULL)
 		return BATON_ENOMEM;
@@ -41,6 +42,7 @@ int baton_id_index_reserve(struct baton_id_index *x)
 	uint32_t old_cap = x->cap;
 	x->slots = slots;
 	x->cap = cap;
+	x->bits = bits;
 	for (uint32_t i = 0; i < old_cap; i++)
 		if (old[i].item != NULL)
 			place(x, old[i]);

@@ -1,9 +1,10 @@
 /*
  * Pointers found by a 64-bit id in O(1): an open-addressing table with
  * linear probing and backward-shift deletion (no tombstones), kept at most
- * half full. The slot of an id is its low bits, which spreads ids handed
- * out in increasing order (request ids) over the table without a hash;
- * other ids work too, only with longer probes.
+ * half full. Ids are scattered by Fibonacci hashing (a multiply by 2^64
+ * over the golden ratio, the top bits): ids handed out in increasing order
+ * (request ids) would otherwise fill one run of consecutive slots, and a
+ * deletion at its start would scan the whole run.
  *
  * The caller owns the items; the index holds pointers. An id is in the
  * index at most once. A zeroed struct is an empty index.
@@ -20,7 +21,8 @@ struct baton_id_slot {
 
 struct baton_id_index {
 	struct baton_id_slot *slots;
-	uint32_t n, cap; /* cap: 0 or a power of two */
+	uint32_t n, cap; /* cap: 0 or 2^bits */
+	uint32_t bits;
 };
 
 /* Frees the table (not the items); the index is empty and usable again. */

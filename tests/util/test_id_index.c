@@ -101,7 +101,8 @@ static uint64_t random_id(uint32_t i)
 
 static uint64_t spaced(uint32_t i)
 {
-	/* All share their low bits: every id probes from the same home. */
+	/* All share their low bits: a plain mask would give them one
+	 * home. */
 	return ((uint64_t)i + 1) << 20;
 }
 
@@ -117,7 +118,6 @@ Test(id_index, random_ids)
 
 Test(id_index, ids_sharing_their_low_bits)
 {
-	/* Few at once, or every probe is as long as the table. */
 	struct baton_id_index x = {0};
 	struct item items[300];
 	for (uint32_t i = 0; i < 300; i++) {
