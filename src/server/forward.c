@@ -32,6 +32,9 @@ struct proposal_ctx {
 	bool acked; /* BATON_PLANTED_BUG_EARLY_ACK answered already */
 };
 
+/* A payload buffer that grew above this (a big write) is not kept. */
+#define PAYLOAD_KEEP_BYTES (64u << 10)
+
 /* ---- the machine version of the log ------------------------------------- */
 
 uint32_t server_machine_version(const struct server *s)
@@ -190,17 +193,17 @@ static int encode(struct server *s, const struct write_req *w, uint32_t v,
 static int propose(struct server *s, struct proposal_ctx *p,
 		   const struct write_req *w, struct baton_buf *err)
 {
-	struct baton_buf payload;
-	baton_buf_init(&payload);
-	int rv = encode(s, w, server_machine_version(s), &payload, err);
-	if (rv != 0) {
-		baton_buf_free(&payload);
+	/* The pipeline copies the entry: the buffer serves the next write. */
+	struct baton_buf *payload = &s->forwards.payload;
+	baton_buf_reset(payload);
+	int rv = encode(s, w, server_machine_version(s), payload, err);
+	if (rv != 0)
 		return -1;
-	}
-	rv = baton_node_propose(s->node, payload.data, payload.len, on_proposed,
-				p);
-	size_t entry_bytes = payload.len;
-	baton_buf_free(&payload);
+	rv = baton_node_propose(s->node, payload->data, payload->len,
+				on_proposed, p);
+	size_t entry_bytes = payload->len;
+	if (payload->cap > PAYLOAD_KEEP_BYTES)
+		baton_buf_free(payload);
 	if (rv == BATON_ETOOBIG) {
 		resp_error(err,
 			   "ERR the write needs a log entry of %zu bytes, "
@@ -277,6 +280,19 @@ static void forwards_unlink(struct server *s, struct routed_write *rw)
 	rw->prev = rw->next = NULL;
 }
 
+/* The proof of this node's --password that forwards carry: the
+ * password is set at start, so it is made once. */
+static const uint8_t *auth_proof(struct server *s)
+{
+	BATON_ASSERT(s->cfg.password[0] != '\0');
+	if (!s->forwards.has_auth_proof) {
+		baton_client_auth_proof(s->cfg.password,
+					s->forwards.auth_proof);
+		s->forwards.has_auth_proof = true;
+	}
+	return s->forwards.auth_proof;
+}
+
 /* ---- on a follower ------------------------------------------------------- */
 
 /* The Forward frame of a write, sent to the leader. */
@@ -313,8 +329,8 @@ static int send_forward(struct server *s, const struct write_req *w,
 		/* Only an authenticated client's command gets here. */
 		fr.forward.has_client_auth = s->cfg.password[0] != '\0';
 		if (fr.forward.has_client_auth)
-			baton_client_auth_proof(s->cfg.password,
-						fr.forward.client_auth);
+			memcpy(fr.forward.client_auth, auth_proof(s),
+			       BATON_PEER_CLIENT_AUTH_LEN);
 		rv = baton_node_send_frame(s->node, s->leader, &fr);
 	}
 	if (cmds != &one)
@@ -488,10 +504,9 @@ static bool forward_authenticated(struct server *s, baton_node_id from,
 {
 	if (s->cfg.password[0] == '\0')
 		return true;
-	uint8_t want[BATON_PEER_CLIENT_AUTH_LEN];
-	baton_client_auth_proof(s->cfg.password, want);
 	if (f->has_client_auth &&
-	    baton_equal_secret(want, f->client_auth, sizeof want))
+	    baton_equal_secret(auth_proof(s), f->client_auth,
+			       BATON_PEER_CLIENT_AUTH_LEN))
 		return true;
 	static const char noauth[] =
 		"-NOAUTH the node that forwarded this command did not prove "
@@ -636,6 +651,7 @@ void forward_fail_all(struct server *s, const char *why)
 	 * write: that one stays, and so does the index). */
 	if (s->forwards.head == NULL)
 		baton_id_index_free(&s->forwards.index);
+	baton_buf_free(&s->forwards.payload);
 }
 
 void forward_peer_down(struct server *s, baton_node_id id)

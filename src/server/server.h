@@ -221,6 +221,12 @@ struct server {
 	struct {
 		struct routed_write *head, *tail;
 		struct baton_id_index index;
+		/* With --password: the proof every forward carries, made
+		 * once (a digest per forward showed in the profile). */
+		bool has_auth_proof;
+		uint8_t auth_proof[BATON_PEER_CLIENT_AUTH_LEN];
+		/* A write's log entry being encoded, kept between writes. */
+		struct baton_buf payload;
 	} forwards;
 	uint64_t next_forward_id;
 	/* Writes waiting for a leader (route.c), in arrival order; and two

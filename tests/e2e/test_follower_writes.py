@@ -9,6 +9,8 @@ its write by request id.
 - A write bigger than the transport's coalescing bound (256 KiB) amid
   small ones: it goes and comes back whole, the small ones around it in
   their places.
+- With --password, the same through a follower (each forward carries the
+  proof of the password, which each node makes once).
 """
 
 import threading
@@ -84,3 +86,17 @@ def test_a_write_bigger_than_the_coalescing_bound_via_a_follower(
     assert got[401] == big, "the big value read back through the follower"
     lc = leader.client(timeout=30.0)
     assert lc.get("big") == big
+
+
+def test_pipelined_writes_via_a_follower_with_a_password(cluster):
+    """With --password every forward carries the proof of it (made once
+    per node), and the leader takes each."""
+    cluster.start(3, password="open sesame")
+    follower = cluster.followers()[0]
+    out = {}
+    pipelined_rounds(follower, "pw", out)
+    replies = out["pw"]
+    assert replies[0::2] == [True] * ROUNDS
+    assert replies[1::2] == list(range(1, ROUNDS + 1))
+    assert cluster.leader().client().get(f"pw:{ROUNDS - 1}") == (
+        f"pw-value-{ROUNDS - 1}")
