@@ -218,3 +218,20 @@ Test(failover, a_learner_forgets_the_leader_but_never_stands)
 	cr_assert_eq(h_status(&h, 4).term, h_status(&h, nl).term);
 	h_free(&h);
 }
+
+Test(failover, a_close_during_a_transfer_leaves_it_to_the_target)
+{
+	struct harness h;
+	baton_node_id l = settled(&h), a, b;
+	others(l, &a, &b);
+	struct baton_event tr = {.type = BATON_EVENT_TRANSFER};
+	tr.u.transfer.target = a;
+	cr_assert_eq(h_step(&h, l, &tr), 0);
+	/* The old leader's connection to b resets as it hands over. */
+	closed(&h, b, l);
+	h_run(&h, 500);
+	cr_assert_eq(h_leader(&h), a, "the transfer's target leads");
+	cr_assert_eq(h_status(&h, b).leader_id, a);
+	cr_assert_eq(h_status(&h, l).leader_id, a);
+	h_free(&h);
+}
