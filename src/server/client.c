@@ -43,6 +43,15 @@
 #define CLIENT_HANGUP_STALL_MS 10000u
 /* Room for "255.255.255.255:65535". */
 #define CLIENT_ADDR_MAX 32u
+/* Finished slots are kept for the next commands, with their reply buffer
+ * if it is this small: a pipeline allocates nothing per command. */
+#define CLIENT_SPARE_SLOTS_MAX 1024u
+#define CLIENT_SLOT_KEEP_BYTES 2048u
+/* Replies finished since the last write that are sent at once rather than
+ * at the turn's end: the output limits see big replies as they come. */
+#define CLIENT_WRITE_EARLY_BYTES (128u * 1024u)
+/* Replies handed to one writev (IOV_MAX is 1024). */
+#define CLIENT_WRITE_IOVS 64u
 
 struct slot {
 	struct client *c;
@@ -83,6 +92,10 @@ struct client {
 	bool closing;
 	bool handle_closed;
 	struct client *prev, *next;
+	/* In s->client_io.due: replies finished, written at the turn's end. */
+	bool due;
+	struct client *due_prev, *due_next;
+	size_t finished_bytes; /* replies finished since the last flush() */
 };
 
 struct client_write {
@@ -108,8 +121,33 @@ static void client_maybe_free(struct client *c)
 
 static void slot_free(struct slot *sl)
 {
-	baton_buf_free(&sl->buf);
-	free(sl);
+	struct server *s = sl->c->s;
+	if (s->client_io.closed ||
+	    s->client_io.n_spare >= CLIENT_SPARE_SLOTS_MAX ||
+	    sl->buf.cap > CLIENT_SLOT_KEEP_BYTES) {
+		baton_buf_free(&sl->buf);
+		free(sl);
+		return;
+	}
+	baton_buf_reset(&sl->buf);
+	sl->next = s->client_io.spare;
+	s->client_io.spare = sl;
+	s->client_io.n_spare++;
+}
+
+static void due_remove(struct client *c)
+{
+	if (!c->due)
+		return;
+	struct server *s = c->s;
+	if (c->due_prev != NULL)
+		c->due_prev->due_next = c->due_next;
+	else
+		s->client_io.due = c->due_next;
+	if (c->due_next != NULL)
+		c->due_next->due_prev = c->due_prev;
+	c->due = false;
+	c->due_prev = c->due_next = NULL;
 }
 
 static void on_client_closed(uv_handle_t *h)
@@ -138,6 +176,7 @@ static void client_close(struct client *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	due_remove(c);
 	client_registry_remove(c->s, &c->st);
 	c->has_waiting = false; /* never to run */
 	/* Its proxied commands are dropped now, or the client could not be
@@ -153,18 +192,38 @@ static void client_close(struct client *c)
  * connection is not ending. */
 static void update_reading(struct client *c);
 
+/* Every client reads into the server's one buffer: a read's bytes go to
+ * the parser (or are dropped) before the next read. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-	(void)h;
-	buf->base = malloc(suggested);
+	struct client *c = h->data;
+	struct server *s = c->s;
+	if (!s->client_io.read_buf_lent) {
+		s->client_io.read_buf_lent = true;
+		*buf = uv_buf_init((char *)s->client_io.read_buf,
+				   sizeof s->client_io.read_buf);
+		return;
+	}
+	buf->base = malloc(suggested); /* never seen: reads do not nest */
 	buf->len = buf->base != NULL ? suggested : 0;
+}
+
+static void read_buf_release(struct client *c, const uv_buf_t *buf)
+{
+	struct server *s = c->s;
+	if (buf->base == (char *)s->client_io.read_buf) {
+		BATON_ASSERT(s->client_io.read_buf_lent);
+		s->client_io.read_buf_lent = false;
+	} else {
+		free(buf->base);
+	}
 }
 
 /* After the FIN: drop what the client still sends until it closes. */
 static void on_drain(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
 	struct client *c = stream->data;
-	free(buf->base);
+	read_buf_release(c, buf);
 	if (nread < 0)
 		client_close(c);
 }
@@ -260,40 +319,109 @@ static void enforce_output_limits(struct client *c)
 	}
 }
 
-/* Send every finished reply at the head of the queue, in one write. */
-static void flush(struct client *c)
+/* Take the first n slots off the queue (their replies are sent). */
+static void pop_slots(struct client *c, size_t n)
 {
-	if (c->closing || c->head == NULL || !c->head->done)
-		return;
-	struct client_write *w = calloc(1, sizeof *w);
-	if (w == NULL) {
-		client_close(c);
-		return;
-	}
-	w->c = c;
-	baton_buf_init(&w->buf);
-	while (c->head != NULL && c->head->done) {
+	for (size_t i = 0; i < n; i++) {
 		struct slot *sl = c->head;
+		BATON_ASSERT(sl != NULL && sl->done);
 		c->head = sl->next;
 		if (c->head == NULL)
 			c->tail = NULL;
-		if (!c->closing && w->buf.len == 0) {
-			/* The first reply moves rather than copies: a big
-			 * one (KEYS) costs no pass over its bytes here. */
-			baton_buf_free(&w->buf);
-			w->buf = sl->buf;
-			baton_buf_init(&sl->buf);
-		} else if (!c->closing &&
-			   baton_buf_append(&w->buf, sl->buf.data,
-					    sl->buf.len) != 0) {
-			client_close(c);
-		}
 		slot_free(sl);
 	}
-	if (c->closing || w->buf.len == 0) {
-		baton_buf_free(&w->buf);
-		free(w);
-	} else {
+}
+
+/* Nothing is queued in libuv: write the finished replies straight from
+ * their slots, up to CLIENT_WRITE_IOVS in each writev, with no copy. What
+ * the socket does not take is left at the head of the queue (a reply
+ * partly sent keeps only its rest). Returns false if the client closed. */
+static bool write_direct(struct client *c)
+{
+	while (c->output_queued == 0 && c->head != NULL && c->head->done) {
+		uv_buf_t bufs[CLIENT_WRITE_IOVS];
+		unsigned n = 0;
+		size_t slots = 0, total = 0;
+		for (struct slot *sl = c->head;
+		     sl != NULL && sl->done && n < CLIENT_WRITE_IOVS;
+		     sl = sl->next, slots++) {
+			if (sl->buf.len == 0)
+				continue;
+			bufs[n++] = uv_buf_init((char *)sl->buf.data,
+						(unsigned)sl->buf.len);
+			total += sl->buf.len;
+		}
+		int rv = n > 0 ? uv_try_write((uv_stream_t *)&c->tcp, bufs, n)
+			       : 0;
+		if (rv == UV_EAGAIN)
+			return true;
+		if (rv < 0) {
+			client_close(c);
+			return false;
+		}
+		size_t written = (size_t)rv;
+		if (written > 0)
+			c->last_active_ms = uv_now(c->s->loop);
+		if (written == total) {
+			pop_slots(c, slots);
+			continue;
+		}
+		/* The socket is full: drop what went out, keep the rest. */
+		while (written > 0) {
+			struct slot *sl = c->head;
+			if (sl->buf.len <= written) {
+				written -= sl->buf.len;
+				pop_slots(c, 1);
+				continue;
+			}
+			memmove(sl->buf.data, sl->buf.data + written,
+				sl->buf.len - written);
+			sl->buf.len -= written;
+			written = 0;
+		}
+		return true;
+	}
+	return true;
+}
+
+/* Send every finished reply at the head of the queue: at once if the
+ * socket takes them, else in one queued write. */
+static void flush(struct client *c)
+{
+	c->finished_bytes = 0;
+	if (c->closing || c->head == NULL || !c->head->done)
+		return;
+	if (!write_direct(c))
+		return;
+	size_t total = 0;
+	for (struct slot *sl = c->head; sl != NULL && sl->done; sl = sl->next)
+		total += sl->buf.len;
+	if (total > 0) {
+		struct client_write *w = calloc(1, sizeof *w);
+		if (w == NULL) {
+			client_close(c);
+			return;
+		}
+		w->c = c;
+		baton_buf_init(&w->buf);
+		struct slot *first = c->head;
+		if (first->buf.len == total) {
+			/* One reply moves rather than copies: a big one
+			 * (KEYS) costs no pass over its bytes here. */
+			w->buf = first->buf;
+			baton_buf_init(&first->buf);
+		} else if (baton_buf_reserve(&w->buf, total) != 0) {
+			free(w);
+			client_close(c);
+			return;
+		}
+		while (c->head != NULL && c->head->done) {
+			struct slot *sl = c->head;
+			int rv = baton_buf_append(&w->buf, sl->buf.data,
+						  sl->buf.len);
+			BATON_ASSERT(rv == 0); /* reserved */
+			pop_slots(c, 1);
+		}
 		uv_buf_t b =
 			uv_buf_init((char *)w->buf.data, (unsigned)w->buf.len);
 		size_t len = w->buf.len;
@@ -307,9 +435,42 @@ static void flush(struct client *c)
 		c->output_queued += len;
 		c->s->output_bytes += len;
 		enforce_output_limits(c);
+	} else {
+		while (c->head != NULL && c->head->done)
+			pop_slots(c, 1);
 	}
 	if ((c->hangup || c->st.quit) && c->head == NULL)
 		hang_up(c);
+}
+
+/* The loop is about to wait: write what this turn finished, one write per
+ * client however many commands it pipelined. */
+static void on_turn_end(uv_prepare_t *h)
+{
+	struct server *s = h->data;
+	while (s->client_io.due != NULL) {
+		struct client *c = s->client_io.due;
+		due_remove(c);
+		flush(c);
+	}
+	uv_prepare_stop(h);
+}
+
+/* A reply is finished: send it (and those finished after it) when this
+ * loop turn ends. */
+static void flush_at_turn_end(struct client *c)
+{
+	struct server *s = c->s;
+	if (c->due || c->closing || c->head == NULL || !c->head->done)
+		return;
+	BATON_ASSERT(!s->client_io.closed);
+	c->due = true;
+	c->due_prev = NULL;
+	c->due_next = s->client_io.due;
+	if (s->client_io.due != NULL)
+		s->client_io.due->due_prev = c;
+	s->client_io.due = c;
+	uv_prepare_start(&s->client_io.turn_end, on_turn_end);
 }
 
 struct baton_buf *slot_buf(struct slot *sl)
@@ -393,7 +554,13 @@ void slot_done(struct slot *sl)
 		client_maybe_free(c);
 		return;
 	}
-	flush(c);
+	c->finished_bytes += sl->buf.len;
+	if (c->finished_bytes >= CLIENT_WRITE_EARLY_BYTES) {
+		due_remove(c);
+		flush(c);
+	} else {
+		flush_at_turn_end(c);
+	}
 	if (c->has_waiting)
 		process(c);
 }
@@ -455,13 +622,24 @@ void slot_error(struct slot *sl, int code)
 
 static struct slot *slot_new(struct client *c, enum command_order order)
 {
-	struct slot *sl = calloc(1, sizeof *sl);
-	if (sl == NULL)
-		return NULL;
+	struct server *s = c->s;
+	struct slot *sl = s->client_io.spare;
+	if (sl != NULL) {
+		s->client_io.spare = sl->next;
+		s->client_io.n_spare--;
+		struct baton_buf kept = sl->buf;
+		BATON_ASSERT(kept.len == 0);
+		*sl = (struct slot){0};
+		sl->buf = kept;
+	} else {
+		sl = calloc(1, sizeof *sl);
+		if (sl == NULL)
+			return NULL;
+		baton_buf_init(&sl->buf);
+	}
 	sl->c = c;
 	sl->order = order;
 	sl->metrics_slot = -1;
-	baton_buf_init(&sl->buf);
 	if (c->tail != NULL)
 		c->tail->next = sl;
 	else
@@ -592,7 +770,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
 	struct client *c = stream->data;
 	if (nread < 0) {
-		free(buf->base);
+		read_buf_release(c, buf);
 		client_close(c);
 		return;
 	}
@@ -600,7 +778,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	c->last_active_ms = uv_now(c->s->loop);
 	int rv = resp_parser_feed(&c->parser, (const uint8_t *)buf->base,
 				  (size_t)nread);
-	free(buf->base);
+	read_buf_release(c, buf);
 	/* A feed error (the query buffer limit) is the parser's sticky
 	 * error: process() answers it. */
 	(void)rv;
@@ -714,6 +892,8 @@ int clients_listen(struct server *s)
 		LOG_ERROR("cannot listen for clients: %s", why);
 		return BATON_EINVAL;
 	}
+	uv_prepare_init(s->loop, &s->client_io.turn_end);
+	s->client_io.turn_end.data = s;
 	uv_tcp_init(s->loop, &s->listener);
 	s->listener.data = s;
 	int rv = uv_tcp_bind(&s->listener, (struct sockaddr *)&sa, 0);
@@ -734,6 +914,19 @@ void clients_close_all(struct server *s)
 		uv_close((uv_handle_t *)&s->listener, NULL);
 	for (struct client *c = s->clients; c != NULL; c = c->next)
 		client_close(c);
+	/* Nothing is written any more: slots finishing from now on are
+	 * freed, not kept. */
+	BATON_ASSERT(s->client_io.due == NULL);
+	s->client_io.closed = true;
+	if (!uv_is_closing((uv_handle_t *)&s->client_io.turn_end))
+		uv_close((uv_handle_t *)&s->client_io.turn_end, NULL);
+	while (s->client_io.spare != NULL) {
+		struct slot *sl = s->client_io.spare;
+		s->client_io.spare = sl->next;
+		baton_buf_free(&sl->buf);
+		free(sl);
+	}
+	s->client_io.n_spare = 0;
 }
 
 void clients_drain(struct server *s)

@@ -180,6 +180,8 @@ static int cmd_config(struct command_ctx *x)
 /* ---- key-value commands ---------------------------------------------------
  */
 
+/* A read waiting for its read index, with a copy of its arguments: one
+ * allocation holds the struct, argv, lens and the arguments' bytes. */
 struct read_ctx {
 	struct server *s;
 	struct client_state *cs; /* valid while sl is not done */
@@ -191,11 +193,32 @@ struct read_ctx {
 
 static void read_ctx_free(struct read_ctx *r)
 {
-	for (int i = 0; i < r->argc; i++)
-		free(r->argv[i]);
-	free(r->argv);
-	free(r->lens);
 	free(r);
+}
+
+/* The copy, or NULL when out of memory. */
+static struct read_ctx *read_ctx_new(const struct command_ctx *x)
+{
+	size_t n = (size_t)x->argc;
+	size_t bytes = sizeof(struct read_ctx) + n * sizeof(uint8_t *) +
+		       n * sizeof(size_t);
+	for (size_t i = 0; i < n; i++)
+		bytes += x->lens[i] + 1;
+	struct read_ctx *r = malloc(bytes);
+	if (r == NULL)
+		return NULL;
+	*r = (struct read_ctx){x->s, x->cs, x->sl, x->argc, NULL, NULL};
+	r->argv = (uint8_t **)(r + 1);
+	r->lens = (size_t *)(r->argv + n);
+	uint8_t *at = (uint8_t *)(r->lens + n);
+	for (size_t i = 0; i < n; i++) {
+		r->argv[i] = at;
+		r->lens[i] = x->lens[i];
+		memcpy(at, x->argv[i], x->lens[i]);
+		at[x->lens[i]] = '\0';
+		at += x->lens[i] + 1;
+	}
+	return r;
 }
 
 /* During a migration (docs/relay.md) the other cluster may be the one to
@@ -292,26 +315,10 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 		return command_done(x);
 	}
 	/* The arguments must outlive this call: copy them. */
-	struct read_ctx *r = calloc(1, sizeof *r);
+	struct read_ctx *r = read_ctx_new(x);
 	if (r == NULL)
 		return command_fail(x, BATON_ENOMEM);
-	r->s = x->s;
-	r->cs = x->cs;
-	r->sl = x->sl;
-	r->argc = x->argc;
-	r->argv = calloc((size_t)x->argc, sizeof *r->argv);
-	r->lens = calloc((size_t)x->argc, sizeof *r->lens);
-	bool ok = r->argv != NULL && r->lens != NULL;
-	for (int i = 0; ok && i < x->argc; i++) {
-		r->argv[i] = malloc(x->lens[i] + 1);
-		ok = r->argv[i] != NULL;
-		if (ok) {
-			memcpy(r->argv[i], x->argv[i], x->lens[i]);
-			r->lens[i] = x->lens[i];
-		}
-	}
-	int rv = ok ? baton_node_read(x->s->node, on_read_ready, r)
-		    : BATON_ENOMEM;
+	int rv = baton_node_read(x->s->node, on_read_ready, r);
 	if (rv != 0) {
 		read_ctx_free(r);
 		server_reply_error(x->s, b, rv);

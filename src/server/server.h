@@ -90,6 +90,9 @@ _Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
 #define SERVER_PARKED_BYTES_MAX ((size_t)64 << 20)
 /* Times one write is sent to a leader, or parked, before it fails. */
 #define SERVER_ROUTES_MAX 16u
+/* One read from a client's socket takes at most this much. */
+#define SERVER_CLIENT_READ_BYTES 65536u
+
 /* Replies one client, and all clients together, may have queued unread
  * before a client is cut off (a slow reader): --max-client-output-bytes,
  * --max-total-output-bytes. */
@@ -197,6 +200,19 @@ struct server {
 	uint64_t next_client_id;
 	/* Replies queued and not yet written, over all open clients. */
 	uint64_t output_bytes;
+	/* client.c: the clients with replies finished in this loop turn,
+	 * each sent in one write before the loop waits again; spare reply
+	 * slots; the one buffer every client reads into (the parser copies
+	 * out of it at once). */
+	struct {
+		uv_prepare_t turn_end;
+		struct client *due;
+		struct slot *spare;
+		uint32_t n_spare;
+		bool closed;
+		bool read_buf_lent;
+		uint8_t read_buf[SERVER_CLIENT_READ_BYTES];
+	} client_io;
 
 	struct join *join;	     /* join.c */
 	struct migration *migration; /* migration.c; NULL without --relay */
