@@ -58,8 +58,8 @@ port_in_use() {
 # A base port whose client, peer and metrics ports are all free (below the
 # ephemeral range, as scripts/run-cluster's).
 free_base_port() {
-	local try base p busy
-	for try in $(seq 1 50); do
+	local base p busy
+	for _ in $(seq 1 50); do
 		base=$((20000 + RANDOM % 10000))
 		busy=0
 		for p in $base $((base + 1)) $((base + 2)) $((base + 1000)) \
@@ -102,7 +102,7 @@ run() {
 }
 
 bench_build() {
-	local build=$1 base out deadline line
+	local build=$1 base out deadline
 	base=$(free_base_port)
 	out="$WORK/cluster-$base.out"
 	BUILD="$build" BASE_PORT="$base" TMPDIR="$WORK" \
