@@ -92,6 +92,10 @@ struct kv__entry *kv__find(struct baton_kv *kv, const struct kv__args *a, int i)
 
 void kv__expire_if_due(struct baton_kv *kv, const struct kv__args *a, int i)
 {
+	/* The first key to expire is not due: none is (saves a lookup). */
+	const struct kv__entry *first = kv__heap_top(&kv->table.expiring);
+	if (first == NULL || !kv__expired(first, kv->now_ms))
+		return;
 	struct kv__entry *e =
 		kv__table_find(&kv->table, a->argv[i], a->lens[i]);
 	if (e != NULL && kv__expired(e, kv->now_ms))
@@ -553,13 +557,32 @@ static const struct kv_command commands[] = {
 	 kv__run_incrbyfloat},
 };
 
+/* Room for the longest command name, for kv_lookup's memo. */
+#define LOOKUP_MEMO_NAME_MAX 32u
+
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len)
 {
+	/* The last name asked for, as sent, and its answer: a pipeline
+	 * repeats its command, and a command is looked up at the client,
+	 * then at apply. Per thread, as kv_lookup may be called anywhere. */
+	static _Thread_local uint8_t last_name[LOOKUP_MEMO_NAME_MAX];
+	static _Thread_local size_t last_len; /* 0: none yet */
+	static _Thread_local const struct kv_command *last;
+	if (len > 0 && len == last_len && memcmp(last_name, name, len) == 0)
+		return last;
 	struct kv__args a = {1, &name, &len};
+	const struct kv_command *found = NULL;
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		if (kv__arg_is(&a, 0, commands[i].name))
-			return &commands[i];
-	return NULL;
+		if (kv__arg_is(&a, 0, commands[i].name)) {
+			found = &commands[i];
+			break;
+		}
+	if (len > 0 && len <= sizeof last_name) {
+		memcpy(last_name, name, len);
+		last_len = len;
+		last = found;
+	}
+	return found;
 }
 
 const struct kv_command *kv_command_at(size_t i)

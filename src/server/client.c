@@ -3,8 +3,11 @@
  * reply slot in a per-client queue, filled at once (PING, errors) or later
  * (writes once committed, reads after the read index). Slots leave in
  * request order, so pipelined commands get their replies in order however
- * they complete. A client that disconnects with commands in flight is freed
- * when the last of them completes.
+ * they complete. The replies a connection finishes in one turn of the loop
+ * leave together, in one writev from their slots, just before the loop
+ * waits again (a pipeline costs one system call, not one per command).
+ * A client that disconnects with commands in flight is freed when the last
+ * of them completes.
  *
  * Order (Redis's): the commands of one connection take effect in the order
  * sent. Writes go to the log in order and reads share read indexes, so

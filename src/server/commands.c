@@ -457,16 +457,34 @@ static bool is_txn_command(const struct local_command *c)
 	       c->fn == txn_unwatch;
 }
 
+/* Room for the longest command name, for local_lookup's memo. */
+#define LOOKUP_MEMO_NAME_MAX 32u
+
 static const struct local_command *local_lookup(const uint8_t *name, size_t len)
 {
+	/* The last name asked for, as sent, and its answer: a pipeline
+	 * repeats its command, looked up for its order, then to run. */
+	static uint8_t last_name[LOOKUP_MEMO_NAME_MAX];
+	static size_t last_len; /* 0: none yet */
+	static const struct local_command *last;
+	if (len > 0 && len == last_len && memcmp(last_name, name, len) == 0)
+		return last;
+	const struct local_command *found = NULL;
 	for (size_t i = 0; i < sizeof local_commands / sizeof local_commands[0];
 	     i++) {
 		const char *n = local_commands[i].name;
 		if (len == strlen(n) &&
-		    strncasecmp((const char *)name, n, len) == 0)
-			return &local_commands[i];
+		    strncasecmp((const char *)name, n, len) == 0) {
+			found = &local_commands[i];
+			break;
+		}
 	}
-	return NULL;
+	if (len > 0 && len <= sizeof last_name) {
+		memcpy(last_name, name, len);
+		last_len = len;
+		last = found;
+	}
+	return found;
 }
 
 enum command_order command_order(const struct client_state *cs, int argc,

@@ -37,6 +37,11 @@ struct metrics {
 	char names[METRICS_COMMANDS_MAX][METRICS_NAME_MAX];
 	uint32_t n_names;
 	struct baton_histogram histograms[METRICS_COMMANDS_MAX + 1];
+	/* The last name asked for, as sent, and its slot: a pipeline repeats
+	 * its command, so most commands find their slot here. */
+	char last_name[METRICS_NAME_MAX];
+	size_t last_len; /* 0: none yet */
+	int last_slot;
 	/* Sampled at each housekeeping tick. */
 	baton_term term_seen;
 	uint64_t elections_started;
@@ -74,6 +79,19 @@ static bool is_command(const char *lower)
 	return kv_lookup((const uint8_t *)lower, strlen(lower)) != NULL;
 }
 
+/* The slot of a name (lower case), added if it is a command and there is
+ * room; else the "other" slot. */
+static int slot_of(struct metrics *m, const char *lower, size_t len)
+{
+	for (uint32_t i = 0; i < m->n_names; i++)
+		if (strcmp(m->names[i], lower) == 0)
+			return (int)i;
+	if (m->n_names == METRICS_COMMANDS_MAX || !is_command(lower))
+		return METRICS_COMMANDS_MAX;
+	memcpy(m->names[m->n_names], lower, len + 1);
+	return (int)m->n_names++;
+}
+
 int metrics_command_slot(struct server *s, const uint8_t *name, size_t len)
 {
 	struct metrics *m = s->metrics;
@@ -82,16 +100,17 @@ int metrics_command_slot(struct server *s, const uint8_t *name, size_t len)
 	char lower[METRICS_NAME_MAX];
 	if (len == 0 || len >= sizeof lower)
 		return METRICS_COMMANDS_MAX;
+	/* A name's slot never changes once given. */
+	if (len == m->last_len && memcmp(m->last_name, name, len) == 0)
+		return m->last_slot;
 	for (size_t i = 0; i < len; i++)
 		lower[i] = (char)tolower(name[i]);
 	lower[len] = '\0';
-	for (uint32_t i = 0; i < m->n_names; i++)
-		if (strcmp(m->names[i], lower) == 0)
-			return (int)i;
-	if (m->n_names == METRICS_COMMANDS_MAX || !is_command(lower))
-		return METRICS_COMMANDS_MAX;
-	memcpy(m->names[m->n_names], lower, len + 1);
-	return (int)m->n_names++;
+	int slot = slot_of(m, lower, len);
+	memcpy(m->last_name, name, len);
+	m->last_len = len;
+	m->last_slot = slot;
+	return slot;
 }
 
 void metrics_command_done(struct server *s, int slot, uint64_t ns)

@@ -363,6 +363,32 @@ def wait_health(port, want, timeout=LEADER_TIMEOUT_S, path="/health"):
     d.fail(body)
 
 
+def test_pipelined_commands_counted_under_their_own_names(metrics_cluster):
+    """A node remembers the last command name it counted; a pipeline that
+    changes names and letter case must still count each command under its
+    own lower-case name, and unknown names under "other"."""
+    c, mports = metrics_cluster
+    leader = c.leader()
+    names = ("set", "get", "incr", "other")
+
+    def counts():
+        f = scrape(mports[leader.id])
+        return {n: value(f, "baton_client_commands_total", cmd=n) or 0
+                for n in names}
+
+    before = counts()
+    p = leader.client().pipeline(transaction=False)
+    sent = [("SET", "pm", "1"), ("set", "pm", "2"), ("Set", "pm", "3"),
+            ("GET", "pm"), ("INCR", "pm-n"), ("NOSUCHCMD",), ("get", "pm"),
+            ("SET", "pm", "4"), ("NOSUCHCMD",), ("NOSUCHCMD",), ("iNcR", "pm-n")]
+    for args in sent:
+        p.execute_command(*args)
+    p.execute(raise_on_error=False)
+    after = counts()
+    got = {n: after[n] - before[n] for n in names}
+    assert got == {"set": 4, "get": 2, "incr": 2, "other": 3}, got
+
+
 def test_health_names_a_down_member_and_a_lost_leader(tmp_path):
     c, mports = start_with_metrics(tmp_path / "cluster")
     try:
