@@ -740,6 +740,9 @@ static void process(struct client *c)
 	if (c->processing)
 		return; /* the loop below goes on */
 	c->processing = true;
+	/* Commands proxied to another cluster's node are written together
+	 * once the loop is done, not one write each. */
+	c->st.proxy_batching = true;
 	while (!c->closing && !c->hangup && !c->st.quit) {
 		struct resp_command cmd;
 		if (c->has_waiting) {
@@ -763,10 +766,14 @@ static void process(struct client *c)
 		c->has_waiting = false;
 		run(c, &cmd, order);
 	}
+	c->st.proxy_batching = false;
 	if (!c->closing && !c->has_waiting)
 		resp_parser_consumed(&c->parser);
 	update_reading(c);
 	c->processing = false;
+	/* Last: a reply it completes at once may run process() again, for
+	 * the command left waiting. */
+	proxy_client_flush(&c->st);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)

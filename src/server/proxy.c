@@ -697,6 +697,18 @@ void proxy_command(struct server *s, struct client_state *cs, struct slot *sl,
 	snprintf(c->addr, sizeof c->addr, "%s", addr);
 	c->read = is_read(argv[0], lens[0]);
 	queue_push(&pc->waiting, c);
+	if (cs->proxy_batching)
+		return; /* written by proxy_client_flush() */
+	struct cmd_queue done = {0};
+	finish(pc, &done);
+}
+
+void proxy_client_flush(struct client_state *cs)
+{
+	struct proxy_client *pc = cs->proxy;
+	BATON_ASSERT(!cs->proxy_batching);
+	if (pc == NULL || pc->waiting.head == NULL)
+		return;
 	struct cmd_queue done = {0};
 	finish(pc, &done);
 }

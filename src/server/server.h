@@ -441,6 +441,9 @@ struct client_state {
 	 * a proxy's (BATON.PROXIED: never proxied again). */
 	struct proxy_client *proxy;
 	bool proxied;
+	/* Set while client.c runs the commands of one read: proxied ones
+	 * are queued, then written together by proxy_client_flush(). */
+	bool proxy_batching;
 	/* What CLIENT LIST and HELLO show (client_registry.c): the id, unique
 	 * and increasing on this node; the protocol (2, or 3 after HELLO 3);
 	 * what CLIENT SETINFO stored; the last command and when. */
@@ -732,6 +735,9 @@ void proxy_command(struct server *s, struct client_state *cs, struct slot *sl,
 /* The client connection is closing: its upstream closes, the commands
  * waiting or in flight are dropped (their slots done). */
 void proxy_client_closed(struct client_state *cs);
+/* The commands of one read have run: write those proxy_command() queued
+ * meanwhile (cs->proxy_batching) in one write. */
+void proxy_client_flush(struct client_state *cs);
 struct proxy_stats {
 	uint64_t commands, errors, upstreams_open;
 };

@@ -269,6 +269,32 @@ def test_a_pipelined_burst_keeps_its_order(two):
     assert b.client().get("ctr") == str(n // 2)
 
 
+def test_proxied_and_local_commands_in_one_pipeline_keep_their_order(two):
+    """The proxied commands of one read are written together once the read's
+    commands have run; local writes and reads between them (a read waits for
+    the write before it) still answer in request order, and the proxied
+    commands arrive in theirs."""
+    a, b = two
+    raw = Raw(a.client_port)
+    rounds = 300
+    burst = []
+    for i in range(rounds):
+        burst += [encode("SET", f"here:{i % 7}", i),
+                  encode(*proxied(b.client_addr, "SET", f"there:{i % 7}", i)),
+                  encode("GET", f"here:{i % 7}"),
+                  encode(*proxied(b.client_addr, "INCR", "there-count")),
+                  encode(*proxied(b.client_addr, "GET", f"there:{i % 7}"))]
+    raw.sock.sendall(b"".join(burst))
+    for i in range(rounds):
+        s = str(i).encode()
+        bulk = b"$%d\r\n%s\r\n" % (len(s), s)
+        got = [raw.reply() for _ in range(5)]
+        want = [b"+OK\r\n", b"+OK\r\n", bulk, b":%d\r\n" % (i + 1), bulk]
+        assert got == want, (i, got)
+    assert a.client().get("there-count") is None
+    assert b.client().get("there-count") == str(rounds)
+
+
 def test_the_other_node_killed_with_commands_in_flight(two):
     a, b = two
     raw = Raw(a.client_port)
