@@ -36,8 +36,10 @@ struct pl_proposal {
 };
 
 /* A proposal not yet given to the core (the next flush batches it). */
+/* A queued proposal's payload lives in the pipeline's queue_bytes at
+ * offset: one buffer kept between batches instead of an allocation each. */
 struct pl_queued {
-	uint8_t *payload;
+	size_t offset;
 	size_t len;
 	baton_propose_cb cb;
 	void *data;
@@ -127,6 +129,8 @@ struct baton_pipeline {
 	uint32_t props_head, props_n, props_cap;
 	struct pl_queued *queue;
 	uint32_t queue_n, queue_cap;
+	uint8_t *queue_bytes;
+	size_t queue_bytes_len, queue_bytes_cap;
 
 	struct pl_read *reads;
 	uint32_t reads_n, reads_cap;

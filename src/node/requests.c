@@ -104,6 +104,22 @@ void pl_proposal_applied(struct baton_pipeline *p, const struct baton_entry *e,
 		q.cb(q.data, 0, NULL, 0);
 }
 
+static int queue_bytes_reserve(struct baton_pipeline *p, size_t len)
+{
+	if (p->queue_bytes_cap - p->queue_bytes_len >= len &&
+	    p->queue_bytes != NULL)
+		return 0;
+	size_t cap = p->queue_bytes_cap ? p->queue_bytes_cap : 16384;
+	while (cap - p->queue_bytes_len < len)
+		cap *= 2;
+	uint8_t *g = realloc(p->queue_bytes, cap);
+	if (g == NULL)
+		return BATON_ENOMEM;
+	p->queue_bytes = g;
+	p->queue_bytes_cap = cap;
+	return 0;
+}
+
 int baton_pipeline_propose(struct baton_pipeline *p, const uint8_t *payload,
 			   size_t len, baton_propose_cb cb, void *data)
 {
@@ -122,13 +138,30 @@ int baton_pipeline_propose(struct baton_pipeline *p, const uint8_t *payload,
 	if (p->queue_n == p->queue_cap &&
 	    pl_grow((void **)&p->queue, &p->queue_cap, sizeof *p->queue) != 0)
 		return BATON_ENOMEM;
-	uint8_t *copy = malloc(len > 0 ? len : 1);
-	if (copy == NULL)
+	if (queue_bytes_reserve(p, len) != 0)
 		return BATON_ENOMEM;
+	size_t offset = p->queue_bytes_len;
 	if (len > 0)
-		memcpy(copy, payload, len);
-	p->queue[p->queue_n++] = (struct pl_queued){copy, len, cb, data};
+		memcpy(p->queue_bytes + offset, payload, len);
+	p->queue_bytes_len += len;
+	p->queue[p->queue_n++] = (struct pl_queued){offset, len, cb, data};
 	return 0;
+}
+
+/* The queue's payload bytes are dropped once nothing is queued; a buffer
+ * grown past this by big entries is given back then, not kept. */
+#define PL_QUEUE_BYTES_KEEP (1u << 20)
+
+static void queue_bytes_drop_if_empty(struct baton_pipeline *p)
+{
+	if (p->queue_n > 0)
+		return;
+	p->queue_bytes_len = 0;
+	if (p->queue_bytes_cap > PL_QUEUE_BYTES_KEEP) {
+		free(p->queue_bytes);
+		p->queue_bytes = NULL;
+		p->queue_bytes_cap = 0;
+	}
 }
 
 /* One PROPOSE event per batch of queued proposals. While the leader hands
@@ -150,8 +183,9 @@ static void flush_proposals(struct baton_pipeline *p)
 				     : BATON_PIPELINE_BATCH_MAX;
 		struct baton_buffer bufs[BATON_PIPELINE_BATCH_MAX];
 		for (uint32_t i = 0; i < k; i++)
-			bufs[i] = (struct baton_buffer){p->queue[i].payload,
-							p->queue[i].len};
+			bufs[i] = (struct baton_buffer){
+				p->queue_bytes + p->queue[i].offset,
+				p->queue[i].len};
 		struct baton_event ev = {.type = BATON_EVENT_PROPOSE};
 		ev.u.propose.n = k;
 		ev.u.propose.bufs = bufs;
@@ -167,7 +201,6 @@ static void flush_proposals(struct baton_pipeline *p)
 		uint64_t deadline = pl_now(p) + p->c.proposal_timeout_ms;
 		for (uint32_t i = 0; i < k; i++) {
 			struct pl_queued q = p->queue[i];
-			free(q.payload);
 			if (rv == 0)
 				props_push(
 					p,
@@ -187,6 +220,7 @@ static void flush_proposals(struct baton_pipeline *p)
 			(p->queue_n - k) * sizeof *p->queue);
 		p->queue_n -= k;
 	}
+	queue_bytes_drop_if_empty(p);
 }
 
 /* ---- reads --------------------------------------------------------------- */
@@ -656,9 +690,9 @@ void pl_requests_free(struct baton_pipeline *p, int status)
 			struct pl_queued q = p->queue[0];
 			memmove(p->queue, p->queue + 1,
 				--p->queue_n * sizeof *p->queue);
-			free(q.payload);
 			q.cb(q.data, status, NULL, 0);
 		}
+		queue_bytes_drop_if_empty(p);
 		pl_props_fail_upto(p, UINT64_MAX, status);
 		reads_finish(p, pick_any, NULL, status);
 		waiters_finish(p, 0, true, status);
@@ -672,11 +706,14 @@ void pl_requests_free(struct baton_pipeline *p, int status)
 	}
 	free(p->props);
 	free(p->queue);
+	free(p->queue_bytes);
 	free(p->reads);
 	free(p->waiters);
 	free(p->deferred);
 	p->props = NULL;
 	p->queue = NULL;
+	p->queue_bytes = NULL;
+	p->queue_bytes_len = p->queue_bytes_cap = 0;
 	p->reads = NULL;
 	p->waiters = NULL;
 	p->deferred = NULL;

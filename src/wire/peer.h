@@ -331,7 +331,7 @@ struct baton_peer_frame {
 	/* On a decode error: a static text saying what was wrong. */
 	const char *why;
 	/* Private: what the frame owns. */
-	void *owned_envelope;
+	void *owned_arena; /* the unpacked envelope's chunks */
 	void *owned_arrays;
 };
 

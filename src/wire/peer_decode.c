@@ -21,15 +21,27 @@
  * hands out is NULL (memcpy(dst, NULL, 0) is undefined behaviour). */
 static uint8_t empty_bytes[1];
 
-/* The allocator protobuf-c unpacks with: a budget for the whole decode. */
+/* The allocator protobuf-c unpacks with: a budget for the whole decode,
+ * carved out of a few chunks that are freed together with the frame (an
+ * Append of n entries was 2n + 2 mallocs and as many frees). */
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t cap, used;
+};
+
 struct budget {
 	size_t left;
-	bool exceeded; /* the budget ran out */
-	bool failed;   /* malloc itself failed */
+	bool exceeded;		    /* the budget ran out */
+	bool failed;		    /* malloc itself failed */
+	struct arena_chunk *chunks; /* the newest first */
+	size_t next_cap;
 };
 
 /* Each allocation also costs the allocator's own bookkeeping. */
 #define ALLOC_OVERHEAD 16u
+#define ARENA_ALIGN 16u
+#define ARENA_ROUND(n) (((n) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
+#define ARENA_HEADER ARENA_ROUND(sizeof(struct arena_chunk))
 
 static void *budget_alloc(void *data, size_t size)
 {
@@ -39,19 +51,45 @@ static void *budget_alloc(void *data, size_t size)
 		return NULL;
 	}
 	b->left -= size + ALLOC_OVERHEAD;
-	void *p = malloc(size > 0 ? size : 1);
-	if (p == NULL)
-		b->failed = true;
+	size_t need = ARENA_ROUND(size > 0 ? size : 1);
+	struct arena_chunk *c = b->chunks;
+	if (c == NULL || c->cap - c->used < need) {
+		/* Doubling chunks, none much beyond what the budget allows. */
+		size_t cap = b->next_cap < b->left + need ? b->next_cap
+							  : b->left + need;
+		if (cap < need)
+			cap = need;
+		c = malloc(ARENA_HEADER + cap);
+		if (c == NULL) {
+			b->failed = true;
+			return NULL;
+		}
+		c->cap = cap;
+		c->used = 0;
+		c->next = b->chunks;
+		b->chunks = c;
+		b->next_cap = cap * 2;
+	}
+	void *p = (uint8_t *)c + ARENA_HEADER + c->used;
+	c->used += need;
 	return p;
 }
 
-static void plain_free(void *data, void *p)
+/* What the arena hands out is freed with it, all at once. */
+static void arena_free(void *data, void *p)
 {
 	(void)data;
-	free(p);
+	(void)p;
 }
 
-static ProtobufCAllocator free_only = {NULL, plain_free, NULL};
+static void arena_release(struct arena_chunk *c)
+{
+	while (c != NULL) {
+		struct arena_chunk *next = c->next;
+		free(c);
+		c = next;
+	}
+}
 
 static const uint8_t *bytes_out(ProtobufCBinaryData b)
 {
@@ -579,12 +617,17 @@ static Batonpeer__Envelope *unpack(const uint8_t *body, size_t len,
 		return NULL;
 	}
 	BATON_ASSERT(body != NULL || len == 0);
-	struct budget b = {len + BATON_PEER_DECODE_SLACK, false, false};
-	ProtobufCAllocator alloc = {budget_alloc, plain_free, &b};
+	/* Unpacked, a frame takes about its size again in structs. */
+	struct budget b = {len + BATON_PEER_DECODE_SLACK, false, false, NULL,
+			   2 * len + 256};
+	ProtobufCAllocator alloc = {budget_alloc, arena_free, &b};
 	Batonpeer__Envelope *env =
 		batonpeer__envelope__unpack(&alloc, len, body);
-	if (env != NULL)
+	if (env != NULL) {
+		out->owned_arena = b.chunks;
 		return env;
+	}
+	arena_release(b.chunks);
 	if (b.failed) {
 		out->why = "out of memory";
 		*rv = BATON_ENOMEM;
@@ -598,11 +641,10 @@ static Batonpeer__Envelope *unpack(const uint8_t *body, size_t len,
 	return NULL;
 }
 
-/* Fill *out from env, which it then owns; on error free it all. */
+/* Fill *out from env, which lives in out's arena; on error free it all. */
 static int finish(struct baton_proto_version v, Batonpeer__Envelope *env,
 		  struct baton_peer_frame *out)
 {
-	out->owned_envelope = env;
 	const char *why = NULL;
 	int rv = envelope_out(v, env, out, &why);
 	if (rv != 0) {
@@ -642,7 +684,7 @@ int baton_peer_decode_handshake(const uint8_t *body, size_t len,
 	if (env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE &&
 	    env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE_REPLY &&
 	    env->body_case != BATONPEER__ENVELOPE__BODY_HANDSHAKE_AUTH) {
-		batonpeer__envelope__free_unpacked(env, &free_only);
+		baton_peer_frame_free(out);
 		out->why = "expected a handshake";
 		return BATON_ECORRUPT;
 	}
@@ -654,9 +696,7 @@ void baton_peer_frame_free(struct baton_peer_frame *f)
 {
 	if (f == NULL)
 		return;
-	if (f->owned_envelope != NULL)
-		batonpeer__envelope__free_unpacked(f->owned_envelope,
-						   &free_only);
+	arena_release(f->owned_arena);
 	free(f->owned_arrays);
 	memset(f, 0, sizeof *f);
 }

@@ -161,6 +161,8 @@ static Batonpeer__VersionState *versions_in(struct versions_pb *pb,
 	return &pb->state;
 }
 
+#define RAFT_PB_ENTRIES 64
+
 /* Every body a Raft message may carry, on the encoder's stack. */
 struct raft_pb {
 	Batonpeer__Raft raft;
@@ -183,7 +185,11 @@ struct raft_pb {
 	Batonpeer__Member members[BATON_MAX_MEMBERS];
 	Batonpeer__Member *member_ptrs[BATON_MAX_MEMBERS];
 	struct versions_pb versions;
-	/* Append: n entries and n pointers to them, in one allocation. */
+	/* Append: n entries and n pointers to them, here when they fit (a
+	 * batch of up to this many writes needs no allocation), else in one
+	 * allocation. */
+	Batonpeer__Entry entries[RAFT_PB_ENTRIES];
+	Batonpeer__Entry *entry_ptrs[RAFT_PB_ENTRIES];
 	void *entries_mem;
 };
 
@@ -214,12 +220,17 @@ static int append_in(struct raft_pb *pb, struct baton_proto_version v,
 		o->leader = profile_in(&pb->profile, &a->leader);
 	if (a->n_entries > 0) {
 		size_t n = a->n_entries;
-		pb->entries_mem = malloc(n * (sizeof(Batonpeer__Entry) +
-					      sizeof(Batonpeer__Entry *)));
-		if (pb->entries_mem == NULL)
-			return BATON_ENOMEM;
-		Batonpeer__Entry *es = pb->entries_mem;
-		Batonpeer__Entry **ptrs = (Batonpeer__Entry **)(es + n);
+		Batonpeer__Entry *es = pb->entries;
+		Batonpeer__Entry **ptrs = pb->entry_ptrs;
+		if (n > RAFT_PB_ENTRIES) {
+			pb->entries_mem =
+				malloc(n * (sizeof(Batonpeer__Entry) +
+					    sizeof(Batonpeer__Entry *)));
+			if (pb->entries_mem == NULL)
+				return BATON_ENOMEM;
+			es = pb->entries_mem;
+			ptrs = (Batonpeer__Entry **)(es + n);
+		}
 		for (size_t i = 0; i < n; i++) {
 			const struct baton_entry *e = &a->entries[i];
 			batonpeer__entry__init(&es[i]);

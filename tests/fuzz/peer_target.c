@@ -30,7 +30,7 @@ static void check_contract(int rv, const struct baton_peer_frame *f,
 		   "decode returned %d", rv);
 	FUZZ_CHECK(f->why != NULL && f->why[0] != '\0',
 		   "error %d without a reason", rv);
-	FUZZ_CHECK(f->owned_envelope == NULL && f->owned_arrays == NULL,
+	FUZZ_CHECK(f->owned_arena == NULL && f->owned_arrays == NULL,
 		   "a failed decode holds memory (%s)", f->why);
 }
 
