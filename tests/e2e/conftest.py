@@ -187,6 +187,15 @@ def wait_log(node, needle, since=0, timeout=10.0, regex=False):
     d.fail(node.log_text()[since:][-2000:])
 
 
+def resp(*args):
+    """A command as a RESP array of bulk strings (raw-socket tests)."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
 def is_tryagain(e):
     return isinstance(e, redis.ResponseError) and str(e).startswith(
         "TRYAGAIN")

@@ -7,18 +7,9 @@ import time
 
 import peerwire
 from conftest import (HOST, READY_TIMEOUT_S, REPO, Deadline, Node, POLL_S,
-                      free_ports, retry, wait_log)
+                      free_ports, resp, retry, wait_log)
 
 REPLY_TIMEOUT_S = 5.0
-
-
-def resp(*args):
-    """A command as a RESP array of bulk strings."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 
 def send_raw(port, data, timeout=REPLY_TIMEOUT_S):

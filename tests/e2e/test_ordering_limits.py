@@ -22,21 +22,12 @@ import pytest
 import redis
 
 from conftest import (ASAN_QUARANTINE_MIB, HOST, POLL_S, Deadline, retry,
-                      sanitized_build, wait_log)
+                      resp, sanitized_build, wait_log)
 
 ROUNDS = 200
 REPLY_TIMEOUT_S = 10.0
 MIB = 1 << 20
 DEFAULT_BULK_MAX = 16711680  # 16 MiB - 64 KiB, the documented default
-
-
-def resp(*args):
-    """A command as a RESP array of bulk strings."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 
 def status_kb(node, field):

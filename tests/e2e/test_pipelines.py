@@ -20,21 +20,12 @@ import time
 
 import pytest
 
-from conftest import HOST, Deadline, retry
+from conftest import HOST, Deadline, resp, retry
 
 REPLY_TIMEOUT_S = 30.0
 BIG_VALUE_BYTES = 6000
 BIG_KEYS = 1500  # ~9 MB of replies: many times any socket buffer
 MIXED_ROUNDS = 3000
-
-
-def resp(*args):
-    """A command as a RESP array of bulk strings."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 
 class Replies:
