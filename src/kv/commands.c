@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "name_memo.h"
 #include "resp.h"
 
 /* SCAN's COUNT when none is given (Redis: 10). */
@@ -557,18 +558,14 @@ static const struct kv_command commands[] = {
 	 kv__run_incrbyfloat},
 };
 
-/* Room for the longest command name, for kv_lookup's memo. */
-#define LOOKUP_MEMO_NAME_MAX 32u
-
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len)
 {
-	/* The last name asked for, as sent, and its answer: a pipeline
-	 * repeats its command, and a command is looked up at the client,
-	 * then at apply. Per thread, as kv_lookup may be called anywhere. */
-	static _Thread_local uint8_t last_name[LOOKUP_MEMO_NAME_MAX];
-	static _Thread_local size_t last_len; /* 0: none yet */
+	/* The last name asked for and its answer: a pipeline repeats its
+	 * command, and a command is looked up at the client, then at
+	 * apply. Per thread, as kv_lookup may be called anywhere. */
+	static _Thread_local struct baton_name_memo memo;
 	static _Thread_local const struct kv_command *last;
-	if (len > 0 && len == last_len && memcmp(last_name, name, len) == 0)
+	if (baton_name_memo_is(&memo, name, len))
 		return last;
 	struct kv__args a = {1, &name, &len};
 	const struct kv_command *found = NULL;
@@ -577,11 +574,8 @@ const struct kv_command *kv_lookup(const uint8_t *name, size_t len)
 			found = &commands[i];
 			break;
 		}
-	if (len > 0 && len <= sizeof last_name) {
-		memcpy(last_name, name, len);
-		last_len = len;
+	if (baton_name_memo_set(&memo, name, len))
 		last = found;
-	}
 	return found;
 }
 

@@ -14,6 +14,7 @@
 #include <sys/time.h>
 
 #include "log.h"
+#include "name_memo.h"
 #include "server.h"
 
 bool command_arg_is(const struct command_ctx *x, int i, const char *word)
@@ -457,17 +458,13 @@ static bool is_txn_command(const struct local_command *c)
 	       c->fn == txn_unwatch;
 }
 
-/* Room for the longest command name, for local_lookup's memo. */
-#define LOOKUP_MEMO_NAME_MAX 32u
-
 static const struct local_command *local_lookup(const uint8_t *name, size_t len)
 {
-	/* The last name asked for, as sent, and its answer: a pipeline
-	 * repeats its command, looked up for its order, then to run. */
-	static uint8_t last_name[LOOKUP_MEMO_NAME_MAX];
-	static size_t last_len; /* 0: none yet */
+	/* The last name asked for and its answer: a pipeline repeats its
+	 * command, looked up for its order, then to run. */
+	static struct baton_name_memo memo;
 	static const struct local_command *last;
-	if (len > 0 && len == last_len && memcmp(last_name, name, len) == 0)
+	if (baton_name_memo_is(&memo, name, len))
 		return last;
 	const struct local_command *found = NULL;
 	for (size_t i = 0; i < sizeof local_commands / sizeof local_commands[0];
@@ -479,11 +476,8 @@ static const struct local_command *local_lookup(const uint8_t *name, size_t len)
 			break;
 		}
 	}
-	if (len > 0 && len <= sizeof last_name) {
-		memcpy(last_name, name, len);
-		last_len = len;
+	if (baton_name_memo_set(&memo, name, len))
 		last = found;
-	}
 	return found;
 }
 

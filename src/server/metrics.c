@@ -19,6 +19,7 @@
 
 #include "baton/assert.h"
 #include "histogram.h"
+#include "name_memo.h"
 #include "server.h"
 
 #define METRICS_COMMANDS_MAX 256u
@@ -39,8 +40,7 @@ struct metrics {
 	struct baton_histogram histograms[METRICS_COMMANDS_MAX + 1];
 	/* The last name asked for, as sent, and its slot: a pipeline repeats
 	 * its command, so most commands find their slot here. */
-	char last_name[METRICS_NAME_MAX];
-	size_t last_len; /* 0: none yet */
+	struct baton_name_memo last_name;
 	int last_slot;
 	/* Sampled at each housekeeping tick. */
 	baton_term term_seen;
@@ -101,15 +101,14 @@ int metrics_command_slot(struct server *s, const uint8_t *name, size_t len)
 	if (len == 0 || len >= sizeof lower)
 		return METRICS_COMMANDS_MAX;
 	/* A name's slot never changes once given. */
-	if (len == m->last_len && memcmp(m->last_name, name, len) == 0)
+	if (baton_name_memo_is(&m->last_name, name, len))
 		return m->last_slot;
 	for (size_t i = 0; i < len; i++)
 		lower[i] = (char)tolower(name[i]);
 	lower[len] = '\0';
 	int slot = slot_of(m, lower, len);
-	memcpy(m->last_name, name, len);
-	m->last_len = len;
-	m->last_slot = slot;
+	if (baton_name_memo_set(&m->last_name, name, len))
+		m->last_slot = slot;
 	return slot;
 }
 
