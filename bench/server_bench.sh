@@ -63,31 +63,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-port_in_use() {
-	(exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
-
-# A base port whose client ports base..base+2 and peer ports
-# base+1000..base+1002 are all free.
-free_base_port() {
-	local try base p busy
-	for try in $(seq 1 50); do
-		base=$((20000 + RANDOM % 30000))
-		busy=0
-		for p in $base $((base + 1)) $((base + 2)) $((base + 1000)) \
-			$((base + 1001)) $((base + 1002)); do
-			if port_in_use "$p"; then
-				busy=1
-				break
-			fi
-		done
-		((busy)) || {
-			echo "$base"
-			return
-		}
-	done
-	die "no free ports found"
-}
+# shellcheck source=bench/cluster_ports.sh
+. "$ROOT/bench/cluster_ports.sh"
 
 start_baton() {
 	local base deadline
