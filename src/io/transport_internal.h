@@ -104,6 +104,14 @@ void baton__transport_close(struct conn *c, const char *why);
  * BATON_ENOTFOUND (closing or closed), BATON_EOVERLOADED (queue full),
  * BATON_ENOMEM. */
 int baton__transport_write(struct conn *c, const uint8_t *data, size_t len);
+/* transport_send.c: start the loop handles that write every connection's
+ * pending frames at the end of each turn. */
+void baton__transport_flush_start(struct baton_transport *t, uv_loop_t *loop);
+/* Write every connection's pending frames now. */
+void baton__transport_flush_all(struct baton_transport *t);
+/* The connection messages to `to` go out on, or NULL. */
+struct conn *baton__transport_ready_conn(struct baton_transport *t,
+					 baton_node_id to);
 
 /* A probe's connection ends: answer its callback (once) with rv, why and
  * the reply (NULL unless rv is 0). */
