@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "raw_peer.h"
 #include "transport.h"
 #include "transport_internal.h"
 
@@ -647,20 +648,7 @@ Test(transport, a_frame_whose_checksum_differs_closes_the_link, .init = setup)
 {
 	struct node a = {.profile = release_2()};
 	start(&a, 1, 0, false);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)(port_base + 1))};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-	struct baton_buf b;
-	baton_buf_init(&b);
-	struct baton_peer_handshake h = {.cluster_id = "test",
-					 .node_id = 7,
-					 .profile = *release_2(),
-					 .peer_addr = "127.0.0.1:1"};
-	cr_assert_eq(baton_peer_encode_handshake(&h, &b), 0);
-	cr_assert_eq(write(fd, b.data, b.len), (ssize_t)b.len);
+	int fd = raw_peer_connect((uint16_t)(port_base + 1), release_2());
 	struct baton_transport_stats st = {0};
 	for (int i = 0; i < 500 && st.connected_peers == 0; i++) {
 		uv_run(&loop, UV_RUN_NOWAIT);
@@ -670,9 +658,11 @@ Test(transport, a_frame_whose_checksum_differs_closes_the_link, .init = setup)
 	cr_assert_eq(st.connected_peers, 1);
 	cr_assert_eq(baton_transport_peer_proto(a.t, 7).value, 4);
 	/* A join in protocol 4's envelope: heard. */
-	struct baton_peer_join j = {
-		.node_id = 7, .peer_addr = "127.0.0.1:1", .profile = h.profile};
-	baton_buf_reset(&b);
+	struct baton_peer_join j = {.node_id = 7,
+				    .peer_addr = "127.0.0.1:1",
+				    .profile = *release_2()};
+	struct baton_buf b;
+	baton_buf_init(&b);
 	cr_assert_eq(
 		baton_peer_encode_join((struct baton_proto_version){4}, &j, &b),
 		0);

@@ -19,6 +19,7 @@
 #include "baton/buf.h"
 #include "le.h"
 #include "log.h"
+#include "raw_peer.h"
 #include "transport.h"
 #include "transport_internal.h"
 
@@ -230,21 +231,7 @@ static bool read_exactly(int fd, uint8_t *out, size_t len)
 /* A hand-made peer (node 7) on a raw socket, connected and ready. */
 static int raw_peer(struct node *a)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons(ports[1])};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-	struct baton_buf b;
-	baton_buf_init(&b);
-	struct baton_peer_handshake h = {.cluster_id = "test",
-					 .node_id = 7,
-					 .profile = *release_2(),
-					 .peer_addr = "127.0.0.1:1"};
-	cr_assert_eq(baton_peer_encode_handshake(&h, &b), 0);
-	cr_assert_eq(write(fd, b.data, b.len), (ssize_t)b.len);
-	baton_buf_free(&b);
+	int fd = raw_peer_connect(ports[1], release_2());
 	for (int i = 0;
 	     i < 500 && baton_transport_peer_proto(a->t, 7).value == 0; i++) {
 		uv_run(&loop, UV_RUN_NOWAIT);
