@@ -211,6 +211,9 @@ struct baton_fs_stats {
 	uint64_t batches;     /* group commits */
 	uint64_t submissions; /* updates submitted */
 	uint64_t bytes_written;
+	/* Bytes the log's segments hold now (headers and batches); the
+	 * files are preallocated to the segment size, so take more. */
+	uint64_t wal_bytes;
 	uint32_t segments;
 	int failed; /* 0, or the error that stopped writes */
 };

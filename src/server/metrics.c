@@ -355,6 +355,10 @@ static void render_storage(const struct baton_node_status *st,
 		st->storage.bytes_written);
 	gauge(b, "baton_wal_segments", "Log segment files on disk.",
 	      st->storage.segments);
+	gauge(b, "baton_wal_size_bytes",
+	      "Bytes of log the segments hold now (not counting "
+	      "their preallocated space).",
+	      st->storage.wal_bytes);
 	counter(b, "baton_wal_fsyncs_total", "fdatasync calls on the log.",
 		st->storage.syncs);
 	const struct baton_pipeline_snapshot_stats *k = &st->snapshots;

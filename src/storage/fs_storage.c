@@ -279,6 +279,7 @@ static void *writer_main(void *arg)
 		s->stats.batches = s->wal.batches;
 		s->stats.bytes_written = s->wal.bytes_written;
 		s->stats.segments = s->wal.n_segs;
+		s->stats.wal_bytes = baton__wal_bytes(&s->wal);
 		pthread_cond_broadcast(&s->idle);
 		pthread_mutex_unlock(&s->mu);
 		while (group != NULL) {
@@ -581,6 +582,7 @@ int baton_fs_storage_open(const struct baton_fs_options *o,
 	if (rv == 0)
 		rv = recover(s, err, errlen);
 	s->stats.segments = s->wal.n_segs;
+	s->stats.wal_bytes = baton__wal_bytes(&s->wal);
 	if (rv == 0 && pthread_create(&s->thread, NULL, writer_main, s) != 0)
 		rv = baton__errf(err, errlen, BATON_ENOMEM,
 				 "cannot start the writer thread");

@@ -256,6 +256,10 @@ int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
 		      uint32_t n_records, baton_index first_index,
 		      baton_index max_index, char *err, size_t errlen);
 
+/* Bytes the log's segments hold (their headers and batches, not the
+ * preallocated space after them). */
+uint64_t baton__wal_bytes(const struct baton__wal *w);
+
 /* Delete whole segments, oldest first, whose entries are all <= upto
  * (never the one being written). */
 void baton__wal_compact(struct baton__wal *w, baton_index upto);

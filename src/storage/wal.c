@@ -736,6 +736,14 @@ int baton__wal_append(struct baton__wal *w, uint8_t *buf, size_t body_len,
 	return 0;
 }
 
+uint64_t baton__wal_bytes(const struct baton__wal *w)
+{
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < w->n_segs; i++)
+		total += w->segs[i].end;
+	return total;
+}
+
 void baton__wal_compact(struct baton__wal *w, baton_index upto)
 {
 	uint32_t drop = 0;

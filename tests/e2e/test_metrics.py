@@ -175,6 +175,7 @@ def test_every_node_serves_metrics_that_parse_and_move(metrics_cluster):
                     "baton_peer_sent_bytes_total",
                     "baton_peer_handshakes_refused_total",
                     "baton_connected_clients", "baton_wal_segments",
+                    "baton_wal_size_bytes",
                     "baton_elections_started_total",
                     "baton_leader_changes_total"):
             assert fam in f, fam
@@ -207,6 +208,14 @@ def test_every_node_serves_metrics_that_parse_and_move(metrics_cluster):
     assert value(after, "baton_proposals_total") >= 20
     assert value(after, "baton_fsync_seconds_count") > 0
     assert value(after, "baton_wal_written_bytes_total") > 0
+    # With no snapshot in between, the log on disk grew by what was written.
+    if value(after, "baton_snapshots_total") == value(lf,
+                                                     "baton_snapshots_total"):
+        grew = value(after, "baton_wal_size_bytes") - value(
+            lf, "baton_wal_size_bytes")
+        wrote = value(after, "baton_wal_written_bytes_total") - value(
+            lf, "baton_wal_written_bytes_total")
+        assert grew == wrote > 0, (grew, wrote)
     assert value(after, "baton_peer_sent_bytes_total") > 0
     # A follower's commit index follows (bounded wait).
     follower = next(m for m in c.nodes.values() if m is not leader)

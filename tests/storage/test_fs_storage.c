@@ -2,9 +2,11 @@
  * compaction, snapshots, torn tails, corruption and version refusals. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "format.h"
 #include "store_util.h"
@@ -156,6 +158,26 @@ Test(fs_storage, truncation_alone_is_durable)
 	expect_log(1, 3, 16);
 }
 
+/* The sizes of the log's segment files in dir, as `ls` shows them. */
+static uint64_t segment_file_bytes(void)
+{
+	uint64_t total = 0;
+	DIR *d = opendir(dir);
+	cr_assert_not_null(d);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, "wal-", 4) != 0)
+			continue;
+		char path[512];
+		struct stat sb;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		cr_assert_eq(stat(path, &sb), 0);
+		total += (uint64_t)sb.st_size;
+	}
+	closedir(d);
+	return total;
+}
+
 Test(fs_storage, segments_roll_over_and_compact)
 {
 	struct baton_storage *s = store_open(dir, 8192, NULL);
@@ -165,7 +187,14 @@ Test(fs_storage, segments_roll_over_and_compact)
 	struct baton_fs_stats st;
 	baton_fs_storage_stats(s, &st);
 	cr_assert_gt(st.segments, 5, "only %u segments", st.segments);
+	/* A fresh log holds its segments' headers and what was written;
+	 * the files are preallocated, so they take at least that. */
+	cr_assert_eq(st.wal_bytes,
+		     (uint64_t)st.segments * WAL_SEGMENT_HEADER_LEN +
+			     st.bytes_written);
+	cr_assert_leq(st.wal_bytes, segment_file_bytes());
 	uint32_t before = st.segments;
+	uint64_t bytes_before = st.wal_bytes;
 
 	/* Compaction deletes nothing a durable snapshot does not cover. */
 	struct baton_update u = {.compact_upto = 300};
@@ -177,6 +206,8 @@ Test(fs_storage, segments_roll_over_and_compact)
 	cr_assert_eq(store_write(s, &u), 0);
 	baton_fs_storage_stats(s, &st);
 	cr_assert_lt(st.segments, before);
+	cr_assert_lt(st.wal_bytes, bytes_before);
+	cr_assert_leq(st.wal_bytes, segment_file_bytes());
 	s->ops->close(s);
 	entries_free(e, 400);
 
