@@ -311,10 +311,10 @@ int kv_snapshot(const struct baton_kv *kv, struct baton_machine_version v,
  * pre-image); a key created after begin is marked so the snapshot skips
  * it. One snapshot at a time.
  *
- * begin: 0, BATON_EVERSION (as kv_snapshot; nothing started), BATON_ESTATE
- * (one is open already), BATON_EBUSY (a KEYS below or a migration's
- * export is open: the map has one view at a time; try again once it
- * ended) or BATON_ENOMEM. step: hands
+ * begin: 0, BATON_EVERSION (as kv_snapshot; nothing started), BATON_EBUSY
+ * (a snapshot is open already, a KEYS below or a migration's export: the
+ * map has one view at a time, and batond has two readers of snapshots, its
+ * own and a backup; try again once it ended) or BATON_ENOMEM. step: hands
  * sink the next part, about `budget` bytes (at least one entry), and sets *done
  * after the trailer; 0, the sink's error or BATON_ENOMEM (the snapshot stays
  * open: end it). end: closes it, finished or not, and frees its copies.

@@ -212,10 +212,12 @@ int kv_snapshot_begin(struct baton_kv *kv, struct baton_machine_version v)
 	int rv = other_kind_open(kv, VIEW_SNAPSHOT);
 	if (rv != 0)
 		return rv;
+	/* Not a misuse: a backup and the node's own snapshot both read the
+	 * map as snapshots, and whichever comes second waits. */
 	if (kv->snap != NULL)
-		return fail(kv, BATON_ESTATE,
-			    "an incremental snapshot is open already: end it "
-			    "first");
+		return fail(kv, BATON_EBUSY,
+			    "an incremental snapshot is open already: try "
+			    "again when it ends");
 	uint32_t format;
 	rv = kv__snap_format(kv, v, &format);
 	if (rv != 0)

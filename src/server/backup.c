@@ -10,7 +10,9 @@
  * and the loop serves everything else between two NEXTs; no side holds
  * the whole copy. The map has one view: while a backup holds it the
  * node's own snapshot waits (it asks again later), and a BEGIN while a
- * snapshot or KEYS holds it answers -TRYAGAIN. One backup at a time; one
+ * snapshot or KEYS holds it answers -TRYAGAIN and claims the view for a
+ * moment: the node's next snapshot waits for the retry, so snapshots
+ * close together cannot keep a backup out. One backup at a time; one
  * left without a NEXT for BACKUP_IDLE_MS is ended. A restore or a
  * conversion of the map ends the view (machine.map_replaced counts them):
  * the next NEXT says so.
@@ -44,6 +46,11 @@
 #define BACKUP_CHUNK_BYTES ((size_t)1 << 20)
 /* A backup without a NEXT for this long is ended. */
 #define BACKUP_IDLE_MS 30000u
+/* How long a BEGIN that found the map's view busy keeps the node's own
+ * snapshots from opening it: batonctl asks again every 200 ms, so this
+ * spans a few of its retries, and a client that gave up holds the node's
+ * snapshots back no longer. */
+#define BACKUP_VIEW_CLAIM_MS 1000u
 /* The restore's import chunks, and how often it looks whether it may go
  * on. */
 #define RESTORE_CHUNK_BYTES ((size_t)256 << 10)
@@ -65,9 +72,11 @@ struct backup {
 	/* The save open now (id 0: none). */
 	uint64_t id, next_id;
 	uint64_t last_ms;
-	uint64_t generation;  /* machine.map_replaced at BEGIN */
-	uint64_t sent;	      /* payload bytes handed out */
-	struct slot *waiting; /* a BEGIN waiting for its barrier */
+	uint64_t generation;	  /* machine.map_replaced at BEGIN */
+	uint64_t sent;		  /* payload bytes handed out */
+	struct slot *waiting;	  /* a BEGIN waiting for its barrier */
+	bool view_claimed;	  /* a BEGIN found the view busy ... */
+	uint64_t view_claimed_ms; /* ... then */
 	/* --restore */
 	struct baton_kv *map;
 	struct backup_header header;
@@ -84,6 +93,16 @@ static uint64_t now_ms(const struct backup *b)
 	return uv_now(b->s->loop);
 }
 
+/* server_machine's snapshot_yields: a BEGIN found the view busy a
+ * moment ago and will ask again. */
+static bool snapshot_yields(void *data)
+{
+	struct server *s = data;
+	struct backup *b = s->backup;
+	return b != NULL && b->view_claimed &&
+	       now_ms(b) - b->view_claimed_ms < BACKUP_VIEW_CLAIM_MS;
+}
+
 static struct backup *get(struct server *s)
 {
 	if (s->backup != NULL)
@@ -98,6 +117,7 @@ static struct backup *get(struct server *s)
 	uv_timer_init(s->loop, &b->restore_timer);
 	b->timer.data = b->restore_timer.data = b;
 	s->backup = b;
+	s->machine.snapshot_yields = snapshot_yields;
 	return b;
 }
 
@@ -145,6 +165,8 @@ static void begin_now(struct backup *b, struct slot *sl)
 	baton_node_status(s->node, st);
 	struct baton_machine_version v = st->applied_versions.machine;
 	int rv = kv_snapshot_begin(s->machine.kv, v);
+	b->view_claimed = rv == BATON_EBUSY;
+	b->view_claimed_ms = now_ms(b);
 	if (rv == BATON_EBUSY) {
 		resp_error(out, "TRYAGAIN the map is being read by a snapshot "
 				"or a KEYS; retry");

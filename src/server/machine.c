@@ -458,7 +458,11 @@ static int machine_snapshot_begin(struct baton_machine *bm,
 	if (rv != 0)
 		return rv;
 	/* The map first: BATON_EBUSY while a KEYS reads it in slices
-	 * (keys.c), which the node takes as "try again later". */
+	 * (keys.c), a backup holds it or waits for it, which the node takes
+	 * as "try again later". */
+	if (m->snapshot_yields != NULL && m->snapshot_yields(m->data))
+		return refuse(m, BATON_EBUSY,
+			      "snapshot: a backup waits for the map's view");
 	rv = kv_snapshot_begin(m->kv, v);
 	if (rv != 0)
 		return refuse(m, rv, "snapshot: %s", kv_errmsg(m->kv));

@@ -97,6 +97,12 @@ struct server_machine {
 	 * migration_export.c); may be NULL. */
 	void (*kv_applied)(void *data, baton_index index,
 			   const uint8_t *payload, size_t len);
+	/* Asked before the node's own snapshot opens the map's one view:
+	 * true while a backup waits for that view (backup.c), so the
+	 * snapshot lets it go first and is asked again later; may be NULL.
+	 * Without it, snapshots that follow each other closely could keep
+	 * a backup out for good. */
+	bool (*snapshot_yields)(void *data);
 	void *data;
 	/* The index of the last entry applied, or of the snapshot restored. */
 	baton_index applied_index;

@@ -178,6 +178,53 @@ def test_save_while_writing_restores(tmp_path):
             new.stop_all()
 
 
+def test_save_while_the_node_snapshots(tmp_path):
+    # The node's own snapshots and a backup read the map through its one
+    # view. With a snapshot every 300 entries written in 4 KiB slices, the
+    # node's snapshot holds the view much of the time: a save must wait for
+    # it (TRYAGAIN, retried by batonctl) and then succeed, and the node's
+    # snapshots must wait for a save the same way, never fail.
+    src = Cluster(tmp_path / "src")
+    stop = threading.Event()
+
+    def writer(client):
+        i = 0
+        while not stop.is_set() and i < 100_000:
+            try:
+                client.set(f"w:{i % 5_000}", "v" * 40)
+            except redis.RedisError:
+                pass
+            i += 1
+
+    def taken(client):
+        return client.info("persistence")["snapshots_taken"]
+
+    try:
+        leader = src.start(1, snapshot_entries=300,
+                           extra=["--snapshot-slice-bytes", "4096"])
+        c = leader.client()
+        retry(lambda: c.mset({f"k:{i}": "x" * 60 for i in range(20_000)}))
+        t = threading.Thread(target=writer, args=(leader.client(),))
+        t.start()
+        d = Deadline(20, "the node's first snapshots")
+        while taken(c) < 2 and not d.expired():
+            time.sleep(POLL_S)
+        before = taken(c)
+        for n in range(4):
+            backup = tmp_path / f"b{n}.backup"
+            r = src.batonctl("snapshot", "save", backup)
+            assert "saved" in r.stdout, r
+        assert taken(c) > before >= 2, (before, taken(c))
+        stop.set()
+        t.join(timeout=30)
+        failures = [line for line in leader.log_text().splitlines()
+                    if "snapshot at index" in line and " failed: " in line]
+        assert not failures, failures
+    finally:
+        stop.set()
+        src.stop_all()
+
+
 @pytest.fixture(scope="module")
 def small_backup(tmp_path_factory):
     root = tmp_path_factory.mktemp("small")

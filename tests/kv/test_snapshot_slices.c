@@ -585,7 +585,7 @@ Test(snapshot_slices, abandoned_then_begun_again)
 	baton_buf_init(&got);
 	struct baton_machine_version v = {2};
 	cr_assert_eq(kv_snapshot_begin(kv, v), 0);
-	cr_assert_eq(kv_snapshot_begin(kv, v), BATON_ESTATE);
+	cr_assert_eq(kv_snapshot_begin(kv, v), BATON_EBUSY);
 	bool done = false;
 	cr_assert_eq(kv_snapshot_step(kv, 500, sink, &got, &done), 0);
 	fill(kv, "x", 400); /* every key copied or passed */
