@@ -383,6 +383,8 @@ static void restore_done(struct backup *b)
 	uv_timer_stop(&b->restore_timer);
 }
 
+static void on_restore_timer(uv_timer_t *t);
+
 static void on_restore_proposed(void *data, int status, const uint8_t *reply,
 				size_t len)
 {
@@ -422,7 +424,11 @@ static void on_restore_proposed(void *data, int status, const uint8_t *reply,
 	default:
 		BATON_ASSERT(b->step == RESTORE_AUTHORITY);
 		restore_done(b);
+		return;
 	}
+	/* The next entry as soon as this one applied, not at the next tick:
+	 * a restore goes at the pace of the log (the tick is for waiting). */
+	uv_timer_start(&b->restore_timer, on_restore_timer, 0, RESTORE_TICK_MS);
 }
 
 /* The payload of the current step into b->pending: 0 or BATON_ENOMEM. */
