@@ -130,21 +130,81 @@ void ctl_table_set(struct ctl_table *t, size_t col, const char *fmt, ...)
 /* Print with every column padded to its widest cell, two spaces apart. */
 void ctl_table_print(const struct ctl_table *t);
 
+/* ---- args.c: a command's own options (getopt_long) --------------------- */
+
+/* One option of a command: "--name", or with a value "--name V" and
+ * "--name=V" alike. A command lists its options in a table ending with
+ * {NULL, NULL}. */
+struct ctl_option {
+	const char *name;	/* without the dashes */
+	const char *value_name; /* "N", "RELEASE" for usage; NULL: a flag */
+};
+
+/* Limits of a command's table and of its positional arguments. */
+#define CTL_OPTIONS_MAX 8u
+#define CTL_POSITIONALS_MAX 4u
+
+/* A command's arguments once read. Strings point into argv. */
+struct ctl_args {
+	const char *cmd; /* the command's name, first word of every refusal */
+	const struct ctl_option *options;
+	const char *values[CTL_OPTIONS_MAX]; /* per option: NULL absent, the
+						value given last, "" a flag */
+	const char *positional[CTL_POSITIONALS_MAX]; /* the first ones */
+	size_t n_positional; /* all of them: more may be given than kept */
+	bool help;	     /* --help was given (nothing else is checked) */
+};
+
+/* Read argv[1..argc-1] (argv[0] is the command's name, `cmd`) against
+ * `options` (NULL: none): options and positional arguments in any order,
+ * "--" ends the options, --help is known to every command and stops the
+ * reading. Refuses with a message that names the option: "CMD: unknown
+ * option '--x'", "CMD: --x needs a value", "CMD: --x takes no value".
+ * Positional arguments are counted, not checked. Returns 0, or
+ * CTL_EXIT_USAGE after reporting. */
+int ctl_args_parse(struct ctl_args *a, const char *cmd,
+		   const struct ctl_option *options, int argc, char **argv);
+
+/* The value of option `name` (in the command's table): NULL if it was not
+ * given, "" for a flag that was. */
+const char *ctl_args_value(const struct ctl_args *a, const char *name);
+bool ctl_args_flag(const struct ctl_args *a, const char *name);
+
+/* Option `name` as a whole number in min..max (UINT64_MAX: no bound) into
+ * *out; left alone if not given. `unit` ("seconds", or NULL) follows the
+ * range in the refusal. Returns 0, or CTL_EXIT_USAGE after "CMD: --name
+ * must be MIN to MAX UNIT, got 'V'". */
+int ctl_args_u64(const struct ctl_args *a, const char *name, uint64_t min,
+		 uint64_t max, const char *unit, uint64_t *out);
+
+/* Refuse option `name`'s value: "CMD: --name must be RANGE, got 'V'".
+ * Returns CTL_EXIT_USAGE. */
+int ctl_args_bad_value(const struct ctl_args *a, const char *name,
+		       const char *range);
+
 /* ---- the subcommands ----------------------------------------------------- */
 
-/* Each takes the arguments after its name (already checked for count and
- * --help by main.c) and returns an exit code. */
-int ctl_cmd_status(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_health(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_members(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_add(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_promote(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_remove(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_transfer(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_downgrade(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_roll(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_migrate(const struct ctl_opts *o, int argc, char **argv);
-int ctl_cmd_snapshot(const struct ctl_opts *o, int argc, char **argv);
+/* Each command's options, read by main.c before it runs the command. */
+extern const struct ctl_option ctl_status_options[];
+extern const struct ctl_option ctl_health_options[];
+extern const struct ctl_option ctl_downgrade_options[];
+extern const struct ctl_option ctl_roll_options[];
+extern const struct ctl_option ctl_migrate_options[];
+extern const struct ctl_option ctl_snapshot_options[];
+
+/* Each takes its arguments as read by ctl_args_parse (never with --help)
+ * and returns an exit code. */
+int ctl_cmd_status(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_health(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_members(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_add(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_promote(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_remove(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_transfer(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_downgrade(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_migrate(const struct ctl_opts *o, const struct ctl_args *a);
+int ctl_cmd_snapshot(const struct ctl_opts *o, const struct ctl_args *a);
 
 /* Report an error on stderr: "batonctl: <msg>". */
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -186,44 +186,44 @@ static int status(const struct ctl_opts *o, const char *release)
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_ERROR;
 }
 
-int ctl_cmd_downgrade(const struct ctl_opts *o, int argc, char **argv)
+const struct ctl_option ctl_downgrade_options[] = {
+	{"force", NULL},
+	{NULL, NULL},
+};
+
+int ctl_cmd_downgrade(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	assert(argc >= 1);
+	assert(a->n_positional >= 1 && a->n_positional <= 2);
 	static const struct {
 		const char *name, *op;
 	} ops[] = {{"validate", "VALIDATE"},
 		   {"enable", "ENABLE"},
 		   {"cancel", "CANCEL"},
 		   {"status", "STATUS"}};
+	const char *step = a->positional[0];
 	const char *op = NULL;
 	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-		if (strcmp(argv[0], ops[i].name) == 0)
+		if (strcmp(step, ops[i].name) == 0)
 			op = ops[i].op;
 	if (op == NULL)
 		return ctl_usage_error(
 			"downgrade: unknown step '%s' (validate, "
 			"enable, cancel or status)",
-			argv[0]);
-	const char *release = NULL;
-	bool force = false;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--force") == 0)
-			force = true;
-		else if (release == NULL && valid_release(argv[i]))
-			release = argv[i];
-		else
-			return ctl_usage_error("downgrade: unexpected '%s'",
-					       argv[i]);
-	}
+			step);
+	const char *release = a->n_positional == 2 ? a->positional[1] : NULL;
+	if (release != NULL && !valid_release(release))
+		return ctl_usage_error("downgrade %s: '%s' is not a release "
+				       "(major.minor.patch)",
+				       step, release);
+	bool force = ctl_args_flag(a, "force");
 	bool status_op = strcmp(op, "STATUS") == 0;
 	if (force && (status_op || strcmp(op, "CANCEL") == 0))
-		return ctl_usage_error("downgrade %s takes no --force",
-				       argv[0]);
+		return ctl_usage_error("downgrade %s takes no --force", step);
 	if (status_op)
 		return status(o, release);
 	if (release == NULL)
 		return ctl_usage_error("downgrade %s needs a RELEASE "
 				       "(major.minor.patch)",
-				       argv[0]);
+				       step);
 	return leader_op(o, op, release, force);
 }

@@ -114,29 +114,19 @@ static void print_json(const struct health *h, struct cluster_view *cl)
 	printf("]}\n");
 }
 
-int ctl_cmd_health(const struct ctl_opts *o, int argc, char **argv)
+const struct ctl_option ctl_health_options[] = {
+	{"max-lag", "ENTRIES"},
+	{"json", NULL},
+	{NULL, NULL},
+};
+
+int ctl_cmd_health(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	bool json = false;
+	bool json = ctl_args_flag(a, "json");
 	uint64_t max_lag = HEALTH_MAX_LAG_DEFAULT;
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--json") == 0) {
-			json = true;
-		} else if (strcmp(a, "--max-lag") == 0 ||
-			   strncmp(a, "--max-lag=", 10) == 0) {
-			const char *v = a[9] == '='    ? a + 10
-					: i + 1 < argc ? argv[++i]
-						       : NULL;
-			if (v == NULL || !ctl_parse_u64(v, &max_lag))
-				return ctl_usage_error(
-					"health: --max-lag needs a number of "
-					"entries (0 or more), got '%s'",
-					v ? v : "nothing");
-		} else {
-			return ctl_usage_error("health: unknown argument '%s'",
-					       a);
-		}
-	}
+	int rc = ctl_args_u64(a, "max-lag", 0, UINT64_MAX, "entries", &max_lag);
+	if (rc != 0)
+		return rc;
 	static struct cluster_view cl;
 	if (view_gather(o, &cl) != 0)
 		return CTL_EXIT_ERROR; /* the asked node did not answer */

@@ -4,9 +4,9 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "baton/assert.h"
 #include "baton/version.h"
 #include "ctl.h"
 
@@ -14,8 +14,9 @@ struct command {
 	const char *name;
 	const char *args; /* usage after the name */
 	const char *help;
-	int min_args, max_args;
-	int (*run)(const struct ctl_opts *o, int argc, char **argv);
+	const struct ctl_option *options; /* NULL: none */
+	size_t min_args, max_args;	  /* positional arguments */
+	int (*run)(const struct ctl_opts *o, const struct ctl_args *a);
 };
 
 static const struct command commands[] = {
@@ -32,7 +33,7 @@ static const struct command commands[] = {
 	 "  --count N         stop after N looks\n"
 	 "Exit status: 0 (a member down is shown, not an error: see\n"
 	 "'batonctl health'); 1 the asked node did not answer.\n",
-	 0, 6, ctl_cmd_status},
+	 ctl_status_options, 0, 0, ctl_cmd_status},
 	{"health", "[--max-lag ENTRIES] [--json]",
 	 "Is the cluster fit to serve? Asks the node, the leader and every\n"
 	 "member, then prints 'healthy: ...', or 'unhealthy: N problems' and\n"
@@ -51,27 +52,27 @@ static const struct command commands[] = {
 	 "--json prints {\"healthy\", \"leader\", \"members\", \"reasons\"}.\n"
 	 "Exit status: 0 healthy; 1 not healthy, or the asked node did not\n"
 	 "answer (its error on stderr); 2 bad usage.\n",
-	 0, 3, ctl_cmd_health},
+	 ctl_health_options, 0, 0, ctl_cmd_health},
 	{"members", "",
 	 "The members as the given node knows them: id, voter or learner,\n"
 	 "peer and client addresses, match index (known on the leader only).\n",
-	 0, 0, ctl_cmd_members},
+	 NULL, 0, 0, ctl_cmd_members},
 	{"add", "ID PEER_ADDR CLIENT_ADDR",
 	 "Add node ID (started with --join) as a learner. Addresses are\n"
 	 "host:port. Sent to the leader.\n",
-	 3, 3, ctl_cmd_add},
+	 NULL, 3, 3, ctl_cmd_add},
 	{"promote", "ID",
 	 "Make learner ID a voter, once it has caught up. Sent to the "
 	 "leader.\n",
-	 1, 1, ctl_cmd_promote},
+	 NULL, 1, 1, ctl_cmd_promote},
 	{"remove", "ID",
 	 "Remove node ID from the cluster (the leader itself too). Sent to\n"
 	 "the leader.\n",
-	 1, 1, ctl_cmd_remove},
+	 NULL, 1, 1, ctl_cmd_remove},
 	{"transfer", "[ID]",
 	 "Hand leadership to voter ID, or to the most up-to-date voter.\n"
 	 "Sent to the leader.\n",
-	 0, 1, ctl_cmd_transfer},
+	 NULL, 0, 1, ctl_cmd_transfer},
 	{"downgrade", "validate|enable|cancel|status [RELEASE] [--force]",
 	 "An explicit downgrade to RELEASE, the release one step back from\n"
 	 "the release floor (see docs/batond.md, \"Downgrade\"):\n"
@@ -95,7 +96,7 @@ static const struct command commands[] = {
 	 "Exit status: 0 done (validate: it is valid); 1 refused, or a node\n"
 	 "did not answer (status RELEASE: no downgrade to RELEASE in progress\n"
 	 "or done); 2 bad usage.\n",
-	 1, 3, ctl_cmd_downgrade},
+	 ctl_downgrade_options, 1, 2, ctl_cmd_downgrade},
 	{"roll", "--to RELEASE --restart 'COMMAND {id}' [OPTIONS]",
 	 "Roll every member to RELEASE, one node at a time (see\n"
 	 "docs/upgrading.md, \"batonctl roll\"). Pre-checks first: every\n"
@@ -129,7 +130,7 @@ static const struct command commands[] = {
 	 "to resume or roll back); 2 bad usage; 3 a pre-check refused\n"
 	 "(nothing changed); 4 rolled, but the effective machine version did\n"
 	 "not rise in time (says what holds it back).\n",
-	 0, 16, ctl_cmd_roll},
+	 ctl_roll_options, 0, 0, ctl_cmd_roll},
 	{"migrate", "[--dry-run] [--handoff] [--wait-s N]",
 	 "Follow a migration between two clusters through baton-relay (see\n"
 	 "docs/relay.md), asking a node of the new cluster (started with\n"
@@ -142,7 +143,7 @@ static const struct command commands[] = {
 	 "  --wait-s N    give up after N seconds (default 300)\n"
 	 "Exit status: 0 authority taken (dry run: nothing blocks it); 1 not\n"
 	 "in time, or the node takes no part; 2 bad usage.\n",
-	 0, 4, ctl_cmd_migrate},
+	 ctl_migrate_options, 0, 0, ctl_cmd_migrate},
 	{"snapshot", "save FILE [--force] | status FILE",
 	 "Backups (docs/backup.md).\n"
 	 "  save FILE     ask the leader for a consistent copy of the\n"
@@ -158,7 +159,7 @@ static const struct command commands[] = {
 	 "Exit status: 0 saved / verified; 1 an error (FILE exists, a node\n"
 	 "did not answer, FILE damaged: the message says which); 2 bad "
 	 "usage.\n",
-	 2, 3, ctl_cmd_snapshot},
+	 ctl_snapshot_options, 2, 2, ctl_cmd_snapshot},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -385,35 +386,6 @@ static int parse_globals(int argc, char **argv, struct ctl_opts *o,
 	return optind;
 }
 
-/* A command's arguments with "--name=value" as "--name" "value", the way
- * every command reads its options; *n is updated. NULL when out of
- * memory. */
-static char **split_equals(char **args, int *n)
-{
-	char **out = calloc((size_t)(2 * *n + 1), sizeof *out);
-	if (out == NULL)
-		return NULL;
-	int m = 0;
-	for (int i = 0; i < *n; i++) {
-		char *a = args[i];
-		char *eq = strchr(a, '=');
-		bool named = strncmp(a, "--", 2) == 0 && a[2] >= 'a' &&
-			     a[2] <= 'z' && eq != NULL &&
-			     strspn(a + 2,
-				    "abcdefghijklmnopqrstuvwxyz0123456789-") ==
-				     (size_t)(eq - a - 2);
-		if (named) {
-			*eq = '\0';
-			out[m++] = a;
-			out[m++] = eq + 1;
-		} else {
-			out[m++] = a;
-		}
-	}
-	*n = m;
-	return out;
-}
-
 int main(int argc, char **argv)
 {
 	struct ctl_opts o = {
@@ -432,24 +404,21 @@ int main(int argc, char **argv)
 			c = &commands[i];
 	if (c == NULL)
 		return ctl_usage_error("unknown command '%s'", argv[at]);
-	int n = argc - at - 1;
-	char **args = split_equals(argv + at + 1, &n);
-	if (args == NULL) {
-		ctl_error("out of memory");
-		return CTL_EXIT_ERROR;
+	struct ctl_args a;
+	int rc = ctl_args_parse(&a, c->name, c->options, argc - at, argv + at);
+	if (rc != 0)
+		return rc;
+	if (a.help) {
+		print_command_help(c);
+		return CTL_EXIT_OK;
 	}
-	int rc = -1;
-	for (int i = 0; i < n && rc < 0; i++) {
-		if (strcmp(args[i], "--help") == 0) {
-			print_command_help(c);
-			rc = CTL_EXIT_OK;
-		}
-	}
-	if (rc < 0 && (n < c->min_args || n > c->max_args))
-		rc = ctl_usage_error("%s: wrong number of arguments (%s %s)",
-				     c->name, c->name, c->args);
-	if (rc < 0)
-		rc = c->run(&o, n, args);
-	free(args);
-	return rc;
+	BATON_ASSERT(c->max_args < CTL_POSITIONALS_MAX);
+	if (a.n_positional > c->max_args)
+		return ctl_usage_error("%s: unexpected argument '%s' (%s %s)",
+				       c->name, a.positional[c->max_args],
+				       c->name, c->args);
+	if (a.n_positional < c->min_args)
+		return ctl_usage_error("%s: missing arguments (%s %s)", c->name,
+				       c->name, c->args);
+	return c->run(&o, &a);
 }

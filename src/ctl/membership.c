@@ -49,65 +49,68 @@ static bool valid_addr(const char *s)
 	return ctl_split_addr(s, host, sizeof host, &port) == 0;
 }
 
-int ctl_cmd_add(const struct ctl_opts *o, int argc, char **argv)
+int ctl_cmd_add(const struct ctl_opts *o, const struct ctl_args *a)
 {
 	uint64_t id;
-	assert(argc == 3);
-	if (!parse_id(argv[0], &id))
-		return ctl_usage_error("add: bad node id '%s'", argv[0]);
+	assert(a->n_positional == 3);
+	const char *const *arg = a->positional;
+	if (!parse_id(arg[0], &id))
+		return ctl_usage_error("add: bad node id '%s'", arg[0]);
 	for (int i = 1; i < 3; i++)
-		if (!valid_addr(argv[i]))
+		if (!valid_addr(arg[i]))
 			return ctl_usage_error("add: '%s' is not host:port",
-					       argv[i]);
-	const char *cmd[] = {"BATON.ADD", argv[0], argv[1], argv[2]};
+					       arg[i]);
+	const char *cmd[] = {"BATON.ADD", arg[0], arg[1], arg[2]};
 	char done[128];
 	snprintf(done, sizeof done, "node %" PRIu64 " added as a learner", id);
 	return leader_call(o, 4, cmd, done);
 }
 
-/* promote, remove and transfer: one optional or required id; `what` ends
- * the message printed on success, after "node <id> " if there is an id. */
-static int id_command(const struct ctl_opts *o, int argc, char **argv,
+/* promote, remove and transfer: one optional or required id (`id_arg`, or
+ * NULL); `what` ends the message printed on success, after "node <id> "
+ * if there is an id. */
+static int id_command(const struct ctl_opts *o, const char *id_arg,
 		      const char *name, const char *cmd, const char *what)
 {
 	uint64_t id = 0;
-	if (argc == 1 && !parse_id(argv[0], &id))
-		return ctl_usage_error("%s: bad node id '%s'", name, argv[0]);
+	if (id_arg != NULL && !parse_id(id_arg, &id))
+		return ctl_usage_error("%s: bad node id '%s'", name, id_arg);
 	char done[128];
-	if (argc == 1)
+	if (id_arg != NULL)
 		snprintf(done, sizeof done, "node %" PRIu64 " %s", id, what);
 	else
 		snprintf(done, sizeof done, "%s", what);
-	const char *args[] = {cmd, argc == 1 ? argv[0] : NULL};
-	return leader_call(o, argc + 1, args, done);
+	const char *args[] = {cmd, id_arg};
+	return leader_call(o, id_arg != NULL ? 2 : 1, args, done);
 }
 
-int ctl_cmd_promote(const struct ctl_opts *o, int argc, char **argv)
+int ctl_cmd_promote(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	assert(argc == 1);
-	return id_command(o, argc, argv, "promote", "BATON.PROMOTE",
+	assert(a->n_positional == 1);
+	return id_command(o, a->positional[0], "promote", "BATON.PROMOTE",
 			  "is now a voter");
 }
 
-int ctl_cmd_remove(const struct ctl_opts *o, int argc, char **argv)
+int ctl_cmd_remove(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	assert(argc == 1);
-	return id_command(o, argc, argv, "remove", "BATON.REMOVE", "removed");
+	assert(a->n_positional == 1);
+	return id_command(o, a->positional[0], "remove", "BATON.REMOVE",
+			  "removed");
 }
 
-int ctl_cmd_transfer(const struct ctl_opts *o, int argc, char **argv)
+int ctl_cmd_transfer(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	assert(argc <= 1);
-	return id_command(o, argc, argv, "transfer", "BATON.TRANSFER",
-			  argc == 1 ? "leads now" : "leadership transferred");
+	assert(a->n_positional <= 1);
+	const char *id = a->n_positional == 1 ? a->positional[0] : NULL;
+	return id_command(o, id, "transfer", "BATON.TRANSFER",
+			  id != NULL ? "leads now" : "leadership transferred");
 }
 
 /* ---- members: the given node's view, as a table -------------------------- */
 
-int ctl_cmd_members(const struct ctl_opts *o, int argc, char **argv)
+int ctl_cmd_members(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	(void)argv;
-	assert(argc == 0);
+	assert(a->n_positional == 0);
 	char addr[CTL_ADDR_MAX];
 	ctl_opts_addr(o, addr, sizeof addr);
 	struct ctl_conn c;

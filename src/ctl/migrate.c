@@ -16,7 +16,8 @@
 #include "ctl.h"
 
 #define MIGRATE_POLL_MS 200
-#define MIGRATE_WAIT_S_DEFAULT 300
+#define MIGRATE_WAIT_S_DEFAULT 300u
+#define MIGRATE_WAIT_S_MAX 86400u
 
 /* BATON.MIGRATION STATUS: "field:value" lines. */
 struct status {
@@ -121,27 +122,22 @@ static int dry_run(const struct status *st)
 	return CTL_EXIT_OK;
 }
 
-int ctl_cmd_migrate(const struct ctl_opts *o, int argc, char **argv)
+const struct ctl_option ctl_migrate_options[] = {
+	{"dry-run", NULL},
+	{"handoff", NULL},
+	{"wait-s", "N"},
+	{NULL, NULL},
+};
+
+int ctl_cmd_migrate(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	bool dry = false, handoff = false;
-	long wait_s = MIGRATE_WAIT_S_DEFAULT;
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--dry-run") == 0) {
-			dry = true;
-		} else if (strcmp(argv[i], "--handoff") == 0) {
-			handoff = true;
-		} else if (strcmp(argv[i], "--wait-s") == 0 && i + 1 < argc) {
-			uint64_t v;
-			if (!ctl_parse_u64(argv[++i], &v) || v == 0 ||
-			    v > 86400)
-				return ctl_usage_error("--wait-s takes 1 to "
-						       "86400 seconds");
-			wait_s = (long)v;
-		} else {
-			return ctl_usage_error("migrate: unexpected '%s'",
-					       argv[i]);
-		}
-	}
+	bool dry = ctl_args_flag(a, "dry-run");
+	bool handoff = ctl_args_flag(a, "handoff");
+	uint64_t wait_s = MIGRATE_WAIT_S_DEFAULT;
+	int rc = ctl_args_u64(a, "wait-s", 1, MIGRATE_WAIT_S_MAX, "seconds",
+			      &wait_s);
+	if (rc != 0)
+		return rc;
 	char addr[CTL_ADDR_MAX];
 	ctl_opts_addr(o, addr, sizeof addr);
 	struct status st;
@@ -194,8 +190,8 @@ int ctl_cmd_migrate(const struct ctl_opts *o, int argc, char **argv)
 		}
 		sleep_ms(MIGRATE_POLL_MS);
 	}
-	ctl_error("the new cluster did not take authority within %ld s (last: "
-		  "%s)",
+	ctl_error("the new cluster did not take authority within %" PRIu64
+		  " s (last: %s)",
 		  wait_s, last);
 	return CTL_EXIT_ERROR;
 }

@@ -39,72 +39,48 @@ static bool parse_seconds(const char *s, double max, int *ms_out)
 	return true;
 }
 
-static int parse_args(struct roll *r, int argc, char **argv, bool *json)
+const struct ctl_option ctl_roll_options[] = {
+	{"to", "RELEASE"},	 {"restart", "COMMAND"},
+	{"dry-run", NULL},	 {"pause", "SECONDS"},
+	{"step-timeout-s", "N"}, {"max-lag", "ENTRIES"},
+	{"json", NULL},		 {NULL, NULL},
+};
+
+static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 {
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n;
-		if (strcmp(a, "--dry-run") == 0) {
-			r->dry_run = true;
-			continue;
-		}
-		if (strcmp(a, "--json") == 0) {
-			*json = true;
-			continue;
-		}
-		bool takes = strcmp(a, "--to") == 0 ||
-			     strcmp(a, "--restart") == 0 ||
-			     strcmp(a, "--pause") == 0 ||
-			     strcmp(a, "--step-timeout-s") == 0 ||
-			     strcmp(a, "--max-lag") == 0;
-		if (!takes)
-			return ctl_usage_error("roll: unknown argument '%s'",
-					       a);
-		if (v == NULL)
-			return ctl_usage_error("roll: %s needs a value", a);
-		i++;
-		if (strcmp(a, "--to") == 0) {
-			r->to_text = v;
-		} else if (strcmp(a, "--restart") == 0) {
-			r->restart = v;
-		} else if (strcmp(a, "--pause") == 0) {
-			if (!parse_seconds(v, PAUSE_S_MAX, &r->pause_ms))
-				return ctl_usage_error(
-					"roll: --pause takes seconds from 0 "
-					"to %.0f, not '%s'",
-					PAUSE_S_MAX, v);
-		} else if (strcmp(a, "--step-timeout-s") == 0) {
-			if (!ctl_parse_u64(v, &n) || n == 0 ||
-			    n > STEP_TIMEOUT_S_MAX)
-				return ctl_usage_error(
-					"roll: --step-timeout-s takes 1 to %d "
-					"seconds, not '%s'",
-					STEP_TIMEOUT_S_MAX, v);
-			r->step_timeout_s = (int)n;
-		} else {
-			if (!ctl_parse_u64(v, &n))
-				return ctl_usage_error(
-					"roll: --max-lag takes a number of "
-					"entries, not '%s'",
-					v);
-			r->max_lag = n;
-		}
+	r->dry_run = ctl_args_flag(a, "dry-run");
+	*json = ctl_args_flag(a, "json");
+	r->to_text = ctl_args_value(a, "to");
+	r->restart = ctl_args_value(a, "restart");
+	const char *pause = ctl_args_value(a, "pause");
+	if (pause != NULL && !parse_seconds(pause, PAUSE_S_MAX, &r->pause_ms)) {
+		char range[64];
+		snprintf(range, sizeof range, "0 to %.0f seconds", PAUSE_S_MAX);
+		return ctl_args_bad_value(a, "pause", range);
 	}
+	uint64_t step_timeout_s = (uint64_t)r->step_timeout_s;
+	int rc = ctl_args_u64(a, "step-timeout-s", 1, STEP_TIMEOUT_S_MAX,
+			      "seconds", &step_timeout_s);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "max-lag", 0, UINT64_MAX, "entries",
+				  &r->max_lag);
+	if (rc != 0)
+		return rc;
+	r->step_timeout_s = (int)step_timeout_s;
 	if (r->to_text == NULL)
 		return ctl_usage_error("roll: --to RELEASE is required");
 	if (r->restart == NULL)
 		return ctl_usage_error("roll: --restart 'COMMAND {id}' is "
 				       "required");
 	if (strstr(r->restart, "{id}") == NULL)
-		return ctl_usage_error("roll: the restart command must name "
-				       "the node with {id} (e.g. 'systemctl "
-				       "restart baton@{id}')");
+		return ctl_args_bad_value(a, "restart",
+					  "a command that names the node with "
+					  "{id} (e.g. 'systemctl restart "
+					  "baton@{id}')");
 	struct baton_release to;
 	if (!roll_release(r->to_text, &to))
-		return ctl_usage_error("roll: '%s' is not a release "
-				       "(major.minor.patch)",
-				       r->to_text);
+		return ctl_args_bad_value(a, "to",
+					  "a release (major.minor.patch)");
 	return CTL_EXIT_OK;
 }
 
@@ -464,7 +440,7 @@ static int roll_node(struct roll *r, size_t k)
 
 /* ---- the command --------------------------------------------------------- */
 
-int ctl_cmd_roll(const struct ctl_opts *o, int argc, char **argv)
+int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 {
 	static struct roll r;
 	memset(&r, 0, sizeof r);
@@ -472,7 +448,7 @@ int ctl_cmd_roll(const struct ctl_opts *o, int argc, char **argv)
 	r.step_timeout_s = DEFAULT_STEP_TIMEOUT_S;
 	r.max_lag = DEFAULT_MAX_LAG;
 	bool json = false;
-	int rv = parse_args(&r, argc, argv, &json);
+	int rv = parse_args(&r, a, &json);
 	if (rv != CTL_EXIT_OK)
 		return rv;
 	roll_out_init(&r.out, json);

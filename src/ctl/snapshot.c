@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "backup_file.h"
+#include "baton/assert.h"
 #include "checksum.h"
 #include "ctl.h"
 #include "le.h"
@@ -256,24 +257,8 @@ static int finish(struct save *s, uint64_t *checksum)
 	return 0;
 }
 
-static int cmd_save(const struct ctl_opts *o, int argc, char **argv)
+static int cmd_save(const struct ctl_opts *o, const char *path, bool force)
 {
-	const char *path = NULL;
-	bool force = false;
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--force") == 0)
-			force = true;
-		else if (argv[i][0] == '-' && argv[i][1] != '\0')
-			return ctl_usage_error("snapshot save: unknown option "
-					       "%s (only --force)",
-					       argv[i]);
-		else if (path == NULL)
-			path = argv[i];
-		else
-			return ctl_usage_error("snapshot save: one FILE only");
-	}
-	if (path == NULL)
-		return ctl_usage_error("snapshot save: FILE is missing");
 	struct stat st;
 	if (!force && stat(path, &st) == 0) {
 		ctl_error("%s exists: give --force to overwrite it", path);
@@ -331,18 +316,16 @@ static int cmd_save(const struct ctl_opts *o, int argc, char **argv)
 	return CTL_EXIT_OK;
 }
 
-static int cmd_status(int argc, char **argv)
+static int cmd_status(const char *path)
 {
-	if (argc != 1)
-		return ctl_usage_error("snapshot status: one FILE");
 	uint8_t *buf;
 	size_t len;
 	struct backup_header h;
 	const uint8_t *payload;
 	char why[512];
-	if (backup_file_load(argv[0], &buf, &len, &h, &payload, why,
-			     sizeof why) != 0) {
-		ctl_error("%s: %s", argv[0], why);
+	if (backup_file_load(path, &buf, &len, &h, &payload, why, sizeof why) !=
+	    0) {
+		ctl_error("%s: %s", path, why);
 		return CTL_EXIT_ERROR;
 	}
 	uint64_t keys = 0;
@@ -365,7 +348,7 @@ static int cmd_status(int argc, char **argv)
 	       "release: %s\n"
 	       "created: %s (%" PRIu64 " ms)\n"
 	       "payload_bytes: %" PRIu64 "\n",
-	       argv[0], h.format, h.cluster_id, uuid, h.index, h.term,
+	       path, h.format, h.cluster_id, uuid, h.index, h.term,
 	       h.machine_version, h.release, when, h.created_ms, h.payload_len);
 	if (counted)
 		printf("keys: %" PRIu64 "\n", keys);
@@ -375,11 +358,23 @@ static int cmd_status(int argc, char **argv)
 	return CTL_EXIT_OK;
 }
 
-int ctl_cmd_snapshot(const struct ctl_opts *o, int argc, char **argv)
+const struct ctl_option ctl_snapshot_options[] = {
+	{"force", NULL},
+	{NULL, NULL},
+};
+
+int ctl_cmd_snapshot(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	if (argc >= 1 && strcmp(argv[0], "save") == 0)
-		return cmd_save(o, argc - 1, argv + 1);
-	if (argc >= 1 && strcmp(argv[0], "status") == 0)
-		return cmd_status(argc - 1, argv + 1);
-	return ctl_usage_error("snapshot: save FILE [--force] | status FILE");
+	BATON_ASSERT(a->n_positional == 2);
+	const char *step = a->positional[0], *path = a->positional[1];
+	bool force = ctl_args_flag(a, "force");
+	if (strcmp(step, "save") == 0)
+		return cmd_save(o, path, force);
+	if (strcmp(step, "status") == 0 && force)
+		return ctl_usage_error("snapshot status takes no --force");
+	if (strcmp(step, "status") == 0)
+		return cmd_status(path);
+	return ctl_usage_error("snapshot: unknown step '%s' (save FILE "
+			       "[--force] | status FILE)",
+			       step);
 }

@@ -257,61 +257,22 @@ static int watch(const struct ctl_opts *o, bool json, uint64_t interval_ms,
 	return CTL_EXIT_OK;
 }
 
-/* "--name=V" or "--name V" at argv[*i]; NULL if it is not that option or
- * the value is missing (*missing then says which). */
-static const char *option(int argc, char **argv, int *i, const char *name,
-			  bool *missing)
-{
-	size_t n = strlen(name);
-	if (strncmp(argv[*i], name, n) != 0)
-		return NULL;
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (argv[*i][n] != '\0')
-		return NULL;
-	if (*i + 1 >= argc) {
-		*missing = true;
-		return NULL;
-	}
-	return argv[++*i];
-}
+const struct ctl_option ctl_status_options[] = {
+	{"json", NULL}, {"watch", NULL}, {"interval-ms", "N"},
+	{"count", "N"}, {NULL, NULL},
+};
 
-int ctl_cmd_status(const struct ctl_opts *o, int argc, char **argv)
+int ctl_cmd_status(const struct ctl_opts *o, const struct ctl_args *a)
 {
-	bool json = false, watching = false;
+	bool json = ctl_args_flag(a, "json");
+	bool watching = ctl_args_flag(a, "watch");
 	uint64_t interval_ms = STATUS_WATCH_INTERVAL_MS_DEFAULT, count = 0;
-	for (int i = 0; i < argc; i++) {
-		bool missing = false;
-		const char *v;
-		if (strcmp(argv[i], "--json") == 0) {
-			json = true;
-		} else if (strcmp(argv[i], "--watch") == 0) {
-			watching = true;
-		} else if ((v = option(argc, argv, &i, "--interval-ms",
-				       &missing)) != NULL) {
-			if (!ctl_parse_u64(v, &interval_ms) ||
-			    interval_ms < STATUS_WATCH_INTERVAL_MS_MIN ||
-			    interval_ms > STATUS_WATCH_INTERVAL_MS_MAX)
-				return ctl_usage_error(
-					"status: --interval-ms must be %u to "
-					"%u, got '%s'",
-					STATUS_WATCH_INTERVAL_MS_MIN,
-					STATUS_WATCH_INTERVAL_MS_MAX, v);
-		} else if ((v = option(argc, argv, &i, "--count", &missing)) !=
-			   NULL) {
-			if (!ctl_parse_u64(v, &count) || count == 0)
-				return ctl_usage_error(
-					"status: --count must be 1 or more, "
-					"got '%s'",
-					v);
-		} else if (missing) {
-			return ctl_usage_error("status: %s needs a value",
-					       argv[i]);
-		} else {
-			return ctl_usage_error("status: unknown argument '%s'",
-					       argv[i]);
-		}
-	}
+	int rc = ctl_args_u64(a, "interval-ms", STATUS_WATCH_INTERVAL_MS_MIN,
+			      STATUS_WATCH_INTERVAL_MS_MAX, NULL, &interval_ms);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "count", 1, UINT64_MAX, NULL, &count);
+	if (rc != 0)
+		return rc;
 	if (!watching && count > 0)
 		return ctl_usage_error("status: --count goes with --watch");
 	if (watching)

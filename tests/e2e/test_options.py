@@ -355,6 +355,84 @@ def test_batonctl_version_and_equals_forms():
     assert r.returncode == 2 and "--max-lag" in r.stderr, r
 
 
+# Every command's valued options: (command, option, the other arguments it
+# needs, a value it takes, one it refuses, the range the refusal names). A
+# taken value gets past the parser: the node is not there (exit 1), or
+# roll's pre-check refuses release 99.0.0 (exit 3), never exit 2.
+ROLL_NEEDS = ["--to", "99.0.0", "--restart", "r {id}"]
+VALUED_OPTIONS = [
+    ("status", "interval-ms", ["--watch", "--count", "1"], "100", "5",
+     "100 to 3600000"),
+    ("status", "count", ["--watch", "--interval-ms", "100"], "1", "0",
+     "1 or more"),
+    ("health", "max-lag", [], "5", "lots", "0 or more entries"),
+    ("migrate", "wait-s", [], "1", "0", "1 to 86400 seconds"),
+    ("roll", "pause", ROLL_NEEDS, "0.5", "x", "0 to 3600 seconds"),
+    ("roll", "step-timeout-s", ROLL_NEEDS, "5", "0", "1 to 86400 seconds"),
+    ("roll", "max-lag", ROLL_NEEDS, "10", "-1", "0 or more entries"),
+    ("roll", "to", ["--restart", "r {id}"], "99.0.0", "1.x",
+     "a release (major.minor.patch)"),
+    # A value may begin with a dash.
+    ("roll", "restart", ["--to", "99.0.0"], "-r {id}", "-r", "{id}"),
+]
+
+
+def command_line(port, cmd, *args):
+    return batonctl("-p", port, "--timeout-ms", "300", cmd, *args)
+
+
+@pytest.mark.parametrize("cmd,opt,needs,good,bad,limits", VALUED_OPTIONS,
+                         ids=[f"{c}--{o}" for c, o, *_ in VALUED_OPTIONS])
+def test_batonctl_command_options_take_both_forms(cmd, opt, needs, good, bad,
+                                                  limits):
+    (port,) = free_ports(1)
+    for form in ([f"--{opt}", good], [f"--{opt}={good}"]):
+        r = command_line(port, cmd, *needs, *form)
+        assert r.returncode in (0, 1, 3) and "usage:" not in r.stderr, \
+            (form, r)
+    for form in ([f"--{opt}", bad], [f"--{opt}={bad}"]):
+        r = command_line(port, cmd, *needs, *form)
+        assert r.returncode == 2, (form, r)
+        assert f"batonctl: {cmd}: --{opt} must be " in r.stderr \
+            and limits in r.stderr and f"got '{bad}'" in r.stderr, r.stderr
+    r = command_line(port, cmd, *needs, f"--{opt}")
+    assert r.returncode == 2, r
+    assert f"batonctl: {cmd}: --{opt} needs a value" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("cmd", ["status", "health", "members", "add",
+                                 "promote", "remove", "transfer", "downgrade",
+                                 "roll", "migrate", "snapshot"])
+def test_batonctl_commands_refuse_unknown_options_by_name(cmd):
+    (port,) = free_ports(1)
+    r = command_line(port, cmd, "--bogus")
+    assert r.returncode == 2, r
+    assert f"batonctl: {cmd}: unknown option '--bogus'" in r.stderr, r.stderr
+    r = command_line(port, cmd, "--bogus=1")
+    assert r.returncode == 2, r
+    assert f"batonctl: {cmd}: unknown option '--bogus'" in r.stderr, r.stderr
+
+
+def test_batonctl_flags_and_positional_arguments_in_any_order(tmp_path):
+    (port,) = free_ports(1)
+    r = command_line(port, "status", "--json=yes")
+    assert r.returncode == 2 and "status: --json takes no value" in r.stderr, r
+    # FILE before or after --force, and after "--" even if it looks like an
+    # option: each gets as far as asking the node.
+    for args in (["save", "f", "--force"], ["--force", "save", "f"],
+                 ["save", "--", "--force"]):
+        r = command_line(port, "snapshot", *args)
+        assert r.returncode == 1 and f"{HOST}:{port}" in r.stderr, (args, r)
+    r = command_line(port, "snapshot", "status", tmp_path / "f", "--force")
+    assert r.returncode == 2 and "takes no --force" in r.stderr, r
+    r = command_line(port, "downgrade", "--force", "enable", "1.0.0")
+    assert r.returncode == 1 and f"{HOST}:{port}" in r.stderr, r
+    r = command_line(port, "transfer", "1", "2")
+    assert r.returncode == 2 and "unexpected argument '2'" in r.stderr, r
+    r = command_line(port, "roll", "--restart", "--help", "--to", "99.0.0")
+    assert r.returncode == 2 and "--restart must be" in r.stderr, r
+
+
 # ---- baton-relay -------------------------------------------------------------------
 
 
