@@ -314,17 +314,27 @@ static int gather(struct server_config *c, struct timing_origins *t,
 	return 0;
 }
 
+/* The core's defaults for the timings not given, written into c: every
+ * timer of the server reads these, and none may take an unset 0 for "no
+ * time" (the leader's /health once called every member down, and writes
+ * parked for an election gave up at once, with the default timings). */
+static void timing_defaults(struct server_config *c)
+{
+	struct baton_raft_options d;
+	baton_raft_options_default(&d);
+	if (c->election_timeout_ms == 0)
+		c->election_timeout_ms = d.election_timeout_ms;
+	if (c->heartbeat_ms == 0)
+		c->heartbeat_ms = d.heartbeat_interval_ms;
+}
+
 /* A heartbeat must come well within an election timeout, or followers
  * stand for election between two heartbeats of a healthy leader. */
 static int timing_fits(const struct server_config *c,
 		       const struct timing_origins *t)
 {
-	struct baton_raft_options d;
-	baton_raft_options_default(&d);
-	uint32_t election = c->election_timeout_ms ? c->election_timeout_ms
-						   : d.election_timeout_ms;
-	uint32_t heartbeat =
-		c->heartbeat_ms ? c->heartbeat_ms : d.heartbeat_interval_ms;
+	uint32_t election = c->election_timeout_ms;
+	uint32_t heartbeat = c->heartbeat_ms;
 	if ((uint64_t)heartbeat * 2 < election)
 		return 0;
 	if (t->heartbeat[0] != '\0')
@@ -513,6 +523,7 @@ int server_config_parse(struct server_config *c, int argc, char **argv)
 		free(t);
 		return rv != 0 ? rv : 1;
 	}
+	timing_defaults(c);
 	rv = timing_fits(c, t);
 	free(t);
 	if (rv != 0)

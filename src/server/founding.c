@@ -186,9 +186,8 @@ int founding_start(struct server *s)
 	}
 	f->s = s;
 	s->founding = f;
-	uint32_t timeout_ms =
-		s->cfg.election_timeout_ms ? s->cfg.election_timeout_ms : 1000u;
-	uint64_t wait_ms = (uint64_t)timeout_ms * FOUNDING_WAIT_TIMEOUTS;
+	uint64_t wait_ms =
+		(uint64_t)s->cfg.election_timeout_ms * FOUNDING_WAIT_TIMEOUTS;
 	if (wait_ms < FOUNDING_WAIT_MS_MIN)
 		wait_ms = FOUNDING_WAIT_MS_MIN;
 	f->deadline_ms = now_ms(f) + wait_ms;

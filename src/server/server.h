@@ -137,8 +137,8 @@ struct server_config {
 	uint64_t snapshot_slice_bytes; /* 0: the pipeline's default */
 	bool snapshot_trailing_set;
 	uint32_t snapshot_trailing;
-	uint32_t election_timeout_ms;
-	uint32_t heartbeat_ms;
+	uint32_t election_timeout_ms; /* the core's default when not given */
+	uint32_t heartbeat_ms;	      /* the same */
 	int log_level;
 	/* Client limits (docs/batond.md, "Limits"): the parser's, at the
 	 * headers; the output queued unread; idle seconds (0: none). */

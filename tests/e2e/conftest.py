@@ -380,11 +380,13 @@ class Cluster:
               heartbeat_ms=HEARTBEAT_MS, snapshot_entries=None, password=None,
               extra=(), wait_leader=True):
         """Bootstrap an n-node cluster; returns its leader (or None if
-        wait_leader is false)."""
+        wait_leader is false). election_timeout_ms=None leaves both
+        timings to batond's defaults."""
         require_binary(BATOND)
         assert not self.nodes, "start() once per cluster"
-        self.common_args = ["--election-timeout-ms", str(election_timeout_ms),
-                            "--heartbeat-ms", str(heartbeat_ms)]
+        self.common_args = [] if election_timeout_ms is None else [
+            "--election-timeout-ms", str(election_timeout_ms),
+            "--heartbeat-ms", str(heartbeat_ms)]
         if snapshot_entries is not None:
             self.common_args += ["--snapshot-entries", str(snapshot_entries)]
         if password is not None:

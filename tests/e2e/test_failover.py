@@ -14,6 +14,7 @@ import os
 import signal
 import time
 
+import pytest
 import redis
 
 from conftest import Deadline, POLL_S, is_tryagain
@@ -112,3 +113,25 @@ def test_sigstop_of_the_leader_is_caught_by_the_timeout(cluster):
     else:
         d.fail(str(old.info()))
     assert survivor.client().get("during") == "2"
+
+
+def test_default_timings_hold_a_write_while_no_leader_is_known(cluster):
+    # With batond's own timings (no timing flags: 1000 ms election
+    # timeout), a write that finds no leader is held for two election
+    # timeouts, in case one is elected, before -TRYAGAIN. The hold is a
+    # lower bound, which a slow machine only lengthens.
+    cluster.start(3, election_timeout_ms=None)
+    survivor = cluster.followers()[0]
+    for m in [m for m in cluster.alive() if m is not survivor]:
+        m.kill9()
+    d = Deadline(10, f"{survivor} to forget its leader")
+    while int(survivor.info()["leader"]) != 0:
+        if d.expired():
+            d.fail(survivor.info())
+        time.sleep(POLL_S)
+    start = time.monotonic()
+    with pytest.raises(redis.ResponseError) as e:
+        survivor.client(timeout=30).set("held", "v")
+    held = time.monotonic() - start
+    assert is_tryagain(e.value), e.value
+    assert held >= 1.5, f"answered {e.value} after only {held:.3f} s"

@@ -28,12 +28,13 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
 
 
-def start_with_metrics(root, n=3):
+def start_with_metrics(root, n=3, default_timings=False):
     """A bootstrapped n-node cluster whose nodes serve --metrics; returns
     (cluster, {node id: metrics port})."""
     require_binary(BATOND)
     c = Cluster(root)
-    c.common_args = ["--election-timeout-ms", "500", "--heartbeat-ms", "50"]
+    c.common_args = [] if default_timings else [
+        "--election-timeout-ms", "500", "--heartbeat-ms", "50"]
     ports = free_ports(3 * n)
     mports = {}
     for i in range(n):
@@ -250,6 +251,24 @@ def test_health_is_ok_on_a_healthy_cluster(metrics_cluster):
     leader = c.leader()
     status, body = get(mports[leader.id], "/health?max_lag=bad")
     assert status == 400 and "max_lag" in body
+
+
+def test_health_stays_ok_with_the_default_timings(tmp_path):
+    # No timing flags, as an operator starts a node: the leader's view of
+    # its members must not call them down between two of its looks.
+    c, mports = start_with_metrics(tmp_path / "cluster", default_timings=True)
+    try:
+        port = mports[c.leader().id]
+        d = Deadline(LEADER_TIMEOUT_S, "the leader's /health to say ok")
+        while get(port, "/health")[0] != 200:
+            if d.expired():
+                d.fail(get(port, "/health"))
+            time.sleep(POLL_S)
+        for _ in range(20):
+            assert get(port, "/health") == (200, "ok\n")
+            time.sleep(0.05)
+    finally:
+        c.stop_all()
 
 
 def raw(port, data, read_timeout=HTTP_TIMEOUT_S):
