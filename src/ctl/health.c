@@ -15,7 +15,7 @@
 #include "view.h"
 
 #define HEALTH_MAX_LAG_DEFAULT 1000u
-#define HEALTH_REASONS_MAX (CTL_MEMBERS_MAX * 2u + 2u)
+#define HEALTH_REASONS_MAX (CTL_MEMBERS_MAX * 3u + 2u)
 
 struct health {
 	char reasons[HEALTH_REASONS_MAX][CTL_ERR_MAX + 64];
@@ -28,7 +28,7 @@ static void reason(struct health *h, const char *fmt, ...)
 static void reason(struct health *h, const char *fmt, ...)
 {
 	if (h->n == HEALTH_REASONS_MAX)
-		return; /* two per member and two more: never reached */
+		return; /* three per member and two more: never reached */
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(h->reasons[h->n++], sizeof h->reasons[0], fmt, ap);
@@ -60,6 +60,16 @@ static void check_member(struct health *h, const struct view_member *r,
 	if (strncmp(r->removed, "yes", 3) == 0)
 		reason(h, "member %" PRIu64 " was removed: %s", r->id,
 		       r->removed);
+	if (r->lost_log)
+		reason(h,
+		       "member %" PRIu64 " lost entries it had acknowledged: "
+		       "its log ends at %" PRIu64 ", below the %" PRIu64
+		       " the leader recorded; it was restarted on an empty or "
+		       "older data directory under its old id. Stop it, "
+		       "`batonctl remove %" PRIu64 "`, and add a replacement "
+		       "under a new id (docs/operations.md, \"Replacing a "
+		       "failed node\")",
+		       r->id, r->last_index.v, r->match.v, r->id);
 	if (r->lag.known && r->lag.v > max_lag)
 		reason(h,
 		       "member %" PRIu64 " lags by %" PRIu64

@@ -48,6 +48,9 @@ static const struct command commands[] = {
 	 "release\n"
 	 "  member N stalled at index I    it stopped applying, and why\n"
 	 "  member N was removed           it runs, but is out of the cluster\n"
+	 "  member N lost entries ...      its log ends below what it had\n"
+	 "                                 acknowledged: it restarted on a\n"
+	 "                                 wiped data directory (replace it)\n"
 	 "  no configuration               the node has not joined a cluster\n"
 	 "--json prints {\"healthy\", \"leader\", \"members\", \"reasons\"}.\n"
 	 "Exit status: 0 healthy; 1 not healthy, or the asked node did not\n"
@@ -59,7 +62,10 @@ static const struct command commands[] = {
 	 NULL, 0, 0, ctl_cmd_members},
 	{"add", "ID PEER_ADDR CLIENT_ADDR",
 	 "Add node ID (started with --join) as a learner. Addresses are\n"
-	 "host:port. Sent to the leader.\n",
+	 "host:port. Sent to the leader, after asking the node at CLIENT_ADDR\n"
+	 "whether it is node ID of this cluster (its id, peer port, cluster\n"
+	 "id and uuid, password): a mismatch is refused, naming it; a node\n"
+	 "that does not answer yet is added with a warning.\n",
 	 NULL, 3, 3, ctl_cmd_add},
 	{"promote", "ID",
 	 "Make learner ID a voter, once it has caught up. Sent to the "

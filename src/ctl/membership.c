@@ -49,6 +49,102 @@ static bool valid_addr(const char *s)
 	return ctl_split_addr(s, host, sizeof host, &port) == 0;
 }
 
+/* `field` of the BATON.NODE reply `r` into `out`, "" when absent. */
+static void node_field(const redisReply *r, const char *field, char *out,
+		       size_t len)
+{
+	if (r == NULL || !ctl_map_str(r, field, out, len))
+		out[0] = '\0';
+}
+
+static bool same_port(const char *a, const char *b)
+{
+	char host[CTL_ADDR_MAX];
+	int pa, pb;
+	return ctl_split_addr(a, host, sizeof host, &pa) != 0 ||
+	       ctl_split_addr(b, host, sizeof host, &pb) != 0 || pa == pb;
+}
+
+/* Before the leader is asked: the node at CLIENT_ADDR must be node ID of
+ * this cluster, listening for peers on PEER_ADDR's port (the host may be
+ * a name or a wildcard it listens on). Swapped addresses, a wrong id,
+ * another cluster id, password or cluster would add a member that never
+ * catches up, with nothing saying why. A node that does not answer yet
+ * is added anyway (it may be started afterwards), with a warning. */
+static int check_joiner(const struct ctl_opts *o, uint64_t id,
+			const char *peer_addr, const char *client_addr)
+{
+	char err[CTL_ERR_MAX], here[CTL_ADDR_MAX], v[CTL_ERR_MAX];
+	char want[CTL_VALUE_MAX], got[CTL_VALUE_MAX];
+	redisReply *j =
+		ctl_ask_cmd(o, client_addr, "BATON.NODE", err, sizeof err);
+	if (j == NULL && strncmp(err, "cannot connect", 14) == 0) {
+		fprintf(stderr,
+			"batonctl: warning: nothing answers at %s (%s); "
+			"adding node %" PRIu64 " anyway: start it there with "
+			"--join and --id %" PRIu64 "\n",
+			client_addr, err, id, id);
+		return CTL_EXIT_OK;
+	}
+	if (j == NULL && strncmp(err, "AUTH failed", 11) == 0) {
+		ctl_error("add: node %" PRIu64 " at %s refuses the password "
+			  "(%s): every node needs the cluster's password, the "
+			  "one given with -a",
+			  id, client_addr, err);
+		return CTL_EXIT_ERROR;
+	}
+	if (j == NULL || !ctl_map_valid(j)) {
+		ctl_error("add: %s does not answer as the client port of a "
+			  "baton node (%s): is it the peer port? The order is "
+			  "ID PEER_ADDR CLIENT_ADDR",
+			  client_addr,
+			  j == NULL ? err : "not a BATON.NODE map");
+		freeReplyObject(j);
+		return CTL_EXIT_ERROR;
+	}
+	int rv = CTL_EXIT_ERROR;
+	uint64_t its_id = 0;
+	ctl_opts_addr(o, here, sizeof here);
+	redisReply *self = ctl_ask_cmd(o, here, "BATON.NODE", err, sizeof err);
+	if (!ctl_map_u64(j, "id", &its_id) || its_id != id) {
+		ctl_error("add: the node at %s is node %" PRIu64
+			  ", not %" PRIu64
+			  ": add it under its own id (its --id)",
+			  client_addr, its_id, id);
+		goto out;
+	}
+	node_field(j, "peer_addr", v, sizeof v);
+	if (v[0] != '\0' && !same_port(v, peer_addr)) {
+		ctl_error("add: node %" PRIu64 " listens for peers on %s, not "
+			  "on %s: give its --peer-listen port",
+			  id, v, peer_addr);
+		goto out;
+	}
+	node_field(self, "cluster_id", want, sizeof want);
+	node_field(j, "cluster_id", got, sizeof got);
+	if (want[0] != '\0' && got[0] != '\0' && strcmp(want, got) != 0) {
+		ctl_error("add: node %" PRIu64 " runs with --cluster-id '%s', "
+			  "this cluster is '%s': restart it with --cluster-id "
+			  "%s",
+			  id, got, want, want);
+		goto out;
+	}
+	node_field(self, "cluster_uuid", want, sizeof want);
+	node_field(j, "cluster_uuid", got, sizeof got);
+	if (got[0] != '\0' && strcmp(got, "-") != 0 && strcmp(want, got) != 0) {
+		ctl_error("add: node %" PRIu64 " holds data of another cluster "
+			  "(uuid %s; this one is %s): a new member starts on "
+			  "an empty data directory with --join",
+			  id, got, want[0] != '\0' ? want : "not known");
+		goto out;
+	}
+	rv = CTL_EXIT_OK;
+out:
+	freeReplyObject(self);
+	freeReplyObject(j);
+	return rv;
+}
+
 int ctl_cmd_add(const struct ctl_opts *o, const struct ctl_args *a)
 {
 	uint64_t id;
@@ -60,6 +156,9 @@ int ctl_cmd_add(const struct ctl_opts *o, const struct ctl_args *a)
 		if (!valid_addr(arg[i]))
 			return ctl_usage_error("add: '%s' is not host:port",
 					       arg[i]);
+	int rv = check_joiner(o, id, arg[1], arg[2]);
+	if (rv != CTL_EXIT_OK)
+		return rv;
 	const char *cmd[] = {"BATON.ADD", arg[0], arg[1], arg[2]};
 	char done[128];
 	snprintf(done, sizeof done, "node %" PRIu64 " added as a learner", id);

@@ -242,10 +242,30 @@ bool view_storage_failed(const struct view_member *r)
 	return r->up && strcmp(r->storage, "failed") == 0;
 }
 
+/* A member's log never ends below the match index a leader recorded for
+ * it: the member acknowledged those entries after writing them. One read
+ * before the leader's match was told may be older than the match, so a
+ * member found below it is asked again before it is marked. */
+static void find_lost_logs(const struct ctl_opts *o, struct cluster_view *cl)
+{
+	for (size_t i = 0; i < cl->n; i++) {
+		struct view_member *r = &cl->rows[i];
+		if (!r->up || !r->match.known || !r->last_index.known ||
+		    r->last_index.v >= r->match.v)
+			continue;
+		r->up = false;
+		r->err[0] = '\0';
+		probe(o, r);
+		r->lost_log = r->up && r->last_index.known &&
+			      r->last_index.v < r->match.v;
+	}
+}
+
 int view_gather(const struct ctl_opts *o, struct cluster_view *cl)
 {
 	if (gather_members(o, cl) != 0)
 		return -1;
 	compute_lag(cl);
+	find_lost_logs(o, cl);
 	return 0;
 }

@@ -57,6 +57,11 @@ struct view_member {
 	 * an older server. */
 	char storage[CTL_VALUE_MAX];
 	char removed[CTL_ERR_MAX];
+	/* The member's log ends below the match index the leader recorded
+	 * for it, asked again after the leader told the match: it lost
+	 * entries it had acknowledged (it restarted on a wiped or older
+	 * data directory under its old id), which Raft's safety rests on. */
+	bool lost_log;
 };
 
 /* Every member the asked node (and the leader) knows, at most
