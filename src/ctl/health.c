@@ -15,7 +15,7 @@
 #include "view.h"
 
 #define HEALTH_MAX_LAG_DEFAULT 1000u
-#define HEALTH_REASONS_MAX (CTL_MEMBERS_MAX * 3u + 2u)
+#define HEALTH_REASONS_MAX (CTL_MEMBERS_MAX * 6u + 2u)
 
 struct health {
 	char reasons[HEALTH_REASONS_MAX][CTL_ERR_MAX + 64];
@@ -28,7 +28,7 @@ static void reason(struct health *h, const char *fmt, ...)
 static void reason(struct health *h, const char *fmt, ...)
 {
 	if (h->n == HEALTH_REASONS_MAX)
-		return; /* three per member and two more: never reached */
+		return; /* six per member and two more: never reached */
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(h->reasons[h->n++], sizeof h->reasons[0], fmt, ap);
@@ -70,6 +70,16 @@ static void check_member(struct health *h, const struct view_member *r,
 		       "under a new id (docs/operations.md, \"Replacing a "
 		       "failed node\")",
 		       r->id, r->last_index.v, r->match.v, r->id);
+	if (r->astray)
+		reason(h,
+		       "member %" PRIu64 " hears no leader (it follows "
+		       "%s): it cannot reach the leader's peer port, or they "
+		       "refuse each other (another peer secret or cluster "
+		       "id: see both logs)",
+		       r->id,
+		       r->leader_id.known && r->leader_id.v != 0
+			       ? "another node"
+			       : "none");
 	if (r->lag.known && r->lag.v > max_lag)
 		reason(h,
 		       "member %" PRIu64 " lags by %" PRIu64

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "view.h"
 
@@ -100,6 +101,7 @@ static void read_node(struct view_member *row, const redisReply *r)
 	opt_read(r, "commit", &row->commit);
 	opt_read(r, "applied", &row->applied);
 	opt_read(r, "last_index", &row->last_index);
+	opt_read(r, "leader", &row->leader_id);
 	opt_read(r, "proto_min", &row->proto_min);
 	opt_read(r, "proto_max", &row->proto_max);
 	opt_read(r, "machine_max", &row->machine_max);
@@ -261,11 +263,49 @@ static void find_lost_logs(const struct ctl_opts *o, struct cluster_view *cl)
 	}
 }
 
+#define ASTRAY_RECHECK_MS 500
+
+static bool follows_another(const struct view_member *r,
+			    const struct view_member *leader)
+{
+	return r != leader && r->up && strncmp(r->removed, "yes", 3) != 0 &&
+	       (!r->leader_id.known || r->leader_id.v != leader->id);
+}
+
+/* A member that follows no leader, or another, while the cluster has
+ * one: it cannot reach the leader or they refuse each other. Right after
+ * an election a follower may not have heard the new leader yet, so such
+ * a member is asked again after a pause before it is marked. */
+static void find_astray(const struct ctl_opts *o, struct cluster_view *cl)
+{
+	const struct view_member *leader = view_leader(cl);
+	if (leader == NULL)
+		return;
+	bool any = false;
+	for (size_t i = 0; i < cl->n; i++)
+		any = any || follows_another(&cl->rows[i], leader);
+	if (!any)
+		return;
+	struct timespec pause = {0, ASTRAY_RECHECK_MS * 1000000L};
+	nanosleep(&pause, NULL);
+	for (size_t i = 0; i < cl->n; i++) {
+		struct view_member *r = &cl->rows[i];
+		if (!follows_another(r, leader))
+			continue;
+		r->up = false;
+		r->err[0] = '\0';
+		memset(&r->leader_id, 0, sizeof r->leader_id);
+		probe(o, r);
+		r->astray = follows_another(r, leader);
+	}
+}
+
 int view_gather(const struct ctl_opts *o, struct cluster_view *cl)
 {
 	if (gather_members(o, cl) != 0)
 		return -1;
 	compute_lag(cl);
 	find_lost_logs(o, cl);
+	find_astray(o, cl);
 	return 0;
 }

@@ -62,6 +62,10 @@ struct view_member {
 	 * entries it had acknowledged (it restarted on a wiped or older
 	 * data directory under its old id), which Raft's safety rests on. */
 	bool lost_log;
+	/* The leader the member follows (0: none known), and whether it
+	 * followed another than the cluster's leader when asked twice. */
+	struct opt_u64 leader_id;
+	bool astray;
 };
 
 /* Every member the asked node (and the leader) knows, at most
