@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "baton/assert.h"
@@ -189,7 +190,10 @@ static void print_usage(FILE *f)
 		"\noptions:\n"
 		"  -h HOST          node to ask (default %s)\n"
 		"  -p PORT          its client port (default %d)\n"
-		"  -a PASSWORD      AUTH with this password\n"
+		"  -a PASSWORD      AUTH with this password (default: the\n"
+		"                   environment's BATON_PASSWORD, which ps "
+		"does\n"
+		"                   not show, as batond reads it)\n"
 		"  --timeout-ms N   connect and reply timeout (default %d)\n"
 		"  --help           this text; 'batonctl COMMAND --help' for "
 		"one command\n"
@@ -208,12 +212,18 @@ static void print_command_help(const struct command *c)
 
 void ctl_error(const char *fmt, ...)
 {
+	char msg[2 * CTL_ERR_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("batonctl: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* Whatever the command, a node that wants a password says NOAUTH. */
+	const char *hint = strstr(msg, "NOAUTH") != NULL
+				   ? " (give the cluster's password: -a "
+				     "PASSWORD, or BATON_PASSWORD in the "
+				     "environment)"
+				   : "";
+	fprintf(stderr, "batonctl: %s%s\n", msg, hint);
 }
 
 int ctl_usage_error(const char *fmt, ...)
@@ -407,6 +417,10 @@ int main(int argc, char **argv)
 	int at = parse_globals(argc, argv, &o, &code);
 	if (at < 0)
 		return code;
+	const char *env_password = getenv("BATON_PASSWORD");
+	if (o.password == NULL && env_password != NULL &&
+	    env_password[0] != '\0')
+		o.password = env_password;
 	const struct command *c = NULL;
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		if (strcmp(argv[at], commands[i].name) == 0)

@@ -168,7 +168,8 @@ static void print_plan(struct roll *r)
 	struct roll_field f[] = {ROLL_F_RAW("order", order),
 				 ROLL_F_RAW("skipped", skipped),
 				 ROLL_F_STR("to", r->to_text)};
-	roll_emit(&r->out, "plan", f, 3, "plan: restart %s at release %s", text,
+	roll_emit(&r->out, "plan", f, 3, "plan: restart %s at release %s",
+		  text[0] != '\0' ? text : "no node (every member runs it)",
 		  r->to_text);
 }
 
