@@ -385,7 +385,7 @@ int kv__run_copy(struct baton_kv *kv, const struct kv__args *a,
 static bool parse_float(const uint8_t *s, size_t len, long double *v)
 {
 	char text[FLOAT_TEXT_BYTES_MAX + 1];
-	if (len == 0 || len > FLOAT_TEXT_BYTES_MAX)
+	if (len == 0 || len >= FLOAT_TEXT_BYTES_MAX)
 		return false;
 	memcpy(text, s, len);
 	text[len] = '\0';
@@ -394,7 +394,8 @@ static bool parse_float(const uint8_t *s, size_t len, long double *v)
 	char *end;
 	errno = 0;
 	*v = strtold(text, &end);
-	if (*end != '\0' || isnan(*v))
+	/* A NUL inside the value ends strtold's text early: not a float. */
+	if ((size_t)(end - text) != len || isnan(*v))
 		return false;
 	return !(errno == ERANGE && (*v == HUGE_VALL || *v == -HUGE_VALL ||
 				     fpclassify(*v) == FP_ZERO));
