@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 #include "name_memo.h"
@@ -147,6 +148,8 @@ int kv__scan_options(const struct kv__args *a, int cursor_arg, bool hash,
 	o->pattern = NULL;
 	o->pattern_len = 0;
 	o->novalues = false;
+	o->type = NULL;
+	o->type_len = 0;
 	if (!kv__parse_cursor(a->argv[cursor_arg], a->lens[cursor_arg],
 			      &o->cursor))
 		return kv__refuse(err, "ERR invalid cursor");
@@ -167,11 +170,26 @@ int kv__scan_options(const struct kv__args *a, int cursor_arg, bool hash,
 			o->pattern_len = a->lens[i + 1];
 			if (o->pattern_len == 1 && o->pattern[0] == '*')
 				o->pattern = NULL;
-		} else { /* TYPE and the rest */
+		} else if (!hash && has_value && kv__arg_is(a, i, "type")) {
+			o->type = a->argv[i + 1];
+			o->type_len = a->lens[i + 1];
+		} else {
 			return kv__refuse(err, ERR_SYNTAX);
 		}
 	}
 	return 0;
+}
+
+uint32_t kv__scan_machine_min(const struct kv__args *a, const char **opt)
+{
+	/* SCAN's options come in pairs from argument 2 on. */
+	for (int i = 2; i < a->argc; i += 2) {
+		if (kv__arg_is(a, i, "type")) {
+			*opt = "type";
+			return 3;
+		}
+	}
+	return 1;
 }
 
 /* ---- checks beyond arity ---- */
@@ -266,6 +284,18 @@ static int run_dbsize(struct baton_kv *kv, const struct kv__args *a,
 	return resp_int(reply, (int64_t)kv->table.count);
 }
 
+/* Is e of the type SCAN's TYPE names (Redis: without case; a name that
+ * is no type matches nothing)? */
+static bool type_matches(const struct kv__scan_options *o,
+			 const struct kv__entry *e)
+{
+	if (o->type == NULL)
+		return true;
+	const char *name = kv__is_hash(e) ? "hash" : "string";
+	return o->type_len == strlen(name) &&
+	       strncasecmp((const char *)o->type, name, o->type_len) == 0;
+}
+
 /* Is e live at now_ms and matched by the pattern (NULL: any)? */
 static bool matches(const uint8_t *pattern, size_t plen,
 		    const struct kv__entry *e, int64_t now_ms)
@@ -311,7 +341,8 @@ int kv__scan_table(const struct kv__table *t, const struct kv__scan_options *o,
 		const struct kv__entry *e = kv__table_bucket(t, cursor);
 		for (; rv == 0 && e != NULL; e = kv__table_after(t, e)) {
 			seen++;
-			if (matches(o->pattern, o->pattern_len, e, now_ms))
+			if (matches(o->pattern, o->pattern_len, e, now_ms) &&
+			    type_matches(o, e))
 				rv = kv__list_push(l, e);
 		}
 		cursor = kv__table_next(t, cursor);
@@ -627,6 +658,8 @@ int kv_gate(const struct kv_command *c, int argc, const uint8_t *const *argv,
 	uint32_t need = c->machine_min;
 	if (need <= v.value && c->run == kv__run_set)
 		need = kv__set_machine_min(&a, &opt);
+	if (need <= v.value && c->run == run_scan)
+		need = kv__scan_machine_min(&a, &opt);
 	if (need <= v.value)
 		return 0;
 	int rv = opt != NULL

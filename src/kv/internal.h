@@ -317,11 +317,19 @@ struct kv__scan_options {
 	const uint8_t *pattern; /* NULL: every key */
 	size_t pattern_len;
 	bool novalues; /* HSCAN: fields only */
+	/* SCAN's TYPE (machine version 3): keys of that type only, the name
+	 * compared as Redis does, without case; NULL: every type. */
+	const uint8_t *type;
+	size_t type_len;
 };
+/* SCAN's TYPE option needs machine version 3: the version SCAN with
+ * these arguments needs, 1 or 3 (with *opt "type"). */
+uint32_t kv__scan_machine_min(const struct kv__args *a, const char **opt);
 /* A cursor: an unsigned decimal that fits 64 bits. */
 bool kv__parse_cursor(const uint8_t *s, size_t len, uint64_t *out);
 /* The cursor at argument cursor_arg and the options after it (MATCH,
- * COUNT, and for a hash NOVALUES): 0, or the -ERR refusal as kv__refuse. */
+ * COUNT, for the map TYPE, for a hash NOVALUES): 0, or the -ERR refusal
+ * as kv__refuse. */
 int kv__scan_options(const struct kv__args *a, int cursor_arg, bool hash,
 		     struct kv__scan_options *o, struct baton_buf *err);
 /* One call of SCAN over t (the map's keys or a hash's fields): pushes on

@@ -291,7 +291,11 @@ Test(commands, scan_errors)
 	RUN("SCAN 0 COUNT x",
 	    "-ERR value is not an integer or out of range\r\n");
 	RUN("SCAN 0 MATCH", "-ERR syntax error\r\n");
-	RUN("SCAN 0 TYPE string", "-ERR syntax error\r\n");
+	/* TYPE is machine version 3's (test_strings_more.c). */
+	RUN("SCAN 0 TYPE string", "-ERR option 'type' of command 'scan' needs "
+				  "machine version 3; the effective machine "
+				  "version is 1\r\n");
+	RUN("SCAN 0 MATCH type", "*2\r\n$1\r\n0\r\n*0\r\n");
 	RUN("SCAN 0 FOO bar", "-ERR syntax error\r\n");
 	RUN("SCAN 0", "*2\r\n$1\r\n0\r\n*0\r\n");
 	RUN("SCAN 18446744073709551615 count 5 match a*",

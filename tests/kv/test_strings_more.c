@@ -223,6 +223,40 @@ Test(strings_more, incrbyfloat)
 			       "the wrong kind of value\r\n");
 }
 
+Test(strings_more, incrbyfloat_refuses_a_value_with_a_nul)
+{
+	/* Redis's string2ld: the whole text must be the number. */
+	const char *set[] = {"SET", "n", "1\0002"};
+	const size_t set_lens[] = {3, 1, 3};
+	cr_assert_str_eq(kvt_runv(kv, 3, set, set_lens), "+OK\r\n");
+	RUN("INCRBYFLOAT n 1", "-ERR value is not a valid float\r\n");
+	const char *by[] = {"INCRBYFLOAT", "m", "1\0002"};
+	const size_t by_lens[] = {11, 1, 3};
+	cr_assert_str_eq(kvt_runv(kv, 3, by, by_lens),
+			 "-ERR value is not a valid float\r\n");
+	RUN("EXISTS m", ":0\r\n");
+}
+
+Test(strings_more, scan_type)
+{
+	RUN("SET s1 v", "+OK\r\n");
+	RUN("SET s2 v", "+OK\r\n");
+	RUN("HSET h1 f v", ":1\r\n");
+	RUN("SCAN 0 TYPE hash", "*2\r\n$1\r\n0\r\n*1\r\n$2\r\nh1\r\n");
+	RUN("SCAN 0 TYPE HASH COUNT 100",
+	    "*2\r\n$1\r\n0\r\n*1\r\n$2\r\nh1\r\n");
+	RUN("SCAN 0 TYPE string MATCH s1",
+	    "*2\r\n$1\r\n0\r\n*1\r\n$2\r\ns1\r\n");
+	/* A name that is no type matches nothing, as in Redis 7.0. */
+	RUN("SCAN 0 TYPE list", "*2\r\n$1\r\n0\r\n*0\r\n");
+	RUN("SCAN 0 TYPE", "-ERR syntax error\r\n");
+	RUN("HSCAN h1 0 TYPE string", "-ERR syntax error\r\n");
+	kvt_use(2, T0);
+	RUN("SCAN 0 TYPE hash", "-ERR option 'type' of command 'scan' needs "
+				"machine version 3; the effective machine "
+				"version is 2\r\n");
+}
+
 Test(strings_more, flushdb)
 {
 	RUN("MSET a 1 b 2", "+OK\r\n");
