@@ -160,6 +160,22 @@ static int client_info(struct command_ctx *x)
 	return command_done(x);
 }
 
+/* Is argument i a client type Redis knows (CLIENT LIST/KILL TYPE)? If not,
+ * Redis's -ERR is the reply. Every baton connection is a normal one; the
+ * other types name no connection. */
+static bool client_type_known(struct command_ctx *x, int i)
+{
+	static const char *const types[] = {"normal", "master", "replica",
+					    "slave", "pubsub"};
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+		if (command_arg_is(x, i, types[t]))
+			return true;
+	resp_error(command_out(x), "ERR Unknown client type '%.*s'",
+		   (int)(x->lens[i] < 64 ? x->lens[i] : 64),
+		   (const char *)x->argv[i]);
+	return false;
+}
+
 /* Is id one of the ids CLIENT LIST ID ... names (from argument i on)? */
 static bool id_listed(const struct command_ctx *x, int from, uint64_t id)
 {
@@ -177,6 +193,8 @@ static int client_list(struct command_ctx *x)
 	bool by_id = false, none = false;
 	int ids_from = 0;
 	if (x->argc == 4 && command_arg_is(x, 2, "TYPE")) {
+		if (!client_type_known(x, 3))
+			return command_done(x);
 		/* Every connection is a normal one: no replicas, no pub/sub. */
 		none = !command_arg_is(x, 3, "NORMAL");
 	} else if (x->argc >= 4 && command_arg_is(x, 2, "ID")) {
@@ -184,8 +202,7 @@ static int client_list(struct command_ctx *x)
 		ids_from = 3;
 		for (int i = 3; i < x->argc; i++) {
 			int64_t v;
-			if (!resp_parse_int(x->argv[i], x->lens[i], &v) ||
-			    v <= 0) {
+			if (!resp_parse_int(x->argv[i], x->lens[i], &v)) {
 				resp_error(command_out(x),
 					   "ERR Invalid client ID");
 				return command_done(x);
@@ -263,11 +280,21 @@ static bool kill_filter_parse(struct command_ctx *x, struct kill_filter *f)
 				return false;
 			}
 		} else if (command_arg_is(x, i, "TYPE")) {
+			if (!client_type_known(x, i + 1))
+				return false;
 			f->none =
 				f->none || !command_arg_is(x, i + 1, "NORMAL");
 		} else if (command_arg_is(x, i, "USER")) {
-			f->none =
-				f->none || !command_arg_is(x, i + 1, "DEFAULT");
+			/* One user, as Redis without ACLs: "default". */
+			if (!command_arg_is(x, i + 1, "DEFAULT")) {
+				resp_error(command_out(x),
+					   "ERR No such user '%.*s'",
+					   (int)(x->lens[i + 1] < 64
+							 ? x->lens[i + 1]
+							 : 64),
+					   (const char *)x->argv[i + 1]);
+				return false;
+			}
 		} else if (command_arg_is(x, i, "MAXAGE") && num && v >= 0) {
 			f->max_age_s = v;
 		} else {
@@ -312,12 +339,11 @@ static int client_kill_cmd(struct command_ctx *x)
 		resp_error(command_out(x), "ERR No such client");
 		return command_done(x);
 	}
+	if (x->argc < 3)
+		return command_wrong_args(x);
 	struct kill_filter f;
-	if (x->argc < 4 || !kill_filter_parse(x, &f)) {
-		if (x->argc < 4)
-			resp_error(command_out(x), "ERR syntax error");
+	if (!kill_filter_parse(x, &f))
 		return command_done(x);
-	}
 	int64_t killed = 0;
 	struct client_state *next;
 	for (struct client_state *cs = x->s->registry; cs != NULL; cs = next) {
@@ -336,7 +362,13 @@ int client_command(struct command_ctx *x)
 	struct baton_buf *b = command_out(x);
 	if (x->argc < 2)
 		return command_wrong_args(x);
-	if (command_arg_is(x, 1, "ID") && x->argc == 2) {
+	bool plain = command_arg_is(x, 1, "ID") ||
+		     command_arg_is(x, 1, "INFO") ||
+		     command_arg_is(x, 1, "GETNAME");
+	if ((plain && x->argc != 2) ||
+	    (command_arg_is(x, 1, "SETNAME") && x->argc != 3))
+		return command_wrong_args(x); /* 'client|id' */
+	if (command_arg_is(x, 1, "ID")) {
 		resp_int(b, (int64_t)x->cs->id);
 	} else if (command_arg_is(x, 1, "INFO") && x->argc == 2) {
 		return client_info(x);

@@ -310,7 +310,7 @@ int command_table_command(struct command_ctx *x)
 				else if (x->cs->resp == 3)
 					resp3_null(b);
 				else
-					resp_null_array(b);
+					resp_null(b); /* Redis 7: $-1 */
 			}
 		}
 	} else if (command_arg_is(x, 1, "DOCS")) {
@@ -327,6 +327,11 @@ int command_table_command(struct command_ctx *x)
 				if (find_command(x->argv[i], x->lens[i], &d))
 					command_doc(&d, &r);
 		}
+	} else if (command_arg_is(x, 1, "COUNT")) {
+		return command_wrong_args(x); /* 'command|count' */
+	} else if (command_arg_is(x, 1, "LIST")) {
+		resp_error(b, "ERR syntax error (baton's COMMAND LIST takes "
+			      "no FILTERBY)");
 	} else {
 		resp_error(b,
 			   "ERR unknown COMMAND subcommand '%.*s' (baton "

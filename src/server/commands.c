@@ -40,13 +40,64 @@ int command_fail(const struct command_ctx *x, int code)
 	return 0;
 }
 
+static bool local_lookup_is(const uint8_t *name, size_t len, const char *word)
+{
+	return len == strlen(word) &&
+	       strncasecmp((const char *)name, word, len) == 0;
+}
+
+/* A command's name as Redis names it in errors and CLIENT LIST's cmd=:
+ * lower case, with the subcommand of a container command
+ * ("client|list"); cut to fit cap (NUL included). */
+static void command_full_name(int argc, const uint8_t *const *argv,
+			      const size_t *lens, char *out, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < lens[0] && n + 1 < cap; i++)
+		out[n++] = (char)tolower(argv[0][i]);
+	bool container = local_lookup_is(argv[0], lens[0], "CLIENT") ||
+			 local_lookup_is(argv[0], lens[0], "COMMAND") ||
+			 local_lookup_is(argv[0], lens[0], "CONFIG");
+	if (container && argc > 1 && n + 1 < cap) {
+		out[n++] = '|';
+		for (size_t i = 0; i < lens[1] && n + 1 < cap; i++)
+			out[n++] = (char)tolower(argv[1][i]);
+	}
+	out[n] = '\0';
+}
+
 int command_wrong_args(const struct command_ctx *x)
 {
+	char name[96];
+	command_full_name(x->argc, x->argv, x->lens, name, sizeof name);
 	resp_error(command_out(x),
-		   "ERR wrong number of arguments for '%.*s' command",
-		   (int)(x->lens[0] < 64 ? x->lens[0] : 64),
-		   (const char *)x->argv[0]);
+		   "ERR wrong number of arguments for '%s' command", name);
 	return command_done(x);
+}
+
+/* Redis 7.0's text: the name and the first arguments, quoted, up to 128
+ * bytes each part (a NUL ends an argument, as Redis's C strings do). */
+static void reply_unknown_command(struct baton_buf *b, int argc,
+				  const uint8_t *const *argv,
+				  const size_t *lens)
+{
+	enum { SHOWN_BYTES_MAX = 128 };
+	char args[SHOWN_BYTES_MAX + 16];
+	size_t used = 0;
+	for (int i = 1; i < argc && used < SHOWN_BYTES_MAX; i++) {
+		size_t n = strnlen((const char *)argv[i], lens[i]);
+		if (n > SHOWN_BYTES_MAX - used)
+			n = SHOWN_BYTES_MAX - used;
+		used += (size_t)snprintf(args + used, sizeof args - used,
+					 "'%.*s' ", (int)n,
+					 (const char *)argv[i]);
+	}
+	args[used] = '\0';
+	size_t name = strnlen((const char *)argv[0], lens[0]);
+	resp_error(b,
+		   "ERR unknown command '%.*s', with args beginning with: %s",
+		   (int)(name < SHOWN_BYTES_MAX ? name : SHOWN_BYTES_MAX),
+		   (const char *)argv[0], args);
 }
 
 void command_arg_str(const struct command_ctx *x, int i, char *buf, size_t cap)
@@ -81,7 +132,11 @@ static int cmd_select(struct command_ctx *x)
 {
 	if (x->argc != 2)
 		return command_wrong_args(x);
-	if (command_arg_is(x, 1, "0"))
+	int64_t db;
+	if (!resp_parse_int(x->argv[1], x->lens[1], &db))
+		resp_error(command_out(x),
+			   "ERR value is not an integer or out of range");
+	else if (db == 0)
 		resp_simple(command_out(x), "OK");
 	else
 		resp_error(command_out(x),
@@ -99,14 +154,22 @@ static int cmd_quit(struct command_ctx *x)
 
 static int cmd_auth(struct command_ctx *x)
 {
-	if (x->argc != 2 && x->argc != 3)
+	if (x->argc < 2)
 		return command_wrong_args(x);
+	if (x->argc > 3) {
+		resp_error(command_out(x), "ERR syntax error");
+		return command_done(x);
+	}
 	const char *pw = x->s->cfg.password;
 	size_t i = (size_t)x->argc - 1;
-	if (pw[0] == '\0') {
+	if (pw[0] == '\0' && x->argc == 3) {
+		/* Redis's default user without a password takes any. */
+		resp_simple(command_out(x), "OK");
+	} else if (pw[0] == '\0') {
 		resp_error(command_out(x),
-			   "ERR AUTH called without any password "
-			   "configured");
+			   "ERR AUTH <password> called without any password "
+			   "configured for the default user. Are you sure "
+			   "your configuration is correct?");
 	} else if (x->lens[i] == strlen(pw) &&
 		   memcmp(x->argv[i], pw, x->lens[i]) == 0) {
 		x->cs->authenticated = true;
@@ -151,6 +214,8 @@ static int cmd_pubsub(struct command_ctx *x)
 /* Enough for redis-benchmark and redis-cli. */
 static int cmd_config(struct command_ctx *x)
 {
+	if (x->argc < 2 || (command_arg_is(x, 1, "GET") && x->argc < 3))
+		return command_wrong_args(x);
 	if (!command_arg_is(x, 1, "GET") || x->argc != 3) {
 		resp_error(command_out(x),
 			   "ERR baton supports CONFIG GET only");
@@ -340,12 +405,6 @@ static int cmd_stale(struct command_ctx *x)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-static bool local_lookup_is(const uint8_t *name, size_t len, const char *word)
-{
-	return len == strlen(word) &&
-	       strncasecmp((const char *)name, word, len) == 0;
-}
-
 struct local_command {
 	const char *name;
 	int (*fn)(struct command_ctx *x);
@@ -433,19 +492,8 @@ enum command_resp3 command_resp3(const struct client_state *cs,
 static void note_command(struct server *s, struct client_state *cs, int argc,
 			 const uint8_t *const *argv, const size_t *lens)
 {
-	char *out = cs->last_command;
-	size_t cap = sizeof cs->last_command, n = 0;
-	for (size_t i = 0; i < lens[0] && n + 1 < cap; i++)
-		out[n++] = (char)tolower(argv[0][i]);
-	bool container = local_lookup_is(argv[0], lens[0], "CLIENT") ||
-			 local_lookup_is(argv[0], lens[0], "COMMAND") ||
-			 local_lookup_is(argv[0], lens[0], "CONFIG");
-	if (container && argc > 1 && n + 1 < cap) {
-		out[n++] = '|';
-		for (size_t i = 0; i < lens[1] && n + 1 < cap; i++)
-			out[n++] = (char)tolower(argv[1][i]);
-	}
-	out[n] = '\0';
+	command_full_name(argc, argv, lens, cs->last_command,
+			  sizeof cs->last_command);
 	cs->last_command_ms = uv_now(s->loop);
 }
 
@@ -541,7 +589,6 @@ void command_dispatch(struct server *s, struct client_state *cs,
 		kv_command(&x, kc);
 		return;
 	}
-	resp_error(command_out(&x), "ERR unknown command '%.*s'",
-		   (int)(lens[0] < 64 ? lens[0] : 64), (const char *)argv[0]);
+	reply_unknown_command(command_out(&x), argc, argv, lens);
 	command_done(&x);
 }
