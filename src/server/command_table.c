@@ -67,7 +67,9 @@ static bool desc_at(size_t i, struct command_desc *d)
 		lower_copy(d->name, sizeof d->name, name);
 		d->arity = arity;
 		d->flags = flags;
-		if (strcmp(d->name, "watch") == 0) {
+		/* Redis counts shard channels as keys. */
+		if (strcmp(d->name, "watch") == 0 ||
+		    strcmp(d->name, "ssubscribe") == 0) {
 			d->key_first = d->key_step = 1;
 			d->key_last = -1;
 		}
@@ -133,8 +135,19 @@ static void bulk_str(struct baton_buf *b, const char *s)
 	resp_bulk(b, s, strlen(s));
 }
 
-/* A space-separated word list as an array of simple strings. */
-static void word_array(struct baton_buf *b, const char *words)
+/* An array header, or in RESP3 a set's: Redis 7 answers its flags, ACL
+ * categories, tips, key specifications and subcommands with sets. */
+static void set_header(struct baton_buf *b, uint32_t resp, size_t n)
+{
+	if (resp == 3)
+		resp3_set(b, n);
+	else
+		resp_array(b, n);
+}
+
+/* A space-separated word list as a set (an array in RESP2) of simple
+ * strings. */
+static void word_set(struct baton_buf *b, uint32_t resp, const char *words)
 {
 	size_t n = 0;
 	for (const char *p = words; *p != '\0';) {
@@ -146,7 +159,7 @@ static void word_array(struct baton_buf *b, const char *words)
 		while (*p != '\0' && *p != ' ')
 			p++;
 	}
-	resp_array(b, n);
+	set_header(b, resp, n);
 	for (const char *p = words; *p != '\0';) {
 		while (*p == ' ')
 			p++;
@@ -166,13 +179,13 @@ static void key_specs(struct baton_buf *b, uint32_t resp,
 		      const struct command_desc *d)
 {
 	if (d->key_first <= 0) {
-		resp_array(b, 0);
+		set_header(b, resp, 0);
 		return;
 	}
-	resp_array(b, 1);
+	set_header(b, resp, 1);
 	map_header(b, resp, 3);
 	bulk_str(b, "flags");
-	word_array(b, d->write ? "RW UPDATE" : "RO ACCESS");
+	word_set(b, resp, d->write ? "RW update" : "RO access");
 	bulk_str(b, "begin_search");
 	map_header(b, resp, 2);
 	bulk_str(b, "type");
@@ -208,16 +221,16 @@ static void command_info(const struct command_desc *d, void *arg)
 	resp_array(b, 10);
 	bulk_str(b, d->name);
 	resp_int(b, d->arity);
-	word_array(b, d->flags);
+	word_set(b, r->resp, d->flags);
 	resp_int(b, d->key_first);
 	resp_int(b, d->key_last);
 	resp_int(b, d->key_step);
-	word_array(b,
-		   d->kv ? (d->write ? "@write @keyspace" : "@read @keyspace")
-			 : "@connection");
-	resp_array(b, 0); /* tips */
+	word_set(b, r->resp,
+		 d->kv ? (d->write ? "@write @keyspace" : "@read @keyspace")
+		       : "@connection");
+	set_header(b, r->resp, 0); /* tips */
 	key_specs(b, r->resp, d);
-	resp_array(b, 0); /* subcommands */
+	set_header(b, r->resp, 0); /* subcommands */
 }
 
 /* One argument of COMMAND DOCS: name, type, and optional/multiple. */
@@ -233,7 +246,7 @@ static void doc_argument(struct baton_buf *b, uint32_t resp, const char *name,
 	bulk_str(b, name);
 	if (flags != NULL) {
 		bulk_str(b, "flags");
-		word_array(b, flags);
+		word_set(b, resp, flags);
 	}
 }
 

@@ -55,9 +55,10 @@ int resp_null_array(struct baton_buf *b);
 int resp_array(struct baton_buf *b, size_t n);
 
 /* RESP3 (resp3.c), for connections that sent HELLO 3: "%<pairs>\r\n",
- * the header of a map (the caller writes 2 * pairs elements), and "_\r\n",
- * the null. */
+ * the header of a map (the caller writes 2 * pairs elements), "~<n>\r\n",
+ * the header of a set of n elements, and "_\r\n", the null. */
 int resp3_map(struct baton_buf *b, size_t pairs);
+int resp3_set(struct baton_buf *b, size_t n);
 int resp3_null(struct baton_buf *b);
 
 /* Append to out the RESP3 form of the RESP2 replies in[0..len): every

@@ -23,6 +23,14 @@ int resp3_map(struct baton_buf *b, size_t pairs)
 	return baton_buf_append(b, head, (size_t)n);
 }
 
+int resp3_set(struct baton_buf *b, size_t n)
+{
+	char head[32];
+	int len = snprintf(head, sizeof head, "~%zu\r\n", n);
+	BATON_ASSERT(len > 0 && (size_t)len < sizeof head);
+	return baton_buf_append(b, head, (size_t)len);
+}
+
 int resp3_null(struct baton_buf *b)
 {
 	return baton_buf_append(b, "_\r\n", 3);
@@ -78,7 +86,7 @@ int resp3_from_resp2(const uint8_t *in, size_t len, bool top_map,
 			}
 			next += (size_t)n + 2;
 			rv = baton_buf_append(out, in + pos, next - pos);
-		} else if (strchr("*+-:%_,#(", type) != NULL && type != 0) {
+		} else if (strchr("*+-:%_,#(~", type) != NULL && type != 0) {
 			/* RESP2's lines, and RESP3's a local command wrote. */
 			rv = baton_buf_append(out, in + pos, next - pos);
 		} else {

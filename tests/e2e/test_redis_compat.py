@@ -106,7 +106,7 @@ class Resp3:
         if kind == b"$":
             n = int(rest)
             return None if n < 0 else self._exact(n).decode()
-        if kind == b"*":
+        if kind in (b"*", b"~"):  # arrays, and RESP3's sets as lists
             n = int(rest)
             return None if n < 0 else [self.read() for _ in range(n)]
         if kind == b"%":
