@@ -231,6 +231,8 @@ void pl_props_fail_upto(struct baton_pipeline *p, baton_index index,
 void pl_versions_applied(struct baton_pipeline *p, const struct baton_entry *e);
 /* The node stalled: fail what can no longer complete here. */
 void pl_requests_stalled(struct baton_pipeline *p);
+/* The node was removed from the cluster: its own removal is done. */
+void pl_requests_retired(struct baton_pipeline *p);
 void pl_resolve_reads(struct baton_pipeline *p, const struct baton_update *u);
 /* The leader changed: reads whose index was asked of the old one (its
  * answer may never come) are asked again. */

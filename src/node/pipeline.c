@@ -307,6 +307,7 @@ void baton_pipeline_retire(struct baton_pipeline *p)
 	BATON_ASSERT(!p->stepping);
 	p->retired = true;
 	pl_snapshot_abandon(p, "this node was removed from the cluster");
+	pl_requests_retired(p);
 }
 
 void baton_pipeline_receive(struct baton_pipeline *p, const struct baton_msg *m)

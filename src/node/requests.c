@@ -468,6 +468,28 @@ void pl_check_waiters(struct baton_pipeline *p, baton_node_id failed_promotion)
 		waiters_finish(p, failed_promotion, false, 0);
 }
 
+void pl_requests_retired(struct baton_pipeline *p)
+{
+	BATON_ASSERT(p->retired && !p->stepping);
+	/* A leader removing itself may hear of its removal from a member
+	 * before it applies the configuration without it, and a retired
+	 * node steps no more: its removal is done, say so now rather than
+	 * at the waiter's deadline (a client would have given up). One at a
+	 * time: a callback may change the array. */
+	for (uint32_t i = 0; i < p->waiters_n;) {
+		struct pl_waiter w = p->waiters[i];
+		if (w.kind != PL_WAIT_REMOVE || w.id != p->c.raft.id) {
+			i++;
+			continue;
+		}
+		memmove(p->waiters + i, p->waiters + i + 1,
+			(size_t)(p->waiters_n - i - 1) * sizeof *p->waiters);
+		p->waiters_n--;
+		w.cb(w.data, 0);
+	}
+	BATON_ASSERT(p->waiters_n <= p->waiters_cap);
+}
+
 void pl_versions_applied(struct baton_pipeline *p, const struct baton_entry *e)
 {
 	BATON_ASSERT(e->type == BATON_ENTRY_VERSION);
