@@ -77,9 +77,8 @@ int command_wrong_args(const struct command_ctx *x)
 
 /* Redis 7.0's text: the name and the first arguments, quoted, up to 128
  * bytes each part (a NUL ends an argument, as Redis's C strings do). */
-static void reply_unknown_command(struct baton_buf *b, int argc,
-				  const uint8_t *const *argv,
-				  const size_t *lens)
+void command_reply_unknown(struct baton_buf *b, int argc,
+			   const uint8_t *const *argv, const size_t *lens)
 {
 	enum { SHOWN_BYTES_MAX = 128 };
 	char args[SHOWN_BYTES_MAX + 16];
@@ -589,6 +588,6 @@ void command_dispatch(struct server *s, struct client_state *cs,
 		kv_command(&x, kc);
 		return;
 	}
-	reply_unknown_command(command_out(&x), argc, argv, lens);
+	command_reply_unknown(command_out(&x), argc, argv, lens);
 	command_done(&x);
 }

@@ -471,6 +471,10 @@ int command_done(const struct command_ctx *x);		    /* send it */
 int command_fail(const struct command_ctx *x, int code);    /* a BATON_E* */
 /* -ERR wrong number of arguments for the command; done. */
 int command_wrong_args(const struct command_ctx *x);
+/* Appends Redis 7.0's -ERR for an unknown command (its first arguments
+ * quoted). */
+void command_reply_unknown(struct baton_buf *b, int argc,
+			   const uint8_t *const *argv, const size_t *lens);
 /* Argument i, case-insensitively equal to word. */
 bool command_arg_is(const struct command_ctx *x, int i, const char *word);
 /* Argument i as a NUL-terminated string, cut to cap - 1 bytes. */

@@ -218,8 +218,8 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local)
 				   "transaction holds key-value commands only",
 				   name_len, name);
 		else
-			resp_error(command_out(x), "ERR unknown command '%.*s'",
-				   name_len, name);
+			command_reply_unknown(command_out(x), x->argc, x->argv,
+					      x->lens);
 		refuse(x);
 		return;
 	}
