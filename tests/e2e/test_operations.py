@@ -1,0 +1,374 @@
+"""The procedures of docs/operations.md, docs/backup.md and docs/install.md,
+walked step by step with real processes and batond's DEFAULT timings (a
+bug once showed only with them): replacing a failed node whose data is
+lost under a new id; a node restarted on a wiped directory under its old
+id (refused when it founds, named by `batonctl health` when it joins);
+shrinking and growing, with `batonctl add` refusing what would never catch
+up; losing quorum and getting it back, and, when a majority's data is gone,
+founding a new cluster from the newest backup; and a node of install.md's
+kind (config file, the unit's command line, environment overrides, the
+password for batonctl from the environment) added to a running cluster.
+
+Each step asserts its outcome: exit codes of `batonctl health`, members
+listed, keys present or (after a restore) absent as the doc says."""
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+
+import pytest
+import redis
+
+from conftest import (BATONCTL, HOST, POLL_S, Deadline, Node,
+                      _die_with_parent, build_dir, free_ports, is_tryagain,
+                      retry, wait_log)
+
+PASSWORD = "ops-walk-password"
+# batond's own timings: 1000 ms election timeout, 100 ms heartbeat.
+DEFAULT_TIMINGS = None
+SETTLE_S = 20.0  # a default-timing cluster elects, catches up, answers
+
+
+def start(cluster, n=3, **kw):
+    return cluster.start(n, election_timeout_ms=DEFAULT_TIMINGS,
+                         password=PASSWORD, **kw)
+
+
+def health(cluster, node=None):
+    return cluster.batonctl("health", node=node, check=False)
+
+
+def wait_health(cluster, code, needle="", node=None, timeout=SETTLE_S):
+    """Wait (bounded) until `batonctl health` exits `code` with `needle` in
+    its output; returns the last run."""
+    d = Deadline(timeout, f"batonctl health to exit {code} with {needle!r}",
+                 max_tries=200)
+    r = None
+    while not d.expired():
+        r = health(cluster, node)
+        if r.returncode == code and needle in r.stdout + r.stderr:
+            return r
+        time.sleep(0.2)
+    d.fail(f"last: exit {r.returncode}\n{r.stdout}{r.stderr}")
+
+
+def member_ids(cluster, node=None):
+    lead = node or cluster.leader()
+    return sorted(int(m["id"]) for m in lead.members())
+
+
+def add_and_promote(cluster, joiner):
+    """docs/operations.md, "Adding a member": add, wait, promote."""
+    cluster.batonctl("add", joiner.id, joiner.peer_addr, joiner.client_addr,
+                     node=cluster.leader())
+    d = Deadline(SETTLE_S, f"promotion of {joiner}", max_tries=100)
+    last = None
+    while not d.expired():
+        last = cluster.batonctl("promote", joiner.id, node=cluster.leader(),
+                                check=False)
+        if last.returncode == 0:
+            return
+        time.sleep(0.2)
+    d.fail(last.stderr)
+
+
+def set_keys(node, prefix, n):
+    c = node.client()
+    for i in range(n):
+        retry(lambda i=i: c.set(f"{prefix}{i}", f"v{i}"),
+              deadline_s=SETTLE_S, what=f"SET {prefix}{i}")
+
+
+def assert_keys(node, prefix, n):
+    c = node.client()
+    got = retry(lambda: c.mget([f"{prefix}{i}" for i in range(n)]),
+                deadline_s=SETTLE_S, what=f"MGET {prefix}*")
+    assert got == [f"v{i}" for i in range(n)], got
+
+
+def wipe(node):
+    shutil.rmtree(node.data_dir)
+
+
+# ---- Replacing a failed node ------------------------------------------------
+
+def test_replace_a_failed_node_with_a_new_id(cluster):
+    start(cluster)
+    set_keys(cluster.leader(), "before", 20)
+    victim = cluster.followers()[0]
+    victim.kill9()
+    wipe(victim)  # its disk is gone
+    # Step 1: the rest has a leader; health names the dead member.
+    r = wait_health(cluster, 1, f"member {victim.id} down",
+                    node=cluster.leader())
+    assert "no leader" not in r.stdout, r.stdout
+    # Step 2: the replacement, on an empty directory, a new id, --join.
+    new = cluster.new_joiner()
+    # Step 3, then 4: remove the old id, add and promote the new one.
+    cluster.batonctl("remove", victim.id, node=cluster.leader())
+    add_and_promote(cluster, new)
+    # Step 5.
+    r = wait_health(cluster, 0, "3 members answer", node=cluster.leader())
+    assert member_ids(cluster) == sorted(
+        m.id for m in cluster.nodes.values() if m is not victim)
+    assert_keys(new, "before", 20)
+    # The old node, restarted on its wiped directory with its usual
+    # command line (--bootstrap), must not found a second cluster.
+    victim.start(wait=False)
+    code = victim.proc.wait(timeout=SETTLE_S)
+    assert code == 1, victim.log_tail()
+    assert "refusing to found a new cluster" in victim.log_text()
+    assert f"batonctl remove {victim.id}" in victim.log_text()
+    # Nor can it come back by --join: its id stays refused.
+    victim.start(["--join"])
+    r = cluster.batonctl("add", victim.id, victim.peer_addr,
+                         victim.client_addr, node=cluster.leader(),
+                         check=False)
+    assert r.returncode == 1, r
+    assert f"node {victim.id} was removed from this cluster" in r.stderr
+    victim.terminate()
+    wait_health(cluster, 0, node=cluster.leader())
+
+
+def test_a_wiped_member_back_under_its_old_id_is_named_by_health(cluster):
+    # The mistake the procedure warns against: the data directory lost, the
+    # node restarted on an empty one with --join and its old id. Raft's
+    # safety rests on a voter keeping what it acknowledged, so health must
+    # not call such a cluster healthy.
+    lead = start(cluster)
+    set_keys(lead, "k", 5)
+    victim = cluster.followers()[0]
+    victim.kill9()
+    wipe(victim)
+    victim.start(["--join"])
+    r = wait_health(cluster, 1, f"member {victim.id} lost entries it had "
+                    "acknowledged", node=cluster.leader())
+    assert f"`batonctl remove {victim.id}`" in r.stdout, r.stdout
+    # What the message says to do: stop it, remove it, health is 0 again
+    # (two voters, as after any removal).
+    victim.terminate()
+    cluster.batonctl("remove", victim.id, node=cluster.leader())
+    r = wait_health(cluster, 0, "2 members answer", node=cluster.leader())
+    assert len(member_ids(cluster)) == 2
+
+
+# ---- Growing and shrinking ---------------------------------------------------
+
+def test_shrink_and_grow(cluster):
+    lead = start(cluster)
+    set_keys(lead, "g", 10)
+    # Growing: a learner first, promoted once caught up.
+    four = cluster.new_joiner()
+    # batonctl add asks the joining node first: swapped addresses and a
+    # wrong id are refused by name, and nothing is added.
+    r = cluster.batonctl("add", four.id, four.client_addr, four.peer_addr,
+                         check=False)
+    assert r.returncode == 1 and "is it the peer port?" in r.stderr, r
+    r = cluster.batonctl("add", four.id + 1, four.peer_addr,
+                         four.client_addr, check=False)
+    assert r.returncode == 1, r
+    assert f"is node {four.id}, not {four.id + 1}" in r.stderr, r
+    assert member_ids(cluster) == [1, 2, 3]
+    add_and_promote(cluster, four)
+    assert member_ids(cluster) == [1, 2, 3, 4]
+    voters = [m for m in cluster.leader().members() if m["role"] == "voter"]
+    assert len(voters) == 4
+    wait_health(cluster, 0, "4 members answer")
+    # Shrinking: remove the leader itself: it hands over first.
+    old = cluster.leader()
+    cluster.batonctl("remove", old.id, node=old)
+    d = Deadline(SETTLE_S, f"{old} to leave the configuration")
+    while not d.expired():
+        lead = cluster.leader(exclude=(old,))
+        if old.id not in member_ids(cluster, lead):
+            break
+        time.sleep(POLL_S)
+    else:
+        d.fail()
+    wait_log(old, "was removed from the cluster", timeout=SETTLE_S)
+    old.terminate()
+    r = wait_health(cluster, 0, "3 members answer", node=lead)
+    # And one more out, one more in: 3 -> 2 -> 3.
+    out = [m for m in cluster.alive() if m is not lead][0]
+    cluster.batonctl("remove", out.id, node=lead)
+    out.terminate()
+    wait_health(cluster, 0, "2 members answer", node=lead)
+    five = cluster.new_joiner()
+    add_and_promote(cluster, five)
+    wait_health(cluster, 0, "3 members answer", node=five)
+    assert len(member_ids(cluster)) == 3
+    assert_keys(five, "g", 10)
+
+
+# ---- After losing quorum -----------------------------------------------------
+
+def test_quorum_lost_then_the_members_come_back(cluster):
+    lead = start(cluster)
+    set_keys(lead, "q", 10)
+    down = cluster.followers()
+    for m in down:
+        m.kill9()
+    # No majority: the survivor takes no writes (TRYAGAIN, once it has
+    # stepped down) and health says there is no leader.
+    wait_health(cluster, 1, "no leader", node=lead)
+    with pytest.raises(redis.ResponseError) as e:
+        lead.client().set("during", "x")
+    assert is_tryagain(e.value), e.value
+    # BATON.STALE ON reads still serve what it applied.
+    stale = lead.client(single_connection_client=True)
+    assert stale.execute_command("BATON.STALE", "ON") == "OK"
+    assert stale.get("q3") == "v3"
+    # Step 1: bring the members back on their own directories.
+    for m in down:
+        m.restart()
+    wait_health(cluster, 0, "3 members answer", node=lead)
+    for m in cluster.nodes.values():
+        assert_keys(m, "q", 10)
+
+
+def test_majority_data_lost_found_a_new_cluster_from_a_backup(cluster,
+                                                              tmp_path):
+    lead = start(cluster)
+    old_uuid = lead.info()["cluster_uuid"]
+    set_keys(lead, "b", 10)
+    backup = tmp_path / "hourly.backup"
+    cluster.batonctl("snapshot", "save", backup)
+    assert cluster.batonctl("snapshot", "status", backup).returncode == 0
+    set_keys(lead, "after", 3)  # written after the newest backup
+    survivor = cluster.leader()
+    lost = [m for m in cluster.alive() if m is not survivor]
+    for m in lost:
+        m.kill9()
+        wipe(m)
+    # The doc's step 2: rescue recent keys from a survivor by hand...
+    stale = survivor.client(single_connection_client=True)
+    stale.execute_command("BATON.STALE", "ON")
+    assert stale.get("after2") == "v2"
+    survivor.terminate()
+    # ...then found a new cluster from the newest backup (backup.md): one
+    # node, empty directory, --bootstrap naming it alone, --restore.
+    first = cluster.node(1)
+    if first.data_dir.exists():
+        wipe(first)
+    first.start(["--bootstrap", f"1={first.peer_addr}/{first.client_addr}",
+                 "--restore", str(backup)])
+    wait_log(first, "restore: done", timeout=SETTLE_S)
+    # The others join on empty directories, each with its own id.
+    for m in cluster.nodes.values():
+        if m is first:
+            continue
+        if m.data_dir.exists():
+            wipe(m)
+        m.start(["--join"])
+        add_and_promote(cluster, m)
+    wait_health(cluster, 0, "3 members answer", node=first)
+    assert first.info()["cluster_uuid"] not in ("-", old_uuid)
+    for m in cluster.nodes.values():
+        assert_keys(m, "b", 10)
+    # The writes after the backup are lost, as the doc says.
+    assert first.client().get("after0") is None
+    # Restarted with --restore still given, node 1 is refused and says to
+    # drop it; without it, it starts on its data.
+    first.terminate()
+    first.start(wait=False)
+    assert first.proc.wait(timeout=SETTLE_S) == 1
+    assert "drop --restore" in first.log_text()
+    first.start([])
+    wait_health(cluster, 0, "3 members answer", node=first)
+
+
+# ---- install.md: a node from a config file, added to a running cluster -------
+
+def test_a_config_file_node_joins_and_batonctl_takes_the_env_password(
+        cluster, tmp_path):
+    """install.md: the unit's command line (`batond --config FILE`) with
+    one file per node, an environment override as a systemd drop-in would
+    set it, `join` in the file of a node added later, and `bootstrap`
+    left in a founder's file across a restart."""
+    prefix = tmp_path / "prefix"
+    r = subprocess.run(["cmake", "--install", str(build_dir()), "--prefix",
+                        str(prefix)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    unit = (prefix / "lib" / "systemd" / "system" /
+            "batond@.service").read_text()
+    line = [ln for ln in unit.splitlines() if ln.startswith("ExecStart=")]
+    assert len(line) == 1, line
+    lead = start(cluster)
+    ports = free_ports(2)
+    node_id = max(cluster.nodes) + 1
+    conf = tmp_path / f"{node_id}.conf"
+    conf.write_text(
+        f"id {node_id}\nlisten {HOST}:{ports[0]}\n"
+        f"peer-listen {HOST}:{ports[1]}\ndata {tmp_path / 'data'}\n"
+        f"peer-secret-file {cluster.secret_file}\njoin\n"
+        f"password {PASSWORD}\nlog-format text\n")
+    os.chmod(conf, 0o600)
+    cmd = line[0][len("ExecStart="):].replace(
+        "/etc/baton/%i.conf", str(conf))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    # systemctl edit batond@4: Environment=BATON_LOG_FORMAT=json (the
+    # environment beats the file).
+    env["BATON_LOG_FORMAT"] = "json"
+    log = open(tmp_path / "joiner.log", "wb")
+    proc = subprocess.Popen(shlex.split(cmd), stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=log, env=env,
+                            preexec_fn=_die_with_parent)
+    log.close()
+    cluster.started_pids.add(proc.pid)
+    try:
+        joiner = Node(cluster, node_id, ports[0], ports[1])
+        joiner.proc = proc
+        joiner.log_path = tmp_path / "joiner.log"
+        joiner.wait_ready()
+        # batonctl with the password from the environment, not -a.
+        ctl_env = dict(env, BATON_PASSWORD=PASSWORD)
+        base = [str(BATONCTL), "-h", HOST, "-p", str(lead.client_port)]
+        r = subprocess.run(base + ["health"], capture_output=True,
+                           text=True, timeout=30, env=env)
+        assert r.returncode == 1 and "BATON_PASSWORD" in r.stderr, r
+        r = subprocess.run(base + ["add", str(node_id), joiner.peer_addr,
+                                   joiner.client_addr],
+                           capture_output=True, text=True, timeout=30,
+                           env=ctl_env)
+        assert r.returncode == 0, r
+        d = Deadline(SETTLE_S, "the promotion", max_tries=100)
+        while not d.expired():
+            r = subprocess.run(base + ["promote", str(node_id)],
+                               capture_output=True, text=True, timeout=30,
+                               env=ctl_env)
+            if r.returncode == 0:
+                break
+            time.sleep(0.2)
+        else:
+            d.fail(r.stderr)
+        r = subprocess.run(base + ["health"], capture_output=True,
+                           text=True, timeout=30, env=ctl_env)
+        assert r.returncode == 0 and "4 members answer" in r.stdout, r
+        assert '"level":"info"' in joiner.log_text()
+        set_keys(lead, "conf", 3)
+        assert_keys(joiner, "conf", 3)
+        # Restarted through the same command line ("join" still in the
+        # file): it starts on its data and is a member at once.
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+        log = open(tmp_path / "joiner.log", "ab")
+        proc = subprocess.Popen(shlex.split(cmd), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, env=env,
+                                preexec_fn=_die_with_parent)
+        log.close()
+        cluster.started_pids.add(proc.pid)
+        joiner.proc = proc
+        joiner.wait_ready()
+        assert_keys(joiner, "conf", 3)
+        r = wait_health(cluster, 0, "4 members answer")
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
