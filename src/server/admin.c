@@ -514,6 +514,18 @@ static void on_removed_id_applied(void *data, int status, const uint8_t *reply,
 	}
 }
 
+/* A cluster needs a voter: the core refuses to remove the last one. */
+static bool is_last_voter(const struct baton_config *c, baton_node_id id)
+{
+	const struct baton_member *m = baton_config_find(c, id);
+	if (m == NULL || m->role != BATON_VOTER)
+		return false;
+	uint32_t voters = 0;
+	for (uint32_t i = 0; i < c->n; i++)
+		voters += c->members[i].role == BATON_VOTER ? 1u : 0u;
+	return voters == 1;
+}
+
 int admin_remove(struct command_ctx *x)
 {
 	uint64_t id = 0;
@@ -526,6 +538,17 @@ int admin_remove(struct command_ctx *x)
 	struct server *s = x->s;
 	struct baton_node_status *st = &s->identity.status;
 	baton_node_status(s->node, st);
+	if (is_last_voter(&st->raft.config, id)) {
+		/* Refused before the removed-id entry: once written, the
+		 * leader would try forever to finish a removal the core
+		 * refuses, with its own id on the removed list. */
+		resp_error(command_out(x),
+			   "ERR node %" PRIu64 " is the cluster's only voter: "
+			   "add and promote another member before removing "
+			   "it",
+			   id);
+		return command_done(x);
+	}
 	if (baton_config_find(&st->raft.config, id) == NULL ||
 	    !identity_entries_allowed(s))
 		return cmd_member_change(x, baton_node_remove);
