@@ -13,6 +13,24 @@
 
 #include "ctl.h"
 
+/* The core answers a change it cannot make with a bare "invalid
+ * argument": what it means for each command. */
+static const char *invalid_hint(const char *cmd, const char *error)
+{
+	if (strcmp(error, "ERR invalid argument") != 0)
+		return "";
+	if (strcmp(cmd, "BATON.PROMOTE") == 0)
+		return " (the node is not a learner: a voter already, or the "
+		       "leader; 'batonctl members' shows the roles)";
+	if (strcmp(cmd, "BATON.TRANSFER") == 0)
+		return " (no other voter to take over, or the node named is "
+		       "not a voter; 'batonctl members' shows the roles)";
+	if (strcmp(cmd, "BATON.REMOVE") == 0)
+		return " (a cluster cannot remove its only voter: add and "
+		       "promote another member first)";
+	return "";
+}
+
 /* Send argv to the leader (ctl_call_leader). On +OK prints `done` and
  * returns 0; else reports which node said what. */
 static int leader_call(const struct ctl_opts *o, int argc, const char **argv,
@@ -24,7 +42,8 @@ static int leader_call(const struct ctl_opts *o, int argc, const char **argv,
 		return CTL_EXIT_ERROR;
 	int rv = CTL_EXIT_OK;
 	if (r->type == REDIS_REPLY_ERROR) {
-		ctl_error("node %s: %s: %s", addr, argv[0], r->str);
+		ctl_error("node %s: %s: %s%s", addr, argv[0], r->str,
+			  invalid_hint(argv[0], r->str));
 		rv = CTL_EXIT_ERROR;
 	} else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
 		ctl_error("node %s: %s: unexpected reply", addr, argv[0]);

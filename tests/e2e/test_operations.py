@@ -202,6 +202,23 @@ def test_shrink_and_grow(cluster):
     assert_keys(five, "g", 10)
 
 
+def test_the_only_voter_cannot_be_removed(cluster):
+    # Refused before anything is written: the node stays a member, its id
+    # is not on the removed list, and the cluster still grows.
+    lead = start(cluster, n=1)
+    r = cluster.batonctl("remove", lead.id, check=False)
+    assert r.returncode == 1, r
+    assert "is the cluster's only voter" in r.stderr, r.stderr
+    r = cluster.batonctl("promote", lead.id, check=False)
+    assert r.returncode == 1 and "not a learner" in r.stderr, r.stderr
+    assert lead.info()["removed"] == "no"
+    assert member_ids(cluster) == [lead.id]
+    two = cluster.new_joiner()
+    add_and_promote(cluster, two)
+    wait_health(cluster, 0, "2 members answer", node=lead)
+    assert "finishing the removal" not in lead.log_text()
+
+
 # ---- After losing quorum -----------------------------------------------------
 
 def test_quorum_lost_then_the_members_come_back(cluster):
