@@ -608,8 +608,15 @@ static int multibulk_header(struct resp_parser *p, struct resp_command *cmd)
 		return rv == 0 ? RESP_NEED_MORE : rv;
 	if (n <= 0) /* Redis ignores it */
 		return emit(p, cmd);
-	if ((uint64_t)n > p->limits.args_max)
-		return fail(p, BATON_ETOOBIG, RESP_PERR_MBULK_LEN);
+	if ((uint64_t)n > p->limits.args_max) {
+		/* Redis's text (its limit is INT_MAX), and baton's limit. */
+		rv = fail(p, BATON_ETOOBIG, RESP_PERR_MBULK_LEN);
+		snprintf(p->errmsg, sizeof p->errmsg,
+			 "Protocol error: invalid multibulk length (%" PRId64
+			 " arguments exceed the limit of %" PRIu32 ")",
+			 n, p->limits.args_max);
+		return rv;
+	}
 	/* Each argument takes at least "$0\r\n\r\n". */
 	size_t max = p->limits.request_bytes_max;
 	uint64_t least = request_bytes(p, (uint64_t)n * 6u);

@@ -501,7 +501,9 @@ Test(resp_parse, limit_on_arguments)
 	expect_all_splits("*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", 25, &l,
 			  "a|b|c;", RESP_NEED_MORE);
 	EXPECT_ERROR("*4\r\n", &l, BATON_ETOOBIG, RESP_PERR_MBULK_LEN,
-		     "Protocol error: invalid multibulk length", "");
+		     "Protocol error: invalid multibulk length (4 arguments "
+		     "exceed the limit of 3)",
+		     "");
 	expect_all_splits("a b c\r\n", 7, &l, "a|b|c;", RESP_NEED_MORE);
 	EXPECT_ERROR("a b c d\r\n", &l, BATON_ETOOBIG, RESP_PERR_INLINE_TOO_BIG,
 		     "Protocol error: too big inline request", "");
