@@ -23,11 +23,12 @@ struct command {
 static const struct command commands[] = {
 	{"status", "[--json] [--watch [--interval-ms N] [--count N]]",
 	 "One row per member: id, address, role (leader, follower, learner,\n"
-	 "candidate, or down if it does not answer), term, commit and applied\n"
-	 "indexes, match index (the leader's view), release, peer protocol\n"
-	 "range, machine_max, and lag (the leader's last index minus the\n"
-	 "member's match index). --json prints a JSON array of objects with\n"
-	 "the same fields (null where unknown).\n"
+	 "candidate, down if it does not answer, lost-log if its log ends\n"
+	 "below what it acknowledged: see 'batonctl health'), term, commit\n"
+	 "and applied indexes, match index (the leader's view), release,\n"
+	 "peer protocol range, machine_max, and lag (the leader's last index\n"
+	 "minus the member's match index). --json prints a JSON array of\n"
+	 "objects with the same fields (null where unknown).\n"
 	 "  --watch           look again every interval until Ctrl-C; on a\n"
 	 "                    terminal each look replaces the last\n"
 	 "  --interval-ms N   between two looks (default 2000, 100 or more)\n"

@@ -182,6 +182,8 @@ const char *view_shown_role(const struct view_member *r)
 {
 	if (!r->up)
 		return "down";
+	if (r->lost_log)
+		return "lost-log";
 	if (view_needs_upgrade(r))
 		return "needs-upgrade";
 	if (view_is_stalled(r))

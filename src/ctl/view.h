@@ -90,7 +90,8 @@ bool view_needs_upgrade(const struct view_member *r);
 /* The member's storage failed (it serves nothing that needs a write). */
 bool view_storage_failed(const struct view_member *r);
 
-/* The role column: "down", "needs-upgrade", "stalled", "candidate",
+/* The role column: "down", "lost-log", "needs-upgrade", "stalled",
+ * "candidate",
  * "learner", or the role the member reports. */
 const char *view_shown_role(const struct view_member *r);
 /* The eligibility column: "yes", "rule 1", "rule 2", "no" (not a voter),

@@ -146,6 +146,9 @@ def test_a_wiped_member_back_under_its_old_id_is_named_by_health(cluster):
     r = wait_health(cluster, 1, f"member {victim.id} lost entries it had "
                     "acknowledged", node=cluster.leader())
     assert f"`batonctl remove {victim.id}`" in r.stdout, r.stdout
+    rows = cluster.batonctl("status", node=cluster.leader()).stdout
+    assert any(ln.split()[:1] == [str(victim.id)] and "lost-log" in ln
+               for ln in rows.splitlines()), rows
     # What the message says to do: stop it, remove it, health is 0 again
     # (two voters, as after any removal).
     victim.terminate()
