@@ -326,6 +326,29 @@ static void on_reply(struct join *j, baton_node_id from,
 		return;
 	}
 	if (r->accepted) {
+		struct baton_node_status st;
+		baton_node_status(j->s->node, &st);
+		if (st.raft.last_index == 0 && st.raft.snapshot_index == 0) {
+			/* A joiner is promoted only once it caught up, so a
+			 * voter with an empty log lost its data directory:
+			 * its lost votes and entries could let a quorum
+			 * forget acknowledged writes. */
+			LOG_ERROR("join: node %" PRIu64 " says this node (id "
+				  "%" PRIu64 ") is a voter of the cluster "
+				  "already, but its data directory %s is "
+				  "empty: it lost the data it had "
+				  "acknowledged, and may not come back under "
+				  "its id. Stopping. Replace it: start a node "
+				  "on an empty directory with a new --id, then "
+				  "`batonctl remove %" PRIu64 "` "
+				  "(docs/operations.md, \"Replacing a failed "
+				  "node\")",
+				  from, j->s->cfg.id, j->s->cfg.data_dir,
+				  j->s->cfg.id);
+			j->phase = JOINER_OFF;
+			server_stop(j->s, 1);
+			return;
+		}
 		char how[128];
 		snprintf(how, sizeof how,
 			 "node %" PRIu64 " added this node as a voter", from);

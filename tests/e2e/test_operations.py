@@ -2,7 +2,8 @@
 walked step by step with real processes and batond's DEFAULT timings (a
 bug once showed only with them): replacing a failed node whose data is
 lost under a new id; a node restarted on a wiped directory under its old
-id (refused when it founds, named by `batonctl health` when it joins);
+id (refused when it founds or joins by seeds, named by `batonctl health`
+when it waits with --join);
 shrinking and growing, with `batonctl add` refusing what would never catch
 up; losing quorum and getting it back, and, when a majority's data is gone,
 founding a new cluster from the newest backup; and a node of install.md's
@@ -155,6 +156,33 @@ def test_a_wiped_member_back_under_its_old_id_is_named_by_health(cluster):
     cluster.batonctl("remove", victim.id, node=cluster.leader())
     r = wait_health(cluster, 0, "2 members answer", node=cluster.leader())
     assert len(member_ids(cluster)) == 2
+
+
+def test_a_wiped_member_joining_by_seeds_under_its_old_id_stops(cluster):
+    # With --accept-joins a node started with --join-seeds adds itself;
+    # the same node back on a wiped directory is told it is a voter
+    # already, sees its empty log, and stops instead of rejoining.
+    start(cluster, extra=["--accept-joins"])
+    seeds = ",".join(m.peer_addr for m in cluster.nodes.values())
+    cport, pport = free_ports(2)
+    joiner = Node(cluster, 4, cport, pport)
+    cluster.nodes[4] = joiner
+    joiner.start(["--join-seeds", seeds])
+    wait_log(joiner, "added this node as a voter", timeout=SETTLE_S)
+    wait_health(cluster, 0, "4 members answer", node=cluster.leader())
+    joiner.kill9()
+    wipe(joiner)
+    joiner.start(wait=False)
+    assert joiner.proc.wait(timeout=SETTLE_S) == 1, joiner.log_tail()
+    assert "it lost the data it had acknowledged" in joiner.log_text()
+    # The way out the message gives: remove it, add a new node.
+    cluster.batonctl("remove", 4, node=cluster.leader())
+    cport, pport = free_ports(2)
+    five = Node(cluster, 5, cport, pport)
+    cluster.nodes[5] = five
+    five.start(["--join-seeds", seeds])
+    wait_health(cluster, 0, "4 members answer", node=cluster.leader())
+    assert 5 in member_ids(cluster) and 4 not in member_ids(cluster)
 
 
 # ---- Growing and shrinking ---------------------------------------------------
