@@ -714,6 +714,12 @@ UNQUEUED = {"scan", "hscan", "keys", "hgetall", "hkeys", "hvals", "ttl",
             "pttl", "expiretime", "pexpiretime", "dbsize", "ping", "echo"}
 
 
+# Commands that take a time: an argument inserted at random could become a
+# short expiry, due while the test runs.
+TIMED = {"set", "getex", "expire", "pexpire", "expireat", "pexpireat",
+         "setex", "psetex"}
+
+
 def queueable(cmd):
     return name_of(cmd) not in UNQUEUED
 
@@ -762,6 +768,18 @@ class Gen:
         at = self.pick(["4102444800", "1", "0", "-5"])
         table = [
             lambda: ("GET", k), lambda: ("SET", k, v, *p(self.SET_OPTS)),
+            lambda: ("SET", k, v, *self.options(self.set_option)),
+            lambda: ("GETEX", k, *self.options(self.getex_option)),
+            lambda: (lambda w: (w, k, self.expiry_time(w), *self.options(
+                         lambda: [p(["NX", "XX", "GT", "LT", "nx",
+                                     "BOGUS"])])))(
+                p(["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"])),
+            lambda: ("SCAN", "0", *self.options(self.scan_option)),
+            lambda: ("HSCAN", k, "0", *self.options(self.hscan_option)),
+            lambda: ("COPY", k, self.key(), *self.options(
+                lambda: p([["REPLACE"], ["DB", p(["0", "1", "x", "-1"])],
+                           ["DB"], ["BOGUS"]]))),
+            lambda: ("FLUSHALL", p(["ASYNC", "SYNC", "async", "x"])),
             lambda: ("DEL", k, self.key()), lambda: ("UNLINK", k),
             lambda: ("EXISTS", k, self.key(), k),
             lambda: ("INCR", k), lambda: ("DECR", k),
@@ -815,6 +833,48 @@ class Gen:
         return table[i // 20]() if i < (len(table) - 1) * 20 else \
             table[-1]() if self.rng.random() < 0.1 else table[0]()
 
+    def options(self, one):
+        """Zero to three options, each from one()."""
+        return [w for _ in range(self.rng.randrange(4)) for w in one()]
+
+    def expiry_time(self, word):
+        """A time for the option or command word (EX, PXAT, EXPIRE ...),
+        in either unit, never due while the test runs: a relative one far
+        ahead (random, as ttl: hours as ms, months as s) or not positive;
+        an absolute one far ahead or past; or a bad one."""
+        p = self.pick
+        if word.upper().endswith("AT"):
+            good = [p(["4102444800", "4102444800000"]), "1", "0", "-1",
+                    self.ttl(True)]
+        else:
+            good = [self.ttl(True), self.ttl(True), "0", "-1"]
+        return p(good + [p(["x", "", BIG, SMALL, "1.5", " 5"])])
+
+    def set_option(self):
+        p = self.pick
+        w = p(["EX", "PX", "EXAT", "PXAT", "ex"])
+        return p([["NX"], ["XX"], ["GET"], ["KEEPTTL"], ["get"],
+                  [w, self.expiry_time(w)], [w], ["BOGUS"]])
+
+    def getex_option(self):
+        p = self.pick
+        w = p(["EX", "PX", "EXAT", "PXAT"])
+        return p([["PERSIST"], ["persist"], ["BOGUS"],
+                  [w, self.expiry_time(w)], [w]])
+
+    def scan_option(self):
+        p = self.pick
+        return p([["MATCH", p(["k*", "*", "h?", "[a-k]*", "", "\\"])],
+                  ["COUNT", p(["1", "3", "100", "0", "-1", "x"])],
+                  ["TYPE", p(["string", "hash", "HASH", "list", ""])],
+                  ["MATCH"], ["COUNT"], ["TYPE"], ["BOGUS", "1"]])
+
+    def hscan_option(self):
+        p = self.pick
+        return p([["MATCH", p(["f*", "*", "", "f?"])],
+                  ["COUNT", p(["1", "3", "0", "x"])], ["NOVALUES"],
+                  ["MATCH"], ["COUNT"], ["TYPE", "string"], ["BOGUS"]])
+
     def mutated(self):
         """A command, now and then in another case, with an argument
         dropped or one added (wrong arity, or an option's value missing)."""
@@ -822,7 +882,7 @@ class Gen:
         roll = self.rng.random()
         if roll < 0.03 and len(cmd) > 1:
             del cmd[self.rng.randrange(1, len(cmd))]
-        elif roll < 0.06:
+        elif roll < 0.06 and name_of(cmd) not in TIMED:
             cmd.insert(self.rng.randrange(1, len(cmd) + 1),
                        self.pick(self.VALUES))
         if self.rng.random() < 0.1:
