@@ -5,7 +5,7 @@ lost under a new id; a node restarted on a wiped directory under its old
 id (refused when it founds or joins by seeds, named by `batonctl health`
 when it waits with --join);
 shrinking and growing, with `batonctl add` refusing what would never catch
-up; losing quorum and getting it back, and, when a majority's data is gone,
+up; a founder started late (refused, and replaced); losing quorum and getting it back, and, when a majority's data is gone,
 founding a new cluster from the newest backup; and a node of install.md's
 kind (config file, the unit's command line, environment overrides, the
 password for batonctl from the environment) added to a running cluster.
@@ -91,6 +91,43 @@ def assert_keys(node, prefix, n):
 
 def wipe(node):
     shutil.rmtree(node.data_dir)
+
+
+# ---- Founding ----------------------------------------------------------------
+
+def test_a_founder_started_late_is_refused_and_replaced(cluster):
+    # operations.md, "Start the founders together": a founder started after
+    # the others elected a leader looks like a wiped member and is refused;
+    # the way out is the replacement procedure.
+    cluster.common_args = ["--password", PASSWORD]
+    cluster.password = PASSWORD
+    ports = free_ports(6)
+    nodes = [Node(cluster, i + 1, ports[2 * i], ports[2 * i + 1])
+             for i in range(3)]
+    for m in nodes:
+        cluster.nodes[m.id] = m
+    boot = ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}" for m in nodes)
+    for m in nodes[:2]:
+        m.start(["--bootstrap", boot])
+    lead = cluster.leader(timeout=SETTLE_S)
+    retry(lambda: lead.client().set("early", "1"), deadline_s=SETTLE_S)
+    late = nodes[2]
+    late.start(["--bootstrap", boot], wait=False)
+    assert late.proc.wait(timeout=SETTLE_S) == 1, late.log_tail()
+    assert "refusing to found a new cluster" in late.log_text()
+    wait_health(cluster, 1, f"member {late.id} down", node=lead)
+    assert lead.info()["machine_version"] == "1"  # waits for node 3
+    cluster.batonctl("remove", late.id, node=cluster.leader())
+    new = cluster.new_joiner()
+    add_and_promote(cluster, new)
+    wait_health(cluster, 0, "3 members answer", node=lead)
+    d = Deadline(SETTLE_S, "the machine version to rise")
+    while cluster.leader().info()["machine_version"] == "1":
+        if d.expired():
+            d.fail(cluster.batonctl("status").stdout)
+        time.sleep(0.1)
+    assert retry(lambda: new.client().get("early"),
+                 deadline_s=SETTLE_S) == "1"
 
 
 # ---- Replacing a failed node ------------------------------------------------
