@@ -79,14 +79,15 @@ static int client_line(struct server *s, const struct client_state *cs,
 	return snprintf(
 		out, cap,
 		"id=%" PRIu64 " addr=%s laddr=%s fd=%d name=%s age=%" PRIu64
-		" idle=%" PRIu64 " flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d "
+		" idle=%" PRIu64 " flags=%s db=0 sub=0 psub=0 ssub=0 multi=%ld "
 		"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 "
 		"oll=0 omem=%zu tot-mem=0 events=r cmd=%s user=default "
 		"redir=-1 resp=%u lib-name=%s lib-ver=%s\n",
 		cs->id, cs->addr, cs->laddr, cs->fd, cs->name,
 		(now - cs->created_ms) / 1000,
 		(now - cs->last_command_ms) / 1000, flags,
-		txn_in_multi(cs) ? 0 : -1, client_output_queued(cs),
+		txn_in_multi(cs) ? (long)txn_queued(cs) : -1L,
+		client_output_queued(cs),
 		cs->last_command[0] != '\0' ? cs->last_command : "NULL",
 		cs->resp, cs->lib_name, cs->lib_ver);
 }

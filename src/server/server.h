@@ -768,6 +768,8 @@ int txn_watch(struct command_ctx *x);
 int txn_unwatch(struct command_ctx *x);
 /* Between MULTI and EXEC/DISCARD? */
 bool txn_in_multi(const struct client_state *cs);
+/* The commands queued since MULTI (0 outside one): CLIENT LIST's multi=. */
+uint32_t txn_queued(const struct client_state *cs);
 /* Inside MULTI: queue the command (+QUEUED) or refuse it (an error that
  * makes EXEC fail with EXECABORT). `allowed`: the client may run it (it
  * authenticated, or the command needs no AUTH); `local`: one of the

@@ -106,6 +106,11 @@ bool txn_in_multi(const struct client_state *cs)
 	return cs->txn != NULL && cs->txn->multi;
 }
 
+uint32_t txn_queued(const struct client_state *cs)
+{
+	return txn_in_multi(cs) ? cs->txn->n_commands : 0;
+}
+
 /* Transactions need machine version 2: true if the log has it, else the
  * error is appended. */
 static bool gate(const struct command_ctx *x, const char *name)
