@@ -108,9 +108,10 @@ static void print_text(const struct health *h, struct cluster_view *cl)
 		for (size_t i = 0; i < cl->n; i++)
 			if (cl->rows[i].lag.known && cl->rows[i].lag.v > lag)
 				lag = cl->rows[i].lag.v;
-		printf("healthy: leader node %" PRIu64 " at %s, %zu members "
-		       "answer, largest lag %" PRIu64 " entries\n",
-		       leader->id, leader->client_addr, cl->n, lag);
+		printf("healthy: leader node %" PRIu64 " at %s, %zu %s, "
+		       "largest lag %" PRIu64 " entries\n",
+		       leader->id, leader->client_addr, cl->n,
+		       cl->n == 1 ? "member answers" : "members answer", lag);
 		return;
 	}
 	printf("unhealthy: %zu problem%s\n", h->n, h->n == 1 ? "" : "s");
