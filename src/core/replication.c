@@ -536,6 +536,13 @@ void baton__recv_append_result(struct baton_raft *r, const struct baton_msg *m)
 		/* A fresh rejection (stale ones name an index below the
 		 * match): back off to where the logs agree. */
 		become_probe(p, next_after_reject(r, a));
+		/* A hint below the match: the follower no longer holds
+		 * entries it acknowledged (restarted on a wiped data
+		 * directory under its old id). Raft cannot repair that;
+		 * probing again at once would loop at network speed, so
+		 * the next heartbeat probes. */
+		if (a->hint_index < p->match)
+			p->probe_sent = true;
 	}
 	baton__reads_check(r);
 	baton__send_append(r, p);
