@@ -338,13 +338,14 @@ static void on_reply(struct join *j, baton_node_id from,
 				  "already, but its data directory %s is "
 				  "empty: it lost the data it had "
 				  "acknowledged, and may not come back under "
-				  "its id. Stopping. Replace it: start a node "
-				  "on an empty directory with a new --id, then "
-				  "`batonctl remove %" PRIu64 "` "
+				  "its id (or another node runs with --id "
+				  "%" PRIu64 "). Stopping. Replace it: start a "
+				  "node on an empty directory with a new --id, "
+				  "then `batonctl remove %" PRIu64 "` "
 				  "(docs/operations.md, \"Replacing a failed "
 				  "node\")",
 				  from, j->s->cfg.id, j->s->cfg.data_dir,
-				  j->s->cfg.id);
+				  j->s->cfg.id, j->s->cfg.id);
 			j->phase = JOINER_OFF;
 			server_stop(j->s, 1);
 			return;
