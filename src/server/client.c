@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "address.h"
 #include "baton/assert.h"
@@ -229,6 +230,35 @@ static void protocol_error(struct client *c)
 	slot_done(sl);
 }
 
+/* EXEC in RESP3: which queued commands Redis 7 answers with a map (their
+ * replies in EXEC's array become maps too). Out of memory: none do. */
+static void exec_maps(struct slot *sl, const struct client_state *cs,
+		      const struct resp_command *cmd)
+{
+	BATON_ASSERT(sl->resp3_maps == NULL);
+	static const char exec[] = "EXEC";
+	if (cmd->lens[0] != sizeof exec - 1 ||
+	    strncasecmp((const char *)cmd->argv[0], exec, sizeof exec - 1) != 0)
+		return;
+	uint32_t n = txn_queued(cs);
+	bool *maps = n > 0 ? calloc(n, sizeof *maps) : NULL;
+	bool any = false;
+	for (uint32_t i = 0; maps != NULL && i < n; i++) {
+		const uint8_t *name;
+		size_t len;
+		bool queued = txn_queued_name(cs, i, &name, &len);
+		BATON_ASSERT(queued);
+		maps[i] = command_resp3(cs, name, len) == RESP3_TOP_MAP;
+		any = any || maps[i];
+	}
+	if (!any) {
+		free(maps);
+		return;
+	}
+	sl->resp3_maps = maps;
+	sl->n_resp3_maps = n;
+}
+
 static void run(struct client *c, const struct resp_command *cmd,
 		enum command_order order)
 {
@@ -242,6 +272,8 @@ static void run(struct client *c, const struct resp_command *cmd,
 		return;
 	}
 	sl->resp3 = command_resp3(&c->st, cmd->argv[0], cmd->lens[0]);
+	if (sl->resp3 != RESP3_AS_RESP2 && txn_in_multi(&c->st))
+		exec_maps(sl, &c->st, cmd);
 	c->s->stats.commands++;
 	sl->metrics_slot =
 		metrics_command_slot(c->s, cmd->argv[0], cmd->lens[0]);

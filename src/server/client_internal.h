@@ -29,6 +29,10 @@ struct slot {
 	struct baton_buf buf;
 	enum command_order order;
 	enum command_resp3 resp3; /* how the reply is sent in RESP3 */
+	/* EXEC in RESP3: which of its replies become maps (HGETALL's), or
+	 * NULL; owned, freed once the reply is rewritten. */
+	bool *resp3_maps;
+	uint32_t n_resp3_maps;
 	bool done;
 	/* --metrics: the command's counter (-1: none) and arrival time. */
 	int metrics_slot;

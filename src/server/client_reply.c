@@ -23,6 +23,8 @@ static struct baton_log_limit limit_output;
 void client_slot_free(struct slot *sl)
 {
 	struct server *s = sl->c->s;
+	free(sl->resp3_maps);
+	sl->resp3_maps = NULL;
 	if (s->client_io.closed ||
 	    s->client_io.n_spare >= CLIENT_SPARE_SLOTS_MAX ||
 	    sl->buf.cap > CLIENT_SLOT_KEEP_BYTES) {
@@ -277,8 +279,15 @@ static void slot_to_resp3(struct slot *sl)
 {
 	struct baton_buf out;
 	baton_buf_init(&out);
-	if (resp3_from_resp2(sl->buf.data, sl->buf.len,
-			     sl->resp3 == RESP3_TOP_MAP, &out) == 0) {
+	int rv = sl->resp3_maps != NULL
+			 ? resp3_from_resp2_elements(sl->buf.data, sl->buf.len,
+						     sl->resp3_maps,
+						     sl->n_resp3_maps, &out)
+			 : resp3_from_resp2(sl->buf.data, sl->buf.len,
+					    sl->resp3 == RESP3_TOP_MAP, &out);
+	free(sl->resp3_maps);
+	sl->resp3_maps = NULL;
+	if (rv == 0) {
 		baton_buf_free(&sl->buf);
 		sl->buf = out;
 	} else {

@@ -770,6 +770,9 @@ int txn_unwatch(struct command_ctx *x);
 bool txn_in_multi(const struct client_state *cs);
 /* The commands queued since MULTI (0 outside one): CLIENT LIST's multi=. */
 uint32_t txn_queued(const struct client_state *cs);
+/* The name of the i-th queued command; false past the last. */
+bool txn_queued_name(const struct client_state *cs, uint32_t i,
+		     const uint8_t **name, size_t *len);
 /* Inside MULTI: queue the command (+QUEUED) or refuse it (an error that
  * makes EXEC fail with EXECABORT). `allowed`: the client may run it (it
  * authenticated, or the command needs no AUTH); `local`: one of the

@@ -111,6 +111,16 @@ uint32_t txn_queued(const struct client_state *cs)
 	return txn_in_multi(cs) ? cs->txn->n_commands : 0;
 }
 
+bool txn_queued_name(const struct client_state *cs, uint32_t i,
+		     const uint8_t **name, size_t *len)
+{
+	if (i >= txn_queued(cs))
+		return false;
+	*name = cs->txn->commands[i].argv[0];
+	*len = cs->txn->commands[i].lens[0];
+	return true;
+}
+
 /* Transactions need machine version 2: true if the log has it, else the
  * error is appended. */
 static bool gate(const struct command_ctx *x, const char *name)

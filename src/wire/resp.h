@@ -68,6 +68,13 @@ int resp3_null(struct baton_buf *b);
  * not well-formed RESP2, or BATON_ENOMEM; out is unchanged on failure. */
 int resp3_from_resp2(const uint8_t *in, size_t len, bool top_map,
 		     struct baton_buf *out);
+/* The same for EXEC's reply: maps[i] (i < n_maps) turns the i-th element
+ * of the top array into a map when it is an array with an even count
+ * (Redis 7's HGETALL inside a transaction). Here a reply nested deeper
+ * than RESP3_DEPTH_MAX is BATON_ECORRUPT. */
+#define RESP3_DEPTH_MAX 32u
+int resp3_from_resp2_elements(const uint8_t *in, size_t len, const bool *maps,
+			      size_t n_maps, struct baton_buf *out);
 
 /* Redis's strict decimal integer syntax (its string2ll): an optional '-',
  * then digits with no leading zero ("0" alone is fine), nothing else, and

@@ -85,6 +85,62 @@ Test(resp3, resp3_lines_pass_unchanged)
 	cr_assert_str_eq(out, "pre*2\r\n~1\r\n+readonly\r\n~0\r\n");
 }
 
+static int convert_elements(const char *in, const bool *maps, size_t n,
+			    char *out, size_t cap)
+{
+	struct baton_buf b;
+	baton_buf_init(&b);
+	baton_buf_append(&b, "pre", 3);
+	int rv = resp3_from_resp2_elements((const uint8_t *)in, strlen(in),
+					   maps, n, &b);
+	cr_assert_lt(b.len, cap);
+	memcpy(out, b.data, b.len);
+	out[b.len] = '\0';
+	baton_buf_free(&b);
+	return rv;
+}
+
+Test(resp3, exec_elements_become_maps)
+{
+	char out[512];
+	/* HSET, HGETALL, HSCAN (nested arrays), HGETALL of nothing, GET. */
+	const char *exec = "*5\r\n:2\r\n"
+			   "*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$1\r\nw\r\n"
+			   "*2\r\n$1\r\n0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+			   "*0\r\n$-1\r\n";
+	const bool maps[] = {false, true, false, true, false};
+	cr_assert_eq(convert_elements(exec, maps, 5, out, sizeof out), 0);
+	cr_assert_str_eq(out,
+			 "pre*5\r\n:2\r\n"
+			 "%2\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$1\r\nw\r\n"
+			 "*2\r\n$1\r\n0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+			 "%0\r\n_\r\n");
+	/* After a nested reply, the next element is still counted right. */
+	const bool second[] = {false, true};
+	cr_assert_eq(convert_elements("*2\r\n*2\r\n*1\r\n:1\r\n:2\r\n"
+				      "*2\r\n:3\r\n:4\r\n",
+				      second, 2, out, sizeof out),
+		     0);
+	cr_assert_str_eq(out, "pre*2\r\n*2\r\n*1\r\n:1\r\n:2\r\n"
+			      "%1\r\n:3\r\n:4\r\n");
+	/* EXECABORT, and a WATCH that stopped EXEC: as without masks. */
+	cr_assert_eq(
+		convert_elements("-EXECABORT x\r\n", maps, 5, out, sizeof out),
+		0);
+	cr_assert_str_eq(out, "pre-EXECABORT x\r\n");
+	cr_assert_eq(convert_elements("*-1\r\n", maps, 5, out, sizeof out), 0);
+	cr_assert_str_eq(out, "pre_\r\n");
+	/* Too deep for the masks: refused, the output unchanged. */
+	char deep[4 * (RESP3_DEPTH_MAX + 2) + 8] = "";
+	for (unsigned i = 0; i <= RESP3_DEPTH_MAX; i++)
+		strcat(deep, "*1\r\n");
+	strcat(deep, ":1\r\n");
+	cr_assert_eq(convert_elements(deep, maps, 5, out, sizeof out),
+		     BATON_ECORRUPT);
+	cr_assert_str_eq(out, "pre");
+	cr_assert_eq(convert(deep, false, out, sizeof out), 0);
+}
+
 Test(resp3, malformed_is_refused_and_output_unchanged)
 {
 	char out[256];
