@@ -482,7 +482,7 @@ int client_hello(struct command_ctx *x)
 	if (!x->cs->authenticated) {
 		resp_error(b, "NOAUTH HELLO must be called with the client "
 			      "already authenticated, otherwise the HELLO "
-			      "<proto> AUTH <user> <pass> option can be used "
+			      "AUTH <user> <pass> option can be used "
 			      "to authenticate the client and select the RESP "
 			      "protocol version at the same time");
 		return command_done(x);

@@ -174,7 +174,9 @@ static int cmd_auth(struct command_ctx *x)
 		x->cs->authenticated = true;
 		resp_simple(command_out(x), "OK");
 	} else {
-		resp_error(command_out(x), "WRONGPASS invalid password");
+		resp_error(command_out(x), "WRONGPASS invalid "
+					   "username-password pair or user is "
+					   "disabled.");
 	}
 	return command_done(x);
 }
@@ -576,18 +578,18 @@ void command_dispatch(struct server *s, struct client_state *cs,
 		c->fn(&x);
 		return;
 	}
+	const struct kv_command *kc = kv_lookup(argv[0], lens[0]);
+	if (kc == NULL) { /* before NOAUTH, as Redis */
+		command_reply_unknown(command_out(&x), argc, argv, lens);
+		command_done(&x);
+		return;
+	}
 	if (!cs->authenticated) {
 		resp_error(command_out(&x), "NOAUTH Authentication required.");
 		command_done(&x);
 		return;
 	}
-	const struct kv_command *kc = kv_lookup(argv[0], lens[0]);
-	if (kc != NULL) {
-		if (answered_elsewhere(s, cs, sl, argc, argv, lens))
-			return;
-		kv_command(&x, kc);
+	if (answered_elsewhere(s, cs, sl, argc, argv, lens))
 		return;
-	}
-	command_reply_unknown(command_out(&x), argc, argv, lens);
-	command_done(&x);
+	kv_command(&x, kc);
 }

@@ -17,6 +17,7 @@ redis-server runs on a port the test picks, on 127.0.0.1, with no
 persistence, in the test's tmp dir, and is killed by its PID at the end.
 """
 
+import contextlib
 import os
 import random
 import re
@@ -121,9 +122,7 @@ class Conn:
 # ---- the two servers ----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def redis_port(tmp_path_factory):
-    """A throwaway redis-server 7 on a free port; killed by its PID."""
+def require_redis_server():
     if not os.path.exists(REDIS_SERVER):
         pytest.skip(f"{REDIS_SERVER} not found (scripts/setup installs "
                     "redis-server)")
@@ -131,12 +130,17 @@ def redis_port(tmp_path_factory):
                          text=True, timeout=10).stdout
     if not re.search(r"v=7\.", out):
         pytest.skip(f"the reference must be redis-server 7: {out.strip()}")
-    d = tmp_path_factory.mktemp("redis")
+
+
+@contextlib.contextmanager
+def redis_server(d, *extra):
+    """A throwaway redis-server 7 on a free port, its files in d: yields
+    the port; killed by its PID."""
     port = free_ports(1)[0]
     with open(d / "redis.log", "wb") as log:
         proc = subprocess.Popen(
             [REDIS_SERVER, "--save", "", "--appendonly", "no", "--port",
-             str(port), "--bind", HOST, "--dir", str(d)],
+             str(port), "--bind", HOST, "--dir", str(d), *extra],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             preexec_fn=_die_with_parent)
     try:
@@ -144,7 +148,7 @@ def redis_port(tmp_path_factory):
         while True:
             try:
                 c = Conn(port)
-                ok = c.call("PING") == ("simple", b"PONG")
+                ok = c.call("PING")[0] in ("simple", "error")  # NOAUTH
                 c.close()
                 if ok:
                     break
@@ -161,6 +165,13 @@ def redis_port(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def redis_port(tmp_path_factory):
+    require_redis_server()
+    with redis_server(tmp_path_factory.mktemp("redis")) as port:
+        yield port
 
 
 @pytest.fixture(scope="module")
@@ -347,6 +358,28 @@ ALLOWED += [
         "error", b"ERR invalid cursor") and r != b and not arg(c, 2).isdigit(),
      "docs/kv.md: a cursor is a plain decimal (as SCAN's)"),
 ]
+
+
+def hello_alike(r, b):
+    """HELLO's replies: the same fields and values, but for the version
+    (baton reports 7.0.0), the connection's id, and baton_version added at
+    the end (docs/clients.md)."""
+    if r[0] != b[0] or r[0] not in ("map", "array"):
+        return False
+    rx = list(r[1]) if r[0] == "map" else list(zip(r[1][0::2], r[1][1::2]))
+    by = list(b[1]) if b[0] == "map" else list(zip(b[1][0::2], b[1][1::2]))
+    if not by or by[-1][0] != ("bulk", b"baton_version"):
+        return False
+    by = by[:-1]
+    return len(rx) == len(by) and all(
+        kx == ky and (vx == vy or (kx[1] in (b"version", b"id") and
+                                   vx[0] == vy[0]))
+        for (kx, vx), (ky, vy) in zip(rx, by))
+
+
+ALLOWED.append(("hello", lambda c, r, b: hello_alike(r, b),
+                "docs/clients.md: HELLO says version 7.0.0 and adds "
+                "baton_version; ids are each server's"))
 
 
 def allowed(cmd, r, b):
@@ -1363,3 +1396,40 @@ def test_info_keyspace_line(pair):
     assert kx.split(b",")[:2] == ky.split(b",")[:2] == [b"keys=4",
                                                         b"expires=2"]
     assert ky.endswith(b",avg_ttl=0"), ky
+
+
+PASSWORD = "diff-secret"
+
+
+def test_authentication(tmp_path):
+    """With a password (Redis's requirepass, baton's --password): the
+    refusals before AUTH, AUTH and HELLO ... AUTH, byte for byte."""
+    require_redis_server()
+    (tmp_path / "redis").mkdir()
+    cluster = Cluster(tmp_path / "baton")
+    try:
+        with redis_server(tmp_path / "redis", "--requirepass",
+                          PASSWORD) as rport:
+            leader = cluster.start(1, password=PASSWORD)
+            cases = [
+                [("GET", "a"), ("PING",), ("CLIENT", "ID"), ("HELLO",),
+                 ("HELLO", "3"), ("MULTI",), ("NOSUCH",), ("ECHO", "x"),
+                 ("AUTH", "wrong"), ("AUTH", "default", "wrong"),
+                 ("AUTH", PASSWORD), ("GET", "a"), ("AUTH", PASSWORD),
+                 ("AUTH", "default", PASSWORD)],
+                [("HELLO", "3", "AUTH", "default", "wrong"),
+                 ("HELLO", "3", "AUTH", "default"),
+                 ("HELLO", "2", "AUTH", "default", PASSWORD, "SETNAME", "a"),
+                 ("CLIENT", "GETNAME"), ("GET", "a")],
+                [("QUIT",)],
+            ]
+            for commands in cases:
+                r, b = Conn(rport), Conn(leader.client_port)
+                try:
+                    diffs = compare(r, b, commands, "auth")
+                    assert not diffs, "\n".join(diffs)
+                finally:
+                    r.close()
+                    b.close()
+    finally:
+        cluster.stop_all()
