@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "view.h"
@@ -87,15 +88,49 @@ static void check_member(struct health *h, const struct view_member *r,
 		       r->id, r->lag.v, max_lag);
 }
 
-static void check(struct health *h, struct cluster_view *cl, uint64_t max_lag)
+/* The member's count of peers it refused for a wrong peer secret (INFO's
+ * peer_auth_failed), or 0 when it does not say. */
+static uint64_t auth_failures(const struct ctl_opts *o,
+			      const struct view_member *r)
+{
+	char err[CTL_ERR_MAX];
+	const char *argv[] = {"INFO", "stats"};
+	redisReply *info = ctl_ask(o, r->client_addr, 2, argv, err, sizeof err);
+	uint64_t n = 0;
+	const char *at = info != NULL && info->type == REDIS_REPLY_STRING
+				 ? strstr(info->str, "\npeer_auth_failed:")
+				 : NULL;
+	if (at != NULL)
+		n = strtoull(at + strlen("\npeer_auth_failed:"), NULL, 10);
+	freeReplyObject(info);
+	return n;
+}
+
+static void check(const struct ctl_opts *o, struct health *h,
+		  struct cluster_view *cl, uint64_t max_lag)
 {
 	if (cl->n == 0) {
 		reason(h, "no configuration: the node is not a member of a "
 			  "cluster yet (started with --join and not added)");
 		return;
 	}
-	if (view_leader(cl) == NULL)
+	if (view_leader(cl) == NULL) {
 		reason(h, "no leader");
+		/* Founders with different peer secrets refuse each other
+		 * and never elect: say so, it is the likely cause. */
+		for (size_t i = 0; i < cl->n; i++) {
+			const struct view_member *r = &cl->rows[i];
+			uint64_t n = r->up ? auth_failures(o, r) : 0;
+			if (n > 0)
+				reason(h,
+				       "member %" PRIu64 " refused %" PRIu64
+				       " peer connection(s) for a wrong peer "
+				       "secret (INFO peer_auth_failed): every "
+				       "member needs the same "
+				       "--peer-secret-file contents",
+				       r->id, n);
+		}
+	}
 	for (size_t i = 0; i < cl->n; i++)
 		check_member(h, &cl->rows[i], max_lag);
 }
@@ -153,7 +188,7 @@ int ctl_cmd_health(const struct ctl_opts *o, const struct ctl_args *a)
 		return CTL_EXIT_ERROR; /* the asked node did not answer */
 	static struct health h;
 	memset(&h, 0, sizeof h);
-	check(&h, &cl, max_lag);
+	check(o, &h, &cl, max_lag);
 	if (json)
 		print_json(&h, &cl);
 	else

@@ -24,7 +24,7 @@ import redis
 
 from conftest import (BATONCTL, HOST, POLL_S, Deadline, Node,
                       _die_with_parent, build_dir, free_ports, is_tryagain,
-                      retry, wait_log)
+                      make_secret_file, retry, wait_log)
 
 PASSWORD = "ops-walk-password"
 # batond's own timings: 1000 ms election timeout, 100 ms heartbeat.
@@ -128,6 +128,32 @@ def test_a_founder_started_late_is_refused_and_replaced(cluster):
         time.sleep(0.1)
     assert retry(lambda: new.client().get("early"),
                  deadline_s=SETTLE_S) == "1"
+
+
+def test_founders_with_different_secrets_are_named_then_fixed(cluster):
+    # install.md's trap: a peer secret made on each host. The founders
+    # refuse each other; health says why; the same file on each, and a
+    # restart, make the cluster.
+    cluster.common_args = ["--password", PASSWORD]
+    cluster.password = PASSWORD
+    ports = free_ports(6)
+    nodes = [Node(cluster, i + 1, ports[2 * i], ports[2 * i + 1])
+             for i in range(3)]
+    boot = ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}" for m in nodes)
+    for m in nodes:
+        cluster.nodes[m.id] = m
+        m.secret_file = make_secret_file(cluster.root / f"secret{m.id}")
+        m.start(["--bootstrap", boot], wait=False)
+    for m in nodes:
+        m.wait_ready()
+    r = wait_health(cluster, 1, "for a wrong peer secret", node=nodes[0])
+    assert "no leader" in r.stdout, r.stdout
+    for m in nodes:
+        m.terminate()
+        m.secret_file = cluster.secret_file
+        m.restart()
+    wait_health(cluster, 0, "3 members answer", node=nodes[0])
+    set_keys(cluster.leader(), "s", 3)
 
 
 # ---- Replacing a failed node ------------------------------------------------
