@@ -8,6 +8,7 @@
 #include <assert.h>
 
 #include "internal.h"
+#include "kv.h"
 
 /* Does the class at pat[*i] ('[' ...) match c? Moves *i past it. An
  * unclosed class runs to the end of the pattern, as in Redis. */
@@ -98,4 +99,12 @@ bool kv__glob_match(const uint8_t *pat, size_t plen, const uint8_t *s,
 	while (pi < plen && pat[pi] == '*')
 		pi++;
 	return pi == plen;
+}
+
+bool kv_glob_match(const uint8_t *pat, size_t plen, const uint8_t *s,
+		   size_t slen)
+{
+	assert(pat != NULL || plen == 0);
+	assert(s != NULL || slen == 0);
+	return kv__glob_match(pat, plen, s, slen);
 }

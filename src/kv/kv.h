@@ -112,6 +112,11 @@ const struct kv_command *kv_lookup(const uint8_t *name, size_t len);
  * the last: what COMMAND lists, so a command kv gains shows up there. */
 const struct kv_command *kv_command_at(size_t i);
 
+/* Redis's glob (KEYS, SCAN MATCH; the server's CONFIG GET): does s match
+ * pat? Both are bytes, not strings. */
+bool kv_glob_match(const uint8_t *pat, size_t plen, const uint8_t *s,
+		   size_t slen);
+
 /* Validate a command before it is logged or run: arity, options, integer
  * arguments, key and value limits. argv[0] is the name (c is what
  * kv_lookup() returned for it); argc >= 1. Only lengths are read for the

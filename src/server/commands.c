@@ -212,35 +212,65 @@ static int cmd_pubsub(struct command_ctx *x)
 	return command_done(x);
 }
 
-/* Enough for redis-benchmark and redis-cli. */
+/* The first CONFIG GET argument (a glob, without case) that names this
+ * one, or 0 if none does. */
+static int config_named(const struct command_ctx *x, const char *name)
+{
+	enum { PATTERN_BYTES_MAX = 128 };
+	for (int i = 2; i < x->argc; i++) {
+		uint8_t lower[PATTERN_BYTES_MAX];
+		size_t n = x->lens[i];
+		if (n > sizeof lower)
+			continue; /* longer than any name it could match */
+		for (size_t k = 0; k < n; k++)
+			lower[k] = (uint8_t)tolower(x->argv[i][k]);
+		if (kv_glob_match(lower, n, (const uint8_t *)name,
+				  strlen(name)))
+			return i;
+	}
+	return 0;
+}
+
+/* Enough for redis-benchmark and redis-cli: CONFIG GET of baton's values
+ * for Redis's names, several names or globs at once as Redis 7. */
 static int cmd_config(struct command_ctx *x)
 {
 	if (x->argc < 2 || (command_arg_is(x, 1, "GET") && x->argc < 3))
 		return command_wrong_args(x);
-	if (!command_arg_is(x, 1, "GET") || x->argc != 3) {
+	if (!command_arg_is(x, 1, "GET")) {
 		resp_error(command_out(x),
 			   "ERR baton supports CONFIG GET only");
 		return command_done(x);
 	}
 	static const char *const known[][2] = {
 		{"save", ""}, {"appendonly", "yes"}, {"databases", "1"}};
-	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-		if (command_arg_is(x, 2, known[i][0])) {
-			if (x->cs->resp == 3)
-				resp3_map(command_out(x), 1);
-			else
-				resp_array(command_out(x), 2);
-			resp_bulk(command_out(x), known[i][0],
-				  strlen(known[i][0]));
-			resp_bulk(command_out(x), known[i][1],
-				  strlen(known[i][1]));
-			return command_done(x);
-		}
+	enum { KNOWN = sizeof known / sizeof known[0] };
+	int named[KNOWN];
+	size_t pairs = 0;
+	for (size_t i = 0; i < KNOWN; i++) {
+		named[i] = config_named(x, known[i][0]);
+		pairs += named[i] != 0;
 	}
 	if (x->cs->resp == 3)
-		resp3_map(command_out(x), 0);
+		resp3_map(command_out(x), pairs);
 	else
-		resp_array(command_out(x), 0);
+		resp_array(command_out(x), 2 * pairs);
+	for (size_t i = 0; i < KNOWN; i++) {
+		int a = named[i];
+		if (a == 0)
+			continue;
+		/* Redis answers a plain name as it was written ("SAVE"). */
+		bool glob = memchr(x->argv[a], '*', x->lens[a]) != NULL ||
+			    memchr(x->argv[a], '?', x->lens[a]) != NULL ||
+			    memchr(x->argv[a], '[', x->lens[a]) != NULL ||
+			    memchr(x->argv[a], '\\', x->lens[a]) != NULL;
+		if (glob)
+			resp_bulk(command_out(x), known[i][0],
+				  strlen(known[i][0]));
+		else
+			resp_bulk(command_out(x), x->argv[a], x->lens[a]);
+		resp_bulk(command_out(x), known[i][1], strlen(known[i][1]));
+	}
 	return command_done(x);
 }
 
