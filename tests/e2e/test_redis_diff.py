@@ -1221,6 +1221,13 @@ def test_info_sections(pair):
             for k in set(sx[sec]) & set(sy[sec]) - INFO_OWN_TEXT:
                 assert is_number(sx[sec][k]) == is_number(sy[sec][k]), (
                     sec, k, sx[sec][k], sy[sec][k])
+    for names in (["SERVER"], ["server", "CLIENTS"], ["server", "nosuch"],
+                  ["server", "server"], ["Keyspace", "stats", "memory"]):
+        x, y = both(pair, "INFO", *names)
+        assert set(info_sections(x)) == set(info_sections(y)), names
+    for name in REDIS_ONLY_SECTIONS:
+        x, y = both(pair, "INFO", name.decode())
+        assert set(info_sections(x)) == {name} and info_sections(y) == {}
     # What redis-cli --stat and the docs promise, present in both.
     x, y = both(pair, "INFO", "clients", "memory", "stats", "keyspace")
     sx, sy = info_sections(x), info_sections(y)
