@@ -64,7 +64,11 @@ int ctl_conn_open(struct ctl_conn *c, const struct ctl_opts *o,
 		context_error(c, "cannot connect");
 		return -1;
 	}
-	if (redisSetTimeout(c->ctx, tv) != REDIS_OK) {
+	struct timeval reply_tv =
+		!o->timeout_given && o->reply_timeout_ms > o->timeout_ms
+			? timeout_tv(o->reply_timeout_ms)
+			: tv;
+	if (redisSetTimeout(c->ctx, reply_tv) != REDIS_OK) {
 		context_error(c, "cannot set the timeout");
 		return -1;
 	}

@@ -42,6 +42,11 @@ struct ctl_opts {
 	int port;
 	const char *password; /* NULL: no AUTH */
 	int timeout_ms;	      /* connect and every reply */
+	bool timeout_given;   /* --timeout-ms was given: it bounds all */
+	/* A longer wait for replies only (0: timeout_ms), for commands the
+	 * node answers when they are done (membership changes), unless
+	 * --timeout-ms was given. */
+	int reply_timeout_ms;
 };
 
 /* ---- conn.c: one connection to one node ---------------------------------- */

@@ -197,7 +197,10 @@ static void print_usage(FILE *f)
 		"                   environment's BATON_PASSWORD, which ps "
 		"does\n"
 		"                   not show, as batond reads it)\n"
-		"  --timeout-ms N   connect and reply timeout (default %d)\n"
+		"  --timeout-ms N   connect and reply timeout (default %d;\n"
+		"                   add, promote, remove and transfer wait up\n"
+		"                   to 35 s for their reply unless it is "
+		"given)\n"
 		"  --help           this text; 'batonctl COMMAND --help' for "
 		"one command\n"
 		"  --version        batonctl's release and its versions\n"
@@ -329,6 +332,7 @@ static int set_global(struct ctl_opts *o, int got, const char *v,
 					       "of milliseconds in 1..%d",
 					       name, v, CTL_TIMEOUT_MS_MAX);
 		o->timeout_ms = (int)n;
+		o->timeout_given = true;
 		return 0;
 	}
 }

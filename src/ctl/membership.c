@@ -13,6 +13,9 @@
 
 #include "ctl.h"
 
+/* Above the leader's own 30 s deadline for a membership change. */
+#define MEMBERSHIP_REPLY_TIMEOUT_MS 35000
+
 /* The core answers a change it cannot make with a bare "invalid
  * argument": what it means for each command. */
 static const char *invalid_hint(const char *cmd, const char *error)
@@ -37,7 +40,14 @@ static int leader_call(const struct ctl_opts *o, int argc, const char **argv,
 		       const char *done)
 {
 	char addr[CTL_ADDR_MAX];
-	redisReply *r = ctl_call_leader(o, argc, argv, addr, sizeof addr);
+	/* The leader answers a change once it is done or refused, at the
+	 * latest at its own deadline (a promotion waits up to 10 election
+	 * timeouts for the learner to catch up, any change 30 s): a shorter
+	 * wait would report "timed out" for a change that may still
+	 * happen. Connecting keeps --timeout-ms. */
+	struct ctl_opts wait = *o;
+	wait.reply_timeout_ms = MEMBERSHIP_REPLY_TIMEOUT_MS;
+	redisReply *r = ctl_call_leader(&wait, argc, argv, addr, sizeof addr);
 	if (r == NULL)
 		return CTL_EXIT_ERROR;
 	int rv = CTL_EXIT_OK;
