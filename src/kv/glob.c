@@ -71,6 +71,11 @@ static bool token_match(const uint8_t *pat, size_t plen, size_t *i, uint8_t c)
 bool kv__glob_match(const uint8_t *pat, size_t plen, const uint8_t *s,
 		    size_t slen)
 {
+	/* Redis's stringmatchlen matches nothing against an empty string but
+	 * an empty pattern ("**" misses the key ""; KEYS and SCAN take a
+	 * lone "*" as "every key" before matching at all). */
+	if (slen == 0)
+		return plen == 0;
 	size_t pi = 0, si = 0;
 	bool star = false;
 	size_t star_pi = 0, star_si = 0; /* after the last '*', and its byte */

@@ -1448,3 +1448,34 @@ def test_authentication(tmp_path):
                     b.close()
     finally:
         cluster.stop_all()
+
+
+GLOB_KEYS = ["hello", "hallo", "hxllo", "hllo", "heeeello", "h*llo", "h?llo",
+             "h[e]llo", "a\\b", "a]b", "a-b", "a^b", "[", "]", "\\", "*", "?",
+             "", "abc", "ABC", "aXc", "a\x00c", "h\nllo", "-", "^"]
+GLOB_PATTERNS = ["*", "h?llo", "h*llo", "h[ae]llo", "h[^e]llo", "h[a-b]llo",
+                 "h[b-a]llo", "h\\*llo", "h\\?llo", "h[*]llo", "\\[", "[",
+                 "[]", "[]]", "[^]", "a[\\]]b", "a[\\\\]b", "a\\", "\\",
+                 "*\\", "a[-]b", "a[a-]b", "a[^-]b", "a[", "a[b", "[a-c]bc",
+                 "[A-Z]BC", "a?c", "a*", "*c", "**", "?", "??", "", "^",
+                 "[\\^]", "a[^]b", "h\\", "h[", "h[e", "*[", "a\x00c",
+                 "a?c*", "h[a-ze]llo", "[!a]bc", "[a-", "*l*o"]
+
+
+GLOB_ALPHABET = "ab*?[]^-\\"
+
+
+def test_glob_patterns(pair):
+    setup = [("SET", k, "v") for k in GLOB_KEYS] + [
+        ("HSET", "globhash", *[x for k in GLOB_KEYS for x in (k, "v")])]
+    check(pair, setup + [("KEYS", p) for p in GLOB_PATTERNS] + [
+        ("SCAN", "0", "MATCH", p, "COUNT", "7") for p in GLOB_PATTERNS] + [
+        ("HSCAN", "globhash", "0", "MATCH", p, "COUNT", "1000")
+        for p in GLOB_PATTERNS])
+    # Random patterns and keys over the bytes that mean something.
+    rng = random.Random(7)
+    word = lambda n: "".join(rng.choice(GLOB_ALPHABET)  # noqa: E731
+                             for _ in range(rng.randrange(n)))
+    keys = {word(6) for _ in range(150)}
+    check(pair, [("FLUSHALL",)] + [("SET", k, "v") for k in keys] + [
+        ("KEYS", word(7)) for _ in range(1500)], where="random globs")
