@@ -1479,3 +1479,31 @@ def test_glob_patterns(pair):
     keys = {word(6) for _ in range(150)}
     check(pair, [("FLUSHALL",)] + [("SET", k, "v") for k in keys] + [
         ("KEYS", word(7)) for _ in range(1500)], where="random globs")
+
+
+def test_large_values_and_float_texts(pair):
+    big = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    digits = "1" + "0" * 5118  # 5119 bytes: a float text Redis still reads
+    check(pair, [
+        ("SET", "big", big), ("STRLEN", "big"), ("GETRANGE", "big", "0", "9"),
+        ("GETRANGE", "big", "-10", "-1"), ("GETRANGE", "big", "1000000",
+                                           "1000300"),
+        ("SETRANGE", "big", "2097152", "end"), ("STRLEN", "big"),
+        ("GETRANGE", "big", "1048570", "1048580"), ("APPEND", "big", big),
+        ("STRLEN", "big"), ("GETRANGE", "big", "-5", "-1"),
+        ("SET", "f", digits), ("INCRBYFLOAT", "f", "1"),
+        ("SET", "f", digits + "0"), ("INCRBYFLOAT", "f", "1"),
+        ("INCRBYFLOAT", "g", digits), ("INCRBYFLOAT", "g", digits + "0"),
+        ("SET", "f", "0." + "0" * 5116 + "1"), ("INCRBYFLOAT", "f", "1"),
+        ("SET", "n", "1" * 19), ("INCR", "n"), ("SET", "n", "1" * 20),
+        ("INCR", "n"), ("SET", "f", "1e308"), ("INCRBYFLOAT", "f", "1e308"),
+        ("INCRBYFLOAT", "f", "1e4932"), ("SET", "f", "1e-4950"),
+        ("INCRBYFLOAT", "f", "0"), ("SET", "f", "0x1p3"),
+        ("INCRBYFLOAT", "f", "1"), ("INCRBYFLOAT", "f", "1e-20"),
+        ("SET", "f", "-inf"), ("INCRBYFLOAT", "f", "1"),
+        ("SET", "f", "3"), ("INCRBYFLOAT", "f", "-inf"),
+        ("SET", "f", ".5"), ("INCRBYFLOAT", "f", "5."),
+        ("SET", "f", "1_000"), ("INCRBYFLOAT", "f", "1"),
+        ("SET", "f", "+1"), ("INCRBYFLOAT", "f", "+1"),
+        ("SET", "f", "1 "), ("INCRBYFLOAT", "f", "1"),
+    ])
