@@ -296,7 +296,7 @@ def test_shrink_and_grow(cluster):
     assert_keys(five, "g", 10)
 
 
-def test_the_only_voter_cannot_be_removed(cluster):
+def test_the_only_voter_cannot_be_removed_and_a_stray_is_named(cluster):
     # Refused before anything is written: the node stays a member, its id
     # is not on the removed list, and the cluster still grows.
     lead = start(cluster, n=1)
@@ -307,6 +307,18 @@ def test_the_only_voter_cannot_be_removed(cluster):
     assert r.returncode == 1 and "not a learner" in r.stderr, r.stderr
     assert lead.info()["removed"] == "no"
     assert member_ids(cluster) == [lead.id]
+    # A joiner with another peer secret passes add's checks (the secret
+    # cannot be seen from outside) but never hears the leader: health
+    # names it.
+    cport, pport = free_ports(2)
+    stray = Node(cluster, 2, cport, pport)
+    cluster.nodes[2] = stray
+    stray.secret_file = make_secret_file(cluster.root / "another-secret")
+    stray.start(["--join"])
+    cluster.batonctl("add", stray.id, stray.peer_addr, stray.client_addr)
+    wait_health(cluster, 1, "member 2 hears no leader", node=lead)
+    stray.terminate()
+    cluster.batonctl("remove", stray.id)
     two = cluster.new_joiner()
     add_and_promote(cluster, two)
     wait_health(cluster, 0, "2 members answer", node=lead)
