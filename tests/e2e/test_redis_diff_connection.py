@@ -239,6 +239,16 @@ def test_client_info_list_and_kill(pair, redis_port, baton_port):
         assert x == y == ("int", 0)
         x, y = both(pair, "CLIENT", "KILL", "ADDR", "127.0.0.1:1")
         assert x == y == ("int", 0)
+        # A connection killing itself: skipped unless SKIPME no, then it
+        # gets its reply and is closed.
+        selves = [Conn(redis_port), Conn(baton_port)]
+        others += selves
+        for me in selves:
+            own = str(me.call("CLIENT", "ID")[1])
+            assert me.call("CLIENT", "KILL", "ID", own) == ("int", 0)
+            assert me.call("CLIENT", "KILL", "ID", own, "SKIPME",
+                           "no") == ("int", 1)
+            assert me.sock.recv(64) == b"", "a killed connection is closed"
     finally:
         for o in others:
             o.close()
