@@ -157,7 +157,7 @@ static int client_info(struct command_ctx *x)
 {
 	char line[CLIENT_LINE_MAX];
 	int n = client_line(x->s, x->cs, line, sizeof line);
-	resp_bulk(command_out(x), line, n > 0 ? (size_t)n : 0);
+	command_reply_text(x, line, n > 0 ? (size_t)n : 0);
 	return command_done(x);
 }
 
@@ -231,7 +231,7 @@ static int client_list(struct command_ctx *x)
 			return command_fail(x, BATON_ENOMEM);
 		}
 	}
-	resp_bulk(command_out(x), all.data, all.len);
+	command_reply_text(x, all.data, all.len);
 	baton_buf_free(&all);
 	return command_done(x);
 }

@@ -99,6 +99,15 @@ void command_reply_unknown(struct baton_buf *b, int argc,
 		   (const char *)argv[0], args);
 }
 
+void command_reply_text(const struct command_ctx *x, const void *text,
+			size_t len)
+{
+	if (x->cs->resp == 3)
+		resp3_verbatim(command_out(x), "txt", text, len);
+	else
+		resp_bulk(command_out(x), text, len);
+}
+
 void command_arg_str(const struct command_ctx *x, int i, char *buf, size_t cap)
 {
 	size_t n = x->lens[i] < cap - 1 ? x->lens[i] : cap - 1;

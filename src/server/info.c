@@ -284,7 +284,7 @@ int info_command(struct command_ctx *x)
 			all.len = before; /* an empty section (Migration) */
 	}
 	BATON_ASSERT(all.len == 0 || all.data[all.len - 1] == '\n');
-	resp_bulk(command_out(x), all.data, all.len);
+	command_reply_text(x, all.data, all.len);
 	baton_buf_free(&all);
 	return command_done(x);
 }

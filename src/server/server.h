@@ -475,6 +475,10 @@ int command_wrong_args(const struct command_ctx *x);
  * quoted). */
 void command_reply_unknown(struct baton_buf *b, int argc,
 			   const uint8_t *const *argv, const size_t *lens);
+/* Appends a text reply as Redis 7 sends INFO's: a bulk string, or in
+ * RESP3 a verbatim string of format "txt". */
+void command_reply_text(const struct command_ctx *x, const void *text,
+			size_t len);
 /* Argument i, case-insensitively equal to word. */
 bool command_arg_is(const struct command_ctx *x, int i, const char *word);
 /* Argument i as a NUL-terminated string, cut to cap - 1 bytes. */
@@ -616,6 +620,15 @@ int backup_restore_start(struct server *s);
 void backup_stop(struct server *s);
 
 /* ---- main.c ---- */
+/* batond's exit statuses (docs/batond.md): 1 a failure that a restart may
+ * mend (a port in use, out of memory); 2 bad usage; 3 a refusal that no
+ * restart mends, which needs an operator: the storage failed, the data
+ * directory is another node's, damaged, or wiped under a member's id, or
+ * a --restore is refused. A service manager restarts on 1, not on 2 or 3
+ * (packaging/batond@.service). */
+#define SERVER_EXIT_FAILED 1
+#define SERVER_EXIT_USAGE 2
+#define SERVER_EXIT_REFUSED 3
 /* Stop the node (leadership handed over first) and exit with code. */
 void server_stop(struct server *s, int exit_code);
 

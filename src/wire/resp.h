@@ -59,6 +59,10 @@ int resp_array(struct baton_buf *b, size_t n);
  * the header of a set of n elements, and "_\r\n", the null. */
 int resp3_map(struct baton_buf *b, size_t pairs);
 int resp3_set(struct baton_buf *b, size_t n);
+/* A verbatim string: "=<len + 4>\r\n<format>:<data>\r\n", format three
+ * letters ("txt"), as Redis 7 answers INFO and CLIENT LIST in RESP3. */
+int resp3_verbatim(struct baton_buf *b, const char *format, const void *data,
+		   size_t len);
 int resp3_null(struct baton_buf *b);
 
 /* Append to out the RESP3 form of the RESP2 replies in[0..len): every

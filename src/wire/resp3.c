@@ -32,6 +32,20 @@ int resp3_set(struct baton_buf *b, size_t n)
 	return baton_buf_append(b, head, (size_t)len);
 }
 
+int resp3_verbatim(struct baton_buf *b, const char *format, const void *data,
+		   size_t len)
+{
+	BATON_ASSERT(strlen(format) == 3);
+	BATON_ASSERT(data != NULL || len == 0);
+	char head[48];
+	int n = snprintf(head, sizeof head, "=%zu\r\n%s:", len + 4, format);
+	BATON_ASSERT(n > 0 && (size_t)n < sizeof head);
+	int rv = baton_buf_append(b, head, (size_t)n);
+	if (rv == 0 && len > 0)
+		rv = baton_buf_append(b, data, len);
+	return rv == 0 ? baton_buf_append(b, "\r\n", 2) : rv;
+}
+
 int resp3_null(struct baton_buf *b)
 {
 	return baton_buf_append(b, "_\r\n", 3);
@@ -99,7 +113,7 @@ static int convert(const uint8_t *in, size_t len, bool top_map,
 		}
 		uint8_t type = in[pos];
 		size_t next = end + 2;
-		bool counted = strchr("*$%~", type) != NULL && type != 0;
+		bool counted = strchr("*$%~=", type) != NULL && type != 0;
 		if (counted && !header_number(in, pos, end, &n)) {
 			rv = BATON_ECORRUPT;
 			break;
@@ -114,7 +128,7 @@ static int convert(const uint8_t *in, size_t len, bool top_map,
 			rv = resp3_null(out);
 		} else if (type == '*' && map_here && n % 2 == 0) {
 			rv = resp3_map(out, (size_t)n / 2);
-		} else if (type == '$') {
+		} else if (type == '$' || type == '=') {
 			if (n < 0 || (uint64_t)n > len - next ||
 			    len - next - (size_t)n < 2 ||
 			    memcmp(in + next + n, "\r\n", 2) != 0) {
@@ -131,7 +145,8 @@ static int convert(const uint8_t *in, size_t len, bool top_map,
 		}
 		pos = next;
 		uint64_t elements = type == '%' ? 2 * (uint64_t)n : (uint64_t)n;
-		if (rv == 0 && type != '$' && counted && n > 0) {
+		bool blob = type == '$' || type == '=';
+		if (rv == 0 && !blob && counted && n > 0) {
 			/* Only the element masks need the nesting. */
 			if (!aggregate_opened(&at, elements) && maps != NULL)
 				rv = BATON_ECORRUPT;

@@ -336,14 +336,6 @@ ALLOWED += [
     ("config", lambda c, r, b: _sub(c) != b"GET" and b == (
         "error", b"ERR baton supports CONFIG GET only"),
      "docs/clients.md: CONFIG GET only"),
-    ("client", lambda c, r, b: _sub(c) in (b"LIST", b"INFO") and
-     b[0] == "bulk" and r == ("verbatim", b"txt:" + b[1]),
-     "docs/clients.md: in RESP3 CLIENT INFO and CLIENT LIST are bulk "
-     "strings, not verbatim strings"),
-    ("info", lambda c, r, b: b[0] == "bulk" and r == ("verbatim",
-                                                      b"txt:" + b[1]),
-     "docs/clients.md: in RESP3 INFO is a bulk string, not a verbatim "
-     "string"),
     ("config", lambda c, r, b: _sub(c) == b"GET" and r[0] == b[0] and
      _config_values(r) is not None and
      _config_values(r).keys() == _config_values(b).keys() and all(

@@ -106,6 +106,8 @@ class Resp3:
         if kind == b"$":
             n = int(rest)
             return None if n < 0 else self._exact(n).decode()
+        if kind == b"=":  # a verbatim string: "txt:" and the text
+            return self._exact(int(rest)).decode()[4:]
         if kind in (b"*", b"~"):  # arrays, and RESP3's sets as lists
             n = int(rest)
             return None if n < 0 else [self.read() for _ in range(n)]

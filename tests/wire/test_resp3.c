@@ -79,6 +79,10 @@ Test(resp3, resp3_lines_pass_unchanged)
 	const char *hello = "%1\r\n$5\r\nproto\r\n:3\r\n_\r\n";
 	cr_assert_eq(convert(hello, false, out, sizeof out), 0);
 	cr_assert_str_eq(out, "pre%1\r\n$5\r\nproto\r\n:3\r\n_\r\n");
+	/* A verbatim string (INFO) passes whole, even with "\r\n" inside. */
+	const char *info = "=8\r\ntxt:a\r\nb\r\n";
+	cr_assert_eq(convert(info, false, out, sizeof out), 0);
+	cr_assert_str_eq(out, "pre=8\r\ntxt:a\r\nb\r\n");
 	/* COMMAND INFO's sets. */
 	const char *flags = "*2\r\n~1\r\n+readonly\r\n~0\r\n";
 	cr_assert_eq(convert(flags, false, out, sizeof out), 0);
