@@ -212,12 +212,13 @@ static int cmd_time(struct command_ctx *x)
  * helper fails with a reason. */
 static int cmd_pubsub(struct command_ctx *x)
 {
+	char name[32];
+	command_full_name(1, x->argv, x->lens, name, sizeof name);
 	resp_error(command_out(x),
-		   "ERR baton does not implement pub/sub ('%.*s'): it is a "
+		   "ERR baton does not implement pub/sub ('%s'): it is a "
 		   "replicated key-value store; use a message broker for "
 		   "pub/sub",
-		   (int)(x->lens[0] < 32 ? x->lens[0] : 32),
-		   (const char *)x->argv[0]);
+		   name);
 	return command_done(x);
 }
 

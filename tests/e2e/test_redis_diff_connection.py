@@ -473,3 +473,21 @@ def test_authentication(tmp_path):
                     b.close()
     finally:
         cluster.stop_all()
+
+
+def test_pubsub_refused(redis_port, baton_port):
+    """docs/clients.md: pub/sub is refused with a reason (Redis runs it)."""
+    for cmd in (("SUBSCRIBE", "ch"), ("PSUBSCRIBE", "c*"),
+                ("SSUBSCRIBE", "ch"), ("UNSUBSCRIBE",), ("PUNSUBSCRIBE",),
+                ("PUBLISH", "ch", "m"), ("PUBSUB", "CHANNELS")):
+        r, b = Conn(redis_port), Conn(baton_port)
+        try:
+            x, y = r.call(*cmd), b.call(*cmd)
+        finally:
+            r.close()
+            b.close()
+        assert x[0] != "error", (cmd, x)
+        assert y == ("error", b"ERR baton does not implement pub/sub ('"
+                     + cmd[0].lower().encode() + b"'): it is a replicated "
+                     b"key-value store; use a message broker for pub/sub"), (
+                         cmd, y)
