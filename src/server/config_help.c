@@ -157,7 +157,9 @@ void config_usage(FILE *f)
 	      "BATON_HEARTBEAT_MS=50. Flags win over the environment, which "
 	      "wins over the\nfile. Unknown keys are refused with the file "
 	      "and line. --FLAG=VALUE works as\n--FLAG VALUE. Exit status: 0, "
-	      "1 on a failure while running, 2 on bad usage.\n",
+	      "1 on a failure a restart may mend, 2 on bad usage,\n3 on a "
+	      "refusal that needs an operator (storage failed, data directory "
+	      "damaged,\nanother node's or wiped; --restore refused).\n",
 	      f);
 }
 

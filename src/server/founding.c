@@ -96,7 +96,7 @@ static void refuse(struct founding *f, baton_node_id other, const char *what)
 		  "` and `batonctl add <new id> <peer addr> <client addr>` "
 		  "(docs/batond.md, \"Replacing a member\")",
 		  s->cfg.data_dir, other, what, s->cfg.id);
-	server_stop(s, 1);
+	server_stop(s, SERVER_EXIT_REFUSED);
 }
 
 static void on_probe(void *data, const char *addr, int rv, const char *why,

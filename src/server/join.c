@@ -347,7 +347,7 @@ static void on_reply(struct join *j, baton_node_id from,
 				  from, j->s->cfg.id, j->s->cfg.data_dir,
 				  j->s->cfg.id, j->s->cfg.id);
 			j->phase = JOINER_OFF;
-			server_stop(j->s, 1);
+			server_stop(j->s, SERVER_EXIT_REFUSED);
 			return;
 		}
 		char how[128];

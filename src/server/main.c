@@ -97,7 +97,7 @@ static void on_storage_failed(void *data)
 	if (s->shutting_down)
 		return;
 	LOG_ERROR("stopping: this node's storage failed");
-	s->exit_code = 1;
+	s->exit_code = SERVER_EXIT_REFUSED;
 	shut_down(s);
 }
 
@@ -122,7 +122,7 @@ static int run(struct server *s)
 	if (backup_restore_load(s) != 0) {
 		backup_stop(s);
 		uv_run(s->loop, UV_RUN_NOWAIT);
-		return 1;
+		return SERVER_EXIT_REFUSED;
 	}
 	struct baton_node_config nc = {
 		.id = s->cfg.id,
@@ -170,18 +170,27 @@ static int run(struct server *s)
 	rv = baton_node_start(s->loop, &nc, &app, &s->node, err, sizeof err);
 	if (rv != 0) {
 		LOG_ERROR("cannot start: %s (%s)", err, baton_err_name(rv));
-		return 1;
+		/* Another node's or cluster's directory, or damage: the data
+		 * stays as it is, so a restart meets the same. */
+		return rv == BATON_ESTATE || rv == BATON_ECORRUPT
+			       ? SERVER_EXIT_REFUSED
+			       : SERVER_EXIT_FAILED;
 	}
 	server_addresses_to_transport(s);
 	identity_start(s);
-	if (backup_restore_start(s) != 0 || join_start(s) != 0 ||
-	    founding_start(s) != 0 || clients_listen(s) != 0 ||
-	    migration_start(s) != 0 || http_start(s) != 0) {
+	int code = 0;
+	if (backup_restore_start(s) != 0)
+		code = SERVER_EXIT_REFUSED; /* a directory with state */
+	else if (join_start(s) != 0 || founding_start(s) != 0 ||
+		 clients_listen(s) != 0 || migration_start(s) != 0 ||
+		 http_start(s) != 0)
+		code = SERVER_EXIT_FAILED;
+	if (code != 0) {
 		join_stop(s);
 		founding_stop(s);
 		backup_stop(s);
 		baton_node_close(s->node);
-		return 1;
+		return code;
 	}
 	uv_signal_init(s->loop, &s->sigterm);
 	uv_signal_init(s->loop, &s->sigint);

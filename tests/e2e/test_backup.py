@@ -271,7 +271,7 @@ def damaged(tmp_path, small_backup, name, change):
 def test_bad_file_refused(tmp_path, small_backup, name, change, message):
     path = damaged(tmp_path, small_backup, name, change)
     code, out, data = run_restore(tmp_path, path)
-    assert code == 1, out
+    assert code == 3, out
     assert message in out and "nothing was written" in out, out
     assert not data.exists() or not any(data.iterdir())
     ctl = small_backup[1]
@@ -289,7 +289,7 @@ def test_non_empty_data_dir_refused(tmp_path, small_backup):
     finally:
         c.stop_all()
     code, out, _ = run_restore(tmp_path, small_backup[0], data_dir=used)
-    assert code == 1, out
+    assert code == 3, out
     assert "holds state already" in out and "empty data directory" in out
     del data
 
@@ -317,7 +317,7 @@ def test_machine_version_this_release_cannot_run_refused(tmp_path,
            "--bootstrap", f"1={HOST}:{pport}/{HOST}:{cport}",
            "--as-release", "1.2.0", "--restore", str(small_backup[0])]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == 3, r.stderr
     assert "holds machine version 3" in r.stderr, r.stderr
     assert "nothing was written" in r.stderr
     assert not data.exists() or not any(data.iterdir())

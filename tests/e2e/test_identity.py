@@ -115,7 +115,7 @@ def test_wiped_member_does_not_refound_and_no_write_is_lost(cluster):
     shutil.rmtree(wiped.data_dir)
     # Its usual command line (--bootstrap ...), on an empty directory.
     wiped.start(wait=False)
-    assert wait_exit(wiped) != 0
+    assert wait_exit(wiped) == 3  # refused: needs an operator
     log = wiped.log_text()
     assert "refusing to found a new cluster" in log, wiped.log_tail()
     assert f"cluster uuid {uuid}" in log or "holds data" in log, log
@@ -139,7 +139,7 @@ def test_wiped_member_does_not_refound_and_no_write_is_lost(cluster):
         assert retry(lambda: new.client().get(key)) == value, key
     # The wiped node's old command line is still refused: its id is gone.
     wiped.start(wait=False)
-    assert wait_exit(wiped) != 0
+    assert wait_exit(wiped) == 3  # refused: needs an operator
     assert "removed from the cluster" in wiped.log_tail(), wiped.log_tail()
 
 
@@ -152,7 +152,7 @@ def test_data_directory_refuses_another_node_id(cluster):
     other.data_dir = node.data_dir
     other.log_path = cluster.root / "node12-on-node1.log"
     other.start(["--join"], wait=False)
-    assert wait_exit(other) != 0
+    assert wait_exit(other) == 3
     log = other.log_text()
     assert (f"data directory {node.data_dir} belongs to node 1 of cluster "
             f"'baton' (uuid {uuid}), not node 12: ") in log, log
@@ -166,7 +166,7 @@ def test_data_directory_refuses_another_cluster_id(cluster):
     uuid = cluster_uuid(node)
     assert node.terminate() == 0
     node.start(node.args + ["--cluster-id", "other"], wait=False)
-    assert wait_exit(node) != 0
+    assert wait_exit(node) == 3
     assert (f"belongs to node 2 of cluster 'baton' (uuid {uuid}), not to "
             f"cluster 'other': ") in node.log_text(), node.log_tail()
 

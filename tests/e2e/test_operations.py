@@ -113,7 +113,7 @@ def test_a_founder_started_late_is_refused_and_replaced(cluster):
     retry(lambda: lead.client().set("early", "1"), deadline_s=SETTLE_S)
     late = nodes[2]
     late.start(["--bootstrap", boot], wait=False)
-    assert late.proc.wait(timeout=SETTLE_S) == 1, late.log_tail()
+    assert late.proc.wait(timeout=SETTLE_S) == 3, late.log_tail()
     assert "refusing to found a new cluster" in late.log_text()
     wait_health(cluster, 1, f"member {late.id} down", node=lead)
     assert lead.info()["machine_version"] == "1"  # waits for node 3
@@ -182,7 +182,7 @@ def test_replace_a_failed_node_with_a_new_id(cluster):
     # command line (--bootstrap), must not found a second cluster.
     victim.start(wait=False)
     code = victim.proc.wait(timeout=SETTLE_S)
-    assert code == 1, victim.log_tail()
+    assert code == 3, victim.log_tail()
     assert "refusing to found a new cluster" in victim.log_text()
     assert f"batonctl remove {victim.id}" in victim.log_text()
     # Nor can it come back by --join: its id stays refused.
@@ -236,7 +236,7 @@ def test_a_wiped_member_joining_by_seeds_under_its_old_id_stops(cluster):
     joiner.kill9()
     wipe(joiner)
     joiner.start(wait=False)
-    assert joiner.proc.wait(timeout=SETTLE_S) == 1, joiner.log_tail()
+    assert joiner.proc.wait(timeout=SETTLE_S) == 3, joiner.log_tail()
     assert "it lost the data it had acknowledged" in joiner.log_text()
     # The way out the message gives: remove it, add a new node.
     cluster.batonctl("remove", 4, node=cluster.leader())
@@ -396,7 +396,7 @@ def test_majority_data_lost_found_a_new_cluster_from_a_backup(cluster,
     # drop it; without it, it starts on its data.
     first.terminate()
     first.start(wait=False)
-    assert first.proc.wait(timeout=SETTLE_S) == 1
+    assert first.proc.wait(timeout=SETTLE_S) == 3
     assert "drop --restore" in first.log_text()
     first.start([])
     wait_health(cluster, 0, "3 members answer", node=first)
