@@ -361,7 +361,8 @@ def test_wrong_password_on_the_other_side(tmp_path, monkeypatch):
         assert got == (
             f"-TRYAGAIN could not reach the other cluster's node at "
             f"{b.client_addr}: it answered AUTH with '-WRONGPASS invalid "
-            f"password'; retry\r\n").encode(), got
+            f"username-password pair or user is disabled.'; retry\r\n"
+        ).encode(), got
         assert b.client(password="another").get("k") is None
     finally:
         a_cluster.stop_all()
