@@ -210,6 +210,32 @@ static void on_refused_shutdown(uv_shutdown_t *req, int status)
 /* The envelope of a frame to an end whose handshake is not done. */
 #define HANDSHAKE_FRAMING ((struct baton_proto_version){0})
 
+/* A peer that reconnects after a stall replaces its old connection once;
+ * two processes started with the same --id replace each other's over and
+ * over (each handshake closes the other's connection), which nothing else
+ * would show: this many replacements within the window are warned of. */
+#define REPLACED_WARN_COUNT 5u
+#define REPLACED_WINDOW_MS 10000u
+
+/* p's accepted connection is being replaced by a newer one. */
+static void count_replaced(struct baton_transport *t, struct peer *p)
+{
+	uint64_t now = uv_now(t->c.loop);
+	if (p->replaced_n == 0 ||
+	    now - p->replaced_since_ms > REPLACED_WINDOW_MS) {
+		p->replaced_n = 0;
+		p->replaced_since_ms = now;
+	}
+	if (++p->replaced_n == REPLACED_WARN_COUNT)
+		LOG_WARN_LIMITED("node %" PRIu64 " connected %u times within "
+				 "%u s, each connection replacing the one "
+				 "before: do two nodes run with --id %" PRIu64
+				 "? (they take turns, and neither stays "
+				 "connected)",
+				 p->id, REPLACED_WARN_COUNT,
+				 REPLACED_WINDOW_MS / 1000, p->id);
+}
+
 /* Tell the other end why with a refusing HandshakeReply (in the envelope
  * it reads: `framing`, as reply_handshake()), let it go out, then close.
  * The caller has logged the reason. */
@@ -264,8 +290,10 @@ static void admit(struct conn *c, baton_node_id id,
 		p->id = id;
 		p->t = t;
 	}
-	if (p->in != NULL && p->in != c)
+	if (p->in != NULL && p->in != c) {
+		count_replaced(t, p);
 		baton__transport_close(p->in, "replaced by a newer one");
+	}
 	p->in = c;
 	c->peer = p;
 	if (send_reply)

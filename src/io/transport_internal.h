@@ -25,6 +25,10 @@ struct peer {
 	uint32_t backoff_ms;
 	bool dialling;
 	uint64_t unresolved_logged_ms; /* rate of the warning */
+	/* Its accepted connections replaced by newer ones since
+	 * replaced_since_ms (transport_handshake.c's admit). */
+	uint32_t replaced_n;
+	uint64_t replaced_since_ms;
 	/* What it said of itself in its latest completed handshake. */
 	bool known;
 	struct baton_profile profile;

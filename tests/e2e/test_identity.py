@@ -20,7 +20,7 @@ import time
 import redis
 
 from conftest import (BATOND, HOST, POLL_S, Deadline, Node, as_map,
-                      free_ports, require_binary, retry)
+                      free_ports, require_binary, retry, wait_log)
 
 UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-" \
           r"[0-9a-f]{12}"
@@ -252,3 +252,22 @@ def test_member_removed_while_down_learns_it_on_restart(cluster):
     assert_retired(cluster, victim)
     # Told by a member at the handshake: it names who said so.
     assert "says so" in victim.info()["removed"], victim.info()
+
+
+def test_two_nodes_with_one_id_are_warned_of(cluster):
+    # A second process started with a member's --id (a copied config
+    # file) makes the two take turns on the leader's peer port, each
+    # handshake closing the other's connection. The leader says so.
+    lead = cluster.start(3)
+    twin_of = cluster.followers()[0]
+    cport, pport = free_ports(2)
+    twin = Node(cluster, twin_of.id, cport, pport)
+    twin.data_dir = cluster.root / "twin-data"
+    twin.log_path = cluster.root / "twin.log"
+    try:
+        twin.start(["--join-seeds", lead.peer_addr], wait=False)
+        wait_log(lead, f"do two nodes run with --id {twin_of.id}?",
+                 timeout=20)
+    finally:
+        if twin.alive:
+            twin.kill9()
