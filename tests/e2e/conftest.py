@@ -409,6 +409,22 @@ class Cluster:
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.logs_tail()}") from None
 
+    def add_and_promote(self, joiner, timeout=30.0):
+        """docs/operations.md, "Growing and shrinking": batonctl add on
+        the leader, then promote until the joiner has caught up (promote
+        refuses a learner still behind); bounded."""
+        self.batonctl("add", joiner.id, joiner.peer_addr, joiner.client_addr,
+                      node=self.leader())
+        d = Deadline(timeout, f"promotion of {joiner}")
+        while True:
+            r = self.batonctl("promote", joiner.id, node=self.leader(),
+                              check=False)
+            if r.returncode == 0:
+                return
+            if d.expired():
+                d.fail(r.stderr)
+            time.sleep(0.2)
+
     def new_joiner(self):
         """Start one more node with --join (not yet a member)."""
         node_id = max(self.nodes) + 1

@@ -82,16 +82,7 @@ def restore_cluster(root, backup, n=3):
     first.start(["--bootstrap", boot, "--restore", str(backup)])
     wait_log(first, "restore: done", timeout=60)
     for _ in range(n - 1):
-        joiner = c.new_joiner()
-        c.batonctl("add", joiner.id, joiner.peer_addr, joiner.client_addr)
-        d = Deadline(30, f"promotion of {joiner}")
-        while not d.expired():
-            r = c.batonctl("promote", joiner.id, check=False)
-            if r.returncode == 0:
-                break
-            time.sleep(0.2)
-        else:
-            d.fail(r.stderr)
+        c.add_and_promote(c.new_joiner())
     return c, first
 
 

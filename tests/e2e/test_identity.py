@@ -72,19 +72,6 @@ def start_alone(cluster, node_id, args):
     return m.start(args, wait=False)
 
 
-def add_and_promote(cluster, joiner, leader):
-    cluster.batonctl("add", joiner.id, joiner.peer_addr, joiner.client_addr,
-                     node=leader)
-    d = Deadline(20, f"promotion of {joiner}", max_tries=60)
-    while not d.expired():
-        r = cluster.batonctl("promote", joiner.id, node=cluster.leader(),
-                             check=False)
-        if r.returncode == 0:
-            return
-        time.sleep(0.2)
-    d.fail(r.stderr)
-
-
 def test_every_node_records_one_cluster_uuid(cluster):
     cluster.start(3)
     uuids = {m.id: cluster_uuid(m) for m in cluster.alive()}
@@ -127,7 +114,7 @@ def test_wiped_member_does_not_refound_and_no_write_is_lost(cluster):
     leader = cluster.leader()
     joiner = cluster.new_joiner()
     cluster.batonctl("remove", 3, node=leader)
-    add_and_promote(cluster, joiner, leader)
+    cluster.add_and_promote(joiner)
     set_ok(cluster.leader(), "after-replacement", "yes")
     written["after-replacement"] = "yes"
     cluster.wait_applied(joiner, int(cluster.leader().info()["commit"]))

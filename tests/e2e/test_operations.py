@@ -60,21 +60,6 @@ def member_ids(cluster, node=None):
     return sorted(int(m["id"]) for m in lead.members())
 
 
-def add_and_promote(cluster, joiner):
-    """docs/operations.md, "Adding a member": add, wait, promote."""
-    cluster.batonctl("add", joiner.id, joiner.peer_addr, joiner.client_addr,
-                     node=cluster.leader())
-    d = Deadline(SETTLE_S, f"promotion of {joiner}", max_tries=100)
-    last = None
-    while not d.expired():
-        last = cluster.batonctl("promote", joiner.id, node=cluster.leader(),
-                                check=False)
-        if last.returncode == 0:
-            return
-        time.sleep(0.2)
-    d.fail(last.stderr)
-
-
 def set_keys(node, prefix, n):
     c = node.client()
     for i in range(n):
@@ -95,10 +80,9 @@ def wipe(node):
 
 # ---- Founding ----------------------------------------------------------------
 
-def test_a_founder_started_late_is_refused_and_replaced(cluster):
-    # operations.md, "Start the founders together": a founder started after
-    # the others elected a leader looks like a wiped member and is refused;
-    # the way out is the replacement procedure.
+def three_founders(cluster):
+    """Nodes 1-3 of a cluster with a password, not started; with the
+    --bootstrap list that names them."""
     cluster.common_args = ["--password", PASSWORD]
     cluster.password = PASSWORD
     ports = free_ports(6)
@@ -106,7 +90,15 @@ def test_a_founder_started_late_is_refused_and_replaced(cluster):
              for i in range(3)]
     for m in nodes:
         cluster.nodes[m.id] = m
-    boot = ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}" for m in nodes)
+    return nodes, ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}"
+                           for m in nodes)
+
+
+def test_a_founder_started_late_is_refused_and_replaced(cluster):
+    # operations.md, "Start the founders together": a founder started after
+    # the others elected a leader looks like a wiped member and is refused;
+    # the way out is the replacement procedure.
+    nodes, boot = three_founders(cluster)
     for m in nodes[:2]:
         m.start(["--bootstrap", boot])
     lead = cluster.leader(timeout=SETTLE_S)
@@ -119,7 +111,7 @@ def test_a_founder_started_late_is_refused_and_replaced(cluster):
     assert lead.info()["machine_version"] == "1"  # waits for node 3
     cluster.batonctl("remove", late.id, node=cluster.leader())
     new = cluster.new_joiner()
-    add_and_promote(cluster, new)
+    cluster.add_and_promote(new)
     wait_health(cluster, 0, "3 members answer", node=lead)
     d = Deadline(SETTLE_S, "the machine version to rise")
     while cluster.leader().info()["machine_version"] == "1":
@@ -134,14 +126,8 @@ def test_founders_with_different_secrets_are_named_then_fixed(cluster):
     # install.md's trap: a peer secret made on each host. The founders
     # refuse each other; health says why; the same file on each, and a
     # restart, make the cluster.
-    cluster.common_args = ["--password", PASSWORD]
-    cluster.password = PASSWORD
-    ports = free_ports(6)
-    nodes = [Node(cluster, i + 1, ports[2 * i], ports[2 * i + 1])
-             for i in range(3)]
-    boot = ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}" for m in nodes)
+    nodes, boot = three_founders(cluster)
     for m in nodes:
-        cluster.nodes[m.id] = m
         m.secret_file = make_secret_file(cluster.root / f"secret{m.id}")
         m.start(["--bootstrap", boot], wait=False)
     for m in nodes:
@@ -172,7 +158,7 @@ def test_replace_a_failed_node_with_a_new_id(cluster):
     new = cluster.new_joiner()
     # Step 3, then 4: remove the old id, add and promote the new one.
     cluster.batonctl("remove", victim.id, node=cluster.leader())
-    add_and_promote(cluster, new)
+    cluster.add_and_promote(new)
     # Step 5.
     r = wait_health(cluster, 0, "3 members answer", node=cluster.leader())
     assert member_ids(cluster) == sorted(
@@ -265,7 +251,7 @@ def test_shrink_and_grow(cluster):
     assert r.returncode == 1, r
     assert f"is node {four.id}, not {four.id + 1}" in r.stderr, r
     assert member_ids(cluster) == [1, 2, 3]
-    add_and_promote(cluster, four)
+    cluster.add_and_promote(four)
     assert member_ids(cluster) == [1, 2, 3, 4]
     voters = [m for m in cluster.leader().members() if m["role"] == "voter"]
     assert len(voters) == 4
@@ -290,7 +276,7 @@ def test_shrink_and_grow(cluster):
     out.terminate()
     wait_health(cluster, 0, "2 members answer", node=lead)
     five = cluster.new_joiner()
-    add_and_promote(cluster, five)
+    cluster.add_and_promote(five)
     wait_health(cluster, 0, "3 members answer", node=five)
     assert len(member_ids(cluster)) == 3
     assert_keys(five, "g", 10)
@@ -320,7 +306,7 @@ def test_the_only_voter_cannot_be_removed_and_a_stray_is_named(cluster):
     stray.terminate()
     cluster.batonctl("remove", stray.id)
     two = cluster.new_joiner()
-    add_and_promote(cluster, two)
+    cluster.add_and_promote(two)
     wait_health(cluster, 0, "2 members answer", node=lead)
     assert "finishing the removal" not in lead.log_text()
 
@@ -385,7 +371,7 @@ def test_majority_data_lost_found_a_new_cluster_from_a_backup(cluster,
         if m.data_dir.exists():
             wipe(m)
         m.start(["--join"])
-        add_and_promote(cluster, m)
+        cluster.add_and_promote(m)
     wait_health(cluster, 0, "3 members answer", node=first)
     assert first.info()["cluster_uuid"] not in ("-", old_uuid)
     for m in cluster.nodes.values():
