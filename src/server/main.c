@@ -116,7 +116,7 @@ static int run(struct server *s)
 	int rv = server_machine_init(&s->machine);
 	if (rv != 0) {
 		LOG_ERROR("out of memory");
-		return 1;
+		return SERVER_EXIT_FAILED;
 	}
 	/* A backup to restore is checked whole before anything is written. */
 	if (backup_restore_load(s) != 0) {
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
 	static struct server s;
 	int rv = server_config_parse(&s.cfg, argc, argv);
 	if (rv != 0)
-		return rv > 0 ? 0 : 2;
+		return rv > 0 ? 0 : SERVER_EXIT_USAGE;
 	baton_log_init(s.cfg.id, (enum baton_log_level)s.cfg.log_level);
 	return run(&s);
 }

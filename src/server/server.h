@@ -2,7 +2,7 @@
  * batond: one node serving the Redis protocol (see docs/batond.md).
  *
  *   main.c       flags, config file, signals, the loop
- *   config.c     parsing the configuration
+ *   config.c     parsing the configuration (config.h)
  *   client.c     client connections: RESP in, replies out in request order
  *   commands.c   the command table: connection and key-value commands
  *   admin.c      INFO and the admin commands of batonctl
@@ -27,6 +27,7 @@
 
 #include "baton/raft.h"
 #include "baton/buf.h"
+#include "config.h"
 #include "id_index.h"
 #include "kv.h"
 #include "machine.h"
@@ -77,8 +78,6 @@ _Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
 /* Addresses proxy.c remembers as unreachable (proxy_unreachable). */
 #define PROXY_UNREACHABLE_KEPT 8u
 #define SERVER_REMOVED_WHY_MAX 512u
-#define SERVER_MAX_CLIENTS_DEFAULT 10000u
-#define SERVER_PASSWORD_MAX 256u
 #define SERVER_FORWARD_TIMEOUT_MS 10000u
 /* Shutting down, the longest wait for the answers owed to clients. */
 #define SERVER_DRAIN_MAX_MS 1000u
@@ -92,80 +91,6 @@ _Static_assert(SERVER_ADDR_MAX == BATON_ADDR_MAX,
 #define SERVER_ROUTES_MAX 16u
 /* One read from a client's socket takes at most this much. */
 #define SERVER_CLIENT_READ_BYTES 65536u
-
-/* Replies one client, and all clients together, may have queued unread
- * before a client is cut off (a slow reader): --max-client-output-bytes,
- * --max-total-output-bytes. */
-#define SERVER_CLIENT_OUTPUT_MAX_DEFAULT ((uint64_t)256 << 20)
-#define SERVER_TOTAL_OUTPUT_MAX_DEFAULT ((uint64_t)256 << 20)
-
-struct server_config {
-	baton_node_id id;
-	char listen[BATON_ADDR_MAX];
-	char peer_listen[BATON_ADDR_MAX];
-	char data_dir[1024];
-	char cluster_id[128];
-	char password[SERVER_PASSWORD_MAX];
-	/* --peer-secret-file: the cluster's peer secret, read from that file
-	 * while parsing (has_peer_secret); --insecure-peers: allow peers on a
-	 * non-loopback address without one. */
-	char peer_secret_file[1024];
-	bool has_peer_secret;
-	struct baton_peer_secret peer_secret;
-	bool insecure_peers;
-	bool join;
-	/* --join-seeds: peer addresses of members; the node joins by itself
-	 * (join.c) instead of waiting for batonctl add. */
-	uint32_t n_seeds;
-	char seeds[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
-	/* The release this node runs: the binary's own, or an older one it
-	 * contains (--as-release); used for everything versioned. */
-	struct baton_profile profile;
-	bool strict_release;
-	/* Add nodes that ask to join (--join-seeds) without an operator's
-	 * BATON.ADD. Off by default: until peers prove they hold the
-	 * cluster's secret, anyone who reaches the peer port could ask. */
-	bool accept_joins;
-	uint32_t machine_upgrade; /* enum baton_machine_upgrade */
-	uint32_t election_policy; /* enum baton_election_policy */
-	uint32_t n_founders;
-	baton_node_id founders[BATON_MAX_MEMBERS];
-	char founder_peer[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
-	char founder_client[BATON_MAX_MEMBERS][BATON_ADDR_MAX];
-	uint32_t max_clients;
-	uint64_t snapshot_entries;
-	uint64_t snapshot_slice_bytes; /* 0: the pipeline's default */
-	bool snapshot_trailing_set;
-	uint32_t snapshot_trailing;
-	uint32_t election_timeout_ms; /* the core's default when not given */
-	uint32_t heartbeat_ms;	      /* the same */
-	int log_level;
-	/* Client limits (docs/batond.md, "Limits"): the parser's, at the
-	 * headers; the output queued unread; idle seconds (0: none). */
-	uint64_t max_bulk_bytes;
-	uint64_t max_request_bytes;
-	uint64_t max_client_output_bytes;
-	uint64_t max_total_output_bytes;
-	uint32_t client_idle_timeout_s;
-	/* Migration between two clusters (docs/relay.md): baton-relay's
-	 * "host:port" ("" none), this node's cluster id there, and the
-	 * cluster to import from ("": this node is not on the new side). */
-	char relay[BATON_ADDR_MAX];
-	char relay_cluster[256];
-	char migrate_from[256];
-	/* The one cluster this (old) node exports to and fences for. */
-	char migrate_to[256];
-	/* --restore FILE: found a new cluster from a backup (backup.c);
-	 * "" for none. */
-	char restore[1024];
-	/* --metrics HOST:PORT: serve /metrics and /health over HTTP there
-	 * (http.c, docs/metrics.md); "" for off. */
-	char metrics[BATON_ADDR_MAX];
-};
-
-/* Parse argv (and a --config file). Returns 0, 1 when --help/--version was
- * printed (exit 0), or -1 after printing an error (exit 2). */
-int server_config_parse(struct server_config *c, int argc, char **argv);
 
 struct client;
 struct routed_write;
@@ -620,15 +545,6 @@ int backup_restore_start(struct server *s);
 void backup_stop(struct server *s);
 
 /* ---- main.c ---- */
-/* batond's exit statuses (docs/batond.md): 1 a failure that a restart may
- * mend (a port in use, out of memory); 2 bad usage; 3 a refusal that no
- * restart mends, which needs an operator: the storage failed, the data
- * directory is another node's, damaged, or wiped under a member's id, or
- * a --restore is refused. A service manager restarts on 1, not on 2 or 3
- * (packaging/batond@.service). */
-#define SERVER_EXIT_FAILED 1
-#define SERVER_EXIT_USAGE 2
-#define SERVER_EXIT_REFUSED 3
 /* Stop the node (leadership handed over first) and exit with code. */
 void server_stop(struct server *s, int exit_code);
 

@@ -421,12 +421,18 @@ def test_a_config_file_node_joins_and_batonctl_takes_the_env_password(
     # systemctl edit batond@4: Environment=BATON_LOG_FORMAT=json (the
     # environment beats the file).
     env["BATON_LOG_FORMAT"] = "json"
-    log = open(tmp_path / "joiner.log", "wb")
-    proc = subprocess.Popen(shlex.split(cmd), stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=log, env=env,
-                            preexec_fn=_die_with_parent)
-    log.close()
-    cluster.started_pids.add(proc.pid)
+
+    def run_unit():
+        """The unit's command line, as systemd runs it; its output
+        appended to joiner.log."""
+        with open(tmp_path / "joiner.log", "ab") as log:
+            p = subprocess.Popen(shlex.split(cmd), stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=log, env=env,
+                                 preexec_fn=_die_with_parent)
+        cluster.started_pids.add(p.pid)
+        return p
+
+    proc = run_unit()
     try:
         joiner = Node(cluster, node_id, ports[0], ports[1])
         joiner.proc = proc
@@ -463,12 +469,7 @@ def test_a_config_file_node_joins_and_batonctl_takes_the_env_password(
         # file): it starts on its data and is a member at once.
         proc.terminate()
         assert proc.wait(timeout=10) == 0
-        log = open(tmp_path / "joiner.log", "ab")
-        proc = subprocess.Popen(shlex.split(cmd), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=log, env=env,
-                                preexec_fn=_die_with_parent)
-        log.close()
-        cluster.started_pids.add(proc.pid)
+        proc = run_unit()
         joiner.proc = proc
         joiner.wait_ready()
         assert_keys(joiner, "conf", 3)

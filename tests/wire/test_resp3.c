@@ -10,17 +10,30 @@
 #include "baton/errors.h"
 #include "resp.h"
 
+/* A buffer the rewrites append to, holding "pre" already: what was there
+ * must be kept as it is, on failure too. */
+static void start(struct baton_buf *b)
+{
+	baton_buf_init(b);
+	baton_buf_append(b, "pre", 3);
+}
+
+/* b's bytes as a NUL-terminated string in out (cap bytes); b freed. */
+static void take(struct baton_buf *b, char *out, size_t cap)
+{
+	cr_assert_lt(b->len, cap);
+	memcpy(out, b->data, b->len);
+	out[b->len] = '\0';
+	baton_buf_free(b);
+}
+
 /* The rewrite of in as a NUL-terminated string in out (cap bytes). */
 static int convert(const char *in, bool top_map, char *out, size_t cap)
 {
 	struct baton_buf b;
-	baton_buf_init(&b);
-	baton_buf_append(&b, "pre", 3); /* kept as it is on failure */
+	start(&b);
 	int rv = resp3_from_resp2((const uint8_t *)in, strlen(in), top_map, &b);
-	cr_assert_lt(b.len, cap);
-	memcpy(out, b.data, b.len);
-	out[b.len] = '\0';
-	baton_buf_free(&b);
+	take(&b, out, cap);
 	return rv;
 }
 
@@ -93,14 +106,10 @@ static int convert_elements(const char *in, const bool *maps, size_t n,
 			    char *out, size_t cap)
 {
 	struct baton_buf b;
-	baton_buf_init(&b);
-	baton_buf_append(&b, "pre", 3);
+	start(&b);
 	int rv = resp3_from_resp2_elements((const uint8_t *)in, strlen(in),
 					   maps, n, &b);
-	cr_assert_lt(b.len, cap);
-	memcpy(out, b.data, b.len);
-	out[b.len] = '\0';
-	baton_buf_free(&b);
+	take(&b, out, cap);
 	return rv;
 }
 
