@@ -502,6 +502,8 @@ static int open_pipeline(struct baton_node *n, char *err, size_t errlen)
 	struct baton_fs_options fo;
 	baton_fs_options_default(&fo);
 	fo.dir = n->c.data_dir;
+	if (n->c.wal_segment_bytes != 0)
+		fo.segment_bytes = n->c.wal_segment_bytes;
 	fo.notify = storage_notify;
 	fo.notify_data = &n->storage_async;
 	fo.vfs = n->c.vfs;

@@ -78,6 +78,8 @@ struct baton_node_config {
 	/* Entries kept behind a snapshot for followers a little behind. */
 	bool snapshot_trailing_set;
 	uint32_t snapshot_trailing;
+	/* Size of each log segment, preallocated (0: the storage's default). */
+	uint64_t wal_segment_bytes;
 	/* Founding members (bootstrap): ids and peer addresses. */
 	uint32_t n_founders;
 	baton_node_id founders[BATON_MAX_MEMBERS];

@@ -241,7 +241,10 @@ void pl_serve_reads(struct baton_pipeline *p);
 void pl_check_waiters(struct baton_pipeline *p, baton_node_id failed_promotion);
 void pl_expire(struct baton_pipeline *p);
 void pl_flush_requests(struct baton_pipeline *p);
-/* Fail everything waiting with `status` and free the request arrays. */
+/* The pipeline goes away: fail proposals not yet appended and reads as
+ * "not leader" (they may go elsewhere), appended proposals as "leadership
+ * changed" (their outcome is unknown), every other request with `status`,
+ * and free the request arrays. */
 void pl_requests_free(struct baton_pipeline *p, int status);
 
 #endif /* BATON_NODE_INTERNAL_H */

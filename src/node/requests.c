@@ -704,6 +704,13 @@ void pl_flush_requests(struct baton_pipeline *p)
 
 void pl_requests_free(struct baton_pipeline *p, int status)
 {
+	/* What this node had not appended goes on to the next leader
+	 * (BATON_ENOTLEADER, as a follower's router reads it); what it had
+	 * appended may still commit under another leader: its outcome is
+	 * unknown (BATON_ELEADERCHANGED), never a plain refusal. A node
+	 * stopping because its disk failed or filled ends here too. */
+	const int not_appended = BATON_ENOTLEADER;
+	const int unknown = BATON_ELEADERCHANGED;
 	/* Until nothing is left: a callback may make a new request. */
 	while (p->queue_n + p->props_n + p->reads_n + p->waiters_n +
 		       p->deferred_n >
@@ -712,11 +719,11 @@ void pl_requests_free(struct baton_pipeline *p, int status)
 			struct pl_queued q = p->queue[0];
 			memmove(p->queue, p->queue + 1,
 				--p->queue_n * sizeof *p->queue);
-			q.cb(q.data, status, NULL, 0);
+			q.cb(q.data, not_appended, NULL, 0);
 		}
 		queue_bytes_drop_if_empty(p);
-		pl_props_fail_upto(p, UINT64_MAX, status);
-		reads_finish(p, pick_any, NULL, status);
+		pl_props_fail_upto(p, UINT64_MAX, unknown);
+		reads_finish(p, pick_any, NULL, not_appended);
 		waiters_finish(p, 0, true, status);
 		while (p->deferred_n > 0) {
 			struct pl_deferred d = p->deferred[0];

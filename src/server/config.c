@@ -283,6 +283,7 @@ static void set_defaults(struct server_config *c)
 	c->max_client_output_bytes = SERVER_CLIENT_OUTPUT_MAX_DEFAULT;
 	c->max_total_output_bytes = SERVER_TOTAL_OUTPUT_MAX_DEFAULT;
 	c->snapshot_entries = 100000;
+	c->wal_segment_bytes = SERVER_WAL_SEGMENT_BYTES_DEFAULT;
 	c->log_level = BATON_LOG_INFO;
 	baton_log_set_format(BATON_LOG_TEXT);
 	c->profile = *baton_release_current();

@@ -19,6 +19,11 @@
  * --max-total-output-bytes. */
 #define SERVER_CLIENT_OUTPUT_MAX_DEFAULT ((uint64_t)256 << 20)
 #define SERVER_TOTAL_OUTPUT_MAX_DEFAULT ((uint64_t)256 << 20)
+/* Log segments (--wal-segment-bytes): etcd's 64 MiB by default; at least
+ * 1 MiB so that a segment holds many batches, at most 1 GiB. */
+#define SERVER_WAL_SEGMENT_BYTES_DEFAULT ((uint64_t)64 << 20)
+#define SERVER_WAL_SEGMENT_BYTES_MIN ((uint64_t)1 << 20)
+#define SERVER_WAL_SEGMENT_BYTES_MAX ((uint64_t)1 << 30)
 
 struct server_config {
 	baton_node_id id;
@@ -56,6 +61,9 @@ struct server_config {
 	uint32_t max_clients;
 	uint64_t snapshot_entries;
 	uint64_t snapshot_slice_bytes; /* 0: the pipeline's default */
+	/* Each log segment is preallocated to this size: the disk a node
+	 * takes before its first write, and the space a restart needs. */
+	uint64_t wal_segment_bytes;
 	bool snapshot_trailing_set;
 	uint32_t snapshot_trailing;
 	uint32_t election_timeout_ms; /* the core's default when not given */

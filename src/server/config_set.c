@@ -38,6 +38,7 @@ const struct config_option config_options[] = {
 	{"snapshot-entries", "N"},
 	{"snapshot-slice-bytes", "N"},
 	{"snapshot-trailing", "N"},
+	{"wal-segment-bytes", "N"},
 	{"election-timeout-ms", "N"},
 	{"heartbeat-ms", "N"},
 	{"log-level", "debug|info|warn|error"},
@@ -397,6 +398,10 @@ static int raft_timing(struct server_config *c, const struct config_origin *o)
 	}
 	if (strcmp(n, "election-timeout-ms") == 0)
 		return number32(o, 50, 60000, &c->election_timeout_ms);
+	if (strcmp(n, "wal-segment-bytes") == 0)
+		return number(o, SERVER_WAL_SEGMENT_BYTES_MIN,
+			      SERVER_WAL_SEGMENT_BYTES_MAX,
+			      &c->wal_segment_bytes);
 	BATON_ASSERT(strcmp(n, "heartbeat-ms") == 0);
 	return number32(o, 5, 10000, &c->heartbeat_ms);
 }
@@ -501,7 +506,8 @@ int config_set(struct server_config *c, const struct config_origin *o)
 	    strcmp(n, "client-idle-timeout-s") == 0)
 		return client_limits(c, o);
 	if (strncmp(n, "snapshot-", 9) == 0 || strcmp(n, "heartbeat-ms") == 0 ||
-	    strcmp(n, "election-timeout-ms") == 0)
+	    strcmp(n, "election-timeout-ms") == 0 ||
+	    strcmp(n, "wal-segment-bytes") == 0)
 		return raft_timing(c, o);
 	if (strcmp(n, "machine-upgrade") == 0 ||
 	    strcmp(n, "election-policy") == 0 || strncmp(n, "log-", 4) == 0)

@@ -136,6 +136,7 @@ static int run(struct server *s)
 		.snapshot_slice_bytes = s->cfg.snapshot_slice_bytes,
 		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
 		.snapshot_trailing = s->cfg.snapshot_trailing,
+		.wal_segment_bytes = s->cfg.wal_segment_bytes,
 		.n_founders = s->cfg.n_founders,
 		.strict_release = s->cfg.strict_release,
 		.machine_upgrade = s->cfg.machine_upgrade,

@@ -152,6 +152,19 @@ static int create_segment(struct baton__wal *w, uint64_t seq,
 	}
 	if (rv != 0) {
 		v->ops->close(v, fd);
+		if (rv == -ENOSPC || rv == -EDQUOT) {
+			/* Nothing was written into it: leave no half-made
+			 * segment, and say what the disk must hold. */
+			v->ops->unlink(v, path);
+			return baton__errf(
+				err, errlen, BATON_EIO,
+				"%s %s: %s: a new log segment takes %" PRIu64
+				" bytes (the segment size, batond's "
+				"--wal-segment-bytes); free that much in %s "
+				"or choose a smaller segment size",
+				what, path, strerror(-rv), w->segment_bytes,
+				w->dir);
+		}
 		return baton__io_err(err, errlen, rv, what, path);
 	}
 	struct baton__segment s = {.seq = seq,

@@ -18,6 +18,7 @@ None for none).
 import ctypes
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +29,14 @@ import pytest
 import redis
 
 REPO = Path(__file__).resolve().parents[2]
+
+# The disk the suite takes. batond preallocates each log segment (64 MiB
+# by default); every batond a test starts, directly or through a tool or
+# the fault harness, inherits this smaller size from the environment
+# (--wal-segment-bytes), so that hundreds of nodes take megabytes, not
+# gigabytes. A test that sets the flag itself still wins.
+TEST_WAL_SEGMENT_BYTES = 2 << 20
+os.environ.setdefault("BATON_WAL_SEGMENT_BYTES", str(TEST_WAL_SEGMENT_BYTES))
 
 
 def build_dir():
@@ -550,12 +559,27 @@ def cluster(tmp_path):
 def shared_cluster(tmp_path_factory):
     """One started 3-node cluster for the tests of a module that leave it
     healthy (bad input, tools)."""
-    c = Cluster(tmp_path_factory.mktemp("shared"))
+    root = tmp_path_factory.mktemp("shared")
+    c = Cluster(root)
     try:
         c.start(3)
         yield c
     finally:
         c.stop_all()
+        # A failing test's report already holds every node's log tail.
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _remove_what_a_passed_test_wrote(request):
+    """pytest keeps the last three runs' temporary folders; a passed
+    test's data, logs and backups are removed as soon as it ends (after
+    its cluster stopped: this fixture is torn down last), a failed test's
+    stay for a look."""
+    yield
+    tmp = request.node.funcargs.get("tmp_path")
+    if tmp is not None and not getattr(request.node, "_baton_failed", False):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -563,6 +587,8 @@ def pytest_runtest_makereport(item, call):
     """On failure, attach the tail of every node's log to the report."""
     outcome = yield
     rep = outcome.get_result()
+    if rep.failed:
+        item._baton_failed = True
     if rep.when != "call" or not rep.failed:
         return
     for name in ("cluster", "shared_cluster"):
