@@ -71,7 +71,10 @@ int baton_peer_secret_load(const char *path, struct baton_peer_secret *out,
 {
 	BATON_ASSERT(path != NULL && out != NULL && err != NULL);
 	memset(out, 0, sizeof *out);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	 * writer, and batond would hang at start instead of refusing it
+	 * (check_file). It changes nothing for the regular file read. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(err, cap, "cannot open the peer secret file %s: %s",
 			 path, strerror(errno));

@@ -151,6 +151,15 @@ static bool reply_handshake(struct conn *c, bool accepted,
 	struct baton_peer_handshake_reply r;
 	memset(&r, 0, sizeof r);
 	fill_handshake(c->t, &r.self);
+	/* With a secret, this reply goes out before the dialler proved it
+	 * holds it: a stranger learns nothing of the cluster's identity
+	 * from it. The dialler's own handshake carried its UUID, checked
+	 * here (on_handshake); each pair of members dials both ways, so
+	 * every pair is still checked in both directions. */
+	if (c->t->has_secret) {
+		r.self.has_cluster_uuid = false;
+		memset(r.self.cluster_uuid, 0, sizeof r.self.cluster_uuid);
+	}
 	r.accepted = accepted;
 	r.proto = proto;
 	r.reason = reason;
@@ -344,6 +353,9 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 	 * secret) only with our proof, which needs its nonce. */
 	bool ours = strcmp(h->cluster_id, t->cluster_id) == 0;
 	bool proof = t->has_secret && h->has_auth;
+	/* What the dialler is told, when it differs from what is logged:
+	 * it has proved nothing yet. */
+	char told[BATON_PEER_REFUSAL_MAX] = "";
 	if (!ours) {
 		snprintf(reason, sizeof reason,
 			 "cluster id '%s' is not this cluster's ('%s')",
@@ -356,6 +368,14 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 				h->cluster_uuid, reason, sizeof reason)) {
 		/* A removed member reads our proof and view with it. */
 		ours = c->refusing_removed;
+		if (!ours && t->has_secret)
+			snprintf(
+				told, sizeof told,
+				"node %" PRIu64 " belongs to another cluster "
+				"than this one (its cluster uuid differs): the "
+				"two were founded apart (a --bootstrap on a "
+				"wiped or another cluster's data directory?)",
+				h->node_id);
 	} else if (baton_peer_choose_proto(t->c.profile, h->profile, &v) != 0 ||
 		   baton_peer_check_choice(t->c.profile, v) != 0) {
 		baton_peer_proto_mismatch(&mine, &theirs, reason,
@@ -384,7 +404,8 @@ static void on_handshake(struct conn *c, const struct baton_peer_handshake *h)
 	}
 	LOG_WARN_LIMITED("refused a peer connection from node %" PRIu64 ": %s",
 			 h->node_id, reason);
-	refuse(c, reason, ours, ours && proof, HANDSHAKE_FRAMING);
+	refuse(c, told[0] != '\0' ? told : reason, ours, ours && proof,
+	       HANDSHAKE_FRAMING);
 }
 
 /* The dialler's check of the acceptor's proof, with a secret: 0 and the

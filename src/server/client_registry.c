@@ -468,11 +468,8 @@ int client_hello(struct command_ctx *x)
 			return command_done(x);
 		}
 	}
-	const char *pw = x->s->cfg.password;
-	if (auth_at != 0 && pw[0] != '\0') {
-		int i = auth_at + 2;
-		if (x->lens[i] != strlen(pw) ||
-		    memcmp(x->argv[i], pw, x->lens[i]) != 0) {
+	if (auth_at != 0) {
+		if (!command_credentials_ok(x, auth_at + 1, auth_at + 2)) {
 			resp_error(b, "WRONGPASS invalid username-password "
 				      "pair or user is disabled.");
 			return command_done(x);

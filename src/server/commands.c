@@ -160,6 +160,29 @@ static int cmd_quit(struct command_ctx *x)
 	return command_done(x);
 }
 
+bool command_credentials_ok(const struct command_ctx *x, int user_at, int pw_at)
+{
+	/* One user, as Redis without ACLs: "default" (names are compared
+	 * exactly, as Redis does); any other name does not exist, whatever
+	 * the password. Without --password the default user takes any. */
+	static const char user[] = "default";
+	if (user_at >= 0 &&
+	    (x->lens[user_at] != sizeof user - 1 ||
+	     memcmp(x->argv[user_at], user, sizeof user - 1) != 0))
+		return false;
+	const char *pw = x->s->cfg.password;
+	size_t n = strlen(pw);
+	if (n == 0)
+		return true;
+	if (x->lens[pw_at] != n)
+		return false;
+	/* In time independent of where the first difference is. */
+	unsigned char diff = 0;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(x->argv[pw_at][i] ^ (uint8_t)pw[i]);
+	return diff == 0;
+}
+
 static int cmd_auth(struct command_ctx *x)
 {
 	if (x->argc < 2)
@@ -168,18 +191,13 @@ static int cmd_auth(struct command_ctx *x)
 		resp_error(command_out(x), "ERR syntax error");
 		return command_done(x);
 	}
-	const char *pw = x->s->cfg.password;
-	size_t i = (size_t)x->argc - 1;
-	if (pw[0] == '\0' && x->argc == 3) {
-		/* Redis's default user without a password takes any. */
-		resp_simple(command_out(x), "OK");
-	} else if (pw[0] == '\0') {
+	if (x->s->cfg.password[0] == '\0' && x->argc == 2) {
 		resp_error(command_out(x),
 			   "ERR AUTH <password> called without any password "
 			   "configured for the default user. Are you sure "
 			   "your configuration is correct?");
-	} else if (x->lens[i] == strlen(pw) &&
-		   memcmp(x->argv[i], pw, x->lens[i]) == 0) {
+	} else if (command_credentials_ok(x, x->argc == 3 ? 1 : -1,
+					  x->argc - 1)) {
 		x->cs->authenticated = true;
 		resp_simple(command_out(x), "OK");
 	} else {

@@ -406,6 +406,10 @@ void command_reply_text(const struct command_ctx *x, const void *text,
 			size_t len);
 /* Argument i, case-insensitively equal to word. */
 bool command_arg_is(const struct command_ctx *x, int i, const char *word);
+/* AUTH's and HELLO AUTH's check: the user at argument user_at (-1: none
+ * given, the default user) with the password at pw_at. */
+bool command_credentials_ok(const struct command_ctx *x, int user_at,
+			    int pw_at);
 /* Argument i as a NUL-terminated string, cut to cap - 1 bytes. */
 void command_arg_str(const struct command_ctx *x, int i, char *buf, size_t cap);
 /* How a command orders against the others of its connection: a read

@@ -35,7 +35,7 @@ FIELDS = {
                 "proto_max": (3, VARINT), "machine_max": (4, VARINT)},
     "Handshake": {"cluster_id": (1, LEN), "node_id": (2, VARINT),
                   "profile": (3, LEN), "peer_addr": (4, LEN),
-                  "auth_nonce": (5, LEN)},
+                  "auth_nonce": (5, LEN), "cluster_uuid": (6, LEN)},
     "HandshakeReply": {"accepted": (1, VARINT), "proto": (2, VARINT),
                        "reason": (3, LEN), "self": (4, LEN),
                        "cluster": (5, LEN), "auth_mac": (6, LEN)},
@@ -152,22 +152,24 @@ def profile(release=(0, 1, 0), proto_min=1, proto_max=1, machine_max=1):
 
 
 def handshake(cluster_id, node_id, proto_min, proto_max, release=(0, 1, 0),
-              machine_max=1, peer_addr="127.0.0.1:1", nonce=None):
+              machine_max=1, peer_addr="127.0.0.1:1", nonce=None,
+              cluster_uuid=None):
     """An encoded Handshake; `nonce` (32 bytes) offers peer
-    authentication."""
+    authentication; `cluster_uuid` (16 bytes) claims a cluster."""
     return message("Handshake", cluster_id=cluster_id, node_id=node_id,
                    profile=profile(release, proto_min, proto_max,
                                    machine_max),
-                   peer_addr=peer_addr, auth_nonce=nonce)
+                   peer_addr=peer_addr, auth_nonce=nonce,
+                   cluster_uuid=cluster_uuid)
 
 
 def handshake_frame(cluster_id, node_id, proto_min, proto_max,
                     release=(0, 1, 0), machine_max=1,
-                    peer_addr="127.0.0.1:1", nonce=None):
+                    peer_addr="127.0.0.1:1", nonce=None, cluster_uuid=None):
     """A framed Envelope{handshake: Handshake{...}}."""
     return frame(message("Envelope", handshake=handshake(
         cluster_id, node_id, proto_min, proto_max, release, machine_max,
-        peer_addr, nonce)))
+        peer_addr, nonce, cluster_uuid)))
 
 
 # ---- peer authentication (docs/peer-protocol.md, "Peer authentication") ---
@@ -440,7 +442,8 @@ def parse_handshake(buf):
     h = fields("Handshake", buf)
     out = {"cluster_id": h.get("cluster_id", b"").decode(),
            "node_id": h.get("node_id", 0),
-           "auth_nonce": h.get("auth_nonce")}
+           "auth_nonce": h.get("auth_nonce"),
+           "cluster_uuid": h.get("cluster_uuid")}
     out.update(parse_profile(h.get("profile", b"")))
     return out
 

@@ -210,6 +210,8 @@ def test_every_kind_of_refusal_is_one_line_naming_the_option(tmp_path):
             "out of range", "1..1000000")
     refused(base + ["--id=abc"], "--id abc", "not a number", "1..")
     refused(base + ["--snapshot-slice-bytes", "1"], "4096..67108864")
+    refused(base + ["--wal-segment-bytes", "4096"], "--wal-segment-bytes",
+            "1048576..1073741824")
     refused(base + ["--heartbeat", "5"], "--heartbeat: unknown option",
             "did you mean --heartbeat-ms?")
     refused(base + ["--snapshot-entrys", "5"],
@@ -229,6 +231,19 @@ def test_every_kind_of_refusal_is_one_line_naming_the_option(tmp_path):
     refused(base + ["--peer-secret", "x"], "--peer-secret-file PATH")
     refused(base + ["--password", "p" * 300], "too long",
             "(not shown)")
+    assert not (tmp_path / "d").exists(), "nothing may start"
+
+
+def test_a_secret_file_that_is_no_regular_file_is_refused_at_once(tmp_path):
+    """A FIFO given as the peer secret used to block batond in open(2),
+    waiting for a writer that never comes (batond() has a 10 s bound)."""
+    flags, _ = one_node(tmp_path)
+    fifo = tmp_path / "secret-fifo"
+    os.mkfifo(fifo, 0o600)
+    flags["peer-secret-file"] = fifo
+    refused(as_args(flags), str(fifo), "not a regular file")
+    flags["peer-secret-file"] = tmp_path
+    refused(as_args(flags), "not a regular file")
     assert not (tmp_path / "d").exists(), "nothing may start"
 
 

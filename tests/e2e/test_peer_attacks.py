@@ -102,6 +102,35 @@ def test_stranger_without_the_secret_cannot_raise_the_term(cluster):
     assert int(after.info()["term"]) < 2**32
 
 
+def test_a_stranger_learns_no_cluster_uuid(cluster):
+    """A dialler that has proved nothing, claiming another cluster's UUID
+    or none, is told neither the cluster's UUID (in the refusal's text) nor
+    sent it (in the reply's own handshake); the node logs both."""
+    lead = cluster.start(3)
+    d = Deadline(10, "the leader to know its cluster uuid")
+    while lead.info()["cluster_uuid"] in ("", "-"):
+        if d.expired():
+            d.fail()
+        time.sleep(POLL_S)
+    uuid = lead.info()["cluster_uuid"]
+    raw = bytes.fromhex(uuid.replace("-", ""))
+    since = len(lead.log_text())
+    for claim, proof in ((os.urandom(16), os.urandom(32)),
+                         (os.urandom(16), None), (None, os.urandom(32))):
+        s = peerwire.connect(lead.peer_port)
+        with s:
+            s.sendall(peerwire.handshake_frame(
+                "baton", 4321, peerwire.TREE_PROTO_MIN,
+                peerwire.TREE_PROTO_MAX, peerwire.TREE_RELEASE,
+                peerwire.TREE_MACHINE_MAX, nonce=proof, cluster_uuid=claim))
+            reply = peerwire.read_handshake_reply(s)
+        assert reply is not None
+        assert uuid not in reply["reason"], reply["reason"]
+        assert reply["self"]["cluster_uuid"] in (None, b""), reply["self"]
+        assert raw not in repr(reply).encode()
+    wait_log(lead, f"(uuid {uuid})", since)
+
+
 # ---- (b) a forward without the client's password -------------------------
 
 
