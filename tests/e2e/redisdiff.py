@@ -343,11 +343,6 @@ ALLOWED += [
          if k not in (b"databases", b"appendonly")),
      "docs/clients.md: CONFIG GET answers baton's own values (databases "
      "1: one database; appendonly yes: every write is in the log)"),
-    ("auth", lambda c, r, b: len(c) == 3 and arg(c, 1) != b"default" and
-     r == ("error", b"WRONGPASS invalid username-password pair or user "
-           b"is disabled.") and b == ("simple", b"OK"),
-     "docs/clients.md: AUTH ignores the user name (one user, default); "
-     "without --password any password is taken, as Redis's default user"),
     ("scan", lambda c, r, b: len(c) > 1 and b == (
         "error", b"ERR invalid cursor") and r != b and not arg(c, 1).isdigit(),
      "docs/kv.md: a cursor is a plain decimal (Redis's strtoul also "
