@@ -582,6 +582,19 @@ def _remove_what_a_passed_test_wrote(request):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def remove_basetemp_if_passed(session, exitstatus):
+    """pytest keeps the temporary folders of its last three runs; a run
+    that passed leaves none (what module fixtures wrote included)."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if exitstatus == 0 and factory is not None and \
+            getattr(factory, "_basetemp", None) is not None:
+        shutil.rmtree(factory.getbasetemp(), ignore_errors=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    remove_basetemp_if_passed(session, exitstatus)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On failure, attach the tail of every node's log to the report."""
