@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h" /* src/relay: relay_client_use_secret */
 #include "log.h"
 #include "server.h"
 #if BATON_TEST_LOSE_UNSYNCED
@@ -179,6 +180,9 @@ static int run(struct server *s)
 	server_addresses_to_transport(s);
 	identity_start(s);
 	int code = 0;
+	/* Every relay client of this process proves the relay secret. */
+	if (s->cfg.has_relay_secret)
+		relay_client_use_secret(&s->cfg.relay_secret);
 	if (backup_restore_start(s) != 0)
 		code = SERVER_EXIT_REFUSED; /* a directory with state */
 	else if (join_start(s) != 0 || founding_start(s) != 0 ||
