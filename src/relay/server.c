@@ -602,6 +602,9 @@ int relay_run(const struct relay_config *cfg, char *err, size_t errlen)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	srv->incarnation =
 		(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	/* The nonces seen die with the process: a proof made before this
+	 * start could be a replay the previous process accepted. */
+	srv->nonces.floor_ms = srv->incarnation / 1000000u;
 	relay_table_init(&srv->table);
 	int rc = load_state(srv, err, errlen);
 	if (rc == 0)

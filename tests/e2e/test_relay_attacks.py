@@ -243,6 +243,30 @@ def test_registration_needs_a_proof_of_the_clusters_secret(tmp_path,
         relay.kill()
 
 
+def test_a_captured_hello_is_refused_after_a_relay_restart(tmp_path,
+                                                          secrets):
+    good, _ = secrets
+    relay = start_relay(tmp_path, "--cluster-secret", f"old={good}")
+    try:
+        key = relay_key(good.read_bytes())
+        raw = proven_hello(key, "old", 1, 11)
+        c, w = welcome(relay.port, raw)
+        assert w["code"] == 0, w
+        c.close()
+        # The relay forgets its nonces when it restarts; the capture
+        # must not work on the new process either.
+        relay.kill()
+        time.sleep(0.05)
+        relay.start()
+        c, w = welcome(relay.port, raw)
+        assert w["code"] == REFUSED and "already used" in w["reason"], w
+        # A fresh proof registers.
+        c, w = welcome(relay.port, proven_hello(key, "old", 1, 11))
+        assert w["code"] == 0, w
+    finally:
+        relay.kill()
+
+
 def test_open_clusters_only_when_asked(tmp_path, secrets):
     good, _ = secrets
     relay = start_relay(tmp_path, "--cluster-secret", f"old={good}",
