@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -251,6 +252,29 @@ static int cluster_secret_flag(const char *v,
 	return 0;
 }
 
+/* Descriptors besides the connections: the listener, the loop's, the
+ * state file, the log. */
+#define RELAY_FDS_SPARE 64u
+
+/* --max-connections needs as many descriptors: raise the soft limit up to
+ * the hard one if needed, and say so when even that is short (accepts
+ * would then fail before the limits of docs/relay-server.md apply). */
+static void fit_fd_limit(uint32_t connections_max)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)connections_max + RELAY_FDS_SPARE;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rlim_t hard = rl.rlim_max;
+	rl.rlim_cur = hard == RLIM_INFINITY || hard >= want ? want : hard;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+		relay_log(RELAY_LOG_WARN,
+			  "only %llu file descriptors (ulimit -n) for "
+			  "--max-connections %u: raise the limit or lower the "
+			  "flag",
+			  (unsigned long long)rl.rlim_cur, connections_max);
+}
+
 /* Hold DIR/relay.lock for the life of the process: two relays on one
  * data directory would number views independently. */
 static int lock_data_dir(const char *dir)
@@ -413,6 +437,7 @@ int main(int argc, char **argv)
 	rc = lock_data_dir(cfg.data_dir);
 	if (rc != 0)
 		return rc;
+	fit_fd_limit(cfg.connections_max);
 	if (cfg.n_secrets == 0)
 		relay_log(RELAY_LOG_WARN,
 			  "WARNING: no --cluster-secret: registration is open; "
