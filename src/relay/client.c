@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "address.h"
 #include "address_uv.h"
+#include "relay_auth.h"
 #include "baton/assert.h"
 #include "baton/errors.h"
 /* batond's log (src/relay/log.h is baton-relay's own). */
@@ -422,6 +424,24 @@ static void send_hello(struct relay_client *c)
 	h->release = c->cfg.release;
 	h->address.ptr = c->address;
 	h->address.len = (uint16_t)strlen(c->address);
+	uint8_t entry[BATON_RELAY_PROOF_ENTRY_LEN];
+	if (c->has_key) {
+		struct baton_relay_hello_proof p;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t wall_ms = (uint64_t)ts.tv_sec * 1000u +
+				   (uint64_t)ts.tv_nsec / 1000000u;
+		if (relay_auth_prove(c->key, h, wall_ms, &p) != 0) {
+			LOG_ERROR("relay %s: no random bytes for the HELLO "
+				  "proof: retrying with back-off",
+				  c->relay_addr);
+			relay_client__set_error(c, "no random bytes");
+			relay_client__lose_connection(c);
+			return;
+		}
+		f.ext.ptr = entry;
+		f.ext.len = (uint32_t)baton_relay_proof_put(&p, entry);
+	}
 	if (!relay_client__conn_send_frame(c->conn, &f)) {
 		relay_client__set_error(c, "cannot send HELLO");
 		relay_client__lose_connection(c);
@@ -568,6 +588,21 @@ static int check_config(const struct relay_client_config *cfg)
 	return BATON_EINVAL;
 }
 
+/* See relay_client_use_secret(). */
+static struct {
+	bool set;
+	uint8_t key[RELAY_AUTH_KEY_LEN];
+} default_key;
+
+void relay_client_use_secret(const struct baton_peer_secret *secret)
+{
+	default_key.set = secret != NULL;
+	if (secret != NULL)
+		relay_auth_key(secret, default_key.key);
+	else
+		memset(default_key.key, 0, sizeof default_key.key);
+}
+
 int relay_client_start(uv_loop_t *loop, const struct relay_client_config *cfg,
 		       const struct relay_client_callbacks *cb,
 		       struct relay_client **out)
@@ -594,6 +629,14 @@ int relay_client_start(uv_loop_t *loop, const struct relay_client_config *cfg,
 	c->cfg.relay_addr = c->relay_addr;
 	c->cfg.cluster_id = c->cluster_id;
 	c->cfg.address = c->address;
+	c->cfg.secret = NULL; /* only its key is kept */
+	if (cfg->secret != NULL) {
+		relay_auth_key(cfg->secret, c->key);
+		c->has_key = true;
+	} else if (default_key.set) {
+		memcpy(c->key, default_key.key, sizeof c->key);
+		c->has_key = true;
+	}
 	if (c->cfg.reconnect_min_ms == 0)
 		c->cfg.reconnect_min_ms = RELAY_CLIENT_RECONNECT_MIN_MS;
 	if (c->cfg.reconnect_max_ms == 0)

@@ -30,6 +30,7 @@
 
 #include "baton/types.h"
 #include "baton/version.h"
+#include "transport.h"
 
 /* The bound of the outgoing queue (messages kept until acknowledged,
  * over every stream): payload bytes and messages. */
@@ -64,7 +65,18 @@ struct relay_client_config {
 	/* PING after this long without sending; ERROR TIMEOUT and reconnect
 	 * after this long without receiving; 0: the defaults (5 s, 30 s). */
 	uint32_t ping_interval_ms, idle_timeout_ms;
+	/* The cluster's relay secret (relay_auth.h, relay_secret_load): every
+	 * HELLO then carries a proof of it (docs/relay-protocol.md
+	 * HELLO_PROOF). NULL: the process default (relay_client_use_secret),
+	 * if any; else HELLO carries no proof. Only its key is kept. */
+	const struct baton_peer_secret *secret;
 };
+
+/* The secret of the clients started from now on whose config gives none:
+ * batond reads --relay-secret-file at start and sets it here, once, for
+ * every relay client of the process. NULL forgets it. Copied (as its
+ * key). */
+void relay_client_use_secret(const struct baton_peer_secret *secret);
 
 /* A node of the global view. Strings are valid only during the callback. */
 struct relay_view_node {

@@ -115,6 +115,10 @@ struct relay_client {
 	char cluster_id[BATON_RELAY_ID_MAX + 1];
 	char address[BATON_RELAY_ADDR_MAX + 1];
 	struct relay_client_callbacks cb;
+	/* HELLO proofs: the key of the cluster's relay secret (relay_auth.h).
+	 */
+	bool has_key;
+	uint8_t key[32];
 
 	uv_timer_t tick, reconnect;
 	unsigned open_handles; /* timers and connections not yet closed */

@@ -330,6 +330,51 @@ struct baton_relay_frame {
 	struct baton_relay_ext ext;
 };
 
+/* ---- allocated extension tags ---------------------------------------------
+ * docs/relay-protocol.md "Allocated tags". Each is non-critical, so that a
+ * receiver of an older edition skips it. */
+
+/* HELLO: proof that the node holds its cluster's relay secret (a fresh
+ * nonce, the sender's clock and an HMAC-SHA-256 over every HELLO field,
+ * the nonce and the clock). A relay that has no secret skips it. */
+#define BATON_RELAY_TAG_HELLO_PROOF 0x0100u
+#define BATON_RELAY_PROOF_NONCE_LEN 16u
+#define BATON_RELAY_PROOF_MAC_LEN 32u
+/* The value: nonce, timestamp (u64 ms since the epoch), MAC. */
+#define BATON_RELAY_PROOF_LEN                                                  \
+	(BATON_RELAY_PROOF_NONCE_LEN + 8u + BATON_RELAY_PROOF_MAC_LEN)
+/* The whole entry: tag, length, value. */
+#define BATON_RELAY_PROOF_ENTRY_LEN (4u + BATON_RELAY_PROOF_LEN)
+/* The bytes the MAC covers (baton_relay_proof_message): a label, the
+ * HELLO's fields as encoded, the nonce and the timestamp. */
+#define BATON_RELAY_PROOF_MESSAGE_MAX                                          \
+	(32u + 2u + BATON_RELAY_ID_MAX + 8u + 8u + 6u + 2u +                   \
+	 BATON_RELAY_ADDR_MAX + BATON_RELAY_PROOF_NONCE_LEN + 8u)
+
+struct baton_relay_hello_proof {
+	bool present; /* decoded: the area held the entry */
+	uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN];
+	uint64_t timestamp_ms; /* the sender's clock, ms since the epoch */
+	uint8_t mac[BATON_RELAY_PROOF_MAC_LEN];
+};
+
+/* The HELLO_PROOF entry of a decoded HELLO's extension area into *out
+ * (present false when the area has none). Returns 0, or BATON_ECORRUPT
+ * with err (code BAD_EXTENSION) when the entry's value is not exactly
+ * BATON_RELAY_PROOF_LEN bytes. */
+int baton_relay_proof_get(const struct baton_relay_ext *area,
+			  struct baton_relay_hello_proof *out,
+			  struct baton_relay_err *err);
+/* The entry (tag, length, value) of *p into out; returns its length. */
+size_t baton_relay_proof_put(const struct baton_relay_hello_proof *p,
+			     uint8_t out[BATON_RELAY_PROOF_ENTRY_LEN]);
+/* The message the MAC of *p covers, for HELLO *h, into out (cap at least
+ * BATON_RELAY_PROOF_MESSAGE_MAX); returns its length. h must be valid
+ * (as encode would accept it). */
+size_t baton_relay_proof_message(const struct baton_relay_hello *h,
+				 const struct baton_relay_hello_proof *p,
+				 uint8_t *out, size_t cap);
+
 /* ---- streaming, decoding, encoding ------------------------------------- */
 
 /* Where the next frame of a byte stream ends. buf holds len received bytes

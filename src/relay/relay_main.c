@@ -6,14 +6,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "address.h"
+#include "relay_auth.h"
 #include "baton/assert.h"
 #include "baton/errors.h"
 #include "baton/version.h"
@@ -42,7 +45,8 @@ static void usage(FILE *out)
 		"  --log-level L             error, warn, info (default) or "
 		"debug\n"
 		"  --handshake-timeout-ms N  close a connection without HELLO "
-		"or STATUS (10000)\n"
+		"or STATUS this long\n"
+		"                            after it connected (5000)\n"
 		"  --idle-timeout-ms N       close a connection silent this "
 		"long (30000)\n"
 		"  --ping-interval-ms N      PING a connection after this long "
@@ -56,6 +60,38 @@ static void usage(FILE *out)
 		"                            as OVERLOADED (65536)\n"
 		"  --queue-bytes-max N       bytes of all frames queued to one "
 		"node (268435456)\n"
+		"  --max-connections N       connections at once (1024); past "
+		"it a newcomer\n"
+		"                            evicts the oldest not registered "
+		"one\n"
+		"  --max-unregistered-per-address N\n"
+		"                            connections not registered "
+		"(before "
+		"HELLO, monitors)\n"
+		"                            from one IP address (32); past it "
+		"a "
+		"newcomer evicts\n"
+		"                            that address's oldest\n"
+		"\n"
+		"Authentication (docs/relay-server.md):\n"
+		"  --cluster-secret NAME=FILE\n"
+		"                            cluster NAME's relay secret (the "
+		"file its nodes give\n"
+		"                            as --relay-secret-file); "
+		"repeatable. With any, a\n"
+		"                            HELLO must carry a valid proof, "
+		"and a cluster without\n"
+		"                            a secret is refused. Without any, "
+		"anyone who reaches\n"
+		"                            the port can register as any node "
+		"(warned at start)\n"
+		"  --allow-open-clusters     with secrets, still admit "
+		"clusters "
+		"that have none\n"
+		"                            without a proof\n"
+		"  --proof-max-skew-ms N     refuse a proof whose time is this "
+		"far from the relay's\n"
+		"                            clock (60000)\n"
 		"  --help, --version\n");
 }
 
@@ -91,6 +127,11 @@ static const struct option relay_flags[] = {
 	{"queue-messages-max", required_argument, NULL, 'Q'},
 	{"queue-bytes-max", required_argument, NULL, 'B'},
 	{"activate", no_argument, NULL, 'a'},
+	{"max-connections", required_argument, NULL, 'C'},
+	{"max-unregistered-per-address", required_argument, NULL, 'U'},
+	{"cluster-secret", required_argument, NULL, 'S'},
+	{"allow-open-clusters", no_argument, NULL, 'O'},
+	{"proof-max-skew-ms", required_argument, NULL, 'K'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -166,6 +207,74 @@ static bool parse_listen(const char *s, char *host, size_t cap, int *port,
 	return true;
 }
 
+/* --cluster-secret NAME=FILE: the key of NAME's proofs into secrets[*n]. */
+static int cluster_secret_flag(const char *v,
+			       struct relay_cluster_secret *secrets,
+			       uint32_t *n)
+{
+	const char *eq = strchr(v, '=');
+	size_t name_len = eq != NULL ? (size_t)(eq - v) : 0;
+	if (eq == NULL || name_len == 0 || name_len > BATON_RELAY_ID_MAX ||
+	    eq[1] == '\0')
+		return bad_usage("--cluster-secret '%s': expected NAME=FILE "
+				 "(a cluster id of 1 to 255 bytes, then the "
+				 "secret file)",
+				 v);
+	for (size_t i = 0; i < name_len; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+			return bad_usage("--cluster-secret '%s': a control "
+					 "byte in the cluster id",
+					 v);
+	for (uint32_t i = 0; i < *n; i++)
+		if (strlen(secrets[i].cluster_id) == name_len &&
+		    memcmp(secrets[i].cluster_id, v, name_len) == 0)
+			return bad_usage("--cluster-secret '%s': that "
+					 "cluster already has a secret",
+					 v);
+	if (*n == RELAY_CLUSTER_SECRETS_MAX) {
+		fprintf(stderr,
+			"baton-relay: --cluster-secret: at most %u clusters\n",
+			RELAY_CLUSTER_SECRETS_MAX);
+		return EXIT_USAGE;
+	}
+	struct baton_peer_secret secret;
+	char err[1536];
+	if (relay_secret_load(eq + 1, &secret, err, sizeof err) != 0) {
+		fprintf(stderr, "baton-relay: --cluster-secret %.*s: %s\n",
+			(int)name_len, v, err);
+		return EXIT_USAGE;
+	}
+	struct relay_cluster_secret *s = &secrets[(*n)++];
+	memcpy(s->cluster_id, v, name_len);
+	s->cluster_id[name_len] = '\0';
+	relay_auth_key(&secret, s->key);
+	baton_peer_secret_wipe(&secret);
+	return 0;
+}
+
+/* Descriptors besides the connections: the listener, the loop's, the
+ * state file, the log. */
+#define RELAY_FDS_SPARE 64u
+
+/* --max-connections needs as many descriptors: raise the soft limit up to
+ * the hard one if needed, and say so when even that is short (accepts
+ * would then fail before the limits of docs/relay-server.md apply). */
+static void fit_fd_limit(uint32_t connections_max)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)connections_max + RELAY_FDS_SPARE;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rlim_t hard = rl.rlim_max;
+	rl.rlim_cur = hard == RLIM_INFINITY || hard >= want ? want : hard;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+		relay_log(RELAY_LOG_WARN,
+			  "only %llu file descriptors (ulimit -n) for "
+			  "--max-connections %u: raise the limit or lower the "
+			  "flag",
+			  (unsigned long long)rl.rlim_cur, connections_max);
+}
+
 /* Hold DIR/relay.lock for the life of the process: two relays on one
  * data directory would number views independently. */
 static int lock_data_dir(const char *dir)
@@ -200,7 +309,16 @@ int main(int argc, char **argv)
 		.forget_after_ms = RELAY_FORGET_AFTER_MS,
 		.queue_messages_max = RELAY_QUEUE_MESSAGES_MAX,
 		.queue_bytes_max = RELAY_QUEUE_BYTES_MAX,
+		.connections_max = RELAY_CONNECTIONS_MAX,
+		.unregistered_per_address_max =
+			RELAY_UNREGISTERED_PER_ADDRESS_MAX,
+		.proof_skew_ms = RELAY_PROOF_SKEW_MS,
 	};
+	static struct relay_cluster_secret secrets[RELAY_CLUSTER_SECRETS_MAX];
+	cfg.secrets = secrets;
+	/* A peer that closes while the relay writes to it must end only
+	 * that connection (the write fails with EPIPE), not the process. */
+	signal(SIGPIPE, SIG_IGN);
 	char host[256] = "";
 	char why[BATON_ADDR_WHY_MAX] = "";
 	const char *listen_arg = NULL;
@@ -281,6 +399,24 @@ int main(int argc, char **argv)
 			rc = number_flag(got, v, 1, UINT64_MAX, &n);
 			cfg.queue_bytes_max = n;
 			break;
+		case 'C':
+			rc = number_flag(got, v, 16, 65536, &n);
+			cfg.connections_max = (uint32_t)n;
+			break;
+		case 'U':
+			rc = number_flag(got, v, 1, 65536, &n);
+			cfg.unregistered_per_address_max = (uint32_t)n;
+			break;
+		case 'K':
+			rc = number_flag(got, v, 1000, 3600000, &n);
+			cfg.proof_skew_ms = n;
+			break;
+		case 'S':
+			rc = cluster_secret_flag(v, secrets, &cfg.n_secrets);
+			break;
+		case 'O':
+			cfg.allow_open_clusters = true;
+			break;
 		default:
 			rc = bad_flag(got, argv);
 			break;
@@ -295,9 +431,30 @@ int main(int argc, char **argv)
 				       "required");
 	cfg.host = host;
 	BATON_ASSERT(cfg.port > 0 && cfg.port <= 65535);
+	if (cfg.allow_open_clusters && cfg.n_secrets == 0)
+		return bad_usage("%s", "--allow-open-clusters needs at least "
+				       "one --cluster-secret");
 	rc = lock_data_dir(cfg.data_dir);
 	if (rc != 0)
 		return rc;
+	fit_fd_limit(cfg.connections_max);
+	if (cfg.n_secrets == 0)
+		relay_log(RELAY_LOG_WARN,
+			  "WARNING: no --cluster-secret: registration is open; "
+			  "anyone who reaches %s can register as any node of "
+			  "any cluster and receive its messages. Give each "
+			  "cluster a secret (docs/relay-server.md "
+			  "\"Authentication\")",
+			  listen_arg);
+	for (uint32_t i = 0; i < cfg.n_secrets; i++)
+		relay_log(RELAY_LOG_INFO,
+			  "cluster %s: registration needs a proof of its "
+			  "secret",
+			  secrets[i].cluster_id);
+	if (cfg.allow_open_clusters)
+		relay_log(RELAY_LOG_WARN,
+			  "--allow-open-clusters: any other cluster id "
+			  "registers without a proof");
 	char err[1024] = "";
 	rc = relay_run(&cfg, err, sizeof(err));
 	if (rc != 0) {

@@ -17,11 +17,9 @@
 
 /* Where a closing connection is closed even if its peer reads nothing. */
 #define CLOSE_LINGER_MS 2000u
-#define READ_BUF_INITIAL (64u << 10)
-/* Connections at once: the most nodes a view holds, with room for
- * replaced connections still closing and for monitors. Each may buffer
- * one frame of up to FRAME_MAX bytes. */
-#define RELAY_CONNECTIONS_MAX (4u * BATON_RELAY_NODES_MAX)
+/* Small, so that the connections of strangers cost little; a node's
+ * buffer grows up to one frame of FRAME_MAX bytes. */
+#define READ_BUF_INITIAL (4u << 10)
 #define FRAME_MAX (BATON_RELAY_HEADER_LEN + BATON_RELAY_DATA_BODY_MAX)
 
 struct relay_write {
@@ -63,10 +61,24 @@ void relay_buf_release(struct relay_buf *b)
 		free(b);
 }
 
+void conn_reason(struct relay_conn *c, const char *fmt, ...)
+{
+	if (c->close_reason[0] != '\0')
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->close_reason, sizeof c->close_reason, fmt, ap);
+	va_end(ap);
+}
+
 static void on_close(uv_handle_t *h)
 {
 	struct relay_conn *c = h->data;
 	struct relay_server *srv = c->srv;
+	/* One line per connection closed, whoever decided it. */
+	relay_log(RELAY_LOG_INFO, "closed %s%s%s: %s", c->name,
+		  c->ident[0] ? " " : "", c->ident,
+		  c->close_reason[0] ? c->close_reason : "the relay stopped");
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -100,8 +112,10 @@ static void on_write(uv_write_t *req, int status)
 	relay_buf_release(w->buf);
 	free(w);
 	if (status < 0 && status != UV_ECANCELED && !c->closing) {
-		relay_log(RELAY_LOG_INFO, "%s: write failed (%s): closing",
-			  c->name, uv_strerror(status));
+		/* EPIPE, ECONNRESET: the peer went away while the relay was
+		 * writing to it; only this connection ends (SIGPIPE is
+		 * ignored, relay_main.c). */
+		conn_reason(c, "write failed (%s)", uv_strerror(status));
 		session_detach(c);
 		c->closing = true;
 		close_now(c);
@@ -201,6 +215,7 @@ void conn_fail(struct relay_conn *c, uint16_t code, uint16_t frame_type,
 		  c->name, baton_relay_code_name(code), code,
 		  frame_type ? baton_relay_type_name(frame_type) : "none",
 		  text);
+	conn_reason(c, "sent ERROR %s: %s", baton_relay_code_name(code), text);
 	struct baton_relay_frame f = {.type = BATON_RELAY_ERROR};
 	f.u.error.code = code;
 	f.u.error.frame_type = frame_type;
@@ -280,6 +295,7 @@ static void process(struct relay_conn *c)
 				relay_log(RELAY_LOG_WARN,
 					  "%s: malformed ERROR (%s): closing",
 					  c->name, err.text);
+				conn_reason(c, "malformed ERROR received");
 				session_detach(c);
 				c->closing = true;
 				close_now(c);
@@ -311,10 +327,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 				  c->name, c->rlen,
 				  n == UV_EOF ? "end of stream"
 					      : uv_strerror((int)n));
-		else
-			relay_log(RELAY_LOG_DEBUG, "%s: closed (%s)", c->name,
-				  n == UV_EOF ? "end of stream"
-					      : uv_strerror((int)n));
+		conn_reason(c, "%s by the peer%s",
+			    n == UV_EOF ? "end of stream" : uv_strerror((int)n),
+			    c->rlen > 0 ? " inside a frame" : "");
 		session_detach(c);
 		c->closing = true;
 		close_now(c);
@@ -323,6 +338,79 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	c->rlen += (size_t)n;
 	c->last_recv_ms = relay_now_ms(c->srv);
 	process(c);
+}
+
+/* The IP address of sa alone ("127.0.0.1", "::1"). */
+static void host_text(const struct sockaddr *sa, char *out, size_t cap)
+{
+	int rc =
+		sa->sa_family == AF_INET6
+			? uv_ip6_name((const struct sockaddr_in6 *)sa, out, cap)
+			: uv_ip4_name((const struct sockaddr_in *)sa, out, cap);
+	if (rc != 0)
+		snprintf(out, cap, "?");
+}
+
+/* Close x at once to make room for a newcomer (an ERROR is attempted;
+ * the descriptor is freed now, not after the linger). */
+static void evict(struct relay_conn *x, const char *why)
+{
+	conn_reason(x, "evicted before registering: %s", why);
+	conn_fail(x, BATON_RELAY_EREFUSED, 0, "evicted before registering: %s",
+		  why);
+	close_now(x);
+}
+
+/* The limits on connections (docs/relay-server.md "Limits"), for c just
+ * accepted. A stranger's idle connections must not lock out nodes, yet in
+ * tests (and behind a NAT) every node shares one address: so a newcomer
+ * is never refused for room an unregistered connection holds; it evicts
+ * the oldest such connection instead, of its own address when that
+ * address is at its limit, of any address at the global one. Registered
+ * nodes are never evicted. Returns false when c was refused. */
+static bool make_room(struct relay_server *srv, struct relay_conn *c)
+{
+	const struct relay_config *cfg = srv->cfg;
+	uint32_t open = 0, same = 0;
+	struct relay_conn *oldest_same = NULL, *oldest_any = NULL;
+	/* The list is newest first: the last match is the oldest. */
+	for (struct relay_conn *x = srv->conns; x != NULL; x = x->next) {
+		if (x == c || x->closing)
+			continue;
+		open++;
+		if (x->role == CONN_NODE)
+			continue;
+		oldest_any = x;
+		if (strcmp(x->host, c->host) == 0) {
+			same++;
+			oldest_same = x;
+		}
+	}
+	if (same >= cfg->unregistered_per_address_max) {
+		char why[160];
+		snprintf(why, sizeof why,
+			 "%s holds %u unregistered connections, the most one "
+			 "address may (--max-unregistered-per-address)",
+			 c->host, same);
+		evict(oldest_same, why);
+		return true;
+	}
+	if (open < cfg->connections_max)
+		return true;
+	if (oldest_any != NULL) {
+		char why[160];
+		snprintf(why, sizeof why,
+			 "the relay holds %u connections, the most it may "
+			 "(--max-connections)",
+			 open);
+		evict(oldest_any, why);
+		return true;
+	}
+	conn_fail(c, BATON_RELAY_EREFUSED, 0,
+		  "the relay holds %u connections, all of registered nodes, "
+		  "the most it may (--max-connections)",
+		  open);
+	return false;
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -347,6 +435,7 @@ static void on_connection(uv_stream_t *listener, int status)
 	srv->conns = c;
 	srv->conn_count++;
 	if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+		conn_reason(c, "accept failed");
 		c->closing = true;
 		close_now(c);
 		return;
@@ -354,17 +443,16 @@ static void on_connection(uv_stream_t *listener, int status)
 	struct sockaddr_storage sa;
 	int len = sizeof(sa);
 	snprintf(c->name, sizeof(c->name), "connection");
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0)
+	snprintf(c->host, sizeof(c->host), "?");
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0) {
 		baton_sockaddr_text((struct sockaddr *)&sa, c->name,
 				    sizeof(c->name));
-	uv_tcp_nodelay(&c->tcp, 1);
-	c->last_recv_ms = c->last_send_ms = relay_now_ms(srv);
-	if (srv->conn_count > RELAY_CONNECTIONS_MAX) {
-		conn_fail(c, BATON_RELAY_EREFUSED, 0,
-			  "the relay holds %u connections, the most it may",
-			  RELAY_CONNECTIONS_MAX);
-		return;
+		host_text((struct sockaddr *)&sa, c->host, sizeof(c->host));
 	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	c->accepted_ms = c->last_recv_ms = c->last_send_ms = relay_now_ms(srv);
+	if (!make_room(srv, c))
+		return;
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
@@ -378,8 +466,10 @@ static void sweep_conn(struct relay_conn *c, uint64_t now)
 			close_now(c);
 		return;
 	}
+	/* From the accept, not from the last byte: a peer that trickles a
+	 * byte at a time must still register in time. */
 	if (c->role == CONN_NEW &&
-	    now - c->last_recv_ms >= cfg->handshake_timeout_ms) {
+	    now - c->accepted_ms >= cfg->handshake_timeout_ms) {
 		conn_fail(c, BATON_RELAY_ETIMEOUT, 0,
 			  "no HELLO or STATUS within %llu ms of connecting",
 			  (unsigned long long)cfg->handshake_timeout_ms);
@@ -512,6 +602,9 @@ int relay_run(const struct relay_config *cfg, char *err, size_t errlen)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	srv->incarnation =
 		(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	/* The nonces seen die with the process: a proof made before this
+	 * start could be a replay the previous process accepted. */
+	srv->nonces.floor_ms = srv->incarnation / 1000000u;
 	relay_table_init(&srv->table);
 	int rc = load_state(srv, err, errlen);
 	if (rc == 0)

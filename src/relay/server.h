@@ -10,6 +10,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocol.h"
+
+/* A cluster's HELLO proof key (relay_auth.h), from --cluster-secret NAME=FILE.
+ */
+struct relay_cluster_secret {
+	char cluster_id[BATON_RELAY_ID_MAX + 1];
+	uint8_t key[32];
+};
+
+/* --cluster-secret given at most this many times. */
+#define RELAY_CLUSTER_SECRETS_MAX 64u
+
 struct relay_config {
 	const char *host; /* IPv4 or IPv6 number (no brackets) or a name */
 	int port;
@@ -22,15 +34,33 @@ struct relay_config {
 	uint64_t forget_after_ms;      /* a disconnected node leaves the view */
 	uint32_t queue_messages_max;   /* DATA waiting for one node */
 	uint64_t queue_bytes_max;      /* bytes of every frame waiting */
+	/* Connections at once (registered, monitors and new); past it a
+	 * newcomer evicts the oldest unregistered connection, or is refused
+	 * when every connection is a registered node's. */
+	uint32_t connections_max;
+	/* Unregistered connections (before HELLO, and monitors) from one IP
+	 * address; a newcomer past it evicts that address's oldest. */
+	uint32_t unregistered_per_address_max;
+	/* HELLO proofs: the secrets (n_secrets 0: registration is open to
+	 * anyone, the first version's behaviour); a cluster with no secret
+	 * is refused unless allow_open_clusters; a proof whose timestamp is
+	 * further than proof_skew_ms from the relay's clock is refused. */
+	const struct relay_cluster_secret *secrets;
+	uint32_t n_secrets;
+	bool allow_open_clusters;
+	uint64_t proof_skew_ms;
 };
 
 /* Defaults of the flags (docs/relay-server.md). */
-#define RELAY_HANDSHAKE_TIMEOUT_MS 10000u
+#define RELAY_HANDSHAKE_TIMEOUT_MS 5000u
 #define RELAY_IDLE_TIMEOUT_MS 30000u
 #define RELAY_PING_INTERVAL_MS 5000u
 #define RELAY_FORGET_AFTER_MS 600000u
 #define RELAY_QUEUE_MESSAGES_MAX 65536u
 #define RELAY_QUEUE_BYTES_MAX (256ull << 20)
+#define RELAY_CONNECTIONS_MAX 1024u
+#define RELAY_UNREGISTERED_PER_ADDRESS_MAX 32u
+#define RELAY_PROOF_SKEW_MS 60000u
 
 /* Run until SIGINT or SIGTERM. SIGUSR1 activates the relay, SIGUSR2
  * deactivates it. Returns 0 after a signal stopped it, or a BATON_E code

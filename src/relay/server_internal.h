@@ -36,9 +36,27 @@ struct relay_conn {
 	size_t rlen, rcap;
 	uint32_t queue_messages; /* DATA written but not yet sent */
 	uint64_t queue_bytes;	 /* every frame's bytes not yet sent */
-	uint64_t last_recv_ms, last_send_ms, closing_since_ms;
+	uint64_t accepted_ms, last_recv_ms, last_send_ms, closing_since_ms;
 	uint64_t ping_token;
 	char name[64]; /* the peer's address, for the log */
+	char host[64]; /* its IP address alone: the per-address limit */
+	/* "cluster/node" once registered, for the log of its close. */
+	char ident[BATON_RELAY_ID_MAX + 24];
+	/* Why it closes: the first reason given (conn_reason), logged once
+	 * when the handle is closed. */
+	char close_reason[320];
+};
+
+/* HELLO nonces accepted within the proof window (a replayed HELLO reuses
+ * one). Oldest first out; a nonce pushed out raises `floor_ms`, and a
+ * proof not newer than the floor is refused, so that a replay of an
+ * evicted nonce is refused too. */
+#define RELAY_NONCES_MAX 4096u
+struct relay_nonces {
+	uint8_t nonce[RELAY_NONCES_MAX][BATON_RELAY_PROOF_NONCE_LEN];
+	uint64_t timestamp_ms[RELAY_NONCES_MAX];
+	uint32_t head, count;
+	uint64_t floor_ms;
 };
 
 struct relay_server {
@@ -56,6 +74,7 @@ struct relay_server {
 	bool stopping;
 	bool installing_view, view_pending; /* see install_view() */
 	int exit_code;
+	struct relay_nonces nonces;
 	struct baton_relay_node view_nodes[BATON_RELAY_NODES_MAX];
 	struct baton_relay_node_status status_nodes[BATON_RELAY_NODES_MAX];
 };
@@ -68,6 +87,13 @@ void session_detach(struct relay_conn *c);
 void session_forget(struct relay_server *srv);
 /* session.c: activate or deactivate (persisted, then sent to every node). */
 void session_set_active(struct relay_server *srv, bool active);
+
+/* session_auth.c: whether HELLO h (frame extension area ext) may
+ * register: 0, or a WELCOME code with the reason in why. */
+uint16_t session_auth_check(struct relay_server *srv,
+			    const struct baton_relay_hello *h,
+			    const struct baton_relay_ext *ext, char *why,
+			    size_t cap);
 
 /* server.c */
 uint64_t relay_now_ms(const struct relay_server *srv);
@@ -85,6 +111,10 @@ void conn_fail(struct relay_conn *c, uint16_t code, uint16_t frame_type,
 	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Close c once what is queued is sent (after a refusal or LEAVE). */
 void conn_finish(struct relay_conn *c);
+/* Why c closes, for the one line its close logs (the first reason given
+ * is kept). */
+void conn_reason(struct relay_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* A fatal error of the relay itself (the state file cannot be written):
  * log it and stop with exit status 1. */
 void relay_fatal(struct relay_server *srv, const char *fmt, ...)

@@ -148,9 +148,31 @@ static void welcome(struct relay_conn *c, uint16_t code, const char *reason)
 	conn_send_frame(c, &f);
 }
 
-static void on_hello(struct relay_conn *c, const struct baton_relay_hello *h)
+/* Refuse a HELLO: WELCOME with the code and reason, logged, then close. */
+static void refuse(struct relay_conn *c, const struct baton_relay_hello *h,
+		   uint16_t code, const char *reason)
+{
+	relay_log(RELAY_LOG_WARN, "%s: refused %.*s/%llu: %s (%s)", c->name,
+		  (int)h->cluster_id.len, h->cluster_id.ptr,
+		  (unsigned long long)h->node_id, reason,
+		  baton_relay_code_name(code));
+	conn_reason(c, "registration of %.*s/%llu refused: %s",
+		    (int)h->cluster_id.len, h->cluster_id.ptr,
+		    (unsigned long long)h->node_id, reason);
+	welcome(c, code, reason);
+	conn_finish(c);
+}
+
+static void on_hello(struct relay_conn *c, const struct baton_relay_hello *h,
+		     const struct baton_relay_ext *ext)
 {
 	struct relay_server *srv = c->srv;
+	char why[BATON_RELAY_TEXT_MAX];
+	uint16_t code = session_auth_check(srv, h, ext, why, sizeof why);
+	if (code != 0) {
+		refuse(c, h, code, why);
+		return;
+	}
 	void *replaced = NULL;
 	struct relay_node *n =
 		relay_table_register(&srv->table, h, c, &replaced);
@@ -159,14 +181,12 @@ static void on_hello(struct relay_conn *c, const struct baton_relay_hello *h)
 		snprintf(reason, sizeof(reason),
 			 "the view holds %u nodes, the most it may",
 			 BATON_RELAY_NODES_MAX);
-		relay_log(RELAY_LOG_WARN, "%s: refused %.*s/%llu: %s", c->name,
-			  (int)h->cluster_id.len, h->cluster_id.ptr,
-			  (unsigned long long)h->node_id, reason);
-		welcome(c, BATON_RELAY_EVIEW_FULL, reason);
-		conn_finish(c);
+		refuse(c, h, BATON_RELAY_EVIEW_FULL, reason);
 		return;
 	}
 	c->role = CONN_NODE;
+	snprintf(c->ident, sizeof c->ident, "%.*s/%llu", (int)h->cluster_id.len,
+		 h->cluster_id.ptr, (unsigned long long)h->node_id);
 	relay_log(RELAY_LOG_INFO,
 		  "join %.*s/%llu incarnation %llu release %u.%u.%u address "
 		  "%.*s from %s%s",
@@ -196,6 +216,7 @@ static void on_leave(struct relay_conn *c, const struct baton_relay_leave *l)
 		  (unsigned long long)n->node_id, c->name,
 		  baton_relay_escape(l->reason.ptr, l->reason.len, reason,
 				     sizeof(reason)));
+	conn_reason(c, "left (LEAVE: %s)", reason);
 	relay_table_remove(&c->srv->table, n);
 	c->role = CONN_DONE;
 	install_view(c->srv, "a node left");
@@ -327,6 +348,8 @@ static void on_error(struct relay_conn *c, const struct baton_relay_error *e)
 		  baton_relay_code_name(e->code), e->code,
 		  baton_relay_escape(e->text.ptr, e->text.len, text,
 				     sizeof(text)));
+	conn_reason(c, "the peer sent ERROR %s",
+		    baton_relay_code_name(e->code));
 	conn_finish(c);
 }
 
@@ -361,7 +384,7 @@ void session_frame(struct relay_conn *c, const struct baton_relay_frame *f)
 	uint16_t type = (uint16_t)f->type;
 	if (c->role == CONN_NEW) {
 		if (type == BATON_RELAY_HELLO) {
-			on_hello(c, &f->u.hello);
+			on_hello(c, &f->u.hello, &f->ext);
 		} else if (type == BATON_RELAY_STATUS) {
 			c->role = CONN_MONITOR;
 			on_status(c);

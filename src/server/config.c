@@ -18,6 +18,7 @@
 #include "baton/assert.h"
 #include "config_internal.h"
 #include "log.h"
+#include "relay_auth.h"
 
 /* getopt_long's value of option i of config_options[]. */
 #define FLAG_BASE 0x100
@@ -465,10 +466,35 @@ static int peer_security(struct server_config *c)
 	return -1;
 }
 
+/* --relay-secret-file (docs/relay-server.md "Authentication"): read with
+ * the relay's reader (a regular file, refused before it is opened
+ * otherwise: a FIFO would block), which then applies the peer secret's
+ * rules. */
+static int relay_secret(struct server_config *c)
+{
+	if (c->relay_secret_file[0] == '\0')
+		return 0;
+	if (c->relay[0] == '\0') {
+		fprintf(stderr, "batond: --relay-secret-file needs --relay "
+				"HOST:PORT\n");
+		return -1;
+	}
+	char err[1536];
+	if (relay_secret_load(c->relay_secret_file, &c->relay_secret, err,
+			      sizeof err) != 0) {
+		fprintf(stderr, "batond: --relay-secret-file: %s\n", err);
+		return -1;
+	}
+	c->has_relay_secret = true;
+	return 0;
+}
+
 /* The migration's flags (docs/relay.md): a cluster cannot import from
  * itself, and an import needs the relay. */
 static int relay_options(struct server_config *c)
 {
+	if (relay_secret(c) != 0)
+		return -1;
 	if (c->relay_cluster[0] == '\0')
 		snprintf(c->relay_cluster, sizeof c->relay_cluster, "%s",
 			 c->cluster_id);

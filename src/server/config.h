@@ -81,6 +81,12 @@ struct server_config {
 	 * cluster to import from ("": this node is not on the new side). */
 	char relay[BATON_ADDR_MAX];
 	char relay_cluster[256];
+	/* --relay-secret-file: this cluster's relay secret, read while
+	 * parsing (has_relay_secret); every HELLO carries a proof of it
+	 * (src/relay/relay_auth.h). */
+	char relay_secret_file[1024];
+	bool has_relay_secret;
+	struct baton_peer_secret relay_secret;
 	char migrate_from[256];
 	/* The one cluster this (old) node exports to and fences for. */
 	char migrate_to[256];

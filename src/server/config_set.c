@@ -50,6 +50,7 @@ const struct config_option config_options[] = {
 	{"as-release", "X.Y.Z"},
 	{"relay", "HOST:PORT"},
 	{"relay-cluster", "NAME"},
+	{"relay-secret-file", "PATH"},
 	{"migrate-from", "NAME"},
 	{"migrate-to", "NAME"},
 	{"restore", "FILE"},
@@ -461,6 +462,9 @@ static int names(struct server_config *c, const struct config_origin *o)
 		return text(o, c->relay, sizeof c->relay);
 	if (strcmp(n, "relay-cluster") == 0)
 		return text(o, c->relay_cluster, sizeof c->relay_cluster);
+	if (strcmp(n, "relay-secret-file") == 0)
+		return text(o, c->relay_secret_file,
+			    sizeof c->relay_secret_file);
 	if (strcmp(n, "migrate-from") == 0)
 		return text(o, c->migrate_from, sizeof c->migrate_from);
 	if (strcmp(n, "migrate-to") == 0)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h" /* src/relay: relay_client_use_secret */
 #include "log.h"
 #include "server.h"
 #if BATON_TEST_LOSE_UNSYNCED
@@ -180,6 +181,17 @@ static int run(struct server *s)
 	server_addresses_to_transport(s);
 	identity_start(s);
 	int code = 0;
+	/* Every relay client of this process proves the relay secret. */
+	if (s->cfg.has_relay_secret) {
+		relay_client_use_secret(&s->cfg.relay_secret);
+		LOG_INFO("relay %s: HELLO proves the relay secret of %s",
+			 s->cfg.relay, s->cfg.relay_secret_file);
+	} else if (s->cfg.relay[0] != '\0') {
+		LOG_WARN("relay %s: no --relay-secret-file, so this node's "
+			 "HELLO carries no proof: a relay that has a secret "
+			 "for cluster %s refuses it",
+			 s->cfg.relay, s->cfg.relay_cluster);
+	}
 	if (backup_restore_start(s) != 0)
 		code = SERVER_EXIT_REFUSED; /* a directory with state */
 	else if (join_start(s) != 0 || founding_start(s) != 0 ||

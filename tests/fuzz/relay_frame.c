@@ -7,8 +7,12 @@
  *     never a refusal, and the number asked for is right;
  *   - the round trip is exact: a decoded frame encodes to its input,
  *     byte for byte (the encoding is canonical: the same values have one
- *     encoding), and its lists and extension areas walk to their ends.
- * Seeds: the golden frames (tests/relay/golden). */
+ *     encoding), and its lists and extension areas walk to their ends;
+ *   - a HELLO's HELLO_PROOF entry (tag 0x0100) is read or refused with
+ *     BAD_EXTENSION, a read one writes back to the same entry bytes, and
+ *     the message its MAC covers is built within its bound.
+ * Seeds: the golden frames (tests/relay/golden, hello_proof.bin among
+ * them). */
 #include <string.h>
 
 #include "baton/errors.h"
@@ -64,11 +68,49 @@ static void collect_lists(struct baton_relay_frame *f)
 	}
 }
 
+static uint8_t proof_message[BATON_RELAY_PROOF_MESSAGE_MAX];
+
+/* The HELLO_PROOF entry of a decoded HELLO (docs/relay-protocol.md
+ * "Allocated tags"). */
+static void check_proof(const struct baton_relay_frame *f)
+{
+	if (f->type != BATON_RELAY_HELLO)
+		return;
+	struct baton_relay_hello_proof p;
+	struct baton_relay_err err = {0};
+	int rv = baton_relay_proof_get(&f->ext, &p, &err);
+	if (rv != 0) {
+		check_refusal(rv, &err);
+		FUZZ_CHECK(err.code == BATON_RELAY_EBAD_EXTENSION, "code %u",
+			   err.code);
+		return;
+	}
+	if (!p.present)
+		return;
+	struct baton_relay_ext rest = f->ext;
+	struct baton_relay_ext_entry e;
+	const uint8_t *at = NULL;
+	while (at == NULL && baton_relay_ext_next(&rest, &e))
+		if (e.tag == BATON_RELAY_TAG_HELLO_PROOF)
+			at = e.value - 4;
+	FUZZ_CHECK(at != NULL, "a proof read from no entry");
+	uint8_t entry[BATON_RELAY_PROOF_ENTRY_LEN];
+	size_t n = baton_relay_proof_put(&p, entry);
+	FUZZ_CHECK(n == sizeof entry && memcmp(entry, at, n) == 0,
+		   "the proof does not write back to its entry");
+	size_t m = baton_relay_proof_message(&f->u.hello, &p, proof_message,
+					     sizeof proof_message);
+	FUZZ_CHECK(m > BATON_RELAY_PROOF_NONCE_LEN + 8 &&
+			   m <= sizeof proof_message,
+		   "proof message of %zu bytes", m);
+}
+
 static void round_trip(const uint8_t *frame, size_t len,
 		       enum baton_relay_dir dir, struct baton_relay_frame *f)
 {
 	collect_lists(f);
 	walk_ext(f->ext);
+	check_proof(f);
 	size_t out_len;
 	struct baton_relay_err err;
 	int rv = baton_relay_encode(f, dir, out, sizeof out, &out_len, &err);

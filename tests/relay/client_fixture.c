@@ -27,6 +27,7 @@
  */
 
 struct relay_proc relay; /* the one this test started */
+const char *relay_extra_flag;
 
 static int free_port(void)
 {
@@ -72,9 +73,12 @@ void relay_start(bool activate)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
+		const char *extra = relay_extra_flag;
+		const char *act = activate ? "--activate" : NULL;
 		execl(BATON_RELAY_BINARY, BATON_RELAY_BINARY, "--listen",
 		      listen, "--data", relay.dir, "--log-level", "info",
-		      activate ? "--activate" : NULL, (char *)NULL);
+		      extra != NULL ? extra : act, extra != NULL ? act : NULL,
+		      (char *)NULL);
 		_exit(127);
 	}
 	relay.pid = pid;
@@ -116,6 +120,7 @@ static void setup(void)
 	cr_assert(mkdtemp(relay.dir) != NULL);
 	relay.port = free_port();
 	relay.pid = 0;
+	relay_extra_flag = NULL;
 }
 
 void teardown(void)

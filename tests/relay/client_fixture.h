@@ -22,6 +22,8 @@ struct relay_proc {
 };
 
 extern struct relay_proc relay; /* the one this test started */
+/* One more flag for the next relay_start() ("--name=value"), or NULL. */
+extern const char *relay_extra_flag;
 
 #define MAX_SOURCES 4
 
