@@ -142,15 +142,22 @@ void pl_clock_receive(struct baton_pipeline *p, const struct baton_msg *m)
 	row->offset_ms = (int64_t)s->wall_ms - (int64_t)(wall - rtt / 2);
 	row->rtt_ms = rtt;
 	row->sample_ms = now;
+	row->wall_mono_ms = (int64_t)wall - (int64_t)now;
 }
 
 static enum peer_view view_of(const struct baton_pipeline *p,
 			      const struct pl_clock_peer *row)
 {
+	uint64_t now = pl_now(p);
 	if (row == NULL || !row->known ||
-	    pl_now(p) - row->sample_ms > CLOCK_SAMPLE_FRESH_MS)
+	    now - row->sample_ms > CLOCK_SAMPLE_FRESH_MS)
 		return PEER_UNKNOWN;
 	uint64_t bound = p->c.max_clock_offset_ms;
+	/* Our own wall clock stepped since the sample (set by hand, or a
+	 * jump): what the sample said of it no longer holds. */
+	int64_t wall_mono = (int64_t)wall_now(p) - (int64_t)now;
+	if (abs64(wall_mono - row->wall_mono_ms) > bound / 2)
+		return PEER_UNKNOWN;
 	uint64_t off = abs64(row->offset_ms), half = row->rtt_ms / 2;
 	if (off > half && off - half > bound)
 		return PEER_DISAGREES;
@@ -163,7 +170,9 @@ static void judge(struct baton_pipeline *p)
 	struct pl_clock *c = &p->clock;
 	struct baton_raft_status st;
 	baton_raft_status(p->raft, &st);
-	c->voters = c->agree = c->disagree = 0;
+	c->voters = c->agree = c->disagree = c->sampling = 0;
+	/* A leader counts only what it measured since it became leader. */
+	c->verdict_as_leader = p->role == BATON_LEADER;
 	for (uint32_t i = 0; i < st.config.n; i++) {
 		const struct baton_member *mb = &st.config.members[i];
 		if (mb->role != BATON_VOTER)
@@ -173,7 +182,12 @@ static void judge(struct baton_pipeline *p)
 			c->agree++;
 			continue;
 		}
-		enum peer_view pv = view_of(p, find_peer(c, mb->id));
+		const struct pl_clock_peer *row = find_peer(c, mb->id);
+		c->sampling += row != NULL && row->last_wall_ms != 0;
+		enum peer_view pv = view_of(p, row);
+		if (c->verdict_as_leader && pv != PEER_UNKNOWN &&
+		    row->sample_ms < c->leader_since_ms)
+			pv = PEER_UNKNOWN;
 		c->agree += pv == PEER_AGREES;
 		c->disagree += pv == PEER_DISAGREES;
 	}
@@ -268,27 +282,39 @@ void pl_clock_tick(struct baton_pipeline *p)
  * trusted: the wall clock may move machine time. It is when the check is
  * off (the bound is 0: batond before this rule, plus never going back),
  * when we are the only voter, and when a majority of the voters agree
- * with our clock. When neither a majority agrees nor one disagrees yet (a
- * leader just elected), what we saw as a follower decides: our old
- * leader's clock agreed with ours; else, without evidence either way, we
- * trust our clock after an election timeout as leader.
+ * with our clock (measured since we lead). When neither a majority agrees
+ * nor one disagrees yet (a leader just elected), what we saw as a
+ * follower decides: whether our old leader's clock agreed with ours. With
+ * no evidence either way the wall clock is not trusted, unless no voter
+ * sends samples at all (peers of an older protocol: then, after an
+ * election timeout as leader, as before the check).
  */
 static bool trusted(const struct baton_pipeline *p)
 {
 	const struct pl_clock *c = &p->clock;
 	if (!checked(p))
 		return true;
-	if (c->voters <= 1 || c->agree >= majority(c))
+	if (c->voters == 1)
+		return true; /* alone: nobody to disagree */
+	if (c->barred)
+		return false;
+	/* The verdict of the last tick, if it was taken as leader. */
+	bool verdict = c->verdict_as_leader && p->role == BATON_LEADER;
+	if (verdict && c->agree >= majority(c))
 		return true;
-	if (c->disagree >= majority(c) || c->barred)
+	if (verdict && c->disagree >= majority(c))
 		return false;
 	enum peer_view before =
 		view_of(p, find_peer(&p->clock, p->clock.last_leader));
 	if (before != PEER_UNKNOWN)
 		return before == PEER_AGREES;
-	return p->role == BATON_LEADER &&
-	       pl_now(p) - p->clock.leader_since_ms >=
-		       p->c.raft.election_timeout_ms;
+	/* Peers that measure nothing (an older protocol): after an election
+	 * timeout as leader with no sample from any voter, the wall clock as
+	 * before the check. Not ticked since it became leader: it has led
+	 * for no time yet. */
+	if (p->role != BATON_LEADER || !c->was_leader || c->sampling > 0)
+		return false;
+	return pl_now(p) - c->leader_since_ms >= p->c.raft.election_timeout_ms;
 }
 
 uint64_t baton_pipeline_machine_stamp(struct baton_pipeline *p,

@@ -118,6 +118,9 @@ struct pl_clock_peer {
 	int64_t offset_ms; /* its clock minus ours */
 	uint64_t rtt_ms;
 	uint64_t sample_ms;
+	/* Our wall clock minus our monotonic clock at the sample: a step of
+	 * our own wall clock since makes the sample stale. */
+	int64_t wall_mono_ms;
 };
 
 struct pl_clock {
@@ -139,6 +142,10 @@ struct pl_clock {
 	/* The voters' verdict on our clock at the last tick (we count as
 	 * agreeing with ourselves). */
 	uint32_t voters, agree, disagree;
+	/* Voters other than us that ever sent a clock sample (0: peers of
+	 * an older protocol, or none heard yet). */
+	uint32_t sampling;
+	bool verdict_as_leader; /* judged as leader, from this term's samples */
 	/* Machine-time stamps: the last one and the anchor they move from
 	 * (a stamp and the monotonic time it was made at). */
 	bool anchored;
