@@ -129,3 +129,49 @@ def test_a_fast_clock_is_warned_about_and_does_not_cost_data(cluster):
     took = time.monotonic() - start
     assert 1.5 <= took <= 4.0, f"SET EX 2 expired after {took:.1f} s"
     assert c.get("through-the-fast-node") == "x"
+
+
+def test_a_leader_after_a_fast_one_does_not_freeze_ttls(cluster):
+    """With the check off on the fast node (--max-clock-offset 0: its
+    wall clock is trusted, as every leader's was before the check), its
+    leadership stamps machine time an hour ahead. The correct leader after
+    it continues from there at the speed of real time: SET EX 2 expires in
+    about 2 s (before: machine time stayed where the fast leader left it
+    until the new leader's wall clock caught up, an hour later)."""
+    cluster.start(3)
+    fast = cluster.node(3)
+    fast.terminate()
+    fast.binary = faketime_wrapper(cluster.root)
+    fast.args = fast.args + ["--max-clock-offset", "0"]
+    fast.restart()
+    leader = cluster.leader(exclude=(fast,))
+    term = int(leader.info()["term"])
+    cluster.batonctl("transfer", fast.id, node=leader)
+    wait_for("node 3 to lead", lambda: cluster.find_leader() is fast)
+    c = fast.client()
+    assert c.set("stamped-by-the-fast-node", "x")
+    # Machine time is now an hour ahead of the correct clocks.
+    assert c.set("probe", "v", exat=int(time.time()) + 600)
+    assert c.exists("probe") == 0, "machine time did not move ahead"
+    # Its clock is off only for itself: nothing bars it.
+    time.sleep(1.0)
+    assert cluster.find_leader() is fast
+    cluster.batonctl("transfer", leader.id, node=fast)
+    wait_for("node 1 or 2 to lead again",
+             lambda: (lambda m: m if m is not None and m is not fast
+                      else None)(cluster.find_leader()))
+    new = cluster.find_leader()
+    assert int(new.info()["term"]) > term
+    c = new.client()
+    start = time.monotonic()
+    assert c.set("short", "v", ex=2)
+    time.sleep(1.0)
+    assert c.exists("short") == 1, "SET EX 2 expired within 1 s"
+    wait_for("SET EX 2 to expire", lambda: c.exists("short") == 0,
+             timeout=6.0)
+    took = time.monotonic() - start
+    assert 1.5 <= took <= 4.0, f"SET EX 2 expired after {took:.1f} s"
+    # TTL counts down too.
+    assert c.set("ttl", "v", ex=100)
+    time.sleep(1.5)
+    assert 95 <= c.ttl("ttl") <= 99
