@@ -60,29 +60,37 @@ static uint64_t abs64(int64_t v)
 	return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
 }
 
-static struct pl_clock_peer *find_peer(const struct pl_clock *c,
-				       baton_node_id id)
+/* The index of the peer's row, or n_peers when it has none. */
+static uint32_t peer_at(const struct pl_clock *c, baton_node_id id)
 {
-	for (uint32_t i = 0; i < c->n_peers; i++)
-		if (c->peers[i].id == id)
-			return (struct pl_clock_peer *)&c->peers[i];
-	return NULL;
+	uint32_t i = 0;
+	while (i < c->n_peers && c->peers[i].id != id)
+		i++;
+	return i;
+}
+
+static const struct pl_clock_peer *find_peer(const struct pl_clock *c,
+					     baton_node_id id)
+{
+	uint32_t i = peer_at(c, id);
+	return i < c->n_peers ? &c->peers[i] : NULL;
 }
 
 /* The peer's row, made if needed; a full table reuses the row heard from
  * least lately (a removed member's). */
 static struct pl_clock_peer *peer_row(struct pl_clock *c, baton_node_id id)
 {
-	struct pl_clock_peer *row = find_peer(c, id);
-	if (row != NULL)
-		return row;
+	uint32_t i = peer_at(c, id);
+	if (i < c->n_peers)
+		return &c->peers[i];
+	struct pl_clock_peer *row;
 	if (c->n_peers < BATON_CLOCK_PEERS_MAX) {
 		row = &c->peers[c->n_peers++];
 	} else {
 		row = &c->peers[0];
-		for (uint32_t i = 1; i < c->n_peers; i++)
-			if (c->peers[i].last_recv_ms < row->last_recv_ms)
-				row = &c->peers[i];
+		for (uint32_t k = 1; k < c->n_peers; k++)
+			if (c->peers[k].last_recv_ms < row->last_recv_ms)
+				row = &c->peers[k];
 	}
 	memset(row, 0, sizeof *row);
 	row->id = id;
