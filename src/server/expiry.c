@@ -21,22 +21,12 @@
  * proposes.
  */
 #include <inttypes.h>
-#include <time.h>
 
 #include "log.h"
 #include "server.h"
 
 #define SWEEP_PERIOD_MS 50u
 #define SWEEP_CLOCK_MS 500u
-
-uint64_t server_wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (ts.tv_sec < 0)
-		return 0; /* a clock before 1970: stamps never go below 0 */
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 uint64_t server_machine_stamp(struct server *s)
 {

@@ -711,8 +711,6 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local);
 void txn_free(struct client_state *cs);
 
 /* ---- expiry.c ---- */
-/* This host's wall clock, unix ms. */
-uint64_t server_wall_ms(void);
 /* The machine-time stamp of a payload this leader proposes now: never
  * below the machine time applied, moving with the monotonic clock, and
  * following the wall clock only while the clock check trusts it

@@ -6,7 +6,9 @@
  * leader's half of the time, and sets it right again later; the liveness
  * phase sets every clock right.
  *
- * The invariants, checked at every tick of a node:
+ * The invariants, checked at every tick of a node (a failure says `clock
+ * safety:` for machine time below a stamp or ahead of the correct clocks,
+ * which scripts/mutants counts, and `clock liveness:` for the others):
  *   - machine time, as the leader would stamp it now
  *     (baton_pipeline_machine_stamp, with the largest stamp of the run as
  *     the machine time applied): never below a stamp before it, never
@@ -140,14 +142,16 @@ static void check_stamp(struct sim_world *w, struct sim_node *n)
 		 ceiling = SIM_EPOCH_MS + now + w->p.max_clock_offset_ms;
 	if (stamp < w->clock_machine_ms)
 		sim_fail(w,
-			 "clock: node %llu stamped machine time %llu, below "
+			 "clock safety: node %llu stamped machine time %llu, "
+			 "below "
 			 "%llu stamped before",
 			 (unsigned long long)n->id, (unsigned long long)stamp,
 			 (unsigned long long)w->clock_machine_ms);
 	if (w->p.max_clock_offset_ms > 0 && stamp > ceiling &&
 	    clock_measurable(w, n))
 		sim_fail(w,
-			 "clock: node %llu (clock %+lld ms) stamped machine "
+			 "clock safety: node %llu (clock %+lld ms) stamped "
+			 "machine "
 			 "time %llu ms ahead of the correct clocks (bound "
 			 "%u ms): keys would expire early",
 			 (unsigned long long)n->id, (long long)n->clock_skew_ms,
@@ -156,7 +160,8 @@ static void check_stamp(struct sim_world *w, struct sim_node *n)
 	if (n->clock_term == n->term && n->clock_stamp != 0 &&
 	    stamp < n->clock_stamp + (now - n->clock_now))
 		sim_fail(w,
-			 "clock: node %llu's machine time moved %llu ms in "
+			 "clock liveness: node %llu's machine time moved %llu "
+			 "ms in "
 			 "%llu ms of its term: TTLs frozen",
 			 (unsigned long long)n->id,
 			 (unsigned long long)(stamp - n->clock_stamp),
@@ -207,7 +212,8 @@ static void check_step_down(struct sim_world *w, struct sim_node *n)
 	uint64_t limit = CLOCK_STEP_DOWN_TIMEOUTS * w->p.election_timeout_ms;
 	if (w->now_ms - n->clock_owed_since_ms > limit)
 		sim_fail(w,
-			 "clock: node %llu leads with its clock %+lld ms off "
+			 "clock liveness: node %llu leads with its clock %+lld "
+			 "ms off "
 			 "(bound %llu ms) for %llu ms, measured by a majority",
 			 (unsigned long long)n->id, (long long)n->clock_skew_ms,
 			 (unsigned long long)b,
@@ -227,7 +233,8 @@ void sim_clock_check(struct sim_world *w, struct sim_node *n)
 	    (n->clock_right_since_ms == 0 ||
 	     w->now_ms - n->clock_right_since_ms > CLOCK_BAR_LIMIT_MS))
 		sim_fail(w,
-			 "clock: node %llu, whose clock is right, was barred",
+			 "clock liveness: node %llu, whose clock is right, was "
+			 "barred",
 			 (unsigned long long)n->id);
 	if (n->was_barred != k.barred) {
 		n->was_barred = k.barred;
