@@ -92,41 +92,31 @@ void config_usage(FILE *f)
 		"                          (default 1024; a follower further "
 		"behind gets the snapshot)\n"
 		"  --election-timeout-ms N (default 1000)\n"
-		"  --heartbeat-ms N        (default 100)\n",
+		"  --heartbeat-ms N        (default 100)\n"
+		"  --log-level L           debug, info (default), warn, error\n"
+		"  --log-format F          text (default) or json: one JSON "
+		"object per line\n"
+		"                          (ts, level, node, msg)\n"
+		"  --machine-upgrade S     raise the machine version once all "
+		"members (all,\n"
+		"                          the default) or a quorum of voters "
+		"(quorum) can\n"
+		"  --election-policy P     who may lead: version-aware (the "
+		"default: not below\n"
+		"                          the release floor, the majority "
+		"release first) or\n"
+		"                          any (plain Raft)\n"
+		"  --strict-release        refuse peers and joiners of another "
+		"release\n"
+		"  --accept-joins          as leader, add nodes that ask to "
+		"join "
+		"(--join-seeds)\n"
+		"  --as-release X.Y.Z      run as an older release this binary "
+		"contains (tests)\n"
+		"  --help\n"
+		"  --version               the release, its versions and the "
+		"releases contained\n",
 		SERVER_MAX_CLIENTS_DEFAULT);
-	/* Apart, so that one string literal stays within C's portable
-	 * length. */
-	fputs("  --max-clock-offset MS   wall-clock offset tolerated between "
-	      "nodes (default 500;\n"
-	      "                          0: not checked): beyond it a node "
-	      "warns, and a leader\n"
-	      "                          a majority disagrees with hands "
-	      "over\n",
-	      f);
-	fputs("  --log-level L           debug, info (default), warn, error\n"
-	      "  --log-format F          text (default) or json: one JSON "
-	      "object per line\n"
-	      "                          (ts, level, node, msg)\n"
-	      "  --machine-upgrade S     raise the machine version once all "
-	      "members (all,\n"
-	      "                          the default) or a quorum of voters "
-	      "(quorum) can\n"
-	      "  --election-policy P     who may lead: version-aware (the "
-	      "default: not below\n"
-	      "                          the release floor, the majority "
-	      "release first) or\n"
-	      "                          any (plain Raft)\n"
-	      "  --strict-release        refuse peers and joiners of another "
-	      "release\n"
-	      "  --accept-joins          as leader, add nodes that ask to "
-	      "join "
-	      "(--join-seeds)\n"
-	      "  --as-release X.Y.Z      run as an older release this binary "
-	      "contains (tests)\n"
-	      "  --help\n"
-	      "  --version               the release, its versions and the "
-	      "releases contained\n",
-	      f);
 	/* Apart: one string literal stays within C's portable length. */
 	fputs("\nRestoring a backup (docs/backup.md):\n"
 	      "  --restore FILE          found a new cluster from a backup "
@@ -159,6 +149,14 @@ void config_usage(FILE *f)
 	      "cluster NAME only\n"
 	      "                          (needs --relay; without it, no "
 	      "cluster may import)\n",
+	      f);
+	fputs("\nClocks (docs/operations.md, \"Clocks\"):\n"
+	      "  --max-clock-offset MS   wall-clock offset tolerated between "
+	      "nodes (default 500;\n"
+	      "                          0: not checked): beyond it a node "
+	      "warns, and a leader\n"
+	      "                          a majority disagrees with hands "
+	      "over\n",
 	      f);
 	fputs("\nEvery option can also be given in a config file (--config "
 	      "FILE, or BATON_CONFIG)\nas a line 'name value' (a switch: "

@@ -40,7 +40,6 @@ const struct config_option config_options[] = {
 	{"snapshot-trailing", "N"},
 	{"election-timeout-ms", "N"},
 	{"heartbeat-ms", "N"},
-	{"max-clock-offset", "MS"},
 	{"log-level", "debug|info|warn|error"},
 	{"log-format", "text|json"},
 	{"machine-upgrade", "all|quorum"},
@@ -54,6 +53,7 @@ const struct config_option config_options[] = {
 	{"migrate-to", "NAME"},
 	{"restore", "FILE"},
 	{"metrics", "HOST:PORT"},
+	{"max-clock-offset", "MS"},
 };
 const size_t config_n_options =
 	sizeof config_options / sizeof config_options[0];
