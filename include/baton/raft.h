@@ -176,6 +176,22 @@ struct baton_msg_vote_result {
 	bool granted;
 };
 
+/* Wall-clock samples carried by AppendEntries and their results, so that
+ * nodes can measure how far their clocks are apart (src/node/clock.c,
+ * docs/operations.md "Clocks"). The core neither fills nor reads them: the
+ * node pipeline sets them on every Append and AppendResult it sends and
+ * reads them from every one it receives. All 0: none (a peer of an older
+ * protocol, or a driver without a wall clock). */
+struct baton_clock_sample {
+	/* The sender's wall clock when it sent this, unix ms. */
+	uint64_t wall_ms;
+	/* The last wall_ms the sender received from the receiver, and how
+	 * long it held it (monotonic ms) before this send: the receiver
+	 * gets its round trip from them. */
+	uint64_t echo_wall_ms;
+	uint64_t echo_hold_ms;
+};
+
 struct baton_msg_append {
 	baton_index prev_index;
 	baton_term prev_term;
@@ -185,6 +201,7 @@ struct baton_msg_append {
 	const struct baton_entry *entries;
 	/* Room for the version rules: the leader's capabilities. */
 	struct baton_profile leader;
+	struct baton_clock_sample clock; /* the driver's, see above */
 };
 
 struct baton_msg_append_result {
@@ -197,6 +214,7 @@ struct baton_msg_append_result {
 	baton_index hint_index;
 	baton_term hint_term;
 	uint64_t heartbeat_seq;
+	struct baton_clock_sample clock; /* the driver's, see above */
 };
 
 struct baton_msg_snapshot {
@@ -300,6 +318,13 @@ enum baton_event_type {
 	 * id 0. A peer that vanishes without a close is still caught by the
 	 * election timeout. */
 	BATON_EVENT_PEER_CLOSED = 14,
+	/* The driver's judgement of this node's wall clock (u.clock.barred):
+	 * true when a majority of the voters' clocks differ from ours by
+	 * more than the driver's bound. A barred node does not stand for
+	 * election and ignores TimeoutNow; a barred leader hands leadership
+	 * to the most up-to-date voter (stepping down if that fails). False
+	 * lifts the bar. Never fails. */
+	BATON_EVENT_CLOCK = 15,
 };
 
 enum baton_downgrade_op {
@@ -361,6 +386,9 @@ struct baton_event {
 		struct {
 			baton_node_id id;
 		} peer_closed;
+		struct {
+			bool barred;
+		} clock;
 	} u;
 };
 
@@ -587,6 +615,8 @@ struct baton_raft_status {
 	struct baton_release needs_release;
 	/* enum baton_eligibility: whether this node may stand now. */
 	uint32_t eligibility;
+	/* BATON_EVENT_CLOCK barred this node: it does not stand. */
+	bool clock_barred;
 };
 void baton_raft_status(const struct baton_raft *r,
 		       struct baton_raft_status *out);

@@ -157,6 +157,10 @@ struct baton_raft {
 	struct baton_release needs_release;
 	/* A stalled leader tried to hand its leadership over once. */
 	bool handover_tried;
+	/* The driver found this node's wall clock too far from the others'
+	 * (BATON_EVENT_CLOCK): it does not stand, and as leader hands over
+	 * (clock.c). */
+	bool clock_barred;
 	/* Rule 2's wait (eligibility.c): election timeouts let pass without
 	 * a leader, since when. */
 	uint32_t minority_waits;
@@ -265,6 +269,9 @@ void baton__recv_vote_result(struct baton_raft *r, const struct baton_msg *m);
 bool baton__in_lease(const struct baton_raft *r);
 /* BATON_EVENT_PEER_CLOSED: the connection to peer id closed. */
 void baton__peer_closed(struct baton_raft *r, baton_node_id id);
+/* clock.c: BATON_EVENT_CLOCK, and the barred leader's tick. */
+void baton__clock_barred(struct baton_raft *r, bool barred);
+void baton__clock_leader_tick(struct baton_raft *r);
 
 /* ---- replication.c ----------------------------------------------------- */
 

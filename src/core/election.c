@@ -50,7 +50,7 @@ static bool may_stand_soon(const struct baton_raft *r)
 {
 	BATON_ASSERT(r->role != BATON_LEADER);
 	BATON_ASSERT(r->leader_id == 0);
-	return r->stalled_index == 0 &&
+	return r->stalled_index == 0 && !r->clock_barred &&
 	       baton__eligibility(r, NULL, 0) == BATON_ELIGIBLE;
 }
 
@@ -275,11 +275,13 @@ void baton__election_tick(struct baton_raft *r)
 	if (r->now_ms < r->election_deadline_ms)
 		return;
 	if (!baton__is_voter(r, r->o.id) || r->stalled_index != 0 ||
-	    baton__candidacy_deferred(r)) {
+	    r->clock_barred || baton__candidacy_deferred(r)) {
 		/* Learners and removed nodes never stand, nor does a node
 		 * that stopped applying (it could not serve as leader; the
-		 * floor hold is one such stop: rule 1), and a node of a
-		 * minority release lets a few timeouts pass first (rule 2). */
+		 * floor hold is one such stop: rule 1), nor one whose clock
+		 * the others disagree with (it would step down again), and
+		 * a node of a minority release lets a few timeouts pass
+		 * first (rule 2). */
 		baton__reset_election_timer(r);
 		return;
 	}

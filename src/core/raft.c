@@ -491,6 +491,9 @@ static int dispatch(struct baton_raft *r, struct baton_event *ev)
 			return BATON_EINVAL;
 		baton__peer_closed(r, ev->u.peer_closed.id);
 		return 0;
+	case BATON_EVENT_CLOCK:
+		baton__clock_barred(r, ev->u.clock.barred);
+		return 0;
 	default:
 		return BATON_EINVAL;
 	}
@@ -652,6 +655,7 @@ void baton_raft_status(const struct baton_raft *r,
 	out->versions = r->versions;
 	out->versions_index = r->versions_index;
 	out->stalled_index = r->stalled_index;
+	out->clock_barred = r->clock_barred;
 	out->needs_machine = r->needs_machine;
 	out->needs_release = r->needs_release;
 	out->eligibility = baton__eligibility(r, NULL, 0);

@@ -286,6 +286,11 @@ void baton__leader_tick(struct baton_raft *r)
 		if (r->role != BATON_LEADER)
 			return;
 	}
+	if (r->clock_barred) {
+		baton__clock_leader_tick(r);
+		if (r->role != BATON_LEADER)
+			return;
+	}
 	baton__promotion_check(r);
 	if (r->role != BATON_LEADER)
 		return;

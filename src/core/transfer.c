@@ -84,7 +84,7 @@ void baton__recv_timeout_now(struct baton_raft *r, const struct baton_msg *m)
 {
 	BATON_ASSERT(m->type == BATON_MSG_TIMEOUT_NOW && m->term == r->term);
 	if (r->role == BATON_LEADER || !baton__is_voter(r, r->o.id) ||
-	    r->stalled_index != 0)
+	    r->stalled_index != 0 || r->clock_barred)
 		return;
 	baton__campaign(r, false, true);
 }

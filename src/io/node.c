@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "baton/assert.h"
 #include "log.h"
@@ -182,6 +183,16 @@ static uint64_t env_now_ms(void *data)
 {
 	struct baton_node *n = data;
 	return uv_now(n->loop);
+}
+
+static uint64_t env_wall_ms(void *data)
+{
+	(void)data;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (ts.tv_sec < 0)
+		return 0; /* a clock before 1970: taken as none */
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static void env_leader_changed(void *data, baton_node_id leader)
@@ -423,6 +434,21 @@ baton_index baton_node_stalled(struct baton_node *n, const char **why)
 	return n->stalled_index;
 }
 
+void baton_node_clock(struct baton_node *n, struct baton_pipeline_clock *out)
+{
+	if (n->pipeline == NULL) {
+		memset(out, 0, sizeof *out);
+		return;
+	}
+	baton_pipeline_clock(n->pipeline, out);
+}
+
+uint64_t baton_node_machine_stamp(struct baton_node *n, uint64_t machine_ms)
+{
+	BATON_ASSERT(n->pipeline != NULL);
+	return baton_pipeline_machine_stamp(n->pipeline, machine_ms);
+}
+
 /* ---- identity and founding --------------------------------------------- */
 
 bool baton_node_founding(struct baton_node *n)
@@ -495,6 +521,7 @@ static void pipeline_config(struct baton_node *n,
 	pc->n_founders = c->n_founders;
 	memcpy(pc->founders, c->founders, sizeof pc->founders);
 	pc->bootstrap_deferred = c->defer_bootstrap;
+	pc->max_clock_offset_ms = c->max_clock_offset_ms;
 }
 
 static int open_pipeline(struct baton_node *n, char *err, size_t errlen)
@@ -519,6 +546,7 @@ static int open_pipeline(struct baton_node *n, char *err, size_t errlen)
 	struct baton_pipeline_env env = {
 		.data = n,
 		.now_ms = env_now_ms,
+		.wall_ms = env_wall_ms,
 		.send = env_send,
 		.leader_changed = env_leader_changed,
 		.storage_failed = env_storage_failed,

@@ -99,6 +99,8 @@ struct baton_node_config {
 	/* The cluster's peer secret (the transport's: peers must prove they
 	 * hold it); NULL: no peer authentication. */
 	const struct baton_peer_secret *peer_secret;
+	/* The pipeline's max_clock_offset_ms (0: the clock is not checked). */
+	uint32_t max_clock_offset_ms;
 };
 
 /* Recover from the data directory, start the transport and the timers.
@@ -223,6 +225,12 @@ struct baton_node_status {
 	struct baton_fs_stats storage;
 };
 void baton_node_status(struct baton_node *n, struct baton_node_status *out);
+
+/* The clock check (src/node/clock.c): offsets, the bar, warnings. */
+void baton_node_clock(struct baton_node *n, struct baton_pipeline_clock *out);
+/* The machine-time stamp for an entry proposed now, machine_ms being the
+ * machine time applied last (baton_pipeline_machine_stamp). */
+uint64_t baton_node_machine_stamp(struct baton_node *n, uint64_t machine_ms);
 
 /* The stall, cheaply (for every client command): the first index this
  * node did not apply, 0 if none, and why in *why (valid until the loop

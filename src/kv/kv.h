@@ -10,7 +10,7 @@
  *   3. a read runs with kv_read() on the local map after the read index.
  * Under machine version 2 the server also kv_gate()s every command (a
  * command of a later version gets its -ERR and is not logged), stamps its
- * payloads with the leader's wall clock (kv_encode_v2, kv_encode_txn),
+ * payloads with the leader's machine-time stamp (kv_encode_v2, kv_encode_txn),
  * and the leader proposes kv_encode_sweep() entries while
  * kv_expiry_due() says keys are due. Machine version 3 adds hashes (HSET,
  * HGET, ...) and TYPE: new commands in the same payloads as version 2's.
@@ -149,7 +149,7 @@ int kv_encode(int argc, const uint8_t *const *argv, const size_t *lens,
 	      struct baton_buf *out);
 
 /* Payload format 2 (machine versions 2 and 3): u8 2, u64 stamp_ms, u8 kind,
- * then the kind's body. stamp_ms is the leader's wall clock in unix ms
+ * then the kind's body. stamp_ms is the leader's stamp in unix ms
  * (at most INT64_MAX); applying the payload raises machine time to it.
  * Each returns 0, BATON_EINVAL (a bad stamp, count or length; limits as
  * kv_encode) or BATON_ENOMEM, with out unchanged on failure. */
@@ -248,7 +248,7 @@ uint64_t kv_machine_time_ms(const struct baton_kv *kv);
 /* Number of keys with an expiry. */
 uint64_t kv_expiry_count(const struct baton_kv *kv);
 
-/* Does some key expire at or before now_ms (the leader's wall clock)? The
+/* Does some key expire at or before now_ms (the leader's stamp)? The
  * leader's sweeper then proposes kv_encode_sweep(now_ms,
  * KV_SWEEP_BATCH_KEYS), one at a time, until this is false. */
 bool kv_expiry_due(const struct baton_kv *kv, uint64_t now_ms);

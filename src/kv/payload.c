@@ -8,7 +8,8 @@
  *
  * Format 2 (machine version 2):
  *   u8  format 2
- *   u64 stamp_ms, the leader's wall clock (at most INT64_MAX)
+ *   u64 stamp_ms, the leader's machine-time stamp (at most INT64_MAX;
+ *       docs/kv.md, "Machine time")
  *   u8  kind, then its body:
  *     1 command      a command, as in format 1
  *     2 transaction  u32 n_watches (<= KV_TXN_WATCHES_MAX), each u32 key

@@ -106,6 +106,53 @@ struct pl_snapshot {
 	uint64_t began_ms;
 };
 
+/* What clock.c keeps of one peer's clock. */
+struct pl_clock_peer {
+	baton_node_id id;
+	/* The last wall time it sent us, and when it arrived (monotonic):
+	 * echoed in our next Append or AppendResult to it. */
+	uint64_t last_wall_ms;
+	uint64_t last_recv_ms;
+	/* The last sample with a small round trip (known), and when. */
+	bool known;
+	int64_t offset_ms; /* its clock minus ours */
+	uint64_t rtt_ms;
+	uint64_t sample_ms;
+	/* Our wall clock minus our monotonic clock at the sample: a step of
+	 * our own wall clock since makes the sample stale. */
+	int64_t wall_mono_ms;
+};
+
+struct pl_clock {
+	struct pl_clock_peer peers[BATON_CLOCK_PEERS_MAX];
+	uint32_t n_peers;
+	/* The last leader other than us (its samples say what we thought of
+	 * our clock before we led). */
+	baton_node_id last_leader;
+	uint64_t leader_since_ms; /* when we became leader (monotonic) */
+	bool was_leader;
+	/* The bar told to the core, and until when it holds unless renewed
+	 * by a sample that still disagrees. */
+	bool barred;
+	uint64_t barred_until_ms;
+	uint64_t barred_total;
+	uint64_t warned_ms; /* the last warning (monotonic), for the rate */
+	bool warned_once;
+	uint64_t warnings;
+	/* The voters' verdict on our clock at the last tick (we count as
+	 * agreeing with ourselves). */
+	uint32_t voters, agree, disagree;
+	/* Voters other than us that ever sent a clock sample (0: peers of
+	 * an older protocol, or none heard yet). */
+	uint32_t sampling;
+	bool verdict_as_leader; /* judged as leader, from this term's samples */
+	/* Machine-time stamps: the last one and the anchor they move from
+	 * (a stamp and the monotonic time it was made at). */
+	bool anchored;
+	uint64_t anchor_ms, anchor_mono_ms;
+	uint64_t last_stamp_ms;
+};
+
 struct baton_pipeline {
 	struct baton_pipeline_config c;
 	struct baton_pipeline_env env;
@@ -171,6 +218,7 @@ struct baton_pipeline {
 	uint64_t refusal_logged;
 	char stalled_why[BATON_STALL_TEXT_MAX];
 	baton_index stop_due;
+	struct pl_clock clock;
 };
 
 /* pipeline.c */
@@ -186,6 +234,15 @@ int pl_grow(void **v, uint32_t *cap, size_t elem);
 
 /* The storage failed (rv): stop accepting writes, tell the driver. */
 void pl_storage_failed(struct baton_pipeline *p, int rv);
+
+/* clock.c */
+/* Send m (env.send), with this node's clock sample on an Append or an
+ * AppendResult. */
+void pl_send(struct baton_pipeline *p, const struct baton_msg *m);
+/* A message arrived: take its clock sample. */
+void pl_clock_receive(struct baton_pipeline *p, const struct baton_msg *m);
+/* After each tick: judge the samples, warn, bar or lift the bar. */
+void pl_clock_tick(struct baton_pipeline *p);
 
 /* snapshot.c */
 /* Start a snapshot at the applied index, if none is in progress. */

@@ -235,7 +235,7 @@ static void on_persisted(void *data, uint64_t seq, int status)
 		return;
 	}
 	for (uint32_t i = 0; i < w->n_held; i++)
-		p->env.send(p->env.data, &w->held[i].msg);
+		pl_send(p, &w->held[i].msg);
 	if (w->report) {
 		struct baton_event ev = {.type = BATON_EVENT_PERSISTED};
 		ev.u.persisted.index = w->index;
@@ -272,10 +272,10 @@ static void handle_update(struct baton_pipeline *p,
 		    m->u.snapshot.chunk == NULL) {
 			struct baton_msg filled = *m;
 			if (pl_snapshot_fill_chunk(p, &filled))
-				p->env.send(p->env.data, &filled);
+				pl_send(p, &filled);
 			continue;
 		}
-		p->env.send(p->env.data, m);
+		pl_send(p, m);
 	}
 	persist(p, u);
 	pl_apply_update(p, u);
@@ -297,6 +297,7 @@ void baton_pipeline_tick(struct baton_pipeline *p)
 	if (!p->retired) {
 		struct baton_event ev = {.type = BATON_EVENT_TICK};
 		pl_step(p, &ev);
+		pl_clock_tick(p);
 	}
 	pl_check_waiters(p, 0);
 	pl_expire(p);
@@ -315,6 +316,7 @@ void baton_pipeline_receive(struct baton_pipeline *p, const struct baton_msg *m)
 	BATON_ASSERT(m->from != 0);
 	if (p->retired)
 		return;
+	pl_clock_receive(p, m);
 	struct baton_event ev = {.type = BATON_EVENT_RECEIVE};
 	ev.u.receive.msg = m;
 	pl_step(p, &ev);

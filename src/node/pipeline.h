@@ -70,6 +70,10 @@ struct baton_pipeline_env {
 	 * (snapshots taken and installed, a bootstrap) or met (a storage
 	 * error). level: BATON_PIPELINE_LOG_*. May be NULL. */
 	void (*log)(void *data, int level, const char *text);
+	/* The driver's wall clock, unix ms (CLOCK_REALTIME in src/io). May
+	 * be NULL: then no clock samples are sent, the clock is never
+	 * checked, and machine-time stamps follow the monotonic clock. */
+	uint64_t (*wall_ms)(void *data);
 	/* Observer of every step (the simulator's invariants); NULL in
 	 * production. Called after the pipeline handled the update. */
 	void (*observe)(void *data, const struct baton_event *ev, int rv,
@@ -103,6 +107,12 @@ struct baton_pipeline_config {
 	/* Not at create: the driver first asks the founders whether a
 	 * cluster already exists, then calls baton_pipeline_bootstrap. */
 	bool bootstrap_deferred;
+	/* The largest offset between this node's wall clock and another's
+	 * that is tolerated (batond --max-clock-offset; 0: not checked, and
+	 * the wall clock is trusted for machine time). Beyond it the node
+	 * warns, and a leader whose clock a majority of the voters disagree
+	 * with hands leadership over (src/node/clock.c). */
+	uint32_t max_clock_offset_ms;
 };
 
 /* Load the storage, restore the machine and the core, bootstrap if the
@@ -241,6 +251,51 @@ struct baton_pipeline_status {
 };
 void baton_pipeline_status(const struct baton_pipeline *p,
 			   struct baton_pipeline_status *out);
+
+/* ---- clocks (clock.c) -----------------------------------------------------
+ * What this node knows of its wall clock against its peers'. An offset is
+ * the peer's clock minus ours, measured from the wall times carried by
+ * AppendEntries and their results, half the round trip taken off. */
+#define BATON_CLOCK_PEERS_MAX BATON_MAX_MEMBERS
+struct baton_pipeline_clock {
+	bool checked; /* a wall clock and a bound: the check runs */
+	uint32_t max_offset_ms;
+	/* This node's clock minus the cluster's: on a follower, minus its
+	 * leader's; on a leader, minus the clock of the follower that
+	 * completes a majority with it (the (majority - 1)th closest). Valid
+	 * when offset_known. */
+	bool offset_known;
+	int64_t offset_ms;
+	/* The bar (BATON_EVENT_CLOCK): a majority disagreed with our clock
+	 * while we led; we do not stand until our clock agrees with the
+	 * leader's again. */
+	bool barred;
+	uint64_t barred_total; /* times barred since start */
+	uint64_t warnings;     /* warnings logged (rate-limited) */
+	/* Whether machine-time stamps may follow the wall clock now. */
+	bool trusted;
+	uint32_t n_peers;
+	struct {
+		baton_node_id id;
+		bool known;	   /* a sample with a small round trip */
+		int64_t offset_ms; /* theirs minus ours */
+		uint64_t rtt_ms;
+		uint64_t age_ms; /* since that sample */
+	} peers[BATON_CLOCK_PEERS_MAX];
+};
+void baton_pipeline_clock(const struct baton_pipeline *p,
+			  struct baton_pipeline_clock *out);
+
+/* The machine-time stamp a leader puts on an entry it proposes now, given
+ * the machine time its state machine applied last (`machine_ms`, 0:
+ * never stamped). Machine time never goes backwards and, between stamps,
+ * moves with this node's monotonic clock; it follows the wall clock only
+ * while that clock is trusted (agreed with by a majority, or the check
+ * is off, or the node is alone), so a wall clock far ahead cannot expire
+ * keys early and one behind a former leader's cannot freeze them
+ * (docs/kv.md, "Machine time"). */
+uint64_t baton_pipeline_machine_stamp(struct baton_pipeline *p,
+				      uint64_t machine_ms);
 
 /* The core, for read-only introspection (status, invariants). */
 const struct baton_raft *baton_pipeline_raft(const struct baton_pipeline *p);

@@ -290,6 +290,7 @@ static void set_defaults(struct server_config *c)
 	c->profile = *baton_release_current();
 	c->machine_upgrade = BATON_UPGRADE_ALL;
 	c->election_policy = BATON_ELECTION_VERSION_AWARE;
+	c->max_clock_offset_ms = SERVER_MAX_CLOCK_OFFSET_MS_DEFAULT;
 }
 
 /* The config file (the last --config, else BATON_CONFIG), then the

@@ -13,6 +13,8 @@
 #include "transport.h"
 
 #define SERVER_MAX_CLIENTS_DEFAULT 10000u
+/* --max-clock-offset: as CockroachDB's default max offset. */
+#define SERVER_MAX_CLOCK_OFFSET_MS_DEFAULT 500u
 #define SERVER_PASSWORD_MAX 256u
 /* Replies one client, and all clients together, may have queued unread
  * before a client is cut off (a slow reader): --max-client-output-bytes,
@@ -68,6 +70,9 @@ struct server_config {
 	uint32_t snapshot_trailing;
 	uint32_t election_timeout_ms; /* the core's default when not given */
 	uint32_t heartbeat_ms;	      /* the same */
+	/* --max-clock-offset: the wall-clock offset tolerated between
+	 * nodes, ms (0: not checked; docs/operations.md, "Clocks"). */
+	uint32_t max_clock_offset_ms;
 	int log_level;
 	/* Client limits (docs/batond.md, "Limits"): the parser's, at the
 	 * headers; the output queued unread; idle seconds (0: none). */

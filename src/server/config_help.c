@@ -159,6 +159,14 @@ void config_usage(FILE *f)
 	      "                          (needs --relay; without it, no "
 	      "cluster may import)\n",
 	      f);
+	fputs("\nClocks (docs/operations.md, \"Clocks\"):\n"
+	      "  --max-clock-offset MS   wall-clock offset tolerated between "
+	      "nodes (default 500;\n"
+	      "                          0: not checked): beyond it a node "
+	      "warns, and a leader\n"
+	      "                          a majority disagrees with hands "
+	      "over\n",
+	      f);
 	fputs("\nEvery option can also be given in a config file (--config "
 	      "FILE, or BATON_CONFIG)\nas a line 'name value' (a switch: "
 	      "'name' alone, or 'name on|off'; '#' starts a\ncomment), or "

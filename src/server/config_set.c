@@ -55,6 +55,7 @@ const struct config_option config_options[] = {
 	{"migrate-to", "NAME"},
 	{"restore", "FILE"},
 	{"metrics", "HOST:PORT"},
+	{"max-clock-offset", "MS"},
 };
 const size_t config_n_options =
 	sizeof config_options / sizeof config_options[0];
@@ -479,6 +480,17 @@ static int names(struct server_config *c, const struct config_origin *o)
 	return text(o, c->peer_secret_file, sizeof c->peer_secret_file);
 }
 
+/* --max-clock-offset MS: the clock check (src/node/clock.c). Up to an
+ * hour: a bound beyond that checks nothing a TTL would notice. */
+#define MAX_CLOCK_OFFSET_MS_LIMIT 3600000u
+
+static int clock_offset(struct server_config *c, const struct config_origin *o)
+{
+	BATON_ASSERT(strcmp(o->name, "max-clock-offset") == 0);
+	return number32(o, 0, MAX_CLOCK_OFFSET_MS_LIMIT,
+			&c->max_clock_offset_ms);
+}
+
 int config_set(struct server_config *c, const struct config_origin *o)
 {
 	const struct config_option *opt = config_option_find(o->name);
@@ -506,6 +518,8 @@ int config_set(struct server_config *c, const struct config_origin *o)
 		return parse_seeds(c, o);
 	if (strcmp(n, "as-release") == 0)
 		return parse_as_release(c, o);
+	if (strcmp(n, "max-clock-offset") == 0)
+		return clock_offset(c, o);
 	if (strncmp(n, "max-", 4) == 0 ||
 	    strcmp(n, "client-idle-timeout-s") == 0)
 		return client_limits(c, o);

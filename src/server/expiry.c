@@ -12,16 +12,15 @@
  *     a 3-node cluster) that interleave with client writes instead of one
  *     long pause. Nothing waits for them: a due key is absent already;
  *   - moving machine time while no client writes: a key comes due by the
- *     leader's wall clock, and only a stamped entry makes it due in the
- *     machine. The same sweep entries do that; while keys have an expiry
- *     but none is due, one at least every SWEEP_CLOCK_MS keeps TTL and
- *     PTTL counting down on an idle cluster.
+ *     leader's stamp (server_machine_stamp), and only a stamped entry
+ *     makes it due in the machine. The same sweep entries do that; while keys
+ * have an expiry but none is due, one at least every SWEEP_CLOCK_MS keeps TTL
+ * and PTTL counting down on an idle cluster.
  *
  * A timer checks every SWEEP_PERIOD_MS, on every node; only the leader
  * proposes.
  */
 #include <inttypes.h>
-#include <time.h>
 
 #include "log.h"
 #include "server.h"
@@ -29,13 +28,10 @@
 #define SWEEP_PERIOD_MS 50u
 #define SWEEP_CLOCK_MS 500u
 
-uint64_t server_wall_ms(void)
+uint64_t server_machine_stamp(struct server *s)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (ts.tv_sec < 0)
-		return 0; /* a clock before 1970: stamps never go below 0 */
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return baton_node_machine_stamp(s->node,
+					kv_machine_time_ms(s->machine.kv));
 }
 
 static void sweep(struct server *s);
@@ -80,7 +76,7 @@ static void sweep(struct server *s)
 	if (migration_writes_frozen(s))
 		return;
 	const struct baton_kv *kv = s->machine.kv;
-	uint64_t now_ms = server_wall_ms();
+	uint64_t now_ms = server_machine_stamp(s);
 	uint64_t machine_ms = kv_machine_time_ms(kv);
 	bool due = kv_expiry_due(kv, now_ms > machine_ms ? now_ms : machine_ms);
 	bool clock = !due && kv_expiry_count(kv) > 0 &&

@@ -167,7 +167,7 @@ static int encode(struct server *s, const struct write_req *w, uint32_t v,
 	}
 	uint8_t kind = PAYLOAD_KV;
 	int rv = baton_buf_append(payload, &kind, 1);
-	uint64_t stamp_ms = server_wall_ms();
+	uint64_t stamp_ms = server_machine_stamp(s);
 	if (rv == 0 && w->transaction)
 		rv = kv_encode_txn(stamp_ms, w->n_watches, w->watches,
 				   w->n_commands, w->commands, payload);

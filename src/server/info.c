@@ -192,6 +192,15 @@ static void section_replication(struct info_ctx *c)
 	    st->raft.commit_index, st->applied, st->raft.last_index,
 	    st->raft.snapshot_index, st->raft.config.n, st->stalled_index,
 	    st->stalled_why);
+	/* The clock check (docs/operations.md, "Clocks"). */
+	struct baton_pipeline_clock k;
+	baton_node_clock(c->s->node, &k);
+	add(c,
+	    "max_clock_offset_ms:%" PRIu32 "\r\nclock_offset_known:%d\r\n"
+	    "clock_offset_ms:%" PRId64 "\r\nclock_barred:%d\r\n"
+	    "clock_skew_warnings:%" PRIu64 "\r\n",
+	    k.checked ? k.max_offset_ms : 0, k.offset_known ? 1 : 0,
+	    k.offset_known ? k.offset_ms : 0, k.barred ? 1 : 0, k.warnings);
 }
 
 static void section_identity(struct info_ctx *c)

@@ -144,6 +144,7 @@ static int run(struct server *s)
 		.election_policy = s->cfg.election_policy,
 		.peer_secret =
 			s->cfg.has_peer_secret ? &s->cfg.peer_secret : NULL,
+		.max_clock_offset_ms = s->cfg.max_clock_offset_ms,
 	};
 	for (uint32_t i = 0; i < s->cfg.n_founders; i++) {
 		nc.founders[i] = s->cfg.founders[i];

@@ -311,6 +311,30 @@ static void render_raft(struct server *s, const struct baton_node_status *st,
 			    : 0);
 }
 
+static void render_clock(struct server *s, struct baton_buf *b)
+{
+	struct baton_pipeline_clock k;
+	baton_node_clock(s->node, &k);
+	family(b, "baton_clock_offset_ms", "gauge",
+	       "This node's wall clock minus the cluster's, in ms (a "
+	       "follower: minus its leader's; the leader: minus the clock "
+	       "that completes a majority with it); absent until measured.");
+	if (k.offset_known)
+		out(b, "baton_clock_offset_ms %" PRId64 "\n", k.offset_ms);
+	gauge(b, "baton_clock_offset_max_ms",
+	      "--max-clock-offset: the offset tolerated (0: not checked).",
+	      k.checked ? k.max_offset_ms : 0);
+	gauge(b, "baton_clock_barred",
+	      "1 while this node does not stand for election because a "
+	      "majority disagreed with its clock.",
+	      k.barred ? 1 : 0);
+	counter(b, "baton_clock_barred_total",
+		"Times this node was barred for its clock.", k.barred_total);
+	counter(b, "baton_clock_skew_warnings_total",
+		"Warnings logged about a clock beyond --max-clock-offset.",
+		k.warnings);
+}
+
 static void render_commands(struct server *s, struct baton_buf *b)
 {
 	struct metrics *m = s->metrics;
@@ -441,6 +465,7 @@ void metrics_render(struct server *s, struct baton_buf *b)
 	render_storage(&st, b);
 	render_peers(&st, b);
 	render_versions(s, &st, b);
+	render_clock(s, b);
 	gauge(b, "baton_uptime_seconds", "Seconds since this node started.",
 	      (uv_now(s->loop) - s->started_ms) / 1000);
 }

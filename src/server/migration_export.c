@@ -243,7 +243,8 @@ static void on_handoff(struct migration *g, const struct migration_msg *m)
 	uint8_t kind = PAYLOAD_KV;
 	int rv = baton_buf_append(&p, &kind, 1);
 	if (rv == 0)
-		rv = kv_encode_fence(server_wall_ms(), ex->to_cluster, &p);
+		rv = kv_encode_fence(server_machine_stamp(g->s), ex->to_cluster,
+				     &p);
 	if (rv == 0)
 		rv = baton_node_propose(g->s->node, p.data, p.len,
 					on_propose_fence, g);

@@ -715,8 +715,11 @@ void txn_queue(struct command_ctx *x, bool allowed, bool local);
 void txn_free(struct client_state *cs);
 
 /* ---- expiry.c ---- */
-/* This host's wall clock, unix ms: the stamp of the leader's payloads. */
-uint64_t server_wall_ms(void);
+/* The machine-time stamp of a payload this leader proposes now: never
+ * below the machine time applied, moving with the monotonic clock, and
+ * following the wall clock only while the clock check trusts it
+ * (baton_pipeline_machine_stamp; docs/kv.md, "Machine time"). */
+uint64_t server_machine_stamp(struct server *s);
 /* The leader's sweeper: a timer proposing sweep entries for keys due by
  * the leader's wall clock, in bounded batches (after baton_node_start;
  * expiry_stop before baton_node_close). */

@@ -259,6 +259,11 @@ static int raft_body_out(struct baton_proto_version v, const Batonpeer__Raft *r,
 		m->u.append.prev_term = a->prev_term;
 		m->u.append.leader_commit = a->leader_commit;
 		m->u.append.heartbeat_seq = a->heartbeat_seq;
+		if (v.value >= BATON_PEER_PROTO_CLOCK) {
+			m->u.append.clock.wall_ms = a->wall_ms;
+			m->u.append.clock.echo_wall_ms = a->echo_wall_ms;
+			m->u.append.clock.echo_hold_ms = a->echo_hold_ms;
+		}
 		/* Protocol 3 dropped the leader's profile: ignore one. */
 		int rv = v.value < 3
 				 ? baton__peer_profile_out(
@@ -273,6 +278,11 @@ static int raft_body_out(struct baton_proto_version v, const Batonpeer__Raft *r,
 		m->u.append_result.hint_index = a->hint_index;
 		m->u.append_result.hint_term = a->hint_term;
 		m->u.append_result.heartbeat_seq = a->heartbeat_seq;
+		if (v.value >= BATON_PEER_PROTO_CLOCK) {
+			m->u.append_result.clock.wall_ms = a->wall_ms;
+			m->u.append_result.clock.echo_wall_ms = a->echo_wall_ms;
+			m->u.append_result.clock.echo_hold_ms = a->echo_hold_ms;
+		}
 		return 0;
 	}
 	case BATON_MSG_SNAPSHOT:

@@ -218,6 +218,11 @@ static int append_in(struct raft_pb *pb, struct baton_proto_version v,
 	/* Protocol 3 drops the leader's profile: info requests carry it. */
 	if (v.value < 3)
 		o->leader = profile_in(&pb->profile, &a->leader);
+	if (v.value >= BATON_PEER_PROTO_CLOCK) {
+		o->wall_ms = a->clock.wall_ms;
+		o->echo_wall_ms = a->clock.echo_wall_ms;
+		o->echo_hold_ms = a->clock.echo_hold_ms;
+	}
 	if (a->n_entries > 0) {
 		size_t n = a->n_entries;
 		Batonpeer__Entry *es = pb->entries;
@@ -279,7 +284,8 @@ static void snapshot_in(struct raft_pb *pb, const struct baton_msg_snapshot *s)
 }
 
 /* The small bodies: plain fields only. */
-static void small_body_in(struct raft_pb *pb, const struct baton_msg *m)
+static void small_body_in(struct raft_pb *pb, struct baton_proto_version v,
+			  const struct baton_msg *m)
 {
 	Batonpeer__Raft *r = &pb->raft;
 	switch (m->type) {
@@ -299,6 +305,11 @@ static void small_body_in(struct raft_pb *pb, const struct baton_msg *m)
 		o->hint_index = a->hint_index;
 		o->hint_term = a->hint_term;
 		o->heartbeat_seq = a->heartbeat_seq;
+		if (v.value >= BATON_PEER_PROTO_CLOCK) {
+			o->wall_ms = a->clock.wall_ms;
+			o->echo_wall_ms = a->clock.echo_wall_ms;
+			o->echo_hold_ms = a->clock.echo_hold_ms;
+		}
 		r->body_case = BATONPEER__RAFT__BODY_APPEND_RESULT;
 		r->append_result = o;
 		break;
@@ -393,7 +404,7 @@ int baton_peer_encode_raft(struct baton_proto_version v,
 		snapshot_in(pb, &m->u.snapshot);
 		break;
 	default:
-		small_body_in(pb, m);
+		small_body_in(pb, v, m);
 		break;
 	}
 	if (rv == 0) {

@@ -9,6 +9,11 @@
 #include "peer.h"
 #include "peer.pb-c.h"
 
+/* The first protocol whose Append and AppendResult carry clock samples
+ * (struct baton_clock_sample): below it they are neither sent nor read,
+ * so the frames of 1 to 3 stay what those releases send. */
+#define BATON_PEER_PROTO_CLOCK 4u
+
 /* What a struct baton_msg must satisfy to travel. The encoder refuses to
  * send what the decoder would refuse to accept, so both call this. Returns
  * 0, BATON_ETOOBIG or BATON_ECORRUPT, with *why set. */

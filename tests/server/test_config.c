@@ -330,3 +330,16 @@ Test(config, environment_between_file_and_flags, .init = cr_redirect_stderr)
 	cr_assert_eq(PARSE("--config", path), -1);
 	unlink(path);
 }
+
+Test(config, max_clock_offset, .init = cr_redirect_stderr)
+{
+	cr_assert_eq(PARSE("--join"), 0);
+	cr_assert_eq(c.max_clock_offset_ms, 500, "CockroachDB's default");
+	cr_assert_eq(PARSE("--join", "--max-clock-offset", "0"), 0);
+	cr_assert_eq(c.max_clock_offset_ms, 0, "0: not checked");
+	cr_assert_eq(PARSE("--join", "--max-clock-offset=250"), 0);
+	cr_assert_eq(c.max_clock_offset_ms, 250);
+	cr_assert_eq(PARSE("--join", "--max-clock-offset", "3600001"), -1);
+	cr_assert_eq(PARSE("--join", "--max-clock-offset", "-1"), -1);
+	cr_assert_eq(PARSE("--join", "--max-clock-offset", "ms"), -1);
+}

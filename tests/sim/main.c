@@ -247,6 +247,8 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 	t->spurious_closes += s->spurious_closes;
 	t->fast_failovers += s->fast_failovers;
 	t->slow_failovers += s->slow_failovers;
+	t->clock_skews += s->clock_skews;
+	t->clock_bars += s->clock_bars;
 	if (s->leader_wait_per_mille > t->leader_wait_per_mille)
 		t->leader_wait_per_mille = s->leader_wait_per_mille;
 	if (s->majority_wait_per_mille > t->majority_wait_per_mille)
@@ -307,6 +309,10 @@ static void print_stats(const char *what, const struct sim_stats *s)
 	       (unsigned long long)s->spurious_closes,
 	       (unsigned long long)s->fast_failovers,
 	       (unsigned long long)s->slow_failovers);
+	printf("%s: %llu clocks set far off, %llu nodes barred for their "
+	       "clock\n",
+	       what, (unsigned long long)s->clock_skews,
+	       (unsigned long long)s->clock_bars);
 }
 
 /* The failover scenario: a calm cluster on the core's default timers whose

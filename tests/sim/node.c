@@ -119,6 +119,11 @@ static uint64_t env_now_ms(void *data)
 	return ((struct sim_node *)data)->w->now_ms;
 }
 
+static uint64_t env_wall_ms(void *data)
+{
+	return sim_clock_wall_ms(data);
+}
+
 static void env_send(void *data, const struct baton_msg *m)
 {
 	struct sim_node *n = data;
@@ -239,6 +244,7 @@ void sim_node_tick(struct sim_world *w, struct sim_node *n)
 {
 	baton_pipeline_tick(n->pipe);
 	sim_node_turn(w, n);
+	sim_clock_check(w, n);
 }
 
 void sim_node_receive(struct sim_world *w, struct sim_node *n,
@@ -290,6 +296,7 @@ static void node_config(struct sim_world *w, struct sim_node *n,
 	c->machine = &n->kv.base;
 	c->snapshot_entries = w->p.snapshot_every;
 	c->snapshot_slice_bytes = w->p.slice_bytes;
+	c->max_clock_offset_ms = w->p.max_clock_offset_ms;
 	/* Clients give up after a few elections' worth of time. */
 	c->read_timeout_ms = 10 * w->p.election_timeout_ms;
 	c->proposal_timeout_ms = 20 * w->p.election_timeout_ms;
@@ -335,6 +342,7 @@ void sim_node_boot(struct sim_world *w, struct sim_node *n)
 	struct baton_pipeline_env env = {
 		.data = n,
 		.now_ms = env_now_ms,
+		.wall_ms = env_wall_ms,
 		.send = env_send,
 		.storage_failed = env_storage_failed,
 		.stalled = env_stalled,

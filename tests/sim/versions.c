@@ -159,6 +159,12 @@ bool sim_versions_deliverable(struct sim_world *w, struct sim_packet *p,
 				 : b->proto_max.value;
 	if (proto >= 3 && p->m.type == BATON_MSG_APPEND)
 		memset(&p->m.u.append.leader, 0, sizeof p->m.u.append.leader);
+	/* Clock samples travel from protocol 4 on (clock.c). */
+	if (!sim_clock_carried(proto) && p->m.type == BATON_MSG_APPEND)
+		memset(&p->m.u.append.clock, 0, sizeof p->m.u.append.clock);
+	if (!sim_clock_carried(proto) && p->m.type == BATON_MSG_APPEND_RESULT)
+		memset(&p->m.u.append_result.clock, 0,
+		       sizeof p->m.u.append_result.clock);
 	return true;
 }
 

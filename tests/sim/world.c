@@ -115,6 +115,8 @@ void sim_params_default(struct sim_params *p)
 		.close_per_mille = 700,
 		.spurious_close_per_mille = 100,
 		.failover_every_ms = 0,
+		.max_clock_offset_ms = 200,
+		.clock_skew_per_mille = 0,
 		.safety_ms = 60000,
 		.liveness_ms = 60000,
 		.min_proposals = SIM_MIN_PROPOSALS,
@@ -206,6 +208,10 @@ void sim_params_swarm(struct sim_params *p, struct sim_rng *g)
 		sim_chance(g, 800) ? (uint32_t)sim_range(g, 0, 1000) : 0;
 	p->spurious_close_per_mille =
 		sim_chance(g, 500) ? (uint32_t)sim_range(g, 0, 500) : 0;
+	/* Clocks (clock.c), last again: the bound, and skewed clocks in
+	 * about a third of the seeds. */
+	p->max_clock_offset_ms = (uint32_t)sim_range(g, 100, 500);
+	p->clock_skew_per_mille = sim_chance(g, 330) ? 1000 : 0;
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -242,7 +248,7 @@ static const char *const kind_names[] = {
 	"?",	 "tick",     "deliver",	 "disk",       "restart",  "nemesis",
 	"heal",	 "client",   "read",	 "member",     "transfer", "read-at",
 	"phase", "liveness", "crash",	 "member-now", "upgrade",  "downgrade",
-	"work",	 "closed",   "failover",
+	"work",	 "closed",   "failover", "clock",
 };
 
 struct sim_event {
@@ -337,6 +343,7 @@ static void start_liveness(struct sim_world *w)
 	w->liveness = true;
 	w->liveness_from_ms = w->now_ms;
 	sim_heal(w);
+	sim_clock_heal(w);
 	w->p.loss_per_mille = 0;
 	w->p.dup_per_mille = 0;
 	w->p.reorder_per_mille = 0;
@@ -463,6 +470,9 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	case EV_LIVENESS:
 		sim_liveness_check(w);
 		return;
+	case EV_CLOCK:
+		sim_clock_fault(w);
+		return;
 	case EV_UPGRADE:
 		sim_upgrade(w);
 		return;
@@ -514,6 +524,7 @@ int sim_run(struct sim_world *w)
 		sim_schedule(w, w->p.downgrade_every_ms, EV_DOWNGRADE, 0, NULL);
 	if (w->p.failover_every_ms > 0)
 		sim_schedule(w, w->p.failover_every_ms, EV_FAILOVER, 0, NULL);
+	sim_clock_start(w);
 	sim_schedule(w, w->p.safety_ms, EV_PHASE, 0, NULL);
 	while (!w->done && w->heap_n > 0) {
 		if (++w->events > SIM_MAX_EVENTS) {

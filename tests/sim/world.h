@@ -136,6 +136,10 @@ struct sim_params {
 	uint32_t close_per_mille;
 	uint32_t spurious_close_per_mille;
 	uint32_t failover_every_ms;
+	/* Clocks (clock.c): the pipelines' max_clock_offset_ms, and the
+	 * chance that a run sets one node's wall clock far off (then back). */
+	uint32_t max_clock_offset_ms;
+	uint32_t clock_skew_per_mille;
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
 	/* The workload: the safety phase is extended (by a quarter at a
@@ -275,6 +279,14 @@ struct sim_node {
 	 * (versions.c: the floor raise). */
 	baton_term opened_term;
 	uint64_t refusal_seq; /* the core's refusals traced so far */
+	/* Clocks (clock.c): the wall clock's skew; the last stamp checked as
+	 * leader (0: none), its term and time; a step-down owed since. */
+	int64_t clock_skew_ms;
+	uint64_t clock_stamp, clock_now;
+	baton_term clock_term;
+	uint64_t clock_owed_since_ms;
+	uint64_t clock_right_since_ms; /* set right again then (0: never off) */
+	bool was_barred;
 };
 
 struct sim_stats {
@@ -286,7 +298,7 @@ struct sim_stats {
 		votes_refused, downgrades, downgrade_restarts, cancels,
 		downgrade_ends, rules_steps, snapshot_slices,
 		applied_mid_snapshot, closes, spurious_closes, fast_failovers,
-		slow_failovers;
+		slow_failovers, clock_skews, clock_bars;
 	/* The longest waits the liveness checks of the rules saw (rules.c),
 	 * in thousandths of their bounds: for a leader, for leadership to
 	 * reach the majority release. */
@@ -352,6 +364,10 @@ struct sim_world {
 	bool kill_watch;
 	uint64_t kill_ms;
 	baton_term kill_term;
+	/* Clocks (clock.c): the fault's own random stream, and the largest
+	 * machine-time stamp of the run. */
+	struct sim_rng clock_rng;
+	uint64_t clock_machine_ms;
 	/* Clients and their recorded history (workload.c). */
 	struct sim_history *history;
 	struct sim_stats stats;
@@ -389,6 +405,7 @@ enum sim_event_kind {
 	EV_WORK,       /* a turn of a node's loop with snapshot work to do */
 	EV_PEER_CLOSED, /* a node's connection to a peer closed */
 	EV_FAILOVER,	/* the failover scenario kills the leader */
+	EV_CLOCK,	/* a node's wall clock is set off, or right (clock.c) */
 };
 
 /* Queue an event `delay` ms from now. An event for a node (node != 0) is
@@ -631,5 +648,18 @@ baton_index sim_max_applied(const struct sim_world *w);
 /* Did every node that applied index i apply the entry of this term? */
 bool sim_committed_term(const struct sim_world *w, baton_index i,
 			baton_term *term);
+
+/* ---- clock.c: wall clocks ---------------------------------------------- */
+
+/* The world's time 0 on the wall clocks (2026-01-01): stamps are never 0. */
+#define SIM_EPOCH_MS 1767225600000ull
+uint64_t sim_clock_wall_ms(const struct sim_node *n);
+/* Whether a negotiated peer protocol carries clock samples. */
+bool sim_clock_carried(uint32_t proto);
+void sim_clock_start(struct sim_world *w);
+void sim_clock_fault(struct sim_world *w); /* EV_CLOCK */
+void sim_clock_heal(struct sim_world *w);
+/* After each tick of n: the invariants of clocks and machine time. */
+void sim_clock_check(struct sim_world *w, struct sim_node *n);
 
 #endif

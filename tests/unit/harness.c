@@ -22,6 +22,13 @@ static uint64_t env_now(void *data)
 	return n->h->now_ms;
 }
 
+static uint64_t env_wall(void *data)
+{
+	const struct h_node *n = data;
+	return (uint64_t)((int64_t)(H_EPOCH_MS + n->h->now_ms) +
+			  n->h->clock_skew_ms[n->id]);
+}
+
 static void env_send(void *data, const struct baton_msg *m)
 {
 	struct harness *h = ((struct h_node *)data)->h;
@@ -121,6 +128,7 @@ static void start(struct harness *h, baton_node_id id, uint32_t n_founders)
 	c.storage = fx_disk_open(&n->disk, id);
 	c.machine = &n->machine.base;
 	c.snapshot_entries = h->snapshot_entries;
+	c.max_clock_offset_ms = h->max_clock_offset_ms;
 	c.n_founders = n_founders;
 	for (uint32_t i = 0; i < n_founders; i++)
 		c.founders[i] = i + 1;
@@ -128,6 +136,8 @@ static void start(struct harness *h, baton_node_id id, uint32_t n_founders)
 					 .now_ms = env_now,
 					 .send = env_send,
 					 .observe = env_observe};
+	if (h->max_clock_offset_ms > 0)
+		env.wall_ms = env_wall;
 	char err[256] = "";
 	cr_assert_eq(baton_pipeline_create(&c, &env, &n->p, err, sizeof err), 0,
 		     "node %llu: %s", (unsigned long long)id, err);
@@ -174,6 +184,18 @@ void h_init(struct harness *h, uint32_t n,
 	    void (*tweak)(struct baton_raft_options *o))
 {
 	h_init_snapshots(h, n, tweak, 0);
+}
+
+void h_init_clocks(struct harness *h, uint32_t n, uint32_t max_offset_ms)
+{
+	cr_assert(n >= 1 && n <= H_MAX && max_offset_ms > 0);
+	memset(h, 0, sizeof *h);
+	h->n = n;
+	h->max_clock_offset_ms = max_offset_ms;
+	for (uint32_t i = 1; i <= n; i++) {
+		make(h, i, NULL);
+		start(h, i, n);
+	}
 }
 
 void h_add_empty(struct harness *h, baton_node_id id)

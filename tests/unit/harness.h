@@ -43,6 +43,9 @@ struct h_read {
 	bool done;
 };
 
+/* Time 0 of the harness's wall clocks (2026-01-01, unix ms). */
+#define H_EPOCH_MS 1767225600000ull
+
 struct harness {
 	uint32_t n;
 	struct h_node node[H_MAX + 1];
@@ -57,6 +60,10 @@ struct harness {
 	 * exactly, and the table entry a leader writes once members answer
 	 * would shift them. */
 	bool info;
+	/* Clocks (src/node/clock.c), off but with h_init_clocks: each
+	 * node's wall clock is then H_EPOCH_MS + now_ms + its skew. */
+	uint32_t max_clock_offset_ms;
+	int64_t clock_skew_ms[H_MAX + 1];
 	struct fx_msg *q;
 	uint32_t q_n, q_cap;
 	uint64_t now_ms;
@@ -100,6 +107,8 @@ void h_init_snapshots(struct harness *h, uint32_t n,
 		      void (*tweak)(struct baton_raft_options *o),
 		      uint64_t every);
 /* A node that starts empty (to be added as a learner). */
+/* As h_init, with wall clocks and the pipelines' clock check on. */
+void h_init_clocks(struct harness *h, uint32_t n, uint32_t max_offset_ms);
 void h_add_empty(struct harness *h, baton_node_id id);
 void h_free(struct harness *h);
 

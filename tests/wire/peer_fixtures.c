@@ -422,6 +422,9 @@ static bool append_eq(const struct baton_msg_append *a,
 	SAME(prev_term);
 	SAME(leader_commit);
 	SAME(heartbeat_seq);
+	SAME(clock.wall_ms);
+	SAME(clock.echo_wall_ms);
+	SAME(clock.echo_hold_ms);
 	SAME(n_entries);
 	for (uint32_t i = 0; i < a->n_entries; i++)
 		if (!entry_eq(&a->entries[i], &b->entries[i], diff))
@@ -481,6 +484,9 @@ bool fix_msg_eq(const struct baton_msg *a, const struct baton_msg *b,
 		SAME(u.append_result.hint_index);
 		SAME(u.append_result.hint_term);
 		SAME(u.append_result.heartbeat_seq);
+		SAME(u.append_result.clock.wall_ms);
+		SAME(u.append_result.clock.echo_wall_ms);
+		SAME(u.append_result.clock.echo_hold_ms);
 		return true;
 	case BATON_MSG_SNAPSHOT:
 		return snapshot_eq(&a->u.snapshot, &b->u.snapshot, diff);

@@ -281,6 +281,72 @@ Test(peer_protocols, a_decoder_of_3_ignores_what_3_dropped)
 	}
 }
 
+/* The Append above with a clock sample {wall 1000, echo 900, hold 5} in 4:
+ * fields 7, 8, 9 appended to Append (38 e8 07 40 84 07 48 05), the lengths
+ * grown by 8, and XXH3-64 of it all (libxxhash, apart from this codec). */
+static const uint8_t golden_append_clock_p4[] = {
+	0x2b, 0x00, 0x00, 0x00, 0x1a, 0x29, 0x08, 0x03, 0x10, 0x09, 0x20,
+	0x02, 0x3a, 0x21, 0x08, 0xac, 0x02, 0x10, 0x08, 0x18, 0xab, 0x02,
+	0x20, 0x11, 0x2a, 0x0d, 0x08, 0x09, 0x10, 0xad, 0x02, 0x18, 0x02,
+	0x22, 0x04, 0x4b, 0x00, 0x01, 0xff, 0x38, 0xe8, 0x07, 0x40, 0x84,
+	0x07, 0x48, 0x05, 0xe9, 0x0d, 0x52, 0x6a, 0x7b, 0xf4, 0x85, 0x17,
+};
+
+Test(peer_protocols, clock_samples_travel_from_4_on)
+{
+	struct baton_peer_frame w = {.kind = BATON_PEER_RAFT};
+	w.raft = golden_append_msg();
+	w.raft.u.append.clock = (struct baton_clock_sample){
+		.wall_ms = 1000, .echo_wall_ms = 900, .echo_hold_ms = 5};
+	struct baton_peer_frame d = w;
+	d.raft.from = 0;
+	memset(&d.raft.u.append.leader, 0, sizeof d.raft.u.append.leader);
+	CHECK_AT(FIX_P4, golden_append_clock_p4, &w, &d);
+	/* Not sent below 4: the frames of 1 to 3 stay as they were. */
+	memset(&d.raft.u.append.clock, 0, sizeof d.raft.u.append.clock);
+	CHECK_AT(FIX_P3, golden_append_p3, &w, &d);
+	/* Nor read: a decoder of 3 given 4's envelope reads no sample. */
+	struct baton_peer_frame f;
+	cr_assert_eq(
+		baton_peer_decode(
+			FIX_P3, golden_append_clock_p4 + BATON_PEER_PREFIX_LEN,
+			sizeof golden_append_clock_p4 - BATON_PEER_PREFIX_LEN -
+				BATON_PEER_CHECKSUM_LEN,
+			&f),
+		0, "%s", f.why);
+	cr_assert_eq(f.raft.u.append.clock.wall_ms, 0);
+	cr_assert_eq(f.raft.u.append.clock.echo_wall_ms, 0);
+	baton_peer_frame_free(&f);
+	/* An AppendResult carries one too, in 4 only. */
+	struct baton_msg r = {
+		.type = BATON_MSG_APPEND_RESULT, .term = 9, .from = 2, .to = 1};
+	r.u.append_result = (struct baton_msg_append_result){
+		.success = true,
+		.index = 301,
+		.heartbeat_seq = 17,
+		.clock = {.wall_ms = 1767225600123ull,
+			  .echo_wall_ms = 1767225600100ull,
+			  .echo_hold_ms = 3}};
+	struct baton_buf b;
+	baton_buf_init(&b);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P4, &r, &b), 0);
+	cr_assert_eq(baton_peer_decode(FIX_P4, b.data + BATON_PEER_PREFIX_LEN,
+				       b.len - BATON_PEER_PREFIX_LEN -
+					       BATON_PEER_CHECKSUM_LEN,
+				       &f),
+		     0, "%s", f.why);
+	cr_assert_eq(f.raft.u.append_result.clock.wall_ms, 1767225600123ull);
+	cr_assert_eq(f.raft.u.append_result.clock.echo_wall_ms,
+		     1767225600100ull);
+	cr_assert_eq(f.raft.u.append_result.clock.echo_hold_ms, 3);
+	baton_peer_frame_free(&f);
+	size_t len4 = b.len - BATON_PEER_CHECKSUM_LEN;
+	baton_buf_reset(&b);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P3, &r, &b), 0);
+	cr_assert_lt(b.len, len4, "3 carries no sample");
+	baton_buf_free(&b);
+}
+
 /* ---- Forward: 2 adds transactions, 3 drops the single-command form ---------
  */
 
