@@ -148,7 +148,13 @@ void config_usage(FILE *f)
 	      "                          and hands its writes over to, "
 	      "cluster NAME only\n"
 	      "                          (needs --relay; without it, no "
-	      "cluster may import)\n",
+	      "cluster may import)\n"
+	      "  --migration-secret-file PATH  the secret both clusters of "
+	      "a migration hold\n"
+	      "                          (a regular file, mode 0600): every "
+	      "migration message is\n"
+	      "                          sealed with it; needed by "
+	      "--migrate-from and --migrate-to\n",
 	      f);
 	fputs("\nEvery option can also be given in a config file (--config "
 	      "FILE, or BATON_CONFIG)\nas a line 'name value' (a switch: "

@@ -51,6 +51,7 @@ const struct config_option config_options[] = {
 	{"relay-cluster", "NAME"},
 	{"migrate-from", "NAME"},
 	{"migrate-to", "NAME"},
+	{"migration-secret-file", "PATH"},
 	{"restore", "FILE"},
 	{"metrics", "HOST:PORT"},
 };
@@ -466,6 +467,9 @@ static int names(struct server_config *c, const struct config_origin *o)
 		return text(o, c->restore, sizeof c->restore);
 	if (strcmp(n, "metrics") == 0)
 		return text(o, c->metrics, sizeof c->metrics);
+	if (strcmp(n, "migration-secret-file") == 0)
+		return text(o, c->migration_secret_file,
+			    sizeof c->migration_secret_file);
 	BATON_ASSERT(strcmp(n, "peer-secret-file") == 0);
 	return text(o, c->peer_secret_file, sizeof c->peer_secret_file);
 }

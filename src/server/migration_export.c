@@ -217,9 +217,18 @@ static void on_handoff(struct migration *g, const struct migration_msg *m)
 	    km.fenced || ex->fence_proposed)
 		return;
 	/* Fence only when the import is close: the time from the fence to
-	 * the new cluster's authority is a pause for every client. */
-	if (applied_index(g) > m->index + MIG_HANDOFF_LAG_MAX)
+	 * the new cluster's authority is a pause for every client. What
+	 * counts is what the new cluster acknowledged in this session (its
+	 * import index, as ACK said), not what the HANDOFF claims. */
+	if (!ex->snap_sent || ex->acked < ex->snap_index ||
+	    applied_index(g) > ex->acked + MIG_HANDOFF_LAG_MAX) {
+		LOG_WARN_LIMITED("migration: hand-off asked at import index "
+				 "%" PRIu64 " refused for now: the new "
+				 "cluster acknowledged index %" PRIu64
+				 " of %" PRIu64 " applied here",
+				 m->index, ex->acked, applied_index(g));
 		return;
+	}
 	struct baton_release its;
 	baton_node_id old = member_without_fence(g, &its);
 	if (old != 0) {
@@ -262,18 +271,29 @@ void mig_export_on_msg(struct migration *g, const char *from_cluster,
 		       baton_node_id from_node, const struct migration_msg *m)
 {
 	struct mig_export *ex = &g->ex;
+	if (m->type != MIG_EXPORT_REQ &&
+	    (!ex->open || from_node != ex->to_node ||
+	     strcmp(from_cluster, ex->to_cluster) != 0 ||
+	     m->session != ex->session)) {
+		/* A session is bound to the EXPORT_REQ that opened it: only
+		 * its sender speaks in it. */
+		LOG_WARN_LIMITED("migration: %s from node %" PRIu64
+				 " of cluster %s outside the export session: "
+				 "dropped",
+				 migration_msg_name(m->type), from_node,
+				 from_cluster);
+		return;
+	}
 	switch (m->type) {
 	case MIG_EXPORT_REQ:
 		on_export_req(g, from_cluster, from_node, m);
 		return;
 	case MIG_ACK:
-		if (!ex->open || m->session != ex->session)
-			return;
 		if (m->index >= ex->snap_index && ex->snap_sent)
 			ex->chunks_acked = ex->chunks;
 		else if (m->value > ex->chunks_acked && m->value <= ex->chunks)
 			ex->chunks_acked = (uint32_t)m->value;
-		if (m->index > ex->acked) {
+		if (m->index > ex->acked && m->index <= ex->sent_index) {
 			ex->acked = m->index;
 			tee_trim(ex, m->index);
 		}
@@ -436,4 +456,9 @@ void mig_export_tick(struct migration *g)
 	}
 	if (all_sent && now - ex->last_sent_ms >= MIG_HEAD_EVERY_MS)
 		send_msg(g, MIG_HEAD, ex->sent_index, 0, NULL, 0);
+}
+
+void mig_export_authority_seen(struct migration *g)
+{
+	g->ex.authority_seen = true;
 }

@@ -89,8 +89,20 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 	if (strcmp(from_cluster, g->s->cfg.migrate_from) != 0 ||
 	    !mig_leads(g) || im->session == 0 || m->session != im->session)
 		return; /* another cluster's, or a session given up */
+	/* The first node of the old cluster to answer in this session (its
+	 * leader: only the leader exports) is the one the stream comes from;
+	 * another is not heard in this session. */
+	if (im->from_node == 0)
+		im->from_node = from_node;
+	if (from_node != im->from_node) {
+		LOG_WARN_LIMITED("migration: %s from node %" PRIu64
+				 " of cluster %s ignored: session %" PRIx64
+				 " imports from node %" PRIu64,
+				 migration_msg_name(m->type), from_node,
+				 from_cluster, im->session, im->from_node);
+		return;
+	}
 	im->progress_ms = mig_now(g);
-	im->from_node = from_node;
 	if (m->applied > im->old_applied)
 		im->old_applied = m->applied;
 	struct baton_buf kv;
@@ -216,6 +228,7 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 {
 	struct mig_import *im = &g->im;
 	im->session = random_session(g);
+	im->from_node = 0;
 	g->stats.sessions++;
 	im->progress_ms = mig_now(g);
 	im->acked_sent = 0;
