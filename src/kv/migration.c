@@ -448,6 +448,9 @@ static int apply_authority(struct baton_kv *kv, const struct kv__decoded *d,
 				  "ERR authority refused: the snapshot at old "
 				  "index %llu is still open",
 				  (unsigned long long)m->snapshot_index);
+	if (m->aborted)
+		return resp_error(out, "ERR authority refused: the migration "
+				       "was aborted (batonctl migrate abort)");
 	if (m->import_index < d->old_index)
 		return resp_error(out,
 				  "ERR authority from old index %llu refused: "

@@ -106,10 +106,17 @@ Test(migration, abort_stops_an_import_until_authority)
 	migt_begin(migt_new_kv, 3, T0);
 	cr_assert_str_eq(control(migt_new_kv, V3, KV_CONTROL_ABORT), "+OK\r\n");
 	cr_assert(migt_state(migt_new_kv).aborted);
+	cr_assert_str_eq(migt_end(migt_new_kv, 3, 0), "+OK\r\n");
+	/* Aborted: no authority (the old cluster may have been unfenced). */
+	baton_buf_reset(&migt_payload);
+	cr_assert_eq(kv_encode_authority(3, &migt_payload), 0);
+	cr_assert_str_eq(migt_apply(migt_new_kv, V3, &migt_payload, 0),
+			 "-ERR authority refused: the migration was aborted "
+			 "(batonctl migrate abort)\r\n");
+	cr_assert(!migt_state(migt_new_kv).authority);
 	cr_assert_str_eq(control(migt_new_kv, V3, KV_CONTROL_RESUME),
 			 "+OK\r\n");
 	cr_assert(!migt_state(migt_new_kv).aborted);
-	cr_assert_str_eq(migt_end(migt_new_kv, 3, 0), "+OK\r\n");
 	baton_buf_reset(&migt_payload);
 	cr_assert_eq(kv_encode_authority(3, &migt_payload), 0);
 	cr_assert_str_eq(migt_apply(migt_new_kv, V3, &migt_payload, 0),
