@@ -438,6 +438,8 @@ bool migration_writes_frozen(const struct server *s)
 
 static const char *phase(struct migration *g, const struct kv_migration *km)
 {
+	if (km->aborted && !km->authority && !km->sealed)
+		return "aborted";
 	if (mig_is_new_side(g)) {
 		if (km->authority)
 			return "authority";
@@ -508,8 +510,79 @@ void migration_info(struct server *s, struct baton_buf *b)
 		baton_buf_append(b, text, (size_t)n);
 }
 
+static void on_control_applied(void *data, int status, const uint8_t *reply,
+			       size_t len)
+{
+	struct slot *sl = data;
+	if (status != 0) {
+		slot_error(sl, status);
+		return;
+	}
+	/* The map's reply: +OK, or its -ERR saying why it refused. */
+	int rv = baton_buf_append(slot_buf(sl), reply, len);
+	if (rv != 0) {
+		slot_error(sl, rv);
+		return;
+	}
+	slot_done(sl);
+}
+
+/* BATON.MIGRATION ABORT | RESUME | UNFENCE: a CONTROL entry, proposed by
+ * the leader; the reply is the map's. */
+static int admin_control(struct command_ctx *x, enum kv_control_op op)
+{
+	struct server *s = x->s;
+	struct migration *g = s->migration;
+	const char *refusal = NULL;
+	if (g == NULL)
+		refusal = "ERR this node takes part in no migration (no "
+			  "--relay)";
+	else if (!mig_is_new_side(g) && s->cfg.migrate_to[0] == '\0')
+		refusal = "ERR this node takes part in no migration (no "
+			  "--migrate-to or --migrate-from)";
+	else if (op == KV_CONTROL_UNFENCE && mig_is_new_side(g))
+		refusal = "ERR unfence is for the old cluster (a node started "
+			  "with --migrate-to)";
+	else if (op == KV_CONTROL_UNFENCE &&
+		 (g->ex.authority_seen || g->authority_leader != 0))
+		refusal = "ERR unfence refused: the new cluster announced "
+			  "write authority after this fence; lifting it would "
+			  "give two clusters write authority";
+	if (refusal != NULL) {
+		resp_error(command_out(x), "%s", refusal);
+		return command_done(x);
+	}
+	if (!admin_require_leader(x))
+		return 0;
+	struct baton_release its;
+	baton_node_id old = mig_member_without_fence(g, &its);
+	if (old != 0) {
+		char r[BATON_RELEASE_STR_MAX];
+		resp_error(command_out(x),
+			   "ERR member %" PRIu64 " runs release %s, which "
+			   "does not know this entry; upgrade it first",
+			   old, baton_release_format(its, r));
+		return command_done(x);
+	}
+	int rv = mig_propose_control(g, op, on_control_applied, x->sl);
+	if (rv != 0)
+		slot_error(x->sl, rv);
+	else
+		LOG_WARN("migration: %s asked by a client: proposed",
+			 op == KV_CONTROL_ABORT	   ? "abort"
+			 : op == KV_CONTROL_RESUME ? "resume"
+						   : "unfence");
+	return 0;
+}
+
 int admin_migration(struct command_ctx *x)
 {
+	if (x->argc == 2 && command_arg_is(x, 1, "ABORT"))
+		return admin_control(x, KV_CONTROL_ABORT);
+	if (x->argc == 2 && command_arg_is(x, 1, "RESUME"))
+		return admin_control(x, KV_CONTROL_RESUME);
+	if (x->argc == 2 && command_arg_is(x, 1, "UNFENCE"))
+		return admin_control(x, KV_CONTROL_UNFENCE);
 	struct server *s = x->s;
 	struct migration *g = s->migration;
 	if (x->argc == 2 && command_arg_is(x, 1, "STATUS")) {
@@ -536,6 +609,83 @@ int admin_migration(struct command_ctx *x)
 		return command_done(x);
 	}
 	resp_error(command_out(x), "ERR usage: BATON.MIGRATION STATUS | "
-				   "HANDOFF");
+				   "HANDOFF | ABORT | RESUME | UNFENCE");
+	return command_done(x);
+}
+
+/* ---- proofs for the proxy (docs/relay.md, "Proxying") ---------------- */
+
+static bool has_keys(const struct migration *g)
+{
+	return g != NULL && g->keys.secret_len > 0;
+}
+
+/* The cluster this node's proxy sends to: the one the operator named. */
+static const char *other_cluster(const struct server *s)
+{
+	return s->cfg.migrate_from[0] != '\0' ? s->cfg.migrate_from
+					      : s->cfg.migrate_to;
+}
+
+bool migration_proxy_needs_proof(const struct server *s)
+{
+	return s->migration != NULL;
+}
+
+bool migration_proof_expected(struct server *s, const char *addr,
+			      const uint8_t nonce[MIG_PROOF_NONCE_BYTES],
+			      uint8_t out[MIG_PROOF_BYTES], char *why,
+			      size_t cap)
+{
+	struct migration *g = s->migration;
+	if (!has_keys(g) || other_cluster(s)[0] == '\0') {
+		snprintf(why, cap,
+			 "this node has no migration secret or no "
+			 "--migrate-to/--migrate-from to check the node "
+			 "against");
+		return false;
+	}
+	if (migration_proxy_proof(&g->keys, other_cluster(s),
+				  s->cfg.relay_cluster, nonce,
+				  MIG_PROOF_NONCE_BYTES, addr, out) != 0) {
+		snprintf(why, cap, "the proof could not be computed");
+		return false;
+	}
+	return true;
+}
+
+int migration_cmd_prove(struct command_ctx *x)
+{
+	struct server *s = x->s;
+	struct migration *g = s->migration;
+	if (x->argc != 3)
+		return command_wrong_args(x);
+	if (!has_keys(g)) {
+		resp_error(command_out(x), "ERR this node holds no migration "
+					   "secret");
+		return command_done(x);
+	}
+	char asker[MIG_CLUSTER_MAX + 1];
+	if (x->lens[1] != MIG_PROOF_NONCE_BYTES || x->lens[2] == 0 ||
+	    x->lens[2] > MIG_CLUSTER_MAX) {
+		resp_error(command_out(x),
+			   "ERR usage: BATON.MIGRATION.PROVE <nonce of %u "
+			   "bytes> <cluster>",
+			   MIG_PROOF_NONCE_BYTES);
+		return command_done(x);
+	}
+	command_arg_str(x, 2, asker, sizeof asker);
+	uint8_t proof[MIG_PROOF_BYTES];
+	/* Bound to this node's own address, not one the asker names: a
+	 * stranger who passes the asker's nonce on gets a proof for this
+	 * address, which is not the stranger's. */
+	if (migration_proxy_proof(&g->keys, s->cfg.relay_cluster, asker,
+				  x->argv[1], MIG_PROOF_NONCE_BYTES,
+				  s->cfg.listen, proof) != 0) {
+		resp_error(command_out(x), "ERR the proof could not be "
+					   "computed");
+		return command_done(x);
+	}
+	resp_bulk(command_out(x), proof, sizeof proof);
 	return command_done(x);
 }

@@ -196,7 +196,22 @@ bool migration_refused_write(const uint8_t *reply, size_t len);
 bool migration_writes_frozen(const struct server *s);
 /* INFO's "# Migration" section (nothing without --relay). */
 void migration_info(struct server *s, struct baton_buf *b);
-/* BATON.MIGRATION STATUS | HANDOFF. */
+/* BATON.MIGRATION STATUS | HANDOFF | ABORT | RESUME | UNFENCE. */
 int admin_migration(struct command_ctx *x);
+/* BATON.MIGRATION.PROVE <nonce> <asker cluster>, allowed before AUTH:
+ * this node's proof (migration_proxy_proof) that it holds the migration
+ * secret, bound to its own client address, as a bulk string. */
+int migration_cmd_prove(struct command_ctx *x);
+/* The proof a proxy must get from the node it reached at `addr` before
+ * it sends that node a password (proxy.c): false, with why, when it
+ * cannot tell (no migration secret). */
+#define MIG_PROOF_NONCE_BYTES 32u
+bool migration_proof_expected(struct server *s, const char *addr,
+			      const uint8_t nonce[MIG_PROOF_NONCE_BYTES],
+			      uint8_t out[MIG_PROOF_BYTES], char *why,
+			      size_t cap);
+/* Does this node proxy only to nodes that proved themselves (it takes
+ * part in a migration)? */
+bool migration_proxy_needs_proof(const struct server *s);
 
 #endif /* BATON_SERVER_MIGRATION_H */

@@ -109,12 +109,34 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 	baton_buf_init(&kv);
 	int rv = 0;
 	switch (m->type) {
-	case MIG_BEGIN:
+	case MIG_BEGIN: {
+		/* The old cluster's UUID: the first import pins it (in the
+		 * replicated state), so that no other cluster registered
+		 * under the same name can feed this one later. */
+		struct kv_migration km;
+		mig_kv_state(g, &km);
+		if (m->len != KV_CLUSTER_UUID_BYTES) {
+			rv = BATON_ECORRUPT;
+			break;
+		}
+		if (km.has_source_uuid && memcmp(km.source_uuid, m->data,
+						 KV_CLUSTER_UUID_BYTES) != 0) {
+			LOG_WARN_LIMITED("migration: a snapshot from node "
+					 "%" PRIu64 " of cluster %s refused: "
+					 "that cluster's UUID is not the one "
+					 "this cluster imported from first",
+					 from_node, from_cluster);
+			g->stats.refused++;
+			rv = BATON_ESTATE;
+			break;
+		}
 		LOG_INFO("migration: importing a snapshot of cluster %s at "
 			 "index %" PRIu64,
 			 from_cluster, m->index);
-		rv = kv_encode_import_begin(m->index, m->value, &kv);
+		rv = kv_encode_import_begin_from(m->index, m->value, m->data,
+						 &kv);
 		break;
+	}
 	case MIG_CHUNK:
 		if (m->value > UINT32_MAX) {
 			rv = BATON_ECORRUPT;
@@ -294,6 +316,15 @@ void mig_import_tick(struct migration *g)
 	}
 	if (!g->active)
 		return;
+	if (km.aborted && !km.authority) {
+		/* batonctl migrate abort: nothing more is asked of the old
+		 * cluster (its clients are still served there). */
+		if (im->session != 0)
+			LOG_INFO("migration: the import stops: the migration "
+				 "was aborted");
+		im->session = 0;
+		return;
+	}
 	uint64_t now = mig_now(g);
 	if (km.authority) {
 		if (im->authority_ms == 0) {

@@ -89,8 +89,10 @@ struct mig_export {
 	uint64_t last_sent_ms;
 	uint64_t last_fenced_ms;
 	uint64_t refused_log_ms;
-	/* An authenticated AUTHORITY followed this cluster's fence. */
+	/* An authenticated AUTHORITY followed this cluster's fence; the
+	 * SEAL saying so proposed, not yet applied. */
 	bool authority_seen;
+	bool seal_proposed;
 };
 
 struct mig_import {
@@ -182,6 +184,13 @@ void mig_export_close(struct migration *g);
 /* An authenticated AUTHORITY for this cluster's fence came: the fence
  * can no longer be lifted. */
 void mig_export_authority_seen(struct migration *g);
+/* Propose a CONTROL entry (kv.h): 0 or the proposal's error. */
+int mig_propose_control(struct migration *g, enum kv_control_op op,
+			baton_node_propose_cb cb, void *data);
+/* A member known to run a release that does not know the FENCE and
+ * CONTROL entries (it would stop applying there): its id, or 0. */
+baton_node_id mig_member_without_fence(struct migration *g,
+				       struct baton_release *its);
 
 /* migration_import.c (new side) */
 void mig_import_on_msg(struct migration *g, const char *from_cluster,
