@@ -57,6 +57,7 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 		 g->s->cfg.relay_cluster);
 	snprintf(m.to_cluster, sizeof m.to_cluster, "%s", to_cluster);
 	m.from_node = g->s->cfg.id;
+	m.to_node = to_node;
 	struct baton_buf b;
 	baton_buf_init(&b);
 	/* Every message a number above the last: the receiver refuses one
@@ -175,15 +176,17 @@ static bool accept_msg(struct migration *g, const char *from_cluster,
 	 * relay names otherwise, or a message for another cluster, was
 	 * passed on by a relay that lies. */
 	if (strcmp(m->to_cluster, c->relay_cluster) != 0 ||
+	    (m->to_node != 0 && m->to_node != c->id) ||
 	    strcmp(m->from_cluster, from_cluster) != 0 ||
 	    m->from_node != from_node) {
 		g->stats.refused++;
 		LOG_WARN_LIMITED("migration: a %s message from node %" PRIu64
-				 " of cluster %s for cluster %s came as from "
-				 "node %" PRIu64 " of cluster %s: dropped",
+				 " of cluster %s for node %" PRIu64
+				 " of cluster %s came as from node %" PRIu64
+				 " of cluster %s: dropped",
 				 migration_msg_name(m->type), m->from_node,
-				 m->from_cluster, m->to_cluster, from_node,
-				 from_cluster);
+				 m->from_cluster, m->to_node, m->to_cluster,
+				 from_node, from_cluster);
 		return false;
 	}
 	if (!sender_allowed(g, m->from_cluster)) {

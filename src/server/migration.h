@@ -70,6 +70,7 @@ struct migration_msg {
 	char from_cluster[MIG_CLUSTER_MAX + 1];
 	char to_cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id from_node;
+	baton_node_id to_node; /* 0: every node of to_cluster */
 	uint64_t session;
 	uint64_t seq;
 	uint64_t applied;
@@ -132,17 +133,19 @@ int migration_msg_parse(const uint8_t *buf, size_t len,
  * the header as sent, for the log, and no data). */
 int migration_msg_open(struct migration_keys *k, const uint8_t *buf, size_t len,
 		       struct migration_msg *out, struct baton_buf *plain);
-/* The last sequence number accepted from each authenticated sender. A
- * sender's numbers start at its clock (microseconds) when it started and
- * only grow, so a restarted sender is not taken for a replay. Only
- * senders whose message authenticated take a slot; when all are taken,
- * the oldest goes. */
+/* The last sequence number accepted from each authenticated sender, for
+ * its unicast and its multicast messages apart (the relay keeps the order
+ * within each, not between them). A sender's numbers start at its clock
+ * (microseconds) when it started and only grow, so a restarted sender is
+ * not taken for a replay. Only senders whose message authenticated take a
+ * slot; when all are taken, the oldest goes. */
 #define MIG_SENDERS_MAX 64u
 struct migration_replay {
 	uint32_t n;
 	struct {
 		char cluster[MIG_CLUSTER_MAX + 1];
 		baton_node_id node;
+		bool multicast;
 		uint64_t last_seq;
 	} senders[MIG_SENDERS_MAX];
 };

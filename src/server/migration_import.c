@@ -6,6 +6,7 @@
  * ready, and takes write authority once the stream reached the fence.
  */
 #include <inttypes.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +22,14 @@
 
 static uint64_t random_session(const struct migration *g)
 {
-	/* Distinct per request of this node; the old leader only compares
-	 * it with the one it serves. */
-	return (uv_hrtime() << 8) ^ (g->s->cfg.id * 0x9E3779B97F4A7C15ull) ^
-	       (uint64_t)g->stats.sessions;
+	/* Unpredictable: a session is bound to the EXPORT_REQ that opened
+	 * it; the clock only stands in when there is no randomness. */
+	uint64_t x = 0;
+	if (RAND_bytes((unsigned char *)&x, sizeof x) != 1 || x == 0)
+		x = (uv_hrtime() << 8) ^
+		    (g->s->cfg.id * 0x9E3779B97F4A7C15ull) ^
+		    (uint64_t)g->stats.sessions;
+	return x != 0 ? x : 1;
 }
 
 static void on_proposed(void *data, int status, const uint8_t *reply,

@@ -11,7 +11,8 @@
  *   u8  magic 0xBA, u8 format 2, u8 type
  *   u8  sender cluster length (1..255), the sender cluster id
  *   u8  receiver cluster length (1..255), the receiver cluster id
- *   u64 sender node id, u64 session, u64 sequence, u64 applied,
+ *   u64 sender node id, u64 receiver node id (0: every node of the
+ *   receiver cluster), u64 session, u64 sequence, u64 applied,
  *   u64 index, u64 value
  *   12 bytes nonce, u32 data length (<= MIG_DATA_MAX)
  *   the data encrypted (as many bytes), 16 bytes tag
@@ -32,9 +33,9 @@
 #include "le.h"
 #include "migration.h"
 
-/* magic, format, type, two cluster lengths (the ids apart), six u64,
+/* magic, format, type, two cluster lengths (the ids apart), seven u64,
  * the nonce, the data length. */
-#define HEAD_FIXED_BYTES (5u + 6u * 8u + MIG_NONCE_BYTES + 4u)
+#define HEAD_FIXED_BYTES (5u + 7u * 8u + MIG_NONCE_BYTES + 4u)
 #define HEAD_MAX_BYTES (HEAD_FIXED_BYTES + 2u * MIG_CLUSTER_MAX)
 
 enum key_purpose {
@@ -147,9 +148,10 @@ static size_t put_head(const struct migration_msg *m,
 	head[n++] = (uint8_t)nt;
 	memcpy(head + n, m->to_cluster, nt);
 	n += nt;
-	const uint64_t fields[6] = {m->from_node, m->session, m->seq,
-				    m->applied,	  m->index,   m->value};
-	for (int i = 0; i < 6; i++, n += 8)
+	const uint64_t fields[7] = {m->from_node, m->to_node, m->session,
+				    m->seq,	  m->applied, m->index,
+				    m->value};
+	for (int i = 0; i < 7; i++, n += 8)
 		baton_le_put_u64(head + n, fields[i]);
 	memcpy(head + n, nonce, MIG_NONCE_BYTES);
 	n += MIG_NONCE_BYTES;
@@ -267,6 +269,7 @@ static int parse(const uint8_t *buf, size_t len, struct migration_msg *m,
 	    !read_cluster(&r, m->from_cluster) ||
 	    !read_cluster(&r, m->to_cluster) ||
 	    !baton_le_read_u64(&r, &m->from_node) ||
+	    !baton_le_read_u64(&r, &m->to_node) ||
 	    !baton_le_read_u64(&r, &m->session) ||
 	    !baton_le_read_u64(&r, &m->seq) ||
 	    !baton_le_read_u64(&r, &m->applied) ||
@@ -339,8 +342,10 @@ bool migration_replay_check(struct migration_replay *t,
 			    const struct migration_msg *m)
 {
 	uint32_t i = 0;
+	bool multicast = m->to_node == 0;
 	while (i < t->n &&
 	       !(t->senders[i].node == m->from_node &&
+		 t->senders[i].multicast == multicast &&
 		 strcmp(t->senders[i].cluster, m->from_cluster) == 0))
 		i++;
 	if (i == t->n) {
@@ -353,6 +358,7 @@ bool migration_replay_check(struct migration_replay *t,
 		memcpy(t->senders[i].cluster, m->from_cluster,
 		       sizeof t->senders[i].cluster);
 		t->senders[i].node = m->from_node;
+		t->senders[i].multicast = multicast;
 		t->senders[i].last_seq = 0;
 	}
 	if (m->seq <= t->senders[i].last_seq)

@@ -43,12 +43,13 @@ def unsealed(mtype, session=0, applied=0, index=0, value=0, data=b""):
 
 
 def forged(mtype, frm, to, node, session=0, seq=1, index=0, value=0,
-           data=b"x" * 16):
+           data=b"x" * 16, to_node=0):
     """A sealed-looking message (format 2) with random ciphertext and tag:
     what anyone without the migration secret can make."""
     f, t = frm.encode(), to.encode()
     head = (bytes([0xBA, 2, mtype, len(f)]) + f + bytes([len(t)]) + t +
-            struct.pack("<QQQQQQ", node, session, seq, 0, index, value) +
+            struct.pack("<QQQQQQQ", node, to_node, session, seq, 0, index,
+                        value) +
             os.urandom(12) + struct.pack("<I", len(data)))
     return head + os.urandom(len(data)) + os.urandom(16)
 
@@ -59,7 +60,7 @@ def session_of(payload):
     p = 3
     p += 1 + payload[p]  # sender cluster
     p += 1 + payload[p]  # receiver cluster
-    node, session = struct.unpack_from("<QQ", payload, p)
+    node, _to_node, session = struct.unpack_from("<QQQ", payload, p)
     return node, session
 
 
