@@ -537,10 +537,16 @@ static int admin_control(struct command_ctx *x, enum kv_control_op op)
 	struct server *s = x->s;
 	struct migration *g = s->migration;
 	const char *refusal = NULL;
-	if (g == NULL)
+	/* A fenced node restarted without the migration's flags may still
+	 * be unfenced: the SEAL in its log refuses it once authority
+	 * followed. */
+	if (g == NULL && op != KV_CONTROL_UNFENCE)
 		refusal = "ERR this node takes part in no migration (no "
 			  "--relay)";
-	else if (!mig_is_new_side(g) && s->cfg.migrate_to[0] == '\0')
+	else if (g == NULL)
+		refusal = NULL;
+	else if (!mig_is_new_side(g) && s->cfg.migrate_to[0] == '\0' &&
+		 op != KV_CONTROL_UNFENCE)
 		refusal = "ERR this node takes part in no migration (no "
 			  "--migrate-to or --migrate-from)";
 	else if (op == KV_CONTROL_UNFENCE && mig_is_new_side(g))
@@ -558,7 +564,7 @@ static int admin_control(struct command_ctx *x, enum kv_control_op op)
 	if (!admin_require_leader(x))
 		return 0;
 	struct baton_release its;
-	baton_node_id old = mig_member_without_fence(g, &its);
+	baton_node_id old = mig_member_without_fence(s, &its);
 	if (old != 0) {
 		char r[BATON_RELEASE_STR_MAX];
 		resp_error(command_out(x),
@@ -567,7 +573,7 @@ static int admin_control(struct command_ctx *x, enum kv_control_op op)
 			   old, baton_release_format(its, r));
 		return command_done(x);
 	}
-	int rv = mig_propose_control(g, op, on_control_applied, x->sl);
+	int rv = mig_propose_control(s, op, on_control_applied, x->sl);
 	if (rv != 0)
 		slot_error(x->sl, rv);
 	else

@@ -202,13 +202,13 @@ static void on_propose_fence(void *data, int status, const uint8_t *reply,
  * would stop applying there): its id, or 0. A member whose release is not
  * known (down since before this term) does not hold the fence back: were
  * it older, it would stall at the fence, not diverge. */
-baton_node_id mig_member_without_fence(struct migration *g,
+baton_node_id mig_member_without_fence(struct server *s,
 				       struct baton_release *its)
 {
 	static struct baton_node_status st;
 	static struct baton_upgrade_status us;
-	baton_node_status(g->s->node, &st);
-	baton_node_upgrade_status(g->s->node, &us);
+	baton_node_status(s->node, &st);
+	baton_node_upgrade_status(s->node, &us);
 	struct baton_release since = baton_release_migration_since();
 	for (uint32_t i = 0; i < st.raft.config.n; i++) {
 		baton_node_id id = st.raft.config.members[i].id;
@@ -247,7 +247,7 @@ static void on_handoff(struct migration *g, const struct migration_msg *m)
 		return;
 	}
 	struct baton_release its;
-	baton_node_id old = mig_member_without_fence(g, &its);
+	baton_node_id old = mig_member_without_fence(g->s, &its);
 	if (old != 0) {
 		char r[BATON_RELEASE_STR_MAX], need[BATON_RELEASE_STR_MAX];
 		uint64_t now = mig_now(g);
@@ -507,7 +507,7 @@ void mig_export_authority_seen(struct migration *g)
 		return;
 	/* Replicated, so the fence stays for good on every node and across
 	 * restarts: no unfence may give two clusters authority. */
-	if (mig_propose_control(g, KV_CONTROL_SEAL, on_seal_applied, g) == 0) {
+	if (mig_propose_control(g->s, KV_CONTROL_SEAL, on_seal_applied, g) == 0) {
 		ex->seal_proposed = true;
 		LOG_INFO("migration: cluster %s took write authority after "
 			 "this cluster's fence: sealing it",
@@ -515,7 +515,7 @@ void mig_export_authority_seen(struct migration *g)
 	}
 }
 
-int mig_propose_control(struct migration *g, enum kv_control_op op,
+int mig_propose_control(struct server *s, enum kv_control_op op,
 			baton_node_propose_cb cb, void *data)
 {
 	struct baton_buf p;
@@ -525,7 +525,7 @@ int mig_propose_control(struct migration *g, enum kv_control_op op,
 	if (rv == 0)
 		rv = kv_encode_control(server_wall_ms(), op, &p);
 	if (rv == 0)
-		rv = baton_node_propose(g->s->node, p.data, p.len, cb, data);
+		rv = baton_node_propose(s->node, p.data, p.len, cb, data);
 	baton_buf_free(&p);
 	return rv;
 }

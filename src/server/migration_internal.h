@@ -185,11 +185,11 @@ void mig_export_close(struct migration *g);
  * can no longer be lifted. */
 void mig_export_authority_seen(struct migration *g);
 /* Propose a CONTROL entry (kv.h): 0 or the proposal's error. */
-int mig_propose_control(struct migration *g, enum kv_control_op op,
+int mig_propose_control(struct server *s, enum kv_control_op op,
 			baton_node_propose_cb cb, void *data);
 /* A member known to run a release that does not know the FENCE and
  * CONTROL entries (it would stop applying there): its id, or 0. */
-baton_node_id mig_member_without_fence(struct migration *g,
+baton_node_id mig_member_without_fence(struct server *s,
 				       struct baton_release *its);
 
 /* migration_import.c (new side) */

@@ -74,7 +74,7 @@ void migration_keys_wipe(struct migration_keys *k)
 
 static bool cluster_ok(const char *id)
 {
-	size_t n = strnlen(id, MIG_CLUSTER_MAX + 1);
+	size_t n = strlen(id);
 	return n >= 1 && n <= MIG_CLUSTER_MAX;
 }
 

@@ -500,9 +500,9 @@ def fence_payload(target):
 
 def test_unfence_lifts_a_fence_that_no_authority_followed(tmp_path, relay):
     """The old cluster fenced and the new cluster died before it took
-    authority: writes are refused (there is nobody to send them to) until
-    batonctl migrate unfence, which is replicated (it holds across a
-    restart)."""
+    authority: writes are refused, across restarts and even without
+    --relay (the fence is in the log), until batonctl migrate unfence,
+    which is replicated too (it holds across a restart)."""
     if not HOOKS.exists():
         pytest.skip(f"{HOOKS} not built")
     old = e2e.Cluster(tmp_path / "old")
@@ -529,16 +529,25 @@ def test_unfence_lifts_a_fence_that_no_authority_followed(tmp_path, relay):
         with pytest.raises(redis.ResponseError) as err:
             c.set("k0", "lost?")
         assert "TRYAGAIN" in str(err.value)
+        # Restarted without the migration's flags: still fenced.
+        a.kill9()
+        old.common_args = ["--password", PASSWORD, "--as-release",
+                           OLD_RELEASE]
+        a.restart()
+        old.leader()
+        with pytest.raises(redis.ResponseError) as err:
+            a.client().set("k0", "lost?")
+        assert "TRYAGAIN" in str(err.value)
         r = batonctl(a, "migrate", "unfence")
         assert r.returncode == 0 and "unfenced" in r.stdout, \
             r.stdout + r.stderr
-        st = status(a)
-        assert st["fenced"] == "0" and st["migration_phase"] == "aborted", st
         set_all([a], "after-", 10, acked)
         a.kill9()
+        old.common_args = ["--password", PASSWORD] + extra
         a.restart()
         old.leader()
-        assert status(a)["fenced"] == "0"
+        st = status(a)
+        assert st["fenced"] == "0" and st["migration_phase"] == "aborted", st
         set_all([a], "restarted-", 5, acked)
         assert_all_readable(a, acked)
         # Unfenced, so not fenced: a second unfence is refused.

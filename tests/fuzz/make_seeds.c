@@ -20,6 +20,7 @@
 #include "baton/buf.h"
 #include "baton/version.h"
 #include "checksum.h"
+#include "fuzz.h"
 #include "le.h"
 #include "internal.h"
 #include "kv.h"
