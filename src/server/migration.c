@@ -4,6 +4,8 @@
  * the timer that drives the export (old side) and the import (new side).
  */
 #include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,26 +643,59 @@ bool migration_proxy_needs_proof(const struct server *s)
 	return s->migration != NULL;
 }
 
-bool migration_proof_expected(struct server *s, const char *addr,
-			      const uint8_t nonce[MIG_PROOF_NONCE_BYTES],
-			      uint8_t out[MIG_PROOF_BYTES], char *why,
-			      size_t cap)
+int migration_proof_request(struct server *s, const char *addr,
+			    struct baton_buf *out,
+			    uint8_t expect[MIG_PROOF_BYTES], char *why,
+			    size_t cap)
 {
 	struct migration *g = s->migration;
+	uint8_t nonce[MIG_PROOF_NONCE_BYTES];
+	const char *me = s->cfg.relay_cluster;
 	if (!has_keys(g) || other_cluster(s)[0] == '\0') {
 		snprintf(why, cap,
 			 "this node has no migration secret or no "
 			 "--migrate-to/--migrate-from to check the node "
-			 "against");
-		return false;
+			 "against; its password was not sent");
+		return -1;
 	}
-	if (migration_proxy_proof(&g->keys, other_cluster(s),
-				  s->cfg.relay_cluster, nonce,
-				  MIG_PROOF_NONCE_BYTES, addr, out) != 0) {
-		snprintf(why, cap, "the proof could not be computed");
-		return false;
+	if (RAND_bytes(nonce, sizeof nonce) != 1 ||
+	    migration_proxy_proof(&g->keys, other_cluster(s), me, nonce,
+				  sizeof nonce, addr, expect) != 0) {
+		snprintf(why, cap, "no nonce or no proof could be made");
+		return -1;
 	}
-	return true;
+	if (resp_array(out, 3) != 0 ||
+	    resp_bulk(out, "BATON.MIGRATION.PROVE", 21) != 0 ||
+	    resp_bulk(out, nonce, sizeof nonce) != 0 ||
+	    resp_bulk(out, me, strlen(me)) != 0) {
+		snprintf(why, cap, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+bool migration_proof_check(const uint8_t expect[MIG_PROOF_BYTES],
+			   const uint8_t *r, size_t n, char *why, size_t cap)
+{
+	char head[8];
+	int k = snprintf(head, sizeof head, "$%u\r\n", MIG_PROOF_BYTES);
+	BATON_ASSERT(k > 0 && (size_t)k < sizeof head);
+	size_t h = (size_t)k;
+	if (n == h + MIG_PROOF_BYTES + 2 && memcmp(r, head, h) == 0 &&
+	    CRYPTO_memcmp(r + h, expect, MIG_PROOF_BYTES) == 0)
+		return true;
+	size_t shown = n > 2 ? n - 2 : 0;
+	if (n > 0 && r[0] == '-')
+		snprintf(why, cap,
+			 "it did not prove it holds the migration secret (it "
+			 "answered '%.*s'); its password was not sent",
+			 (int)(shown < 200 ? shown : 200), (const char *)r);
+	else
+		snprintf(why, cap,
+			 "it did not prove it holds the migration secret (a "
+			 "wrong proof: another secret, or a node that is not "
+			 "at this address); its password was not sent");
+	return false;
 }
 
 int migration_cmd_prove(struct command_ctx *x)

@@ -205,14 +205,20 @@ int admin_migration(struct command_ctx *x);
  * this node's proof (migration_proxy_proof) that it holds the migration
  * secret, bound to its own client address, as a bulk string. */
 int migration_cmd_prove(struct command_ctx *x);
-/* The proof a proxy must get from the node it reached at `addr` before
- * it sends that node a password (proxy.c): false, with why, when it
- * cannot tell (no migration secret). */
+/* A proxy's request for the proof that the node it reached at `addr`
+ * holds the migration secret, before it sends that node a password
+ * (proxy.c): BATON.MIGRATION.PROVE with a fresh nonce, appended to out,
+ * and the proof a holder of the secret at that address answers. 0, or -1
+ * with why (no migration secret, no randomness, no memory). */
 #define MIG_PROOF_NONCE_BYTES 32u
-bool migration_proof_expected(struct server *s, const char *addr,
-			      const uint8_t nonce[MIG_PROOF_NONCE_BYTES],
-			      uint8_t out[MIG_PROOF_BYTES], char *why,
-			      size_t cap);
+int migration_proof_request(struct server *s, const char *addr,
+			    struct baton_buf *out,
+			    uint8_t expect[MIG_PROOF_BYTES], char *why,
+			    size_t cap);
+/* Is the reply r (n bytes, one whole RESP reply) that proof? false, with
+ * why, if not. */
+bool migration_proof_check(const uint8_t expect[MIG_PROOF_BYTES],
+			   const uint8_t *r, size_t n, char *why, size_t cap);
 /* Does this node proxy only to nodes that proved themselves (it takes
  * part in a migration)? */
 bool migration_proxy_needs_proof(const struct server *s);

@@ -32,9 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
-
 #include "address.h"
 #include "address_uv.h"
 #include "baton/assert.h"
@@ -357,60 +354,21 @@ static int send_hello(struct upstream *up)
 /* Ask the node to prove it holds the migration secret before it gets a
  * password (docs/relay.md, "Proxying"): anyone may register at the relay
  * under the other cluster's name with an address of their own. 0, a
- * libuv error, or UV_EPERM with why when no proof can be checked. */
+ * libuv error, or UV_EPERM with why when no proof can be asked. */
 static int send_prove(struct upstream *up, char *why, size_t cap)
 {
-	uint8_t nonce[MIG_PROOF_NONCE_BYTES];
-	if (RAND_bytes(nonce, sizeof nonce) != 1) {
-		snprintf(why, cap, "no randomness for a nonce");
-		return UV_EPERM;
-	}
-	if (!migration_proof_expected(up->s, up->addr, nonce, up->expect, why,
-				      cap))
-		return UV_EPERM;
-	const char *me = up->s->cfg.relay_cluster;
 	struct baton_buf b;
 	baton_buf_init(&b);
-	int rv = 0;
-	if (resp_array(&b, 3) != 0 ||
-	    resp_bulk(&b, "BATON.MIGRATION.PROVE", 21) != 0 ||
-	    resp_bulk(&b, nonce, sizeof nonce) != 0 ||
-	    resp_bulk(&b, me, strlen(me)) != 0)
-		rv = UV_ENOMEM;
-	if (rv == 0)
-		rv = upstream_write(up, &b);
+	int rv = migration_proof_request(up->s, up->addr, &b, up->expect, why,
+					 cap) == 0
+			 ? upstream_write(up, &b)
+			 : UV_EPERM;
 	baton_buf_free(&b);
 	if (rv == 0) {
 		up->state = UP_PROVE;
 		up->handshake_left = 1;
 	}
 	return rv;
-}
-
-/* The proof the node gave: false, with why, if it is not the one a holder
- * of the migration secret at this address gives. */
-static bool proof_accepted(struct upstream *up, const uint8_t *r, size_t n,
-			   char *why, size_t cap)
-{
-	char head[8];
-	int k = snprintf(head, sizeof head, "$%u\r\n", MIG_PROOF_BYTES);
-	BATON_ASSERT(k > 0 && (size_t)k < sizeof head);
-	size_t h = (size_t)k;
-	if (n == h + MIG_PROOF_BYTES + 2 && memcmp(r, head, h) == 0 &&
-	    CRYPTO_memcmp(r + h, up->expect, MIG_PROOF_BYTES) == 0)
-		return true;
-	size_t shown = n > 2 ? n - 2 : 0;
-	if (r[0] == '-')
-		snprintf(why, cap,
-			 "it did not prove it holds the migration secret (it "
-			 "answered '%.*s'); its password was not sent",
-			 (int)(shown < 200 ? shown : 200), (const char *)r);
-	else
-		snprintf(why, cap,
-			 "it did not prove it holds the migration secret (a "
-			 "wrong proof: another secret, or a node that is not "
-			 "at this address); its password was not sent");
-	return false;
 }
 
 /* A handshake reply: AUTH's must be +OK; BATON.PROXIED's +OK, or "unknown
@@ -441,7 +399,7 @@ static bool on_reply(struct upstream *up, struct cmd_queue *done,
 	if (up->state == UP_PROVE) {
 		char why[512];
 		int rv = 0;
-		if (!proof_accepted(up, r, n, why, sizeof why)) {
+		if (!migration_proof_check(up->expect, r, n, why, sizeof why)) {
 			LOG_WARN_LIMITED("proxy: the node at %s: %s", up->addr,
 					 why);
 			upstream_unreachable(up, done, why);
