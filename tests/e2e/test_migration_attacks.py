@@ -557,3 +557,26 @@ def test_unfence_lifts_a_fence_that_no_authority_followed(tmp_path, relay):
         raise AssertionError(f"{e}\n{old.logs_tail()}") from None
     finally:
         old.stop_all()
+
+
+def test_a_migration_needs_a_secret_in_a_regular_file(tmp_path):
+    """--migrate-to and --migrate-from refuse to start without
+    --migration-secret-file (exit 2, saying why), and so does a secret that
+    is a FIFO (without blocking on it) or a directory."""
+    e2e.require_binary(e2e.BATOND)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)
+    cport, pport = e2e.free_ports(2)
+    base = [str(e2e.BATOND), "--id", "1", "--listen", f"{HOST}:{cport}",
+            "--peer-listen", f"{HOST}:{pport}", "--data",
+            str(tmp_path / "data"), "--join", "--relay", f"{HOST}:1"]
+    for side, extra, needle in [
+            ("--migrate-to", [], "need --migration-secret-file"),
+            ("--migrate-from", [], "need --migration-secret-file"),
+            ("--migrate-to", ["--migration-secret-file", str(fifo)],
+             "is not a regular file"),
+            ("--migrate-from", ["--migration-secret-file", str(tmp_path)],
+             "is not a regular file")]:
+        r = subprocess.run(base + [side, "other"] + extra,
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and needle in r.stderr, (side, extra, r)
