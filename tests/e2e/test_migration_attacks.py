@@ -580,3 +580,37 @@ def test_a_migration_needs_a_secret_in_a_regular_file(tmp_path):
         r = subprocess.run(base + [side, "other"] + extra,
                            capture_output=True, text=True, timeout=10)
         assert r.returncode == 2 and needle in r.stderr, (side, extra, r)
+
+
+def test_the_import_comes_from_the_first_old_cluster_only(tmp_path, relay):
+    """The new cluster pins the UUID of the cluster it first imported from:
+    another cluster registered under the old one's name later (even one
+    holding the migration secret) is refused, and the import stays."""
+    old = other = new = None
+    try:
+        old = old_cluster(tmp_path, relay, n=1)
+        acked = {}
+        set_all([old.nodes[1]], "first-", 10, acked)
+        new, b = new_node(tmp_path, relay)
+        st = wait_status(b, lambda st: st["migration_ready"] == "1",
+                         "the import caught up")
+        index = st["import_index"]
+        old.stop_all()
+        other = e2e.Cluster(tmp_path / "other")
+        other.start(1, password=PASSWORD, extra=[
+            "--as-release", OLD_RELEASE, "--relay", f"{HOST}:{relay.port}",
+            "--relay-cluster", "old", "--migrate-to", "new",
+            "--migration-secret-file", secret_file(tmp_path)])
+        e2e.wait_log(b, "that cluster's UUID is not the one this cluster "
+                     "imported from first", timeout=20)
+        st = status(b)
+        assert st["import_index"] == index, st
+        assert st["migration_phase"] == "mirror", st
+        assert int(st["migration_refused"]) >= 1, st
+    except AssertionError as e:
+        logs = "".join(c.logs_tail() for c in (old, other, new) if c)
+        raise AssertionError(f"{e}\n{logs}") from None
+    finally:
+        for c in (old, other, new):
+            if c is not None:
+                c.stop_all()
