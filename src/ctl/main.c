@@ -144,7 +144,8 @@ static const struct command commands[] = {
 	 "(nothing changed); 4 rolled, but the effective machine version did\n"
 	 "not rise in time (says what holds it back).\n",
 	 ctl_roll_options, 0, 0, ctl_cmd_roll},
-	{"migrate", "[--dry-run] [--handoff] [--wait-s N]",
+	{"migrate",
+	 "[--dry-run] [--handoff] [--wait-s N] | abort | resume | unfence",
 	 "Follow a migration between two clusters through baton-relay (see\n"
 	 "docs/relay.md), asking a node of the new cluster (started with\n"
 	 "--relay and --migrate-from): one line per change of its phase and\n"
@@ -154,9 +155,19 @@ static const struct command commands[] = {
 	 "  --handoff     ask for hand-off now instead of waiting for two\n"
 	 "                voters of the new cluster to be caught up\n"
 	 "  --wait-s N    give up after N seconds (default 300)\n"
-	 "Exit status: 0 authority taken (dry run: nothing blocks it); 1 not\n"
-	 "in time, or the node takes no part; 2 bad usage.\n",
-	 ctl_migrate_options, 0, 0, ctl_cmd_migrate},
+	 "  abort         stop the migration on the asked node's cluster\n"
+	 "                before authority moved: the old side exports\n"
+	 "                nothing and refuses hand-off, the new side imports\n"
+	 "                nothing (refused once authority moved)\n"
+	 "  resume        undo abort\n"
+	 "  unfence       (old side) lift a fence that no authority "
+	 "followed:\n"
+	 "                the old cluster takes writes again (refused once\n"
+	 "                the new cluster announced authority)\n"
+	 "Exit status: 0 authority taken (dry run: nothing blocks it; abort,\n"
+	 "resume, unfence: done); 1 not in time, refused, or the node takes\n"
+	 "no part; 2 bad usage.\n",
+	 ctl_migrate_options, 0, 1, ctl_cmd_migrate},
 	{"snapshot", "save FILE [--force] | status FILE",
 	 "Backups (docs/backup.md).\n"
 	 "  save FILE     ask the leader for a consistent copy of the\n"

@@ -129,8 +129,55 @@ const struct ctl_option ctl_migrate_options[] = {
 	{NULL, NULL},
 };
 
+/* batonctl migrate abort | resume | unfence: one CONTROL entry, proposed
+ * by the leader of the asked node's cluster; the answer is its map's. */
+static int control(const struct ctl_opts *o, const char *what)
+{
+	char upper[16];
+	size_t n = strlen(what);
+	for (size_t i = 0; i <= n && i < sizeof upper; i++)
+		upper[i] = (char)(what[i] >= 'a' && what[i] <= 'z'
+					  ? what[i] - 'a' + 'A'
+					  : what[i]);
+	upper[sizeof upper - 1] = '\0';
+	const char *argv[] = {"BATON.MIGRATION", upper};
+	char addr[CTL_ADDR_MAX];
+	redisReply *r = ctl_call_leader(o, 2, argv, addr, sizeof addr);
+	if (r == NULL)
+		return CTL_EXIT_ERROR;
+	int rc = CTL_EXIT_OK;
+	if (r->type == REDIS_REPLY_ERROR) {
+		ctl_error("node %s: %.*s", addr, (int)r->len, r->str);
+		rc = CTL_EXIT_ERROR;
+	} else if (strcmp(what, "abort") == 0) {
+		printf("aborted: this cluster exports (old side) or imports "
+		       "(new side) nothing more; 'batonctl migrate resume' "
+		       "undoes it\n");
+	} else if (strcmp(what, "resume") == 0) {
+		printf("resumed: the migration goes on from where it was\n");
+	} else {
+		printf("unfenced: this cluster takes writes again and its "
+		       "migration is aborted; the new cluster's import is "
+		       "void past the fence: 'batonctl migrate resume' "
+		       "exports from a new snapshot\n");
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
 int ctl_cmd_migrate(const struct ctl_opts *o, const struct ctl_args *a)
 {
+	if (a->n_positional == 1) {
+		const char *what = a->positional[0];
+		if (strcmp(what, "abort") != 0 && strcmp(what, "resume") != 0 &&
+		    strcmp(what, "unfence") != 0) {
+			ctl_error("migrate: unknown action '%s' (abort, "
+				  "resume or unfence)",
+				  what);
+			return CTL_EXIT_USAGE;
+		}
+		return control(o, what);
+	}
 	bool dry = ctl_args_flag(a, "dry-run");
 	bool handoff = ctl_args_flag(a, "handoff");
 	uint64_t wait_s = MIGRATE_WAIT_S_DEFAULT;

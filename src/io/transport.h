@@ -85,6 +85,11 @@ struct baton_peer_secret {
 int baton_peer_secret_load(const char *path, struct baton_peer_secret *out,
 			   char *err, size_t cap);
 /* Overwrite a secret's bytes (not optimised away). */
+/* The same for another secret (what: "migration secret"), named so in
+ * the messages. */
+int baton_secret_file_load(const char *path, const char *what,
+			   struct baton_peer_secret *out, char *err,
+			   size_t cap);
 void baton_peer_secret_wipe(struct baton_peer_secret *s);
 
 /* The proof a forwarded write carries that its client authenticated with

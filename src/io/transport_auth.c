@@ -29,38 +29,39 @@ _Static_assert(BATON_PEER_AUTH_MAC_LEN == 32 &&
 	"file on every node)"
 
 /* The file's status: a regular file that only its owner may touch. */
-static int check_file(int fd, const char *path, char *err, size_t cap)
+static int check_file(int fd, const char *path, const char *what, char *err,
+		      size_t cap)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
-		snprintf(err, cap, "cannot read the peer secret file %s: %s",
-			 path, strerror(errno));
+		snprintf(err, cap, "cannot read the %s file %s: %s", what, path,
+			 strerror(errno));
 		return BATON_EIO;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, cap,
-			 "the peer secret file %s is not a regular file", path);
+		snprintf(err, cap, "the %s file %s is not a regular file", what,
+			 path);
 		return BATON_EINVAL;
 	}
 	if ((st.st_mode & 077) != 0) {
 		snprintf(err, cap,
-			 "the peer secret file %s can be read or written by "
+			 "the %s file %s can be read or written by "
 			 "group or others (mode %04o); make it the owner's "
 			 "only: chmod 600 %s",
-			 path, (unsigned)(st.st_mode & 07777), path);
+			 what, path, (unsigned)(st.st_mode & 07777), path);
 		return BATON_EINVAL;
 	}
 	if (st.st_size == 0) {
-		snprintf(err, cap,
-			 "the peer secret file %s is empty; " MAKE_ONE, path,
-			 path, path);
+		snprintf(err, cap, "the %s file %s is empty; " MAKE_ONE, what,
+			 path, path, path);
 		return BATON_EINVAL;
 	}
 	if (st.st_size > (off_t)BATON_PEER_SECRET_MAX) {
 		snprintf(err, cap,
-			 "the peer secret file %s holds %lld bytes, more than "
-			 "the %u a peer secret may have",
-			 path, (long long)st.st_size, BATON_PEER_SECRET_MAX);
+			 "the %s file %s holds %lld bytes, more than "
+			 "the %u a secret may have",
+			 what, path, (long long)st.st_size,
+			 BATON_PEER_SECRET_MAX);
 		return BATON_ETOOBIG;
 	}
 	return 0;
@@ -69,6 +70,12 @@ static int check_file(int fd, const char *path, char *err, size_t cap)
 int baton_peer_secret_load(const char *path, struct baton_peer_secret *out,
 			   char *err, size_t cap)
 {
+	return baton_secret_file_load(path, "peer secret", out, err, cap);
+}
+
+int baton_secret_file_load(const char *path, const char *what,
+			   struct baton_peer_secret *out, char *err, size_t cap)
+{
 	BATON_ASSERT(path != NULL && out != NULL && err != NULL);
 	memset(out, 0, sizeof *out);
 	/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
@@ -76,20 +83,19 @@ int baton_peer_secret_load(const char *path, struct baton_peer_secret *out,
 	 * (check_file). It changes nothing for the regular file read. */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		snprintf(err, cap, "cannot open the peer secret file %s: %s",
-			 path, strerror(errno));
+		snprintf(err, cap, "cannot open the %s file %s: %s", what, path,
+			 strerror(errno));
 		return BATON_EIO;
 	}
-	int rv = check_file(fd, path, err, cap);
+	int rv = check_file(fd, path, what, err, cap);
 	while (rv == 0) {
 		ssize_t n = read(fd, out->bytes + out->len,
 				 sizeof out->bytes - out->len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			snprintf(err, cap,
-				 "cannot read the peer secret file %s: %s",
-				 path, strerror(errno));
+			snprintf(err, cap, "cannot read the %s file %s: %s",
+				 what, path, strerror(errno));
 			rv = BATON_EIO;
 		}
 		if (n <= 0)
@@ -99,9 +105,10 @@ int baton_peer_secret_load(const char *path, struct baton_peer_secret *out,
 	close(fd);
 	if (rv == 0 && out->len < BATON_PEER_SECRET_MIN) {
 		snprintf(err, cap,
-			 "the peer secret file %s holds %zu bytes; a peer "
+			 "the %s file %s holds %zu bytes; a "
 			 "secret needs at least %u: " MAKE_ONE,
-			 path, out->len, BATON_PEER_SECRET_MIN, path, path);
+			 what, path, out->len, BATON_PEER_SECRET_MIN, path,
+			 path);
 		rv = BATON_EINVAL;
 	}
 	if (rv != 0)

@@ -417,6 +417,7 @@ enum kv__kind {
 	KV_KIND_IMPORT_END = 7,
 	KV_KIND_IMPORT_ENTRY = 8,
 	KV_KIND_AUTHORITY = 9,
+	KV_KIND_CONTROL = 10,
 };
 
 /* The kinds of a migration's new side (machine version 3). */
@@ -445,6 +446,10 @@ struct kv__decoded {
 	uint64_t old_index;
 	int64_t time_ms;
 	uint32_t seq;
+	/* IMPORT_BEGIN: the source cluster's UUID (NULL: not named);
+	 * CONTROL: the operation. */
+	const uint8_t *source_uuid;
+	uint8_t control_op;
 	/* CHUNK: its export records (checked whole); ENTRY: the old
 	 * payload (decoded once, to check it). */
 	const uint8_t *body;
@@ -473,6 +478,9 @@ int kv__export_record(struct baton_buf *out, const struct kv__entry *e,
 int kv__records_check(const uint8_t *buf, size_t len);
 /* Does m hold anything (else the map never saw a migration payload)? */
 bool kv__migration_any(const struct kv_migration *m);
+/* Does m hold any of the fields of the section's format 2 (abort, seal,
+ * unfences, the source UUID)? */
+bool kv__migration_any_2(const struct kv_migration *m);
 /* Apply a decoded payload of a migration kind (4..9) under v: 0 with its
  * reply (maybe a refusal) appended, or an error as kv_apply. */
 int kv__apply_migration(struct baton_kv *kv, struct baton_machine_version v,

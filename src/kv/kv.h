@@ -377,6 +377,9 @@ int kv_restore(struct baton_kv *kv, struct baton_machine_version v,
 /* ------------------------------------------------------------------------ */
 /* Migration to another cluster (docs/relay.md; docs/kv.md "Migration").   */
 
+/* A cluster UUID, as the data directory's identity holds it. */
+#define KV_CLUSTER_UUID_BYTES 16u
+
 /* What the map knows of a migration: replicated, so every node of a
  * cluster agrees, and kept in snapshots. All zero on a map that never
  * applied a FENCE, IMPORT or AUTHORITY payload. */
@@ -399,6 +402,19 @@ struct kv_migration {
 	 * map refused every write after it, so the entries after it are
 	 * no-ops here too (reply KV_FENCED_REPLY). */
 	uint64_t import_fence_index;
+	/* Both sides (CONTROL payloads): the operator aborted the migration
+	 * (the old side exports nothing and refuses a fence, the new side
+	 * imports nothing) until RESUME; the old side's fence was followed
+	 * by the other cluster's authority, so it can no longer be lifted
+	 * (sealed); UNFENCE payloads applied. */
+	bool aborted;
+	bool sealed;
+	uint32_t unfences;
+	/* New side: the UUID of the cluster imported from, pinned by the
+	 * first IMPORT_BEGIN that named one; a BEGIN naming another is
+	 * refused. */
+	bool has_source_uuid;
+	uint8_t source_uuid[KV_CLUSTER_UUID_BYTES];
 };
 void kv_migration_state(const struct baton_kv *kv, struct kv_migration *out);
 
@@ -436,7 +452,7 @@ int kv_export_step(struct baton_kv *kv, size_t budget, struct baton_buf *out,
 void kv_export_end(struct baton_kv *kv);
 bool kv_export_open(const struct baton_kv *kv);
 
-/* Migration payloads: format 2, kinds 4 to 9 (docs/kv.md "Migration").
+/* Migration payloads: format 2, kinds 4 to 10 (docs/kv.md "Migration").
  * Each appends to out: 0, BATON_EINVAL (a bad argument) or BATON_ENOMEM,
  * out unchanged on failure. */
 /* FENCE (machine versions 2 and 3): target_cluster is a cluster id of at
@@ -450,6 +466,12 @@ int kv_encode_fence(uint64_t stamp_ms, const char *target_cluster,
  * a payload the old cluster passed to kv_apply() at old_index (>= 1). */
 int kv_encode_import_begin(uint64_t snapshot_index, uint64_t machine_time_ms,
 			   struct baton_buf *out);
+/* The same, naming the UUID of the cluster imported from (pinned by the
+ * first BEGIN that names one; a later one naming another is refused). */
+int kv_encode_import_begin_from(uint64_t snapshot_index,
+				uint64_t machine_time_ms,
+				const uint8_t uuid[KV_CLUSTER_UUID_BYTES],
+				struct baton_buf *out);
 int kv_encode_import_chunk(uint64_t snapshot_index, uint32_t chunk_seq,
 			   const uint8_t *records, size_t len,
 			   struct baton_buf *out);
@@ -458,5 +480,21 @@ int kv_encode_import_end(uint64_t snapshot_index, uint32_t chunks,
 int kv_encode_import_entry(uint64_t old_index, const uint8_t *old_payload,
 			   size_t len, struct baton_buf *out);
 int kv_encode_authority(uint64_t from_old_index, struct baton_buf *out);
+/* CONTROL (kind 10; machine versions 2 and 3, like FENCE): the operator's
+ * and the migration's decisions, replayed alike everywhere (docs/kv.md
+ * "Migration"). ABORT stops the migration on this side (refused once this
+ * cluster holds authority, or its fence is sealed); RESUME undoes ABORT;
+ * UNFENCE lifts this cluster's fence (refused once sealed; it aborts the
+ * export too: the other cluster's import of the old log past the fence
+ * is void, and a resumed export starts from a new snapshot); SEAL records
+ * that the other cluster took authority after this cluster's fence. */
+enum kv_control_op {
+	KV_CONTROL_ABORT = 1,
+	KV_CONTROL_RESUME = 2,
+	KV_CONTROL_UNFENCE = 3,
+	KV_CONTROL_SEAL = 4,
+};
+int kv_encode_control(uint64_t stamp_ms, enum kv_control_op op,
+		      struct baton_buf *out);
 
 #endif /* BATON_KV_H */

@@ -4,12 +4,13 @@
  * replicated migration state, and applying the payloads of kinds 4 to 9.
  *
  * Old side: FENCE makes every later write a no-op replying
- * KV_FENCED_REPLY. New side: IMPORT_BEGIN empties the map, IMPORT_CHUNKs
- * in sequence load the old map's export records, IMPORT_END closes the
- * snapshot at its old index S, IMPORT_ENTRYs replay the old log's payloads
- * after S exactly as the old map applied them, and AUTHORITY ends the
- * import: from then on the map takes writes. Until then a plain write is
- * a no-op replying KV_IMPORTING_REPLY.
+ * KV_FENCED_REPLY, until an UNFENCE (CONTROL) lifts it, which a SEAL
+ * (the new cluster's authority seen) forbids for good. New side: IMPORT_BEGIN
+ * empties the map, IMPORT_CHUNKs in sequence load the old map's export records,
+ * IMPORT_END closes the snapshot at its old index S, IMPORT_ENTRYs replay the
+ * old log's payloads after S exactly as the old map applied them, and AUTHORITY
+ * ends the import: from then on the map takes writes. Until then a plain write
+ * is a no-op replying KV_IMPORTING_REPLY.
  *
  * Every refusal is a no-op with a reply, the same on every node; only a
  * malformed payload (BATON_ECORRUPT) or lack of memory is an error.
@@ -33,7 +34,13 @@ bool kv__migration_any(const struct kv_migration *m)
 	       m->import_index != 0 || m->snapshot_open ||
 	       m->snapshot_index != 0 || m->snapshot_chunks != 0 ||
 	       m->authority || m->authority_from != 0 ||
-	       m->import_fence_index != 0;
+	       m->import_fence_index != 0 || kv__migration_any_2(m);
+}
+
+bool kv__migration_any_2(const struct kv_migration *m)
+{
+	return m->aborted || m->sealed || m->unfences != 0 ||
+	       m->has_source_uuid;
 }
 
 void kv_migration_state(const struct baton_kv *kv, struct kv_migration *out)
@@ -207,6 +214,9 @@ static int apply_fence(struct baton_kv *kv, const struct kv__decoded *d,
 {
 	assert(d->target_len <= KV_FENCE_TARGET_BYTES_MAX);
 	assert(sizeof kv->mig.fence_target > KV_FENCE_TARGET_BYTES_MAX);
+	if (kv->mig.aborted && !kv->mig.fenced)
+		return resp_error(out, "ERR fence refused: the migration was "
+				       "aborted (batonctl migrate abort)");
 	int rv = baton_buf_reserve(out, KV_WRITE_REPLY_BYTES);
 	if (rv != 0)
 		return rv;
@@ -225,9 +235,19 @@ static int apply_fence(struct baton_kv *kv, const struct kv__decoded *d,
 static int apply_begin(struct baton_kv *kv, const struct kv__decoded *d,
 		       struct baton_buf *out)
 {
+	struct kv_migration *m = &kv->mig;
+	if (d->source_uuid != NULL && m->has_source_uuid &&
+	    memcmp(d->source_uuid, m->source_uuid, KV_CLUSTER_UUID_BYTES) != 0)
+		return resp_error(out, "ERR import refused: it comes from "
+				       "another cluster (UUID) than the one "
+				       "this cluster imported from first");
 	int rv = baton_buf_reserve(out, KV_WRITE_REPLY_BYTES);
 	if (rv != 0)
 		return rv;
+	if (d->source_uuid != NULL && !m->has_source_uuid) {
+		m->has_source_uuid = true;
+		memcpy(m->source_uuid, d->source_uuid, KV_CLUSTER_UUID_BYTES);
+	}
 	/* A BEGIN while a snapshot is open restarts it: the exporter starts
 	 * over after a broken stream. */
 	kv__table_clear(&kv->table);
@@ -395,6 +415,11 @@ static int apply_entry(struct baton_kv *kv, struct baton_machine_version v,
 	if (m->import_fence_index != 0) {
 		/* The old map refused every write after its fence. */
 		rv = reply_fixed(out, KV_FENCED_REPLY);
+	} else if (inner.kind == KV_KIND_CONTROL) {
+		/* The old cluster's own decisions: nothing to do here. */
+		rv = baton_buf_reserve(out, KV_WRITE_REPLY_BYTES);
+		if (rv == 0)
+			rv = resp_simple(out, "OK");
 	} else if (inner.kind == KV_KIND_FENCE) {
 		/* Not a fence here: the new map must not fence itself. */
 		rv = baton_buf_reserve(out, KV_WRITE_REPLY_BYTES);
@@ -423,6 +448,9 @@ static int apply_authority(struct baton_kv *kv, const struct kv__decoded *d,
 				  "ERR authority refused: the snapshot at old "
 				  "index %llu is still open",
 				  (unsigned long long)m->snapshot_index);
+	if (m->aborted)
+		return resp_error(out, "ERR authority refused: the migration "
+				       "was aborted (batonctl migrate abort)");
 	if (m->import_index < d->old_index)
 		return resp_error(out,
 				  "ERR authority from old index %llu refused: "
@@ -439,13 +467,69 @@ static int apply_authority(struct baton_kv *kv, const struct kv__decoded *d,
 	return resp_simple(out, "OK");
 }
 
+/* CONTROL: every refusal a no-op with an -ERR, alike everywhere. */
+static int apply_control(struct baton_kv *kv, const struct kv__decoded *d,
+			 struct baton_buf *out)
+{
+	struct kv_migration *m = &kv->mig;
+	int rv = baton_buf_reserve(out, KV_WRITE_REPLY_BYTES);
+	if (rv != 0)
+		return rv;
+	switch (d->control_op) {
+	case KV_CONTROL_ABORT:
+		if (m->authority)
+			return resp_error(
+				out,
+				"ERR abort refused: this cluster "
+				"holds write authority since old "
+				"index %llu",
+				(unsigned long long)m->authority_from);
+		if (m->sealed)
+			return resp_error(out,
+					  "ERR abort refused: cluster %s took "
+					  "write authority after this "
+					  "cluster's fence",
+					  m->fence_target);
+		m->aborted = true;
+		break;
+	case KV_CONTROL_RESUME:
+		m->aborted = false;
+		break;
+	case KV_CONTROL_UNFENCE:
+		if (!m->fenced)
+			return resp_error(out, "ERR unfence refused: this "
+					       "cluster is not fenced");
+		if (m->sealed)
+			return resp_error(out,
+					  "ERR unfence refused: cluster %s "
+					  "took write authority after this "
+					  "fence; lifting it would give two "
+					  "clusters write authority",
+					  m->fence_target);
+		m->fenced = false;
+		m->fence_target[0] = '\0';
+		m->aborted = true;
+		m->unfences++;
+		break;
+	default:
+		assert(d->control_op == KV_CONTROL_SEAL);
+		if (!m->fenced)
+			return resp_error(out, "ERR seal refused: this cluster "
+					       "is not fenced");
+		m->sealed = true;
+	}
+	return resp_simple(out, "OK");
+}
+
 int kv__apply_migration(struct baton_kv *kv, struct baton_machine_version v,
 			const struct kv__decoded *d, struct baton_buf *out)
 {
-	assert(d->kind >= KV_KIND_FENCE && d->kind <= KV_KIND_AUTHORITY);
+	assert(d->kind >= KV_KIND_FENCE && d->kind <= KV_KIND_CONTROL);
 	assert(d->format == KV_PAYLOAD_FORMAT_2 && v.value >= 2);
 	if (d->kind == KV_KIND_FENCE)
 		return apply_fence(kv, d, out);
+	if (d->kind == KV_KIND_CONTROL)
+		return apply_control(kv, d, out);
 	if (kv->mig.fenced)
 		return reply_fixed(out, KV_FENCED_REPLY);
 	if (v.value < 3)

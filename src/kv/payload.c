@@ -18,17 +18,19 @@
  *     3 sweep        u32 max_keys (<= KV_SWEEP_KEYS_MAX)
  *   migration (docs/kv.md "Migration"; kinds 5..9 have stamp 0):
  *     4 fence        u8 target length (<= 255), the target cluster id
- *     5 import begin u64 snapshot index, u64 machine time (<= INT64_MAX)
+ *     5 import begin u64 snapshot index, u64 machine time (<= INT64_MAX),
+ *                    then optionally the source cluster's 16-byte UUID
  *     6 import chunk u64 snapshot index, u32 chunk seq, export records to
  *                    the end
  *     7 import end   u64 snapshot index, u32 chunks
  *     8 import entry u64 old index (>= 1), an old payload (format 1 or 2)
  *                    to the end
  *     9 authority    u64 from old index
+ *    10 control      u8 operation (1 abort, 2 resume, 3 unfence, 4 seal)
  *
  * Integers are little-endian; nothing follows the body. The decoder checks
  * every length against what is left before it reads. Kind 0 is corrupt; a
- * kind above 9 is a later machine version's (BATON_EVERSION).
+ * kind above 10 is a later machine version's (BATON_EVERSION).
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -38,7 +40,7 @@
 
 #define PAYLOAD_LEN_BYTES 4u
 #define PAYLOAD_V2_HEADER_BYTES 10u /* format, stamp, kind */
-#define KV_KIND_MAX KV_KIND_AUTHORITY
+#define KV_KIND_MAX KV_KIND_CONTROL
 
 /* ---- encoding ---- */
 
@@ -233,6 +235,30 @@ int kv_encode_import_begin(uint64_t snapshot_index, uint64_t machine_time_ms,
 			     NULL, 0);
 }
 
+int kv_encode_import_begin_from(uint64_t snapshot_index,
+				uint64_t machine_time_ms,
+				const uint8_t uuid[KV_CLUSTER_UUID_BYTES],
+				struct baton_buf *out)
+{
+	if (machine_time_ms > INT64_MAX || uuid == NULL)
+		return BATON_EINVAL;
+	uint8_t head[16];
+	baton_le_put_u64(head, snapshot_index);
+	baton_le_put_u64(head + 8, machine_time_ms);
+	return put_migration(out, 0, KV_KIND_IMPORT_BEGIN, head, sizeof head,
+			     uuid, KV_CLUSTER_UUID_BYTES);
+}
+
+int kv_encode_control(uint64_t stamp_ms, enum kv_control_op op,
+		      struct baton_buf *out)
+{
+	if (stamp_ms > INT64_MAX || op < KV_CONTROL_ABORT ||
+	    op > KV_CONTROL_SEAL)
+		return BATON_EINVAL;
+	uint8_t head = (uint8_t)op;
+	return put_migration(out, stamp_ms, KV_KIND_CONTROL, &head, 1, NULL, 0);
+}
+
 int kv_encode_import_chunk(uint64_t snapshot_index, uint32_t chunk_seq,
 			   const uint8_t *records, size_t len,
 			   struct baton_buf *out)
@@ -394,6 +420,13 @@ static int decode_migration(struct baton_le_reader *r, struct kv__decoded *d)
 			return BATON_ECORRUPT;
 		return 0;
 	}
+	if (d->kind == KV_KIND_CONTROL) {
+		if (!baton_le_read_bytes(r, 1, &p) || p[0] < KV_CONTROL_ABORT ||
+		    p[0] > KV_CONTROL_SEAL)
+			return BATON_ECORRUPT;
+		d->control_op = p[0];
+		return 0;
+	}
 	/* The new side's kinds carry no stamp: machine time moves with the
 	 * old payloads they hold. */
 	if (d->stamp_ms != 0 || !baton_le_read_u64(r, &d->old_index))
@@ -404,6 +437,10 @@ static int decode_migration(struct baton_le_reader *r, struct kv__decoded *d)
 		if (!baton_le_read_u64(r, &t) || t > INT64_MAX)
 			return BATON_ECORRUPT;
 		d->time_ms = (int64_t)t;
+		if (baton_le_left(r) > 0 &&
+		    !baton_le_read_bytes(r, KV_CLUSTER_UUID_BYTES,
+					 &d->source_uuid))
+			return BATON_ECORRUPT;
 		return 0;
 	}
 	case KV_KIND_IMPORT_CHUNK:

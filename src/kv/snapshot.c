@@ -34,6 +34,10 @@
  *   u8 fence target length (<= 255), the target (no NUL),
  *   u64 import index, u64 snapshot index, u32 snapshot chunks,
  *   u64 authority from, u64 import fence index
+ *   section format 2 only (written when one of these is set, so a map
+ *   without them has the bytes of format 1): u8 flags (1 aborted,
+ *   2 sealed, 4 source UUID known), u32 unfences, the source cluster's
+ *   16-byte UUID (zeros when not known)
  *
  * Little-endian. Entries, and a hash's fields, come in the table's
  * canonical order (sorted by reversed hash, then key), so equal maps give
@@ -60,8 +64,13 @@
 #define SNAP_TYPE_HASH 2u
 /* The migration section. */
 #define SNAP_MIGRATION_TAG "MIGR"
-#define SNAP_MIGRATION_FORMAT 1u
-#define SNAP_MIGRATION_FIXED_BYTES 46u /* all but the target's bytes */
+#define SNAP_MIGRATION_FORMAT 2u
+#define SNAP_MIGRATION_FIXED_BYTES 46u /* format 1: all but the target */
+#define SNAP_MIGRATION_2_BYTES (1u + 4u + KV_CLUSTER_UUID_BYTES)
+#define SNAP_MIG2_ABORTED 1u
+#define SNAP_MIG2_SEALED 2u
+#define SNAP_MIG2_SOURCE_UUID 4u
+#define SNAP_MIG2_FLAGS 7u
 #define SNAP_MIG_FENCED 1u
 #define SNAP_MIG_IMPORTING 2u
 #define SNAP_MIG_SNAPSHOT_OPEN 4u
@@ -197,10 +206,12 @@ int kv__snap_put_migration(struct kv__snap_writer *w,
 	assert(kv__migration_any(m));
 	size_t target = strlen(m->fence_target);
 	assert(target <= KV_FENCE_TARGET_BYTES_MAX);
-	uint8_t b[SNAP_MIGRATION_FIXED_BYTES + KV_FENCE_TARGET_BYTES_MAX];
+	uint8_t b[SNAP_MIGRATION_FIXED_BYTES + KV_FENCE_TARGET_BYTES_MAX +
+		  SNAP_MIGRATION_2_BYTES];
 	uint8_t *p = b;
+	bool format_2 = kv__migration_any_2(m);
 	memcpy(p, SNAP_MIGRATION_TAG, 4);
-	baton_le_put_u32(p + 4, SNAP_MIGRATION_FORMAT);
+	baton_le_put_u32(p + 4, format_2 ? 2u : 1u);
 	p[8] = (uint8_t)((m->fenced ? SNAP_MIG_FENCED : 0) |
 			 (m->importing ? SNAP_MIG_IMPORTING : 0) |
 			 (m->snapshot_open ? SNAP_MIG_SNAPSHOT_OPEN : 0) |
@@ -215,6 +226,15 @@ int kv__snap_put_migration(struct kv__snap_writer *w,
 	baton_le_put_u64(p + 28, m->import_fence_index);
 	p += 36;
 	assert((size_t)(p - b) == SNAP_MIGRATION_FIXED_BYTES + target);
+	if (format_2) {
+		p[0] = (uint8_t)((m->aborted ? SNAP_MIG2_ABORTED : 0) |
+				 (m->sealed ? SNAP_MIG2_SEALED : 0) |
+				 (m->has_source_uuid ? SNAP_MIG2_SOURCE_UUID
+						     : 0));
+		baton_le_put_u32(p + 1, m->unfences);
+		memcpy(p + 5, m->source_uuid, KV_CLUSTER_UUID_BYTES);
+		p += SNAP_MIGRATION_2_BYTES;
+	}
 	return put(w, b, (size_t)(p - b));
 }
 
@@ -238,8 +258,24 @@ static int read_migration(struct baton_le_reader *r, struct kv_migration *m)
 	    !baton_le_read_u64(r, &m->snapshot_index) ||
 	    !baton_le_read_u32(r, &m->snapshot_chunks) ||
 	    !baton_le_read_u64(r, &m->authority_from) ||
-	    !baton_le_read_u64(r, &m->import_fence_index) ||
-	    baton_le_left(r) != 0)
+	    !baton_le_read_u64(r, &m->import_fence_index))
+		return BATON_ECORRUPT;
+	if (format >= 2) {
+		const uint8_t *f2, *uuid;
+		if (!baton_le_read_bytes(r, 1, &f2) ||
+		    (f2[0] & ~SNAP_MIG2_FLAGS) ||
+		    !baton_le_read_u32(r, &m->unfences) ||
+		    !baton_le_read_bytes(r, KV_CLUSTER_UUID_BYTES, &uuid))
+			return BATON_ECORRUPT;
+		m->aborted = f2[0] & SNAP_MIG2_ABORTED;
+		m->sealed = f2[0] & SNAP_MIG2_SEALED;
+		m->has_source_uuid = f2[0] & SNAP_MIG2_SOURCE_UUID;
+		memcpy(m->source_uuid, uuid, KV_CLUSTER_UUID_BYTES);
+		/* One form per state: format 2 only when it holds more. */
+		if (!kv__migration_any_2(m))
+			return BATON_ECORRUPT;
+	}
+	if (baton_le_left(r) != 0)
 		return BATON_ECORRUPT;
 	m->fenced = head[0] & SNAP_MIG_FENCED;
 	m->importing = head[0] & SNAP_MIG_IMPORTING;

@@ -513,6 +513,8 @@ static const struct local_command local_commands[] = {
 	{"BATON.DOWNGRADE", admin_downgrade, false, false, -1, ADMIN},
 	{"BATON.STALE", cmd_stale, false, false, -1, ADMIN},
 	{"BATON.MIGRATION", admin_migration, false, false, -1, ADMIN},
+	/* Before AUTH: a proxy asks it before it sends its password. */
+	{"BATON.MIGRATION.PROVE", migration_cmd_prove, true, false, 3, ADMIN},
 	{"BATON.BACKUP", backup_command, false, false, -1, ADMIN},
 	{"BATON.PROXIED", proxy_cmd_proxied, false, false, -1, ADMIN},
 #if BATON_TEST_HOOKS

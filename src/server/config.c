@@ -506,6 +506,27 @@ static int relay_options(struct server_config *c)
 				"--relay-cluster need --relay HOST:PORT\n");
 		return -1;
 	}
+	bool migrates = c->migrate_from[0] != '\0' || c->migrate_to[0] != '\0';
+	if (migrates && c->migration_secret_file[0] == '\0') {
+		fprintf(stderr,
+			"batond: --migrate-from and --migrate-to need "
+			"--migration-secret-file PATH, the same file on every "
+			"node of both clusters (head -c 32 /dev/urandom > "
+			"PATH; chmod 600 PATH): every migration message is "
+			"sealed with it, so that nobody else at the relay "
+			"can read, forge or replay one (docs/relay.md)\n");
+		return -1;
+	}
+	if (c->migration_secret_file[0] != '\0') {
+		char err[1536];
+		if (baton_secret_file_load(
+			    c->migration_secret_file, "migration secret",
+			    &c->migration_secret, err, sizeof err) != 0) {
+			fprintf(stderr, "batond: %s\n", err);
+			return -1;
+		}
+		c->has_migration_secret = true;
+	}
 	if (c->migrate_from[0] != '\0' && c->migrate_to[0] != '\0') {
 		fprintf(stderr, "batond: --migrate-from (the new side) and "
 				"--migrate-to (the old side) exclude each "

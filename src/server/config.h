@@ -95,6 +95,13 @@ struct server_config {
 	char migrate_from[256];
 	/* The one cluster this (old) node exports to and fences for. */
 	char migrate_to[256];
+	/* --migration-secret-file: the secret both clusters of a migration
+	 * hold; every migration message is sealed with keys derived from it
+	 * (docs/relay.md, "Threat model"). Needed by --migrate-to and
+	 * --migrate-from. */
+	char migration_secret_file[1024];
+	bool has_migration_secret;
+	struct baton_peer_secret migration_secret;
 	/* --restore FILE: found a new cluster from a backup (backup.c);
 	 * "" for none. */
 	char restore[1024];

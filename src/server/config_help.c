@@ -157,7 +157,13 @@ void config_usage(FILE *f)
 	      "                          and hands its writes over to, "
 	      "cluster NAME only\n"
 	      "                          (needs --relay; without it, no "
-	      "cluster may import)\n",
+	      "cluster may import)\n"
+	      "  --migration-secret-file PATH  the secret both clusters of "
+	      "a migration hold\n"
+	      "                          (a regular file, mode 0600): every "
+	      "migration message is\n"
+	      "                          sealed with it; needed by "
+	      "--migrate-from and --migrate-to\n",
 	      f);
 	fputs("\nClocks (docs/operations.md, \"Clocks\"):\n"
 	      "  --max-clock-offset MS   wall-clock offset tolerated between "

@@ -53,6 +53,7 @@ const struct config_option config_options[] = {
 	{"relay-secret-file", "PATH"},
 	{"migrate-from", "NAME"},
 	{"migrate-to", "NAME"},
+	{"migration-secret-file", "PATH"},
 	{"restore", "FILE"},
 	{"metrics", "HOST:PORT"},
 	{"max-clock-offset", "MS"},
@@ -476,6 +477,9 @@ static int names(struct server_config *c, const struct config_origin *o)
 		return text(o, c->restore, sizeof c->restore);
 	if (strcmp(n, "metrics") == 0)
 		return text(o, c->metrics, sizeof c->metrics);
+	if (strcmp(n, "migration-secret-file") == 0)
+		return text(o, c->migration_secret_file,
+			    sizeof c->migration_secret_file);
 	BATON_ASSERT(strcmp(n, "peer-secret-file") == 0);
 	return text(o, c->peer_secret_file, sizeof c->peer_secret_file);
 }

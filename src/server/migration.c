@@ -4,9 +4,12 @@
  * the timer that drives the export (old side) and the import (new side).
  */
 #include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "baton/assert.h"
@@ -51,9 +54,18 @@ void mig_kv_state(const struct migration *g, struct kv_migration *out)
 int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	     const struct migration_msg *msg)
 {
+	struct migration_msg m = *msg;
+	snprintf(m.from_cluster, sizeof m.from_cluster, "%s",
+		 g->s->cfg.relay_cluster);
+	snprintf(m.to_cluster, sizeof m.to_cluster, "%s", to_cluster);
+	m.from_node = g->s->cfg.id;
+	m.to_node = to_node;
 	struct baton_buf b;
 	baton_buf_init(&b);
-	int rv = migration_msg_encode(msg, &b);
+	/* Every message a number above the last: the receiver refuses one
+	 * at or below the last it accepted from this node (a replay). */
+	m.seq = ++g->seq_next;
+	int rv = migration_msg_seal(&g->keys, &m, &b);
 	if (rv == 0)
 		rv = relay_client_send(g->relay, to_cluster, to_node, b.data,
 				       b.len);
@@ -112,6 +124,125 @@ static void on_active(void *arg, bool active)
 	g->active = active;
 }
 
+/* May a message from this cluster reach this node at all? The old side
+ * hears only the cluster named by --migrate-to; the new side the cluster
+ * named by --migrate-from, and its own (FENCED and AUTHORITY that its
+ * leader passes on). */
+static bool sender_allowed(const struct migration *g, const char *cluster)
+{
+	const struct server_config *c = &g->s->cfg;
+	if (mig_is_new_side(g))
+		return strcmp(cluster, c->migrate_from) == 0 ||
+		       strcmp(cluster, c->relay_cluster) == 0;
+	return c->migrate_to[0] != '\0' && strcmp(cluster, c->migrate_to) == 0;
+}
+
+/* Open and check a message: false (counted and logged) if it is dropped. */
+static bool accept_msg(struct migration *g, const char *from_cluster,
+		       baton_node_id from_node, const uint8_t *payload,
+		       size_t len, struct migration_msg *m)
+{
+	const struct server_config *c = &g->s->cfg;
+	if (!mig_is_new_side(g) && c->migrate_to[0] == '\0') {
+		g->stats.refused++;
+		LOG_WARN_LIMITED("migration: a message (%zu bytes) from node "
+				 "%" PRIu64 " of cluster %s ignored: this node "
+				 "takes part in no migration (no --migrate-to)",
+				 len, from_node, from_cluster);
+		return false;
+	}
+	int rv = migration_msg_open(&g->keys, payload, len, m, &g->plain);
+	if (rv == BATON_EINVAL) {
+		g->stats.forged++;
+		LOG_WARN_LIMITED(
+			"migration: a %s message said to be from node %" PRIu64
+			" of cluster %s (relayed from node %" PRIu64
+			" of cluster %s) does not authenticate: forged, "
+			"altered, or sealed with another migration secret; "
+			"dropped (check --migration-secret-file on both "
+			"clusters)",
+			migration_msg_name(m->type), m->from_node,
+			m->from_cluster, from_node, from_cluster);
+		return false;
+	}
+	if (rv != 0) {
+		g->stats.bad_msgs++;
+		LOG_WARN_LIMITED("migration: a malformed migration message "
+				 "(%zu bytes, %s) from node %" PRIu64
+				 " of cluster %s: dropped",
+				 len, baton_strerror(rv), from_node,
+				 from_cluster);
+		return false;
+	}
+	/* Authentic: the sealed sender is the one that counts. One the
+	 * relay names otherwise, or a message for another cluster, was
+	 * passed on by a relay that lies. */
+	if (strcmp(m->to_cluster, c->relay_cluster) != 0 ||
+	    (m->to_node != 0 && m->to_node != c->id) ||
+	    strcmp(m->from_cluster, from_cluster) != 0 ||
+	    m->from_node != from_node) {
+		g->stats.refused++;
+		LOG_WARN_LIMITED("migration: a %s message from node %" PRIu64
+				 " of cluster %s for node %" PRIu64
+				 " of cluster %s came as from node %" PRIu64
+				 " of cluster %s: dropped",
+				 migration_msg_name(m->type), m->from_node,
+				 m->from_cluster, m->to_node, m->to_cluster,
+				 from_node, from_cluster);
+		return false;
+	}
+	if (!sender_allowed(g, m->from_cluster)) {
+		g->stats.refused++;
+		LOG_WARN_LIMITED(
+			"migration: a %s message from node %" PRIu64
+			" of cluster %s refused: this node migrates "
+			"%s cluster %s only",
+			migration_msg_name(m->type), m->from_node,
+			m->from_cluster, mig_is_new_side(g) ? "from" : "to",
+			mig_is_new_side(g) ? c->migrate_from : c->migrate_to);
+		return false;
+	}
+	if (!migration_replay_check(&g->replay, m)) {
+		g->stats.replayed++;
+		LOG_WARN_LIMITED("migration: a %s message from node %" PRIu64
+				 " of cluster %s with sequence %" PRIu64
+				 " came again (a replay, or the relay resent "
+				 "it): dropped",
+				 migration_msg_name(m->type), m->from_node,
+				 m->from_cluster, m->seq);
+		return false;
+	}
+	return true;
+}
+
+/* AUTHORITY on the old side: the cluster named by --migrate-to took over
+ * this cluster's writes. Believed only after this cluster's own fence
+ * for that cluster applied: before it, the old cluster still holds
+ * authority, whatever a message says. */
+static void on_authority_old(struct migration *g, const struct migration_msg *m)
+{
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	if (!km.fenced || strcmp(km.fence_target, g->s->cfg.migrate_to) != 0) {
+		g->stats.refused++;
+		LOG_WARN_LIMITED("migration: AUTHORITY from node %" PRIu64
+				 " of cluster %s ignored: this cluster has "
+				 "not fenced for it",
+				 m->from_node, m->from_cluster);
+		return;
+	}
+	if (m->value == 0)
+		return;
+	if (g->authority_leader != m->value)
+		LOG_INFO("relay: cluster %s holds write authority since old "
+			 "index %" PRIu64 "; its leader is node %" PRIu64,
+			 m->from_cluster, m->index, m->value);
+	snprintf(g->authority_cluster, sizeof g->authority_cluster, "%s",
+		 m->from_cluster);
+	g->authority_leader = m->value;
+	mig_export_authority_seen(g);
+}
+
 static void on_data(void *arg, const char *from_cluster,
 		    baton_node_id from_node, uint64_t from_incarnation,
 		    bool multicast, const uint8_t *payload, size_t len)
@@ -120,33 +251,20 @@ static void on_data(void *arg, const char *from_cluster,
 	(void)multicast;
 	struct migration *g = arg;
 	struct migration_msg m;
-	if (migration_msg_decode(payload, len, &m) != 0) {
-		g->stats.bad_msgs++;
-		LOG_WARN("relay: a malformed migration message (%zu bytes) "
-			 "from node %" PRIu64 " of cluster %s: dropped",
-			 len, from_node, from_cluster);
+	if (!accept_msg(g, from_cluster, from_node, payload, len, &m))
 		return;
-	}
 	g->stats.msgs_in++;
+	bool own = strcmp(m.from_cluster, g->s->cfg.relay_cluster) == 0;
 	if (m.type == MIG_AUTHORITY && mig_is_new_side(g)) {
 		/* Our leader holds authority; our own state will say so once
 		 * it caught up (migration_serve.c holds commands until then).
 		 */
-		g->authority_seen_ms = mig_now(g);
+		if (own)
+			g->authority_seen_ms = mig_now(g);
 		return;
 	}
 	if (m.type == MIG_AUTHORITY) {
-		/* The new cluster holds authority: the old nodes send their
-		 * clients' commands there (docs/relay.md, "Hand-off"). */
-		if (g->authority_leader != m.value)
-			LOG_INFO("relay: cluster %.*s holds write authority "
-				 "since old index %" PRIu64
-				 "; its leader is node %" PRIu64,
-				 (int)m.len, (const char *)m.data, m.index,
-				 m.value);
-		snprintf(g->authority_cluster, sizeof g->authority_cluster,
-			 "%.*s", (int)m.len, (const char *)m.data);
-		g->authority_leader = m.value;
+		on_authority_old(g, &m);
 		return;
 	}
 	if (mig_is_new_side(g) && m.type == MIG_FENCED) {
@@ -154,13 +272,15 @@ static void on_data(void *arg, const char *from_cluster,
 		 * our leader relayed it): hold clients' commands until our
 		 * authority, rather than send them where they are refused. */
 		g->handoff_seen_ms = mig_now(g);
-		if (strcmp(from_cluster, g->s->cfg.relay_cluster) == 0)
+		if (own)
 			return;
 	}
+	if (mig_is_new_side(g) && own)
+		return; /* nothing else comes from our own cluster */
 	if (mig_is_new_side(g))
-		mig_import_on_msg(g, from_cluster, from_node, &m);
+		mig_import_on_msg(g, m.from_cluster, m.from_node, &m);
 	else
-		mig_export_on_msg(g, from_cluster, from_node, &m);
+		mig_export_on_msg(g, m.from_cluster, m.from_node, &m);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -194,15 +314,36 @@ static uint64_t new_incarnation(void)
 	return x != 0 ? x : 1;
 }
 
+/* This process's first sequence number: the wall clock in microseconds,
+ * so that a restarted sender continues above what its earlier process
+ * sent (unless it sent more than a million messages a second). */
+static uint64_t start_seq(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 int migration_start(struct server *s)
 {
 	if (s->cfg.relay[0] == '\0')
 		return 0;
 	struct migration *g = calloc(1, sizeof *g);
+	int rv0 = 0;
 	if (g == NULL)
 		return BATON_ENOMEM;
 	g->s = s;
 	baton_buf_init(&g->ex.chunk);
+	baton_buf_init(&g->plain);
+	if (s->cfg.has_migration_secret)
+		rv0 = migration_keys_init(&g->keys,
+					  s->cfg.migration_secret.bytes,
+					  s->cfg.migration_secret.len);
+	if (rv0 != 0) {
+		free(g);
+		return rv0;
+	}
+	g->seq_next = start_seq();
 	struct relay_client_config rc = {
 		.relay_addr = s->cfg.relay,
 		.cluster_id = s->cfg.relay_cluster,
@@ -221,6 +362,8 @@ int migration_start(struct server *s)
 	if (rv != 0) {
 		LOG_ERROR("cannot start the relay client for %s: %s",
 			  s->cfg.relay, baton_strerror(rv));
+		migration_keys_wipe(&g->keys);
+		baton_buf_free(&g->plain);
 		free(g);
 		return rv;
 	}
@@ -243,6 +386,8 @@ static void release(struct migration *g)
 	if (--g->closing > 0)
 		return;
 	baton_buf_free(&g->ex.chunk);
+	baton_buf_free(&g->plain);
+	migration_keys_wipe(&g->keys);
 	free(g);
 }
 
@@ -298,6 +443,8 @@ bool migration_writes_frozen(const struct server *s)
 
 static const char *phase(struct migration *g, const struct kv_migration *km)
 {
+	if (km->aborted && !km->authority && !km->sealed)
+		return "aborted";
 	if (mig_is_new_side(g)) {
 		if (km->authority)
 			return "authority";
@@ -329,7 +476,7 @@ void migration_info(struct server *s, struct baton_buf *b)
 	proxy_stats(s, &ps);
 	const char *why = "";
 	bool ready = mig_is_new_side(g) ? mig_import_ready(g, &why) : true;
-	char text[2048];
+	char text[4096];
 	int n = snprintf(
 		text, sizeof text,
 		"\r\n# Migration\r\nmigration_side:%s\r\nmigration_phase:%s"
@@ -344,6 +491,9 @@ void migration_info(struct server *s, struct baton_buf *b)
 		"\r\nfenced:%d\r\nmigration_msgs_in:%" PRIu64
 		"\r\nmigration_msgs_out:%" PRIu64
 		"\r\nmigration_bad_msgs:%" PRIu64
+		"\r\nmigration_forged:%" PRIu64
+		"\r\nmigration_replayed:%" PRIu64
+		"\r\nmigration_refused:%" PRIu64
 		"\r\nmigration_sessions:%" PRIu64
 		"\r\nmigration_snapshots:%" PRIu64 "\r\nrelay_resent:%" PRIu64
 		"\r\nrelay_reconnects:%" PRIu64 "\r\nrelay_last_error:%s"
@@ -356,7 +506,8 @@ void migration_info(struct server *s, struct baton_buf *b)
 		g->n_view, km.import_index, g->im.old_applied,
 		km.authority_from, g->ex.session, g->ex.acked, g->ex.sent_index,
 		g->ex.fence_index, km.fenced ? 1 : 0, g->stats.msgs_in,
-		g->stats.msgs_out, g->stats.bad_msgs, g->stats.sessions,
+		g->stats.msgs_out, g->stats.bad_msgs, g->stats.forged,
+		g->stats.replayed, g->stats.refused, g->stats.sessions,
 		g->stats.snapshots, rs.resent, rs.reconnects, rs.last_error,
 		ps.commands, ps.errors, ps.upstreams_open, g->parked.n,
 		g->stats.parked);
@@ -364,8 +515,85 @@ void migration_info(struct server *s, struct baton_buf *b)
 		baton_buf_append(b, text, (size_t)n);
 }
 
+static void on_control_applied(void *data, int status, const uint8_t *reply,
+			       size_t len)
+{
+	struct slot *sl = data;
+	if (status != 0) {
+		slot_error(sl, status);
+		return;
+	}
+	/* The map's reply: +OK, or its -ERR saying why it refused. */
+	int rv = baton_buf_append(slot_buf(sl), reply, len);
+	if (rv != 0) {
+		slot_error(sl, rv);
+		return;
+	}
+	slot_done(sl);
+}
+
+/* BATON.MIGRATION ABORT | RESUME | UNFENCE: a CONTROL entry, proposed by
+ * the leader; the reply is the map's. */
+static int admin_control(struct command_ctx *x, enum kv_control_op op)
+{
+	struct server *s = x->s;
+	struct migration *g = s->migration;
+	const char *refusal = NULL;
+	/* A fenced node restarted without the migration's flags may still
+	 * be unfenced: the SEAL in its log refuses it once authority
+	 * followed. */
+	if (g == NULL && op != KV_CONTROL_UNFENCE)
+		refusal = "ERR this node takes part in no migration (no "
+			  "--relay)";
+	else if (g == NULL)
+		refusal = NULL;
+	else if (!mig_is_new_side(g) && s->cfg.migrate_to[0] == '\0' &&
+		 op != KV_CONTROL_UNFENCE)
+		refusal = "ERR this node takes part in no migration (no "
+			  "--migrate-to or --migrate-from)";
+	else if (op == KV_CONTROL_UNFENCE && mig_is_new_side(g))
+		refusal = "ERR unfence is for the old cluster (a node started "
+			  "with --migrate-to)";
+	else if (op == KV_CONTROL_UNFENCE &&
+		 (g->ex.authority_seen || g->authority_leader != 0))
+		refusal = "ERR unfence refused: the new cluster announced "
+			  "write authority after this fence; lifting it would "
+			  "give two clusters write authority";
+	if (refusal != NULL) {
+		resp_error(command_out(x), "%s", refusal);
+		return command_done(x);
+	}
+	if (!admin_require_leader(x))
+		return 0;
+	struct baton_release its;
+	baton_node_id old = mig_member_without_fence(s, &its);
+	if (old != 0) {
+		char r[BATON_RELEASE_STR_MAX];
+		resp_error(command_out(x),
+			   "ERR member %" PRIu64 " runs release %s, which "
+			   "does not know this entry; upgrade it first",
+			   old, baton_release_format(its, r));
+		return command_done(x);
+	}
+	int rv = mig_propose_control(s, op, on_control_applied, x->sl);
+	if (rv != 0)
+		slot_error(x->sl, rv);
+	else
+		LOG_WARN("migration: %s asked by a client: proposed",
+			 op == KV_CONTROL_ABORT	   ? "abort"
+			 : op == KV_CONTROL_RESUME ? "resume"
+						   : "unfence");
+	return 0;
+}
+
 int admin_migration(struct command_ctx *x)
 {
+	if (x->argc == 2 && command_arg_is(x, 1, "ABORT"))
+		return admin_control(x, KV_CONTROL_ABORT);
+	if (x->argc == 2 && command_arg_is(x, 1, "RESUME"))
+		return admin_control(x, KV_CONTROL_RESUME);
+	if (x->argc == 2 && command_arg_is(x, 1, "UNFENCE"))
+		return admin_control(x, KV_CONTROL_UNFENCE);
 	struct server *s = x->s;
 	struct migration *g = s->migration;
 	if (x->argc == 2 && command_arg_is(x, 1, "STATUS")) {
@@ -392,6 +620,116 @@ int admin_migration(struct command_ctx *x)
 		return command_done(x);
 	}
 	resp_error(command_out(x), "ERR usage: BATON.MIGRATION STATUS | "
-				   "HANDOFF");
+				   "HANDOFF | ABORT | RESUME | UNFENCE");
+	return command_done(x);
+}
+
+/* ---- proofs for the proxy (docs/relay.md, "Proxying") ---------------- */
+
+static bool has_keys(const struct migration *g)
+{
+	return g != NULL && g->keys.secret_len > 0;
+}
+
+/* The cluster this node's proxy sends to: the one the operator named. */
+static const char *other_cluster(const struct server *s)
+{
+	return s->cfg.migrate_from[0] != '\0' ? s->cfg.migrate_from
+					      : s->cfg.migrate_to;
+}
+
+bool migration_proxy_needs_proof(const struct server *s)
+{
+	return s->migration != NULL;
+}
+
+int migration_proof_request(struct server *s, const char *addr,
+			    struct baton_buf *out,
+			    uint8_t expect[MIG_PROOF_BYTES], char *why,
+			    size_t cap)
+{
+	struct migration *g = s->migration;
+	uint8_t nonce[MIG_PROOF_NONCE_BYTES];
+	const char *me = s->cfg.relay_cluster;
+	if (!has_keys(g) || other_cluster(s)[0] == '\0') {
+		snprintf(why, cap,
+			 "this node has no migration secret or no "
+			 "--migrate-to/--migrate-from to check the node "
+			 "against; its password was not sent");
+		return -1;
+	}
+	if (RAND_bytes(nonce, sizeof nonce) != 1 ||
+	    migration_proxy_proof(&g->keys, other_cluster(s), me, nonce,
+				  sizeof nonce, addr, expect) != 0) {
+		snprintf(why, cap, "no nonce or no proof could be made");
+		return -1;
+	}
+	if (resp_array(out, 3) != 0 ||
+	    resp_bulk(out, "BATON.MIGRATION.PROVE", 21) != 0 ||
+	    resp_bulk(out, nonce, sizeof nonce) != 0 ||
+	    resp_bulk(out, me, strlen(me)) != 0) {
+		snprintf(why, cap, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+bool migration_proof_check(const uint8_t expect[MIG_PROOF_BYTES],
+			   const uint8_t *r, size_t n, char *why, size_t cap)
+{
+	char head[8];
+	int k = snprintf(head, sizeof head, "$%u\r\n", MIG_PROOF_BYTES);
+	BATON_ASSERT(k > 0 && (size_t)k < sizeof head);
+	size_t h = (size_t)k;
+	if (n == h + MIG_PROOF_BYTES + 2 && memcmp(r, head, h) == 0 &&
+	    CRYPTO_memcmp(r + h, expect, MIG_PROOF_BYTES) == 0)
+		return true;
+	size_t shown = n > 2 ? n - 2 : 0;
+	if (n > 0 && r[0] == '-')
+		snprintf(why, cap,
+			 "it did not prove it holds the migration secret (it "
+			 "answered '%.*s'); its password was not sent",
+			 (int)(shown < 200 ? shown : 200), (const char *)r);
+	else
+		snprintf(why, cap,
+			 "it did not prove it holds the migration secret (a "
+			 "wrong proof: another secret, or a node that is not "
+			 "at this address); its password was not sent");
+	return false;
+}
+
+int migration_cmd_prove(struct command_ctx *x)
+{
+	struct server *s = x->s;
+	struct migration *g = s->migration;
+	if (x->argc != 3)
+		return command_wrong_args(x);
+	if (!has_keys(g)) {
+		resp_error(command_out(x), "ERR this node holds no migration "
+					   "secret");
+		return command_done(x);
+	}
+	char asker[MIG_CLUSTER_MAX + 1];
+	if (x->lens[1] != MIG_PROOF_NONCE_BYTES || x->lens[2] == 0 ||
+	    x->lens[2] > MIG_CLUSTER_MAX) {
+		resp_error(command_out(x),
+			   "ERR usage: BATON.MIGRATION.PROVE <nonce of %u "
+			   "bytes> <cluster>",
+			   MIG_PROOF_NONCE_BYTES);
+		return command_done(x);
+	}
+	command_arg_str(x, 2, asker, sizeof asker);
+	uint8_t proof[MIG_PROOF_BYTES];
+	/* Bound to this node's own address, not one the asker names: a
+	 * stranger who passes the asker's nonce on gets a proof for this
+	 * address, which is not the stranger's. */
+	if (migration_proxy_proof(&g->keys, s->cfg.relay_cluster, asker,
+				  x->argv[1], MIG_PROOF_NONCE_BYTES,
+				  s->cfg.listen, proof) != 0) {
+		resp_error(command_out(x), "ERR the proof could not be "
+					   "computed");
+		return command_done(x);
+	}
+	resp_bulk(command_out(x), proof, sizeof proof);
 	return command_done(x);
 }

@@ -46,26 +46,123 @@ enum migration_msg_type {
 #define MIG_MSG_TYPE_MAX 10u
 #define MIG_CLUSTER_MAX 255u
 
-/* One decoded message. Every message carries the session the new leader
- * chose and the sender's last applied index of its own log. */
+/* The message format this tree writes and reads (docs/relay.md,
+ * "Messages"): 2, sealed. Format 1 (unsealed, never released) is refused. */
+#define MIG_FORMAT 2u
+/* The first byte of every message: tells a sealed message from anything
+ * else before the format byte is read. */
+#define MIG_MAGIC 0xBAu
+/* Bytes of the AEAD's nonce and tag (ChaCha20-Poly1305), and of a key. */
+#define MIG_NONCE_BYTES 12u
+#define MIG_TAG_BYTES 16u
+#define MIG_KEY_BYTES 32u
+/* The most data one message carries: what the relay carries, less room
+ * for the header and the tag. */
+#define MIG_DATA_MAX ((size_t)(8u << 20) - 1024u)
+
+/* One message. Every message carries its sender (cluster and node), the
+ * cluster it is for, the session the new leader chose, the sender's
+ * sequence number (it only grows, across the sender's restarts), and the
+ * sender's last applied index of its own log. All of it but the data is
+ * sent in clear and authenticated; the data is encrypted. */
 struct migration_msg {
 	uint8_t type;
+	char from_cluster[MIG_CLUSTER_MAX + 1];
+	char to_cluster[MIG_CLUSTER_MAX + 1];
+	baton_node_id from_node;
+	baton_node_id to_node; /* 0: every node of to_cluster */
 	uint64_t session;
+	uint64_t seq;
 	uint64_t applied;
 	uint64_t index;	     /* BEGIN/END: snapshot index; ENTRY: old index;
-				ACK: import index; FENCED/AUTHORITY: F;
-				EXPORT_REQ: import index to resume after */
+				ACK/HANDOFF: import index; FENCED/AUTHORITY:
+				F; EXPORT_REQ: import index to resume after */
 	uint64_t value;	     /* BEGIN: machine time; END: chunks; CHUNK: seq;
 				AUTHORITY: the new leader's node id */
 	const uint8_t *data; /* CHUNK: records; ENTRY: kv payload;
-				EXPORT_REQ/AUTHORITY: a cluster id */
+				EXPORT_REQ/AUTHORITY: a cluster id; BEGIN:
+				the old cluster's UUID (16 bytes) */
 	size_t len;
 };
-/* Append the encoding of m to out: 0 or BATON_ENOMEM/BATON_EINVAL. */
-int migration_msg_encode(const struct migration_msg *m, struct baton_buf *out);
-/* 0, or BATON_ECORRUPT for a malformed message. */
-int migration_msg_decode(const uint8_t *buf, size_t len,
-			 struct migration_msg *out);
+
+/* The migration secret (--migration-secret-file) and the keys derived
+ * from it with HKDF-SHA-256, one per purpose and ordered pair of clusters
+ * (so a message sealed from A to B opens neither from B to A nor from A to
+ * C). Derived keys are cached. Owned by the caller; wipe it when done. */
+#define MIG_SECRET_BYTES_MAX 4096u
+#define MIG_KEYS_CACHED 8u
+struct migration_keys {
+	size_t secret_len;
+	uint8_t secret[MIG_SECRET_BYTES_MAX];
+	uint32_t next; /* the cache slot replaced next */
+	struct {
+		bool used;
+		uint8_t purpose;
+		char from[MIG_CLUSTER_MAX + 1];
+		char to[MIG_CLUSTER_MAX + 1];
+		uint8_t key[MIG_KEY_BYTES];
+	} cache[MIG_KEYS_CACHED];
+};
+/* 0, or BATON_EINVAL for an empty or too long secret. */
+int migration_keys_init(struct migration_keys *k, const uint8_t *secret,
+			size_t len);
+void migration_keys_wipe(struct migration_keys *k);
+
+/* Seal m (every field but data/len in clear, authenticated; the data
+ * encrypted) with the key of m->from_cluster -> m->to_cluster, and append
+ * it to out: 0, BATON_EINVAL (a field out of range), BATON_ENOMEM or
+ * BATON_EIO (no randomness, or the cipher failed). The nonce is random;
+ * migration_msg_seal_nonce takes it from the caller (tests and fuzzing
+ * only: a nonce must never be used twice with one key). */
+int migration_msg_seal(struct migration_keys *k, const struct migration_msg *m,
+		       struct baton_buf *out);
+int migration_msg_seal_nonce(struct migration_keys *k,
+			     const struct migration_msg *m,
+			     const uint8_t nonce[MIG_NONCE_BYTES],
+			     struct baton_buf *out);
+/* Read a sealed message's header only (no key needed): m's fields, its
+ * data pointing at the ciphertext. 0, or BATON_ECORRUPT (malformed) or
+ * BATON_EVERSION (another format). */
+int migration_msg_parse(const uint8_t *buf, size_t len,
+			struct migration_msg *out);
+/* Parse and open a sealed message: 0 with *out decoded, its data in
+ * plain (reset first; out->data points into it); BATON_ECORRUPT or
+ * BATON_EVERSION as migration_msg_parse (then *out is unset);
+ * BATON_EINVAL when it does not authenticate: forged, altered, sealed
+ * with another secret or for another pair of clusters (then *out holds
+ * the header as sent, for the log, and no data). */
+int migration_msg_open(struct migration_keys *k, const uint8_t *buf, size_t len,
+		       struct migration_msg *out, struct baton_buf *plain);
+/* The last sequence number accepted from each authenticated sender, for
+ * its unicast and its multicast messages apart (the relay keeps the order
+ * within each, not between them). A sender's numbers start at its clock
+ * (microseconds) when it started and only grow, so a restarted sender is
+ * not taken for a replay. Only senders whose message authenticated take a
+ * slot; when all are taken, the oldest goes. */
+#define MIG_SENDERS_MAX 64u
+struct migration_replay {
+	uint32_t n;
+	struct {
+		char cluster[MIG_CLUSTER_MAX + 1];
+		baton_node_id node;
+		bool multicast;
+		uint64_t last_seq;
+	} senders[MIG_SENDERS_MAX];
+};
+/* Is m's sequence number above the last accepted from its sender? If so
+ * it becomes the last (call only for a message that authenticated). */
+bool migration_replay_check(struct migration_replay *t,
+			    const struct migration_msg *m);
+
+/* The proof a node gives that it holds the migration secret, to a proxy
+ * of the other cluster that is about to send it a password: HMAC of the
+ * proxy's nonce and the address the proxy reached, under the key of
+ * prover_cluster -> asker_cluster (docs/relay.md, "Proxying"). */
+#define MIG_PROOF_BYTES 32u
+int migration_proxy_proof(struct migration_keys *k, const char *prover_cluster,
+			  const char *asker_cluster, const uint8_t *nonce,
+			  size_t nonce_len, const char *address,
+			  uint8_t out[MIG_PROOF_BYTES]);
 const char *migration_msg_name(uint8_t type);
 
 /* ---- the node ---------------------------------------------------------- */
@@ -102,7 +199,28 @@ bool migration_refused_write(const uint8_t *reply, size_t len);
 bool migration_writes_frozen(const struct server *s);
 /* INFO's "# Migration" section (nothing without --relay). */
 void migration_info(struct server *s, struct baton_buf *b);
-/* BATON.MIGRATION STATUS | HANDOFF. */
+/* BATON.MIGRATION STATUS | HANDOFF | ABORT | RESUME | UNFENCE. */
 int admin_migration(struct command_ctx *x);
+/* BATON.MIGRATION.PROVE <nonce> <asker cluster>, allowed before AUTH:
+ * this node's proof (migration_proxy_proof) that it holds the migration
+ * secret, bound to its own client address, as a bulk string. */
+int migration_cmd_prove(struct command_ctx *x);
+/* A proxy's request for the proof that the node it reached at `addr`
+ * holds the migration secret, before it sends that node a password
+ * (proxy.c): BATON.MIGRATION.PROVE with a fresh nonce, appended to out,
+ * and the proof a holder of the secret at that address answers. 0, or -1
+ * with why (no migration secret, no randomness, no memory). */
+#define MIG_PROOF_NONCE_BYTES 32u
+int migration_proof_request(struct server *s, const char *addr,
+			    struct baton_buf *out,
+			    uint8_t expect[MIG_PROOF_BYTES], char *why,
+			    size_t cap);
+/* Is the reply r (n bytes, one whole RESP reply) that proof? false, with
+ * why, if not. */
+bool migration_proof_check(const uint8_t expect[MIG_PROOF_BYTES],
+			   const uint8_t *r, size_t n, char *why, size_t cap);
+/* Does this node proxy only to nodes that proved themselves (it takes
+ * part in a migration)? */
+bool migration_proxy_needs_proof(const struct server *s);
 
 #endif /* BATON_SERVER_MIGRATION_H */

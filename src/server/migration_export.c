@@ -49,6 +49,9 @@ static void tee_clear(struct mig_export *ex)
 void mig_export_close(struct migration *g)
 {
 	struct mig_export *ex = &g->ex;
+	/* Found again from the map by the next session (start_snapshot). */
+	ex->fence_index = 0;
+	ex->fence_proposed = false;
 	if (ex->snap_running)
 		kv_export_end(g->s->machine.kv);
 	ex->snap_running = ex->snap_begun = false;
@@ -109,8 +112,12 @@ static void start_snapshot(struct migration *g)
 	mig_kv_state(g, &km);
 	if (km.fenced && ex->fence_index == 0)
 		ex->fence_index = ex->snap_index;
+	/* BEGIN names this cluster's UUID: the importer pins it. */
+	const struct server_machine *sm = &g->s->machine;
 	if (send_msg(g, MIG_BEGIN, ex->snap_index,
-		     kv_machine_time_ms(g->s->machine.kv), NULL, 0) != 0) {
+		     kv_machine_time_ms(g->s->machine.kv),
+		     sm->has_uuid ? sm->uuid : NULL,
+		     sm->has_uuid ? sizeof sm->uuid : 0) != 0) {
 		/* BEGIN must go first: the next tick starts over. */
 		kv_export_end(g->s->machine.kv);
 		ex->snap_running = false;
@@ -140,6 +147,16 @@ static void on_export_req(struct migration *g, const char *from_cluster,
 			from_node, from_cluster,
 			g->s->cfg.migrate_to[0] != '\0' ? g->s->cfg.migrate_to
 							: "no cluster");
+		return;
+	}
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	if (km.aborted) {
+		LOG_WARN_LIMITED("migration: an export request from node "
+				 "%" PRIu64 " of cluster %s refused: the "
+				 "migration was aborted here (batonctl "
+				 "migrate resume undoes it)",
+				 from_node, from_cluster);
 		return;
 	}
 	bool resume = ex->open && ex->snap_sent && m->index >= ex->acked &&
@@ -185,13 +202,13 @@ static void on_propose_fence(void *data, int status, const uint8_t *reply,
  * would stop applying there): its id, or 0. A member whose release is not
  * known (down since before this term) does not hold the fence back: were
  * it older, it would stall at the fence, not diverge. */
-static baton_node_id member_without_fence(struct migration *g,
-					  struct baton_release *its)
+baton_node_id mig_member_without_fence(struct server *s,
+				       struct baton_release *its)
 {
 	static struct baton_node_status st;
 	static struct baton_upgrade_status us;
-	baton_node_status(g->s->node, &st);
-	baton_node_upgrade_status(g->s->node, &us);
+	baton_node_status(s->node, &st);
+	baton_node_upgrade_status(s->node, &us);
 	struct baton_release since = baton_release_migration_since();
 	for (uint32_t i = 0; i < st.raft.config.n; i++) {
 		baton_node_id id = st.raft.config.members[i].id;
@@ -214,14 +231,23 @@ static void on_handoff(struct migration *g, const struct migration_msg *m)
 	struct kv_migration km;
 	mig_kv_state(g, &km);
 	if (!mig_leads(g) || !ex->open || m->session != ex->session ||
-	    km.fenced || ex->fence_proposed)
+	    km.fenced || ex->fence_proposed || km.aborted)
 		return;
 	/* Fence only when the import is close: the time from the fence to
-	 * the new cluster's authority is a pause for every client. */
-	if (applied_index(g) > m->index + MIG_HANDOFF_LAG_MAX)
+	 * the new cluster's authority is a pause for every client. What
+	 * counts is what the new cluster acknowledged in this session (its
+	 * import index, as ACK said), not what the HANDOFF claims. */
+	if (!ex->snap_sent || ex->acked < ex->snap_index ||
+	    applied_index(g) > ex->acked + MIG_HANDOFF_LAG_MAX) {
+		LOG_WARN_LIMITED("migration: hand-off asked at import index "
+				 "%" PRIu64 " refused for now: the new "
+				 "cluster acknowledged index %" PRIu64
+				 " of %" PRIu64 " applied here",
+				 m->index, ex->acked, applied_index(g));
 		return;
+	}
 	struct baton_release its;
-	baton_node_id old = member_without_fence(g, &its);
+	baton_node_id old = mig_member_without_fence(g->s, &its);
 	if (old != 0) {
 		char r[BATON_RELEASE_STR_MAX], need[BATON_RELEASE_STR_MAX];
 		uint64_t now = mig_now(g);
@@ -263,18 +289,29 @@ void mig_export_on_msg(struct migration *g, const char *from_cluster,
 		       baton_node_id from_node, const struct migration_msg *m)
 {
 	struct mig_export *ex = &g->ex;
+	if (m->type != MIG_EXPORT_REQ &&
+	    (!ex->open || from_node != ex->to_node ||
+	     strcmp(from_cluster, ex->to_cluster) != 0 ||
+	     m->session != ex->session)) {
+		/* A session is bound to the EXPORT_REQ that opened it: only
+		 * its sender speaks in it. */
+		LOG_WARN_LIMITED("migration: %s from node %" PRIu64
+				 " of cluster %s outside the export session: "
+				 "dropped",
+				 migration_msg_name(m->type), from_node,
+				 from_cluster);
+		return;
+	}
 	switch (m->type) {
 	case MIG_EXPORT_REQ:
 		on_export_req(g, from_cluster, from_node, m);
 		return;
 	case MIG_ACK:
-		if (!ex->open || m->session != ex->session)
-			return;
 		if (m->index >= ex->snap_index && ex->snap_sent)
 			ex->chunks_acked = ex->chunks;
 		else if (m->value > ex->chunks_acked && m->value <= ex->chunks)
 			ex->chunks_acked = (uint32_t)m->value;
-		if (m->index > ex->acked) {
+		if (m->index > ex->acked && m->index <= ex->sent_index) {
 			ex->acked = m->index;
 			tee_trim(ex, m->index);
 		}
@@ -403,6 +440,15 @@ void mig_export_tick(struct migration *g)
 		mig_export_close(g);
 		return;
 	}
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	if (km.aborted) {
+		LOG_INFO("migration: export session %" PRIx64 " ends: the "
+			 "migration was aborted",
+			 ex->session);
+		mig_export_close(g);
+		return;
+	}
 	/* Without the relay the session waits, keeping its entries (up to
 	 * MIG_TEE_BYTES_MAX): the next request resumes after its import
 	 * index instead of starting from a new snapshot. */
@@ -437,4 +483,50 @@ void mig_export_tick(struct migration *g)
 	}
 	if (all_sent && now - ex->last_sent_ms >= MIG_HEAD_EVERY_MS)
 		send_msg(g, MIG_HEAD, ex->sent_index, 0, NULL, 0);
+}
+
+static void on_seal_applied(void *data, int status, const uint8_t *reply,
+			    size_t len)
+{
+	struct migration *g = data;
+	(void)reply;
+	(void)len;
+	g->ex.seal_proposed = false;
+	if (status != 0)
+		LOG_WARN("migration: the seal was not committed (%s): proposed "
+			 "again at the next AUTHORITY",
+			 baton_strerror(status));
+}
+
+void mig_export_authority_seen(struct migration *g)
+{
+	struct mig_export *ex = &g->ex;
+	ex->authority_seen = true;
+	struct kv_migration km;
+	mig_kv_state(g, &km);
+	if (km.sealed || ex->seal_proposed || !mig_leads(g))
+		return;
+	/* Replicated, so the fence stays for good on every node and across
+	 * restarts: no unfence may give two clusters authority. */
+	if (mig_propose_control(g->s, KV_CONTROL_SEAL, on_seal_applied, g) == 0) {
+		ex->seal_proposed = true;
+		LOG_INFO("migration: cluster %s took write authority after "
+			 "this cluster's fence: sealing it",
+			 g->authority_cluster);
+	}
+}
+
+int mig_propose_control(struct server *s, enum kv_control_op op,
+			baton_node_propose_cb cb, void *data)
+{
+	struct baton_buf p;
+	baton_buf_init(&p);
+	uint8_t kind = PAYLOAD_KV;
+	int rv = baton_buf_append(&p, &kind, 1);
+	if (rv == 0)
+		rv = kv_encode_control(server_wall_ms(), op, &p);
+	if (rv == 0)
+		rv = baton_node_propose(s->node, p.data, p.len, cb, data);
+	baton_buf_free(&p);
+	return rv;
 }

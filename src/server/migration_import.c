@@ -6,6 +6,7 @@
  * ready, and takes write authority once the stream reached the fence.
  */
 #include <inttypes.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +22,14 @@
 
 static uint64_t random_session(const struct migration *g)
 {
-	/* Distinct per request of this node; the old leader only compares
-	 * it with the one it serves. */
-	return (uv_hrtime() << 8) ^ (g->s->cfg.id * 0x9E3779B97F4A7C15ull) ^
-	       (uint64_t)g->stats.sessions;
+	/* Unpredictable: a session is bound to the EXPORT_REQ that opened
+	 * it; the clock only stands in when there is no randomness. */
+	uint64_t x = 0;
+	if (RAND_bytes((unsigned char *)&x, sizeof x) != 1 || x == 0)
+		x = (uv_hrtime() << 8) ^
+		    (g->s->cfg.id * 0x9E3779B97F4A7C15ull) ^
+		    (uint64_t)g->stats.sessions;
+	return x != 0 ? x : 1;
 }
 
 static void on_proposed(void *data, int status, const uint8_t *reply,
@@ -89,20 +94,54 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 	if (strcmp(from_cluster, g->s->cfg.migrate_from) != 0 ||
 	    !mig_leads(g) || im->session == 0 || m->session != im->session)
 		return; /* another cluster's, or a session given up */
+	/* The first node of the old cluster to answer in this session (its
+	 * leader: only the leader exports) is the one the stream comes from;
+	 * another is not heard in this session. */
+	if (im->from_node == 0)
+		im->from_node = from_node;
+	if (from_node != im->from_node) {
+		LOG_WARN_LIMITED("migration: %s from node %" PRIu64
+				 " of cluster %s ignored: session %" PRIx64
+				 " imports from node %" PRIu64,
+				 migration_msg_name(m->type), from_node,
+				 from_cluster, im->session, im->from_node);
+		return;
+	}
 	im->progress_ms = mig_now(g);
-	im->from_node = from_node;
 	if (m->applied > im->old_applied)
 		im->old_applied = m->applied;
 	struct baton_buf kv;
 	baton_buf_init(&kv);
 	int rv = 0;
 	switch (m->type) {
-	case MIG_BEGIN:
+	case MIG_BEGIN: {
+		/* The old cluster's UUID: the first import pins it (in the
+		 * replicated state), so that no other cluster registered
+		 * under the same name can feed this one later. */
+		struct kv_migration km;
+		mig_kv_state(g, &km);
+		if (m->len != KV_CLUSTER_UUID_BYTES) {
+			rv = BATON_ECORRUPT;
+			break;
+		}
+		if (km.has_source_uuid && memcmp(km.source_uuid, m->data,
+						 KV_CLUSTER_UUID_BYTES) != 0) {
+			LOG_WARN_LIMITED("migration: a snapshot from node "
+					 "%" PRIu64 " of cluster %s refused: "
+					 "that cluster's UUID is not the one "
+					 "this cluster imported from first",
+					 from_node, from_cluster);
+			g->stats.refused++;
+			rv = BATON_ESTATE;
+			break;
+		}
 		LOG_INFO("migration: importing a snapshot of cluster %s at "
 			 "index %" PRIu64,
 			 from_cluster, m->index);
-		rv = kv_encode_import_begin(m->index, m->value, &kv);
+		rv = kv_encode_import_begin_from(m->index, m->value, m->data,
+						 &kv);
 		break;
+	}
 	case MIG_CHUNK:
 		if (m->value > UINT32_MAX) {
 			rv = BATON_ECORRUPT;
@@ -216,6 +255,7 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 {
 	struct mig_import *im = &g->im;
 	im->session = random_session(g);
+	im->from_node = 0;
 	g->stats.sessions++;
 	im->progress_ms = mig_now(g);
 	im->acked_sent = 0;
@@ -281,6 +321,15 @@ void mig_import_tick(struct migration *g)
 	}
 	if (!g->active)
 		return;
+	if (km.aborted && !km.authority) {
+		/* batonctl migrate abort: nothing more is asked of the old
+		 * cluster (its clients are still served there). */
+		if (im->session != 0)
+			LOG_INFO("migration: the import stops: the migration "
+				 "was aborted");
+		im->session = 0;
+		return;
+	}
 	uint64_t now = mig_now(g);
 	if (km.authority) {
 		if (im->authority_ms == 0) {

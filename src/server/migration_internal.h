@@ -89,6 +89,10 @@ struct mig_export {
 	uint64_t last_sent_ms;
 	uint64_t last_fenced_ms;
 	uint64_t refused_log_ms;
+	/* An authenticated AUTHORITY followed this cluster's fence; the
+	 * SEAL saying so proposed, not yet applied. */
+	bool authority_seen;
+	bool seal_proposed;
 };
 
 struct mig_import {
@@ -111,6 +115,13 @@ struct mig_import {
 struct migration {
 	struct server *s;
 	struct relay_client *relay;
+	/* Sealing (migration_wire.c): the keys, this node's next sequence
+	 * number, the opened data of the message being handled, and the
+	 * senders' last sequence numbers. */
+	struct migration_keys keys;
+	uint64_t seq_next;
+	struct baton_buf plain;
+	struct migration_replay replay;
 	uv_timer_t tick;
 	bool active;
 	uint64_t view_number;
@@ -138,6 +149,10 @@ struct migration {
 	struct {
 		uint64_t msgs_in, msgs_out, bad_msgs, sessions, snapshots;
 		uint64_t parked;
+		/* Dropped: not authenticated (forged, altered, another
+		 * secret), replayed, or from a cluster not named by the
+		 * operator (or to a node that migrates nothing). */
+		uint64_t forged, replayed, refused;
 	} stats;
 };
 
@@ -166,6 +181,16 @@ void mig_export_tick(struct migration *g);
 void mig_export_applied(struct migration *g, uint64_t index,
 			const uint8_t *payload, size_t len);
 void mig_export_close(struct migration *g);
+/* An authenticated AUTHORITY for this cluster's fence came: the fence
+ * can no longer be lifted. */
+void mig_export_authority_seen(struct migration *g);
+/* Propose a CONTROL entry (kv.h): 0 or the proposal's error. */
+int mig_propose_control(struct server *s, enum kv_control_op op,
+			baton_node_propose_cb cb, void *data);
+/* A member known to run a release that does not know the FENCE and
+ * CONTROL entries (it would stop applying there): its id, or 0. */
+baton_node_id mig_member_without_fence(struct server *s,
+				       struct baton_release *its);
 
 /* migration_import.c (new side) */
 void mig_import_on_msg(struct migration *g, const char *from_cluster,

@@ -6,9 +6,13 @@
  * speaks, and the reply is passed back byte for byte.
  *
  * Each client connection has its own upstream connection (one at a time),
- * opened on its first proxied command: AUTH with this node's --password
- * if one is set, then BATON.PROXIED, whose replies are awaited before any
- * command is written, so a refusal there has sent nothing. The commands of
+ * opened on its first proxied command. During a migration the node
+ * reached must first prove that it holds the migration secret, at the
+ * address dialled (BATON.MIGRATION.PROVE with a fresh nonce): a stranger
+ * registered at the relay under the other cluster's name never gets the
+ * password. Then AUTH with this node's --password if one is set, then
+ * BATON.PROXIED, whose replies are awaited before any command is
+ * written, so a refusal there has sent nothing. The commands of
  * one connection are written in order on that one connection and their
  * replies come back in order (the reply scanner of src/wire/resp_reply.c says
  * where each ends). A command for another address waits in the same queue
@@ -58,6 +62,7 @@ struct cmd_queue {
 
 enum upstream_state {
 	UP_CONNECTING,
+	UP_PROVE,     /* BATON.MIGRATION.PROVE sent, its reply awaited */
 	UP_HANDSHAKE, /* AUTH and BATON.PROXIED sent, replies awaited */
 	UP_OPEN,
 	UP_CLOSED,
@@ -71,9 +76,10 @@ struct upstream {
 	uv_tcp_t tcp;
 	struct baton_addr_connect *connecting; /* resolving or connecting */
 	uv_timer_t timer;
-	int handles_open;	   /* freed when both are closed */
-	uint64_t open_deadline_ms; /* connected and handshaken by then */
-	uint32_t handshake_left;   /* replies to AUTH, BATON.PROXIED */
+	int handles_open;		 /* freed when both are closed */
+	uint64_t open_deadline_ms;	 /* connected and handshaken by then */
+	uint32_t handshake_left;	 /* replies to AUTH, BATON.PROXIED */
+	uint8_t expect[MIG_PROOF_BYTES]; /* UP_PROVE: the right proof */
 	bool auth_sent;
 	struct cmd_queue sent; /* written; their replies come in order */
 	struct baton_buf in;   /* read; [0, in_start) passed on */
@@ -319,6 +325,52 @@ static int upstream_write(struct upstream *up, struct baton_buf *buf)
 	return rv;
 }
 
+/* AUTH with this node's password (if it has one), then BATON.PROXIED;
+ * their replies are awaited before any command is written. 0 or a libuv
+ * error. */
+static int send_hello(struct upstream *up)
+{
+	struct baton_buf hello;
+	baton_buf_init(&hello);
+	const char *pw = up->s->cfg.password;
+	int rv = 0;
+	up->auth_sent = pw[0] != '\0';
+	up->handshake_left = up->auth_sent ? 2 : 1;
+	if (up->auth_sent &&
+	    (resp_array(&hello, 2) != 0 || resp_bulk(&hello, "AUTH", 4) != 0 ||
+	     resp_bulk(&hello, pw, strlen(pw)) != 0))
+		rv = UV_ENOMEM;
+	if (rv == 0 && (resp_array(&hello, 1) != 0 ||
+			resp_bulk(&hello, "BATON.PROXIED", 13) != 0))
+		rv = UV_ENOMEM;
+	if (rv == 0)
+		rv = upstream_write(up, &hello);
+	baton_buf_free(&hello);
+	if (rv == 0)
+		up->state = UP_HANDSHAKE;
+	return rv;
+}
+
+/* Ask the node to prove it holds the migration secret before it gets a
+ * password (docs/relay.md, "Proxying"): anyone may register at the relay
+ * under the other cluster's name with an address of their own. 0, a
+ * libuv error, or UV_EPERM with why when no proof can be asked. */
+static int send_prove(struct upstream *up, char *why, size_t cap)
+{
+	struct baton_buf b;
+	baton_buf_init(&b);
+	int rv = migration_proof_request(up->s, up->addr, &b, up->expect, why,
+					 cap) == 0
+			 ? upstream_write(up, &b)
+			 : UV_EPERM;
+	baton_buf_free(&b);
+	if (rv == 0) {
+		up->state = UP_PROVE;
+		up->handshake_left = 1;
+	}
+	return rv;
+}
+
 /* A handshake reply: AUTH's must be +OK; BATON.PROXIED's +OK, or "unknown
  * command" from an older node (which never proxies). False, with what
  * went wrong in why, if refused. */
@@ -344,6 +396,22 @@ static bool handshake_accepted(struct upstream *up, const uint8_t *r, size_t n,
 static bool on_reply(struct upstream *up, struct cmd_queue *done,
 		     const uint8_t *r, size_t n)
 {
+	if (up->state == UP_PROVE) {
+		char why[512];
+		int rv = 0;
+		if (!migration_proof_check(up->expect, r, n, why, sizeof why)) {
+			LOG_WARN_LIMITED("proxy: the node at %s: %s", up->addr,
+					 why);
+			upstream_unreachable(up, done, why);
+			return false;
+		}
+		rv = send_hello(up);
+		if (rv != 0) {
+			upstream_unreachable(up, done, uv_strerror(rv));
+			return false;
+		}
+		return true;
+	}
 	if (up->state == UP_HANDSHAKE) {
 		char why[320];
 		if (!handshake_accepted(up, r, n, why, sizeof why)) {
@@ -467,32 +535,21 @@ static void on_connect(void *data, int status)
 	BATON_ASSERT(up->state == UP_CONNECTING);
 	struct proxy_client *pc = up->pc;
 	struct cmd_queue done = {0};
-	struct baton_buf hello;
-	baton_buf_init(&hello);
 	int rv = status;
+	char why[256] = "";
 	if (rv == 0) {
 		uv_tcp_nodelay(&up->tcp, 1);
-		const char *pw = up->s->cfg.password;
-		up->auth_sent = pw[0] != '\0';
-		up->handshake_left = up->auth_sent ? 2 : 1;
-		if (up->auth_sent && (resp_array(&hello, 2) != 0 ||
-				      resp_bulk(&hello, "AUTH", 4) != 0 ||
-				      resp_bulk(&hello, pw, strlen(pw)) != 0))
-			rv = UV_ENOMEM;
-		if (rv == 0 && (resp_array(&hello, 1) != 0 ||
-				resp_bulk(&hello, "BATON.PROXIED", 13) != 0))
-			rv = UV_ENOMEM;
-		if (rv == 0)
-			rv = uv_read_start((uv_stream_t *)&up->tcp, on_alloc,
-					   on_read);
-		if (rv == 0)
-			rv = upstream_write(up, &hello);
+		rv = uv_read_start((uv_stream_t *)&up->tcp, on_alloc, on_read);
 	}
-	baton_buf_free(&hello);
 	if (rv == 0)
-		up->state = UP_HANDSHAKE;
-	else
-		upstream_unreachable(up, &done, uv_strerror(rv));
+		rv = migration_proxy_needs_proof(up->s)
+			     ? send_prove(up, why, sizeof why)
+			     : send_hello(up);
+	if (rv != 0) {
+		if (why[0] == '\0')
+			snprintf(why, sizeof why, "%s", uv_strerror(rv));
+		upstream_unreachable(up, &done, why);
+	}
 	finish(pc, &done);
 }
 

@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The migration secret the migration_msg target opens with and its
+ * seeds are sealed with (make_seeds.c). */
+#define FUZZ_MIGRATION_SECRET "fuzzing-migration-secret-32bytes"
+
 /* A property the code under test broke: say which and abort, so that
  * libFuzzer keeps the input as a crash file. */
 #define FUZZ_CHECK(cond, ...)                                                  \

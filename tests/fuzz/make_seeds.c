@@ -20,6 +20,7 @@
 #include "baton/buf.h"
 #include "baton/version.h"
 #include "checksum.h"
+#include "fuzz.h"
 #include "le.h"
 #include "internal.h"
 #include "kv.h"
@@ -641,27 +642,38 @@ static void kv_seeds(void)
 	baton_buf_free(&snap);
 }
 
-/* One message of every type the migration's leaders exchange. */
+/* One message of every type the migration's leaders exchange, sealed
+ * with the target's secret. */
 static void migration_seeds(void)
 {
+	static struct migration_keys keys;
+	if (migration_keys_init(&keys, (const uint8_t *)FUZZ_MIGRATION_SECRET,
+				sizeof FUZZ_MIGRATION_SECRET - 1) != 0)
+		die("keys", "the migration secret");
 	static const uint8_t data[] = "new";
+	static const uint8_t nonce[MIG_NONCE_BYTES] = {7};
 	for (uint8_t t = 1; t <= MIG_MSG_TYPE_MAX; t++) {
 		struct migration_msg m = {.type = t,
+					  .from_node = 11,
 					  .session = 0x1234,
+					  .seq = 1000 + t,
 					  .applied = 100,
 					  .index = 99,
 					  .value = t,
 					  .data = data,
 					  .len = 3};
+		snprintf(m.from_cluster, sizeof m.from_cluster, "new");
+		snprintf(m.to_cluster, sizeof m.to_cluster, "old");
 		struct baton_buf b;
 		baton_buf_init(&b);
-		if (migration_msg_encode(&m, &b) != 0)
-			die("encode", "a migration message");
+		if (migration_msg_seal_nonce(&keys, &m, nonce, &b) != 0)
+			die("seal", "a migration message");
 		char name[32];
 		snprintf(name, sizeof name, "%s", migration_msg_name(t));
 		seed("migration_msg", name, -1, b.data, b.len);
 		baton_buf_free(&b);
 	}
+	migration_keys_wipe(&keys);
 }
 
 int main(int argc, char **argv)

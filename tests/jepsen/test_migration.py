@@ -119,6 +119,15 @@ class Load:
             t.join(timeout=30)
 
 
+def migration_secret(root):
+    """The secret both clusters of a migration hold (--migration-secret-file,
+    a regular file only its owner reads)."""
+    path = root / "migration-secret"
+    path.write_bytes(b"jepsen-migration-secret-32-bytes")
+    path.chmod(0o600)
+    return str(path)
+
+
 def migration_status(node):
     text = node.client(timeout=2.0).execute_command("BATON.MIGRATION",
                                                     "STATUS")
@@ -181,6 +190,7 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
     rng = random.Random(seed)
     relay = Relay(tmp_path, e2e.free_ports(1)[0]).start()
     relay_addr = f"{HOST}:{relay.port}"
+    secret = migration_secret(tmp_path)
     old = e2e.Cluster(tmp_path / "old")
     new = e2e.Cluster(tmp_path / "new")
     load = Load(seed)
@@ -193,7 +203,8 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
     try:
         old.start(3, extra=["--as-release", OLD_RELEASE, "--relay",
                             relay_addr, "--relay-cluster", "old",
-                            "--migrate-to", "new"])
+                            "--migrate-to", "new",
+                            "--migration-secret-file", secret])
         note("old cluster of 3 at " + OLD_RELEASE)
         # batonctl refuses to follow a migration from the old side.
         wrong = batonctl(old.nodes[1], "migrate", "--dry-run")
@@ -210,6 +221,7 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
             b_nodes.append(b)
         common = ["--relay", relay_addr, "--relay-cluster", "new",
                   "--migrate-from", "old", "--cluster-id", "new",
+                  "--migration-secret-file", secret,
                   "--election-timeout-ms", "300", "--heartbeat-ms", "50"]
         victims = list(old.nodes.values())
         rng.shuffle(victims)
@@ -326,22 +338,25 @@ def test_an_old_node_exports_only_to_the_cluster_it_names(tmp_path):
     e2e.require_binary(e2e.BATOND)
     relay = Relay(tmp_path, e2e.free_ports(1)[0]).start()
     relay_addr = f"{HOST}:{relay.port}"
+    secret = migration_secret(tmp_path)
     old = e2e.Cluster(tmp_path / "old")
     new = e2e.Cluster(tmp_path / "new")
     try:
         old.start(1, extra=["--as-release", OLD_RELEASE, "--relay",
                             relay_addr, "--relay-cluster", "old",
-                            "--migrate-to", "new"])
+                            "--migrate-to", "new",
+                            "--migration-secret-file", secret])
         old.nodes[1].client().set("k", "v")
         cport, pport = e2e.free_ports(2)
         rogue = e2e.Node(new, 21, cport, pport)
         new.nodes[rogue.id] = rogue
         rogue.start(["--relay", relay_addr, "--relay-cluster", "rogue",
                      "--migrate-from", "old", "--cluster-id", "rogue",
+                     "--migration-secret-file", secret,
                      "--bootstrap",
                      f"{rogue.id}={rogue.peer_addr}/{rogue.client_addr}"])
-        e2e.wait_log(old.nodes[1], "refused: this node exports only to new",
-                     timeout=15)
+        e2e.wait_log(old.nodes[1], "refused: this node migrates to cluster "
+                     "new only", timeout=15)
         status = migration_status(rogue)
         assert status["import_index"] == "0", status
         assert status["migration_ready"] == "0", status

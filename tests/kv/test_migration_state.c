@@ -342,7 +342,8 @@ Test(migration, damaged_sections_are_refused)
 	} cases[] = {
 		{sec, 'X', BATON_ECORRUPT},	 /* the tag */
 		{sec + 4, 0, BATON_ECORRUPT},	 /* section format 0 */
-		{sec + 4, 2, BATON_EVERSION},	 /* a later one */
+		{sec + 4, 3, BATON_EVERSION},	 /* a later one */
+		{sec + 4, 2, BATON_ECORRUPT},	 /* 2 without its part */
 		{sec + 8, 0x10, BATON_ECORRUPT}, /* an unknown flag */
 		{sec + 9, 3, BATON_ECORRUPT},	 /* the target's length */
 		{sec + 10, 0, BATON_ECORRUPT},	 /* a NUL in the target */
@@ -448,7 +449,7 @@ Test(migration, malformed_payloads_change_nothing)
 	assert_refused(migt_text.data, migt_text.len, BATON_ECORRUPT);
 	/* A kind after the migration's is a later release's. */
 	migt_text.data[1] = 0;
-	migt_text.data[9] = 10;
+	migt_text.data[9] = 11;
 	assert_refused(migt_text.data, migt_text.len, BATON_EVERSION);
 	/* A NUL in a fence's target. */
 	baton_buf_reset(&migt_text);

@@ -316,8 +316,8 @@ Test(v2, malformed_and_unknown_payloads)
 	 * a change (machine time included). */
 	cr_assert_eq(apply2(kv, V2, T0 + 9, "ZADD a 1 b"), BATON_EVERSION);
 	cr_assert_eq(kv_machine_time_ms(kv), T0);
-	/* (Kinds 4 to 9 are the migration's, docs/kv.md "Migration".) */
-	uint8_t p[14] = {2, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0};
+	/* (Kinds 4 to 10 are the migration's, docs/kv.md "Migration".) */
+	uint8_t p[14] = {2, 0, 0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 0};
 	cr_assert_eq(kv_apply(kv, V2, p, sizeof p, &reply), BATON_EVERSION);
 	p[9] = 0;
 	cr_assert_eq(kv_apply(kv, V2, p, sizeof p, &reply), BATON_ECORRUPT);

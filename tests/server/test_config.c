@@ -6,6 +6,7 @@
  * with their refusals.
  */
 #include <criterion/criterion.h>
+#include <sys/stat.h>
 #include <criterion/redirect.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,34 +232,92 @@ Test(config, empty_cluster_id_is_refused)
 	cr_assert_str_eq(c.cluster_id, "other");
 }
 
+/* A migration secret file (mode 0600, 32 bytes): its path. */
+static char *migration_secret(void)
+{
+	char *path = write_config("0123456789abcdef0123456789abcdef");
+	cr_assert_eq(chmod(path, 0600), 0);
+	return path;
+}
+
 Test(config, a_migration_needs_the_relay_and_two_clusters,
      .init = cr_redirect_stderr)
 {
+	char secret[64];
+	snprintf(secret, sizeof secret, "%s", migration_secret());
 	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000"), 0);
 	/* The id at the relay is --cluster-id unless given. */
 	cr_assert_str_eq(c.relay_cluster, "baton");
 	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
-			   "--relay-cluster", "new", "--migrate-from", "old"),
+			   "--relay-cluster", "new", "--migrate-from", "old",
+			   "--migration-secret-file", secret),
 		     0);
+	cr_assert(c.has_migration_secret);
+	cr_assert_eq(c.migration_secret.len, 32);
 	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
-			   "--cluster-id", "new", "--migrate-from", "old"),
+			   "--cluster-id", "new", "--migrate-from", "old",
+			   "--migration-secret-file", secret),
 		     0);
 	cr_assert_str_eq(c.relay_cluster, "new");
 	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
-			   "--relay-cluster", "old", "--migrate-to", "new"),
+			   "--relay-cluster", "old", "--migrate-to", "new",
+			   "--migration-secret-file", secret),
 		     0);
-	cr_assert_eq(PARSE("--join", "--migrate-to", "new"), -1);
-	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
-			   "--relay-cluster", "old", "--migrate-to", "old"),
+	cr_assert_eq(PARSE("--join", "--migrate-to", "new",
+			   "--migration-secret-file", secret),
 		     -1);
 	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
-			   "--migrate-to", "new", "--migrate-from", "old"),
+			   "--relay-cluster", "old", "--migrate-to", "old",
+			   "--migration-secret-file", secret),
+		     -1);
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--migrate-to", "new", "--migrate-from", "old",
+			   "--migration-secret-file", secret),
 		     -1);
 	cr_assert_eq(PARSE("--join", "--migrate-from", "old"), -1);
 	cr_assert_eq(PARSE("--join", "--relay-cluster", "x"), -1);
 	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
-			   "--migrate-from", "baton"),
+			   "--migrate-from", "baton", "--migration-secret-file",
+			   secret),
 		     -1);
+	unlink(secret);
+}
+
+Test(config, a_migration_needs_a_secret_in_a_regular_file,
+     .init = cr_redirect_stderr)
+{
+	/* Without it, either side refuses to start, saying why. */
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--relay-cluster", "new", "--migrate-from", "old"),
+		     -1);
+	cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+			   "--relay-cluster", "old", "--migrate-to", "new"),
+		     -1);
+	/* A directory, a FIFO (which must not block the start), a file
+	 * others may read, one too short. */
+	char dir[] = "/tmp/baton-mig-secret-XXXXXX";
+	cr_assert(mkdtemp(dir) != NULL);
+	char fifo[128];
+	snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	char *open_file = write_config("0123456789abcdef0123456789abcdef");
+	cr_assert_eq(chmod(open_file, 0644), 0);
+	char shared[64];
+	snprintf(shared, sizeof shared, "%s", open_file);
+	char *short_file = write_config("short");
+	cr_assert_eq(chmod(short_file, 0600), 0);
+	char small[64];
+	snprintf(small, sizeof small, "%s", short_file);
+	const char *bad[] = {dir, fifo, shared, small, "/nonexistent/secret"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_assert_eq(PARSE("--join", "--relay", "127.0.0.1:9000",
+				   "--relay-cluster", "old", "--migrate-to",
+				   "new", "--migration-secret-file", bad[i]),
+			     -1, "%s", bad[i]);
+	unlink(fifo);
+	rmdir(dir);
+	unlink(shared);
+	unlink(small);
 }
 
 Test(config, flag_equals_value_is_the_same_flag)
