@@ -524,7 +524,7 @@ int mig_propose_control(struct server *s, enum kv_control_op op,
 	uint8_t kind = PAYLOAD_KV;
 	int rv = baton_buf_append(&p, &kind, 1);
 	if (rv == 0)
-		rv = kv_encode_control(server_wall_ms(), op, &p);
+		rv = kv_encode_control(server_machine_stamp(s), op, &p);
 	if (rv == 0)
 		rv = baton_node_propose(s->node, p.data, p.len, cb, data);
 	baton_buf_free(&p);
