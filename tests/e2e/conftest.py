@@ -571,14 +571,15 @@ def shared_cluster(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _remove_what_a_passed_test_wrote(request):
+def remove_what_a_passed_test_wrote(request):
     """pytest keeps the last three runs' temporary folders; a passed
     test's data, logs and backups are removed as soon as it ends (after
     its cluster stopped: this fixture is torn down last), a failed test's
-    stay for a look."""
+    stay for a look. The fault harness's test modules use it too."""
+    failed_before = request.session.testsfailed
     yield
     tmp = request.node.funcargs.get("tmp_path")
-    if tmp is not None and not getattr(request.node, "_baton_failed", False):
+    if tmp is not None and request.session.testsfailed == failed_before:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -592,6 +593,7 @@ def remove_basetemp_if_passed(session, exitstatus):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    # Also the fault harness's (tests/jepsen), when run in one session.
     remove_basetemp_if_passed(session, exitstatus)
 
 
@@ -600,8 +602,6 @@ def pytest_runtest_makereport(item, call):
     """On failure, attach the tail of every node's log to the report."""
     outcome = yield
     rep = outcome.get_result()
-    if rep.failed:
-        item._baton_failed = True
     if rep.when != "call" or not rep.failed:
         return
     for name in ("cluster", "shared_cluster"):

@@ -26,6 +26,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 
+# A passed test's output folder goes (tests/e2e/conftest.py).
+remove_what_a_passed_test_wrote = harness.e2e.remove_what_a_passed_test_wrote
+
 SHORT_SECONDS = 45
 # The teeth test: each attempt is a short run; a violation shows up in the
 # first second or two of load, so one attempt nearly always suffices. The

@@ -24,6 +24,9 @@ from redis.connection import Connection
 
 import harness
 
+# A passed test's output folder goes (tests/e2e/conftest.py).
+remove_what_a_passed_test_wrote = harness.e2e.remove_what_a_passed_test_wrote
+
 e2e = harness.e2e
 HOST = "127.0.0.1"
 OLD_RELEASE = "1.3.0"  # the release that knows the relay (docs/relay.md)

@@ -60,6 +60,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
+
+# A passed test's output folder goes (tests/e2e/conftest.py).
+remove_what_a_passed_test_wrote = harness.e2e.remove_what_a_passed_test_wrote
 import roll  # noqa: E402
 from test_jepsen import (env_int, harness_args, require_binaries,  # noqa: E402
                          seed_from_env)
