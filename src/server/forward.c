@@ -30,6 +30,9 @@ struct proposal_ctx {
 	baton_node_id from;	 /* the follower that forwarded it */
 	uint64_t forward_id;
 	bool acked; /* BATON_PLANTED_BUG_EARLY_ACK answered already */
+	/* The keys whose value-limit bounds count this write until it is
+	 * applied or dropped (kv_limit_claim). */
+	struct kv_limit_claim claim;
 };
 
 /* A payload buffer that grew above this (a big write) is not kept. */
@@ -80,6 +83,8 @@ static void on_proposed(void *data, int status, const uint8_t *reply,
 			size_t len)
 {
 	struct proposal_ctx *p = data;
+	/* Applied, or never will be: its bounds are in the map or void. */
+	kv_limit_release(&p->s->value_limit, &p->claim);
 	if (p->acked) {
 		free(p);
 		return;
@@ -187,6 +192,31 @@ static int encode(struct server *s, const struct write_req *w, uint32_t v,
 	return 0;
 }
 
+/* The value limit (--max-value-bytes), checked after encode() accepted
+ * the write and before it is appended: 0, or -1 with the refusal in err
+ * (nothing held). */
+static int claim_value_limit(struct server *s, struct proposal_ctx *p,
+			     const struct write_req *w, struct baton_buf *err)
+{
+	/* Until this leader applied its predecessors' entries, an APPEND
+	 * cannot know how long its key is. */
+	bool base_known = s->machine.applied_index >= s->lead_start_index;
+	int rv = kv_limit_claim(&s->value_limit, s->machine.kv, base_known,
+				w->transaction, w->n_commands, w->commands,
+				&p->claim, err);
+	if (rv == 0)
+		return 0;
+	if (rv == BATON_EINVAL)
+		s->value_limit_refusals++;
+	if (rv == BATON_EBUSY)
+		resp_error(err, "TRYAGAIN this node leads since a moment and "
+				"still applies its predecessor's writes; an "
+				"APPEND waits for them; retry");
+	else if (rv != BATON_EINVAL)
+		server_reply_error(s, err, rv);
+	return -1;
+}
+
 /* Check, encode and propose a write. On failure the error reply goes to
  * `err` and nothing is proposed; BATON_ENOTLEADER (this node no longer
  * leads) is returned with `err` empty for the caller to deal with. */
@@ -199,8 +229,12 @@ static int propose(struct server *s, struct proposal_ctx *p,
 	int rv = encode(s, w, server_machine_version(s), payload, err);
 	if (rv != 0)
 		return -1;
+	if (claim_value_limit(s, p, w, err) != 0)
+		return -1;
 	rv = baton_node_propose(s->node, payload->data, payload->len,
 				on_proposed, p);
+	if (rv != 0)
+		kv_limit_release(&s->value_limit, &p->claim);
 	size_t entry_bytes = payload->len;
 	if (payload->cap > PAYLOAD_KEEP_BYTES)
 		baton_buf_free(payload);

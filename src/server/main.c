@@ -113,6 +113,7 @@ static int run(struct server *s)
 {
 	s->loop = uv_default_loop();
 	s->started_ms = uv_now(s->loop);
+	s->value_limit.max = s->cfg.max_value_bytes;
 	int rv = server_machine_init(&s->machine);
 	if (rv != 0) {
 		LOG_ERROR("out of memory");
@@ -223,6 +224,7 @@ static int run(struct server *s)
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);
 	server_machine_free(&s->machine);
+	kv_limit_free(&s->value_limit);
 	metrics_free(s);
 	return s->exit_code;
 }

@@ -34,6 +34,7 @@
 #include "migration.h"
 #include "node.h"
 #include "resp.h"
+#include "value_limit.h"
 
 /*
  * Planted bugs, compiled only into the test binaries batond-bug-* (see
@@ -170,6 +171,13 @@ struct server {
 		struct baton_buf payload;
 	} forwards;
 	uint64_t next_forward_id;
+	/* The value limit's bounds over this leader's writes in flight
+	 * (forward.c, kv's value_limit.h), and the last index of the log
+	 * when this node last became leader: until it applied that far,
+	 * its predecessors' APPENDs may still grow keys it cannot see. */
+	struct kv_limit value_limit;
+	baton_index lead_start_index;
+	uint64_t value_limit_refusals;
 	/* Writes waiting for a leader (route.c), in arrival order; and two
 	 * lists route.c moves them to while it walks them. */
 	struct route_list parked, parked_todo, parked_expired;
