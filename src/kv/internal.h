@@ -140,6 +140,14 @@ void kv__entry_touch(struct kv__table *t, const struct kv__entry *e);
  * with e unchanged. The caller checked kv__append_fits(). */
 int kv__entry_append(struct kv__table *t, struct kv__entry *e,
 		     const uint8_t *val, size_t len);
+/* A string entry whose value is vlen zero bytes (an import's value in
+ * pieces), or NULL when out of memory. */
+struct kv__entry *kv__entry_new_zeroed(const uint8_t *key, size_t klen,
+				       size_t vlen);
+/* Overwrite len bytes of the string e (in t) at off, within its length
+ * (an import's piece): cannot fail. */
+void kv__entry_write_at(struct kv__table *t, struct kv__entry *e, size_t off,
+			const uint8_t *bytes, size_t len);
 /* <0, 0, >0 as the key (hash_a, key_a) sorts before, with or after
  * (hash_b, key_b) in the canonical order: kv__rev64(hash), then the key's
  * bytes, then its length. */
@@ -230,6 +238,26 @@ int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
  * for none (formats 2 and 3 write it). */
 int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
 		       const struct kv__entry *e, uint64_t expire_at_ms);
+/* A string value written across steps (snapshot_slices.c): whether its
+ * first bytes went out, and how many of the value's. */
+struct kv__part {
+	bool open;
+	size_t off;
+};
+/* A string value longer than this is written in parts when it does not
+ * fit what is left of a step; no part is shorter (unless it is the last),
+ * so a step always gets on. */
+#define KV_PART_BYTES_MIN ((size_t)4 << 10)
+#define KV_PART_VALUE_BYTES_MIN ((size_t)64 << 10)
+/* The string entry e as kv__snap_put_entry writes it, in parts: the first
+ * call writes the bytes before the value and opens *part; each call
+ * writes at most max(room, KV_PART_BYTES_MIN) of the value; the last one
+ * writes the expiry, closes *part and sets *complete. 0 or the sink's
+ * error. */
+int kv__snap_put_string_part(struct kv__snap_writer *w, uint32_t format,
+			     const struct kv__entry *e, uint64_t expire_at_ms,
+			     struct kv__part *part, size_t room,
+			     bool *complete);
 /* Flush, then the trailer: the checksum of everything put. */
 int kv__snap_put_trailer(struct kv__snap_writer *w);
 /* The migration section (docs/kv.md), written before the trailer when
@@ -467,6 +495,14 @@ void kv__watch_read(struct baton_le_reader *r, const uint8_t **key, size_t *len,
  * BATON_ENOMEM (out unchanged). */
 int kv__export_record(struct baton_buf *out, const struct kv__entry *e,
 		      uint64_t at);
+/* The string e as export records in parts (docs/kv.md "Export records":
+ * a type 3 record with the value's length and first piece, then type 4
+ * records of the pieces after it), each piece at most max(room,
+ * KV_PART_BYTES_MIN): as kv__snap_put_string_part. 0 or BATON_ENOMEM
+ * (out unchanged). */
+int kv__export_string_part(struct baton_buf *out, const struct kv__entry *e,
+			   uint64_t at, struct kv__part *part, size_t room,
+			   bool *complete);
 /* Are [buf, buf + len) whole, well-formed export records? 0 or
  * BATON_ECORRUPT (a field given twice inside a hash is found only when
  * the records are applied). */

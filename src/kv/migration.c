@@ -25,6 +25,10 @@
 /* The type byte of an export record. */
 #define RECORD_STRING 1u
 #define RECORD_HASH 2u
+/* A string too long for one record: its length and first piece, then
+ * pieces at their offsets (kv__export_string_part). */
+#define RECORD_STRING_HEAD 3u
+#define RECORD_STRING_PIECE 4u
 #define RECORD_FIELD_MIN_BYTES 8u /* a hash's field: two lengths */
 
 bool kv__migration_any(const struct kv_migration *m)
@@ -102,6 +106,40 @@ int kv__export_record(struct baton_buf *out, const struct kv__entry *e,
 	return rv;
 }
 
+int kv__export_string_part(struct baton_buf *out, const struct kv__entry *e,
+			   uint64_t at, struct kv__part *part, size_t room,
+			   bool *complete)
+{
+	assert(!kv__is_hash(e) && at <= INT64_MAX);
+	assert(part->off <= e->val_len);
+	*complete = false;
+	size_t start = out->len;
+	size_t left = e->val_len - part->off;
+	size_t n = room < KV_PART_BYTES_MIN ? KV_PART_BYTES_MIN : room;
+	n = n < left ? n : left;
+	uint8_t type = part->open ? RECORD_STRING_PIECE : RECORD_STRING_HEAD;
+	int rv = baton_buf_append(out, &type, 1);
+	if (rv == 0)
+		rv = put_bytes(out, e->key, e->key_len);
+	if (rv == 0)
+		rv = put_u64(out, part->open ? part->off : e->val_len);
+	if (rv == 0)
+		rv = put_bytes(out, e->val + part->off, n);
+	if (rv == 0 && !part->open)
+		rv = put_u64(out, at);
+	if (rv != 0) {
+		out->len = start;
+		return rv;
+	}
+	part->open = true;
+	part->off += n;
+	if (part->off == e->val_len) {
+		part->open = false;
+		*complete = true;
+	}
+	return 0;
+}
+
 /* u32 length (at most max), then the bytes. */
 static bool read_bytes(struct baton_le_reader *r, size_t max, const uint8_t **p,
 		       uint32_t *len)
@@ -111,25 +149,46 @@ static bool read_bytes(struct baton_le_reader *r, size_t max, const uint8_t **p,
 }
 
 /* One record from r: its key, its type, for a string the value, for a
- * hash its field count and a reader over the fields; and its expiry. */
+ * hash its field count and a reader over the fields; and its expiry. A
+ * string's head has the value's length in `total` and its first piece in
+ * val; a piece its offset in `total` and its bytes in val (no expiry). */
 struct record {
 	uint8_t type;
 	const uint8_t *key, *val;
 	uint32_t klen, vlen;
+	uint64_t total;
 	uint64_t n_fields;
 	struct baton_le_reader fields;
 	uint64_t at;
 };
 
+/* The length or offset, then the piece, of a type 3 or 4 record. */
+static bool read_piece(struct baton_le_reader *r, struct record *rec)
+{
+	if (!baton_le_read_u64(r, &rec->total) ||
+	    rec->total > KV_VALUE_BYTES_MAX ||
+	    !read_bytes(r, KV_VALUE_BYTES_MAX, &rec->val, &rec->vlen))
+		return false;
+	if (rec->type == RECORD_STRING_HEAD)
+		return rec->vlen <= rec->total;
+	rec->at = 0;
+	return rec->vlen <= KV_VALUE_BYTES_MAX - rec->total;
+}
+
 static bool record_read(struct baton_le_reader *r, struct record *rec)
 {
 	const uint8_t *type;
 	if (!baton_le_read_bytes(r, 1, &type) ||
-	    (type[0] != RECORD_STRING && type[0] != RECORD_HASH) ||
+	    (type[0] < RECORD_STRING || type[0] > RECORD_STRING_PIECE) ||
 	    !read_bytes(r, KV_KEY_BYTES_MAX, &rec->key, &rec->klen))
 		return false;
 	rec->type = type[0];
-	if (rec->type == RECORD_STRING) {
+	if (rec->type == RECORD_STRING_PIECE)
+		return read_piece(r, rec);
+	if (rec->type == RECORD_STRING_HEAD) {
+		if (!read_piece(r, rec))
+			return false;
+	} else if (rec->type == RECORD_STRING) {
 		if (!read_bytes(r, KV_VALUE_BYTES_MAX, &rec->val, &rec->vlen))
 			return false;
 	} else {
@@ -164,6 +223,15 @@ int kv__records_check(const uint8_t *buf, size_t len)
  * given twice) or BATON_ENOMEM. */
 static int record_entry(const struct record *rec, struct kv__entry **out)
 {
+	if (rec->type == RECORD_STRING_HEAD) {
+		*out = kv__entry_new_zeroed(rec->key, rec->klen,
+					    (size_t)rec->total);
+		if (*out == NULL)
+			return BATON_ENOMEM;
+		if (rec->vlen > 0)
+			memcpy((*out)->val, rec->val, rec->vlen);
+		return 0;
+	}
 	if (rec->type == RECORD_STRING) {
 		*out = kv__entry_new(rec->key, rec->klen, rec->val, rec->vlen);
 		return *out != NULL ? 0 : BATON_ENOMEM;
@@ -261,10 +329,12 @@ static int refuse_sequence(const struct baton_kv *kv, const char *what,
 			  d->seq);
 }
 
-/* An export record made into an entry, waiting to be inserted. */
+/* An export record made into an entry, waiting to be inserted; or a
+ * piece (e NULL), written in place when its turn comes. */
 struct staged {
 	struct kv__entry *e;
 	uint64_t at;
+	struct record piece;
 };
 
 static void staged_free(struct staged *v, size_t n)
@@ -295,6 +365,10 @@ static int stage_records(const struct kv__decoded *d, struct staged **out,
 	*expiring = 0;
 	for (size_t i = 0; i < n; i++) {
 		record_read(&r, &rec);
+		if (rec.type == RECORD_STRING_PIECE) {
+			v[i].piece = rec;
+			continue;
+		}
 		int rv = record_entry(&rec, &v[i].e);
 		if (rv != 0) {
 			staged_free(v, i);
@@ -306,6 +380,19 @@ static int stage_records(const struct kv__decoded *d, struct staged **out,
 	*out = v;
 	*n_out = n;
 	return 0;
+}
+
+/* A piece goes into its key's string at its offset; a key that is not a
+ * string that long (its head was skipped as expired, or another record
+ * replaced it) takes nothing: the same on every node. */
+static void put_piece(struct baton_kv *kv, const struct record *rec)
+{
+	struct kv__entry *e = kv__table_find(&kv->table, rec->key, rec->klen);
+	if (e == NULL || kv__is_hash(e) || rec->total > e->val_len ||
+	    rec->vlen > e->val_len - rec->total)
+		return;
+	kv__entry_write_at(&kv->table, e, (size_t)rec->total, rec->val,
+			   rec->vlen);
 }
 
 static int apply_chunk(struct baton_kv *kv, const struct kv__decoded *d,
@@ -338,6 +425,10 @@ static int apply_chunk(struct baton_kv *kv, const struct kv__decoded *d,
 	for (size_t i = 0; i < n; i++) {
 		struct kv__entry *e = v[i].e;
 		v[i].e = NULL;
+		if (e == NULL) {
+			put_piece(kv, &v[i].piece);
+			continue;
+		}
 		if (v[i].at != 0 && v[i].at <= (uint64_t)kv->now_ms) {
 			kv__entry_free(e);
 			continue;

@@ -88,6 +88,9 @@ struct kv__snap {
 	size_t pattern_len;
 	struct baton_buf *bulks;
 	uint64_t *matched;
+	/* A string value written across steps: the key after P whose value
+	 * the last step left part-way (a snapshot or an export). */
+	struct kv__part part;
 	bool finished; /* every key handed on (a snapshot: the trailer too) */
 	int failed;    /* 0, or what every later step returns */
 	struct position p;
@@ -451,18 +454,42 @@ static void drop_passed(struct kv__snap *s, struct kv__table *t,
 	}
 }
 
+/* Is the string e written in parts, with `room` bytes left in the step?
+ * A long value that does not fit: one step never writes much more than
+ * its budget, whatever a value's size (a value of 500 MB written in one
+ * go held the loop for seconds). */
+static bool in_parts(const struct kv__snap *s, const struct kv__entry *e,
+		     size_t room)
+{
+	return s->part.open ||
+	       (!kv__is_hash(e) && e->val_len > KV_PART_VALUE_BYTES_MIN &&
+		e->val_len > room);
+}
+
 /* Hand the key e, as it was at begin with its expiry then (0: none), to
  * the view: a snapshot encodes it, KEYS lists it if it was live and
- * matches. */
-static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at)
+ * matches. With `room` bytes left in the step, a long string goes in
+ * parts: *complete is false while some of it is still to write (the step
+ * ends there, and the next one resumes it: P stays before the key, so it
+ * is still as it was at begin, in the table or in `kept`). */
+static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at,
+		 size_t room, bool *complete)
 {
+	*complete = true;
+	if (s->kind == VIEW_SNAPSHOT && in_parts(s, e, room))
+		return kv__snap_put_string_part(&s->w, s->format, e, at,
+						&s->part, room, complete);
 	if (s->kind == VIEW_SNAPSHOT)
 		return kv__snap_put_entry(&s->w, s->format, e, at);
 	if (at != 0 && at <= (uint64_t)s->now_ms)
 		return 0; /* expired at begin, as run_keys skips it */
 	if (s->kind == VIEW_EXPORT) {
 		size_t before = s->out->len;
-		int rv = kv__export_record(s->out, e, at);
+		int rv = in_parts(s, e, room)
+				 ? kv__export_string_part(s->out, e, at,
+							  &s->part, room,
+							  complete)
+				 : kv__export_record(s->out, e, at);
 		s->out_bytes += s->out->len - before;
 		return rv;
 	}
@@ -485,6 +512,15 @@ static bool step_full(const struct kv__snap *s, uint64_t start, size_t budget,
 	if (s->kind == VIEW_EXPORT)
 		return s->out_bytes - start >= budget;
 	return n >= budget;
+}
+
+/* The bytes left in the step's budget (0 for KEYS, which has no parts). */
+static size_t step_room(const struct kv__snap *s, uint64_t start, size_t budget)
+{
+	uint64_t used = s->kind == VIEW_SNAPSHOT ? s->w.bytes - start
+			: s->kind == VIEW_EXPORT ? s->out_bytes - start
+						 : budget;
+	return used < budget ? budget - (size_t)used : 0;
 }
 
 /* Hand the keys after P, in order, to visit() until the step's budget is
@@ -520,9 +556,10 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 		if (c < 0) {
 			e = table.e;
 			walk_next(&table);
-			last = e;
-			if (holds(&s->born, e->key, e->key_len))
+			if (holds(&s->born, e->key, e->key_len)) {
+				last = e;
 				continue; /* created after begin */
+			}
 			at = kv__has_expiry(e) ? (uint64_t)e->expire_at_ms : 0;
 		} else {
 			/* The copy is the key at begin; on a tie the
@@ -533,10 +570,13 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 				walk_next(&table);
 			at = (uint64_t)e->expire_at_ms;
 		}
-		last = e;
-		rv = visit(s, e, at);
+		bool complete;
+		rv = visit(s, e, at, step_room(s, start, budget), &complete);
 		if (rv != 0)
 			return rv;
+		if (!complete)
+			break; /* the next step resumes e; P stays before it */
+		last = e;
 		n++;
 		s->visited++;
 	}
