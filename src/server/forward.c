@@ -206,8 +206,6 @@ static int claim_value_limit(struct server *s, struct proposal_ctx *p,
 				&p->claim, err);
 	if (rv == 0)
 		return 0;
-	if (rv == BATON_EINVAL)
-		s->value_limit_refusals++;
 	if (rv == BATON_EBUSY)
 		resp_error(err, "TRYAGAIN this node leads since a moment and "
 				"still applies its predecessor's writes; an "

@@ -177,7 +177,6 @@ struct server {
 	 * its predecessors' APPENDs may still grow keys it cannot see. */
 	struct kv_limit value_limit;
 	baton_index lead_start_index;
-	uint64_t value_limit_refusals;
 	/* Writes waiting for a leader (route.c), in arrival order; and two
 	 * lists route.c moves them to while it walks them. */
 	struct route_list parked, parked_todo, parked_expired;
