@@ -131,13 +131,11 @@ struct undo {
 struct claim_walk {
 	struct kv_limit *l;
 	struct baton_kv *kv;
-	bool base_known;
 	const struct kv_txn_command *cmd;
 	struct kv_limit_claim *claim;
 	struct undo *undo; /* one per hash in claim */
 	size_t undo_cap;
 	bool too_big;
-	bool busy;
 };
 
 static uint64_t key_hash(const struct kv_txn_command *cmd, int i)
@@ -205,10 +203,6 @@ static int on_bound(void *arg, const struct kv_bound *b)
 		break;
 	case KV_BOUND_GROW:
 		bound = bound_of(w, b->key, &held);
-		if (!held && !w->base_known) {
-			w->busy = true;
-			return BATON_EBUSY;
-		}
 		/* Both are at most 2^63: no overflow. */
 		bound += b->bytes;
 		break;
@@ -251,13 +245,12 @@ static void undo_claim(struct claim_walk *w)
 	}
 }
 
-int kv_limit_claim(struct kv_limit *l, struct baton_kv *kv, bool base_known,
-		   bool transaction, size_t n_commands,
-		   const struct kv_txn_command *commands,
+int kv_limit_claim(struct kv_limit *l, struct baton_kv *kv, bool transaction,
+		   size_t n_commands, const struct kv_txn_command *commands,
 		   struct kv_limit_claim *claim, struct baton_buf *err)
 {
 	BATON_ASSERT(l->max >= KV_LIMIT_BYTES_MIN);
-	struct claim_walk w = {.l = l, .kv = kv, .base_known = base_known};
+	struct claim_walk w = {.l = l, .kv = kv};
 	memset(claim, 0, sizeof *claim);
 	w.claim = claim;
 	int rv = 0;
@@ -284,6 +277,51 @@ int kv_limit_claim(struct kv_limit *l, struct baton_kv *kv, bool base_known,
 				       "allowed size (proto-max-bulk-len)");
 	if (w.too_big)
 		return kv__refuse(err, KV_ERR_VALUE_TOO_BIG);
+	return rv;
+}
+
+/* A transaction's commands read back: 0 or BATON_ENOMEM. */
+static int claim_txn(struct kv_limit *l, struct baton_kv *kv,
+		     const struct kv__decoded *d, struct kv_limit_claim *claim,
+		     struct baton_buf *err)
+{
+	size_t n = d->n_commands;
+	struct kv__payload *ps = calloc(n > 0 ? n : 1, sizeof *ps);
+	struct kv_txn_command *ts = calloc(n > 0 ? n : 1, sizeof *ts);
+	int rv = ps != NULL && ts != NULL ? 0 : BATON_ENOMEM;
+	struct baton_le_reader r = d->commands;
+	size_t read = 0;
+	for (; rv == 0 && read < n; read++) {
+		rv = kv__args_read(&r, &ps[read]);
+		const struct kv__args *a = &ps[read].args;
+		ts[read] = (struct kv_txn_command){a->argc, a->argv, a->lens};
+	}
+	if (rv == 0)
+		rv = kv_limit_claim(l, kv, true, n, ts, claim, err);
+	for (size_t i = 0; ps != NULL && i < read; i++)
+		kv__payload_free(&ps[i]);
+	free(ps);
+	free(ts);
+	return rv;
+}
+
+int kv_limit_claim_payload(struct kv_limit *l, struct baton_kv *kv,
+			   const uint8_t *payload, size_t len,
+			   struct kv_limit_claim *claim, struct baton_buf *err)
+{
+	memset(claim, 0, sizeof *claim);
+	struct kv__decoded d;
+	int rv = kv__decode(payload, len, &d);
+	if (rv != 0)
+		return rv;
+	if (d.kind == KV_KIND_COMMAND) {
+		const struct kv__args *a = &d.cmd.args;
+		struct kv_txn_command t = {a->argc, a->argv, a->lens};
+		rv = kv_limit_claim(l, kv, false, 1, &t, claim, err);
+	} else if (d.kind == KV_KIND_TXN) {
+		rv = claim_txn(l, kv, &d, claim, err);
+	}
+	kv__decoded_free(&d);
 	return rv;
 }
 

@@ -86,17 +86,23 @@ struct kv_limit_claim {
 
 /* Check the write (the commands of one entry: one, or a transaction's, in
  * order, with `transaction` set) against l->max on map kv (the leader's,
- * applied so far) and the writes in flight. 0: it fits; its keys' bounds now
- * include it and *claim holds them until kv_limit_release(). BATON_EINVAL: a
- * value would exceed the limit; KV_ERR_VALUE_TOO_BIG (for a transaction:
- * EXECABORT with it) is appended to err, nothing is held. BATON_EBUSY: an
- * APPEND whose key has no bound while !base_known (the node leads since a
- * moment and has not applied its predecessors' entries, which might have grown
- * the key): nothing held, nothing appended. BATON_ENOMEM: nothing held. */
-int kv_limit_claim(struct kv_limit *l, struct baton_kv *kv, bool base_known,
-		   bool transaction, size_t n_commands,
-		   const struct kv_txn_command *commands,
+ * applied so far) and the writes in flight. 0: it fits; its keys' bounds
+ * now include it and *claim holds them until kv_limit_release().
+ * BATON_EINVAL: a value would exceed the limit; KV_ERR_VALUE_TOO_BIG (for
+ * a transaction: EXECABORT with it) is appended to err, nothing is held.
+ * BATON_ENOMEM: nothing held. The leader must have applied every entry it
+ * did not propose itself (a new leader's inherited log): their writes are
+ * in no bound (batond holds a new leader's writes until then). */
+int kv_limit_claim(struct kv_limit *l, struct baton_kv *kv, bool transaction,
+		   size_t n_commands, const struct kv_txn_command *commands,
 		   struct kv_limit_claim *claim, struct baton_buf *err);
+
+/* The same for a write already encoded (kv_encode, kv_encode_v2,
+ * kv_encode_txn): its commands are read back from the payload. A payload
+ * of another kind holds nothing (0). BATON_ECORRUPT: not a payload. */
+int kv_limit_claim_payload(struct kv_limit *l, struct baton_kv *kv,
+			   const uint8_t *payload, size_t len,
+			   struct kv_limit_claim *claim, struct baton_buf *err);
 
 /* The write was applied, or will never be: drop what it held. */
 void kv_limit_release(struct kv_limit *l, struct kv_limit_claim *claim);

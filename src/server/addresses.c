@@ -156,13 +156,8 @@ static void leader_changed(void *data, baton_node_id leader)
 	if (changed && leader != 0)
 		s->stats.leader_changes++;
 	s->leader = leader;
-	if (changed && leader == s->cfg.id) {
-		/* The value limit's bounds know only this leader's writes:
-		 * the log's entries before now are its predecessors'. */
-		struct baton_node_status *st = &s->identity.status;
-		baton_node_status(s->node, st);
-		s->lead_start_index = st->raft.last_index;
-	}
+	if (changed)
+		held_leader_changed(s, leader);
 	if (leader == s->cfg.id)
 		server_publish_founders(s);
 	if (changed)

@@ -172,11 +172,19 @@ struct server {
 	} forwards;
 	uint64_t next_forward_id;
 	/* The value limit's bounds over this leader's writes in flight
-	 * (forward.c, kv's value_limit.h), and the last index of the log
-	 * when this node last became leader: until it applied that far,
-	 * its predecessors' APPENDs may still grow keys it cannot see. */
+	 * (forward.c, kv's value_limit.h). */
 	struct kv_limit value_limit;
-	baton_index lead_start_index;
+	/* Writes a new leader holds until it applied the log it inherited
+	 * (held.c): in arrival order; the last index at its election, and
+	 * whether it has applied that far. */
+	struct {
+		struct held_write *head, *tail;
+		uint32_t n;
+		uint64_t bytes;
+		uv_timer_t timer;
+		baton_index start_index;
+		bool ready;
+	} held;
 	/* Writes waiting for a leader (route.c), in arrival order; and two
 	 * lists route.c moves them to while it walks them. */
 	struct route_list parked, parked_todo, parked_expired;
@@ -604,6 +612,29 @@ void forward_peer_down(struct server *s, baton_node_id id);
 void forward_fail_all(struct server *s, const char *why);
 /* Fail forwarded writes not answered in time. */
 void forward_expire(struct server *s);
+/* A write held.c held, proposed now (claimed first against the value
+ * limit), or answered (refused, or not appended). p is forward.c's. */
+struct proposal_ctx;
+void forward_propose_held(struct server *s, struct proposal_ctx *p,
+			  const uint8_t *payload, size_t len);
+/* A write held.c held that this node, no longer leading, never appended:
+ * a local client's goes on to the next leader, a follower's is told so. */
+void forward_not_appended(struct server *s, struct proposal_ctx *p);
+
+/* ---- held.c ---- */
+struct held_write;
+void held_init(struct server *s);
+/* This node became leader (or another did): note where its log ends. */
+void held_leader_changed(struct server *s, baton_node_id leader);
+/* Must a write this leader encoded wait (held_push) before its claim and
+ * proposal? While its inherited log is not applied, or writes wait. */
+bool held_must_wait(struct server *s);
+/* Hold a write's payload (copied): 0, BATON_EOVERLOADED (too much held) or
+ * BATON_ENOMEM; p then belongs to held.c until it hands it back. */
+int held_push(struct server *s, struct proposal_ctx *p, const uint8_t *payload,
+	      size_t len);
+/* Shutting down: every held write is not appended. */
+void held_fail_all(struct server *s);
 
 /* ---- route.c ---- */
 /* A client's write (or a stalled node's read) on its way to the log, with

@@ -51,7 +51,7 @@ static int claim1(struct kv_limit *l, struct baton_kv *kv,
 {
 	struct line ln;
 	struct kv_txn_command t = cmd(&ln, words);
-	return kv_limit_claim(l, kv, true, false, 1, &t, c, err);
+	return kv_limit_claim(l, kv, false, 1, &t, c, err);
 }
 
 #define W(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -141,17 +141,33 @@ Test(value_limit, appends_in_flight_count)
 	cr_assert_eq(claim1(&l, kv, W("APPEND", "d", "#51200"), &b, &err),
 		     BATON_EINVAL);
 	kv_limit_release(&l, &a);
-	/* A new leader that has not applied its predecessors' entries
-	 * cannot know a key's length: an APPEND waits. */
+	/* A write held as a payload (a new leader's) is claimed the same. */
+	struct baton_buf pl;
+	baton_buf_init(&pl);
 	struct line ln;
-	struct kv_txn_command t = cmd(&ln, W("APPEND", "k", "x"));
+	struct kv_txn_command t = cmd(&ln, W("APPEND", "k", "#40000"));
+	cr_assert_eq(kv_encode_v2(T0, t.argc, t.argv, t.lens, &pl), 0);
+	cr_assert_eq(claim1(&l, kv, W("APPEND", "k", "#2000"), &a, &err), 0);
 	baton_buf_reset(&err);
-	cr_assert_eq(kv_limit_claim(&l, kv, false, false, 1, &t, &b, &err),
-		     BATON_EBUSY);
-	cr_assert_eq(err.len, 0);
-	t = cmd(&ln, W("SET", "k", "x"));
-	cr_assert_eq(kv_limit_claim(&l, kv, false, false, 1, &t, &b, &err), 0);
+	cr_assert_eq(kv_limit_claim_payload(&l, kv, pl.data, pl.len, &b, &err),
+		     BATON_EINVAL);
+	cr_assert(refused_too_big(&err));
+	kv_limit_release(&l, &a);
+	cr_assert_eq(kv_limit_claim_payload(&l, kv, pl.data, pl.len, &b, &err),
+		     0);
+	cr_assert_eq(b.n, 1);
 	kv_limit_release(&l, &b);
+	baton_buf_reset(&pl);
+	struct line l2;
+	struct kv_txn_command tx[2] = {cmd(&ln, W("SET", "t", "#60000")),
+				       cmd(&l2, W("APPEND", "t", "#60000"))};
+	cr_assert_eq(kv_encode_txn(T0, 0, NULL, 2, tx, &pl), 0);
+	cr_assert_eq(kv_limit_claim_payload(&l, kv, pl.data, pl.len, &b, &err),
+		     BATON_EINVAL);
+	cr_assert_eq(kv_encode_sweep(T0, 10, &pl), 0);
+	cr_assert_eq(kv_limit_claim_payload(&l, kv, pl.data, pl.len, &b, &err),
+		     BATON_ECORRUPT, "two payloads in one buffer");
+	baton_buf_free(&pl);
 	cr_assert_eq(kv_limit_pending(&l), 0);
 	kv_limit_free(&l);
 	baton_buf_free(&err);
@@ -169,7 +185,7 @@ Test(value_limit, transaction_refused_whole)
 	struct kv_txn_command t[3] = {cmd(&l1, W("SET", "o", "1")),
 				      cmd(&l2, W("SET", "t", "#60000")),
 				      cmd(&l3, W("APPEND", "t", "#60000"))};
-	cr_assert_eq(kv_limit_claim(&l, kv, true, true, 3, t, &c, &err),
+	cr_assert_eq(kv_limit_claim(&l, kv, true, 3, t, &c, &err),
 		     BATON_EINVAL);
 	const char want[] = "-EXECABORT Transaction discarded because of: "
 			    "string exceeds maximum allowed size "
@@ -177,7 +193,7 @@ Test(value_limit, transaction_refused_whole)
 	cr_assert_eq(err.len, strlen(want));
 	cr_assert(memcmp(err.data, want, err.len) == 0);
 	cr_assert_eq(kv_limit_pending(&l), 0, "a refused claim held keys");
-	cr_assert_eq(kv_limit_claim(&l, kv, true, true, 2, t, &c, &err), 0);
+	cr_assert_eq(kv_limit_claim(&l, kv, true, 2, t, &c, &err), 0);
 	cr_assert_eq(c.n, 2);
 	kv_limit_release(&l, &c);
 	kv_limit_free(&l);
