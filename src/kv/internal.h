@@ -258,6 +258,15 @@ int kv__snap_put_string_part(struct kv__snap_writer *w, uint32_t format,
 			     const struct kv__entry *e, uint64_t expire_at_ms,
 			     struct kv__part *part, size_t room,
 			     bool *complete);
+/* A hash entry in parts (format 3, snapshot_slices.c): the bytes before
+ * its fields (key, type, field count); each field as put_entry writes it;
+ * the expiry (formats 2 and 3; nothing in format 1). 0 or the sink's
+ * error. */
+int kv__snap_put_hash_head(struct kv__snap_writer *w,
+			   const struct kv__entry *e);
+int kv__snap_put_field(struct kv__snap_writer *w, const struct kv__entry *f);
+int kv__snap_put_expiry(struct kv__snap_writer *w, uint32_t format,
+			uint64_t expire_at_ms);
 /* Flush, then the trailer: the checksum of everything put. */
 int kv__snap_put_trailer(struct kv__snap_writer *w);
 /* The migration section (docs/kv.md), written before the trailer when

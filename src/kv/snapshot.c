@@ -173,6 +173,35 @@ int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
 	return rv;
 }
 
+int kv__snap_put_hash_head(struct kv__snap_writer *w, const struct kv__entry *e)
+{
+	assert(kv__is_hash(e) && e->fields->count > 0);
+	int rv = put_bytes(w, e->key, e->key_len);
+	uint8_t type = SNAP_TYPE_HASH;
+	if (rv == 0)
+		rv = put(w, &type, 1);
+	uint8_t n[8];
+	baton_le_put_u64(n, e->fields->count);
+	return rv == 0 ? put(w, n, sizeof n) : rv;
+}
+
+int kv__snap_put_field(struct kv__snap_writer *w, const struct kv__entry *f)
+{
+	int rv = put_bytes(w, f->key, f->key_len);
+	return rv == 0 ? put_bytes(w, f->val, f->val_len) : rv;
+}
+
+int kv__snap_put_expiry(struct kv__snap_writer *w, uint32_t format,
+			uint64_t expire_at_ms)
+{
+	assert(expire_at_ms <= INT64_MAX);
+	if (format < KV_SNAPSHOT_FORMAT_2)
+		return 0;
+	uint8_t at[8];
+	baton_le_put_u64(at, expire_at_ms);
+	return put(w, at, sizeof at);
+}
+
 int kv__snap_put_string_part(struct kv__snap_writer *w, uint32_t format,
 			     const struct kv__entry *e, uint64_t expire_at_ms,
 			     struct kv__part *part, size_t room, bool *complete)
@@ -206,11 +235,7 @@ int kv__snap_put_string_part(struct kv__snap_writer *w, uint32_t format,
 	part->off += n;
 	if (part->off < e->val_len)
 		return 0;
-	if (format >= KV_SNAPSHOT_FORMAT_2) {
-		uint8_t at[8];
-		baton_le_put_u64(at, expire_at_ms);
-		rv = put(w, at, sizeof at);
-	}
+	rv = kv__snap_put_expiry(w, format, expire_at_ms);
 	part->open = false;
 	*complete = rv == 0;
 	return rv;

@@ -91,6 +91,9 @@ struct kv__snap {
 	/* A string value written across steps: the key after P whose value
 	 * the last step left part-way (a snapshot or an export). */
 	struct kv__part part;
+	/* A hash written across steps (a snapshot): the last field written
+	 * (part.open tells whether one is). */
+	struct position field_p;
 	bool finished; /* every key handed on (a snapshot: the trailer too) */
 	int failed;    /* 0, or what every later step returns */
 	struct position p;
@@ -189,6 +192,7 @@ static void view_close(struct baton_kv *kv, enum view_kind kind)
 	free(s->pattern);
 	free(s->p.key);
 	free(s->p_before.key);
+	free(s->field_p.key);
 	free(s);
 	kv->snap = NULL;
 }
@@ -432,6 +436,44 @@ static int remember(struct position *p, const struct kv__entry *e)
 	return 0;
 }
 
+static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			 uint64_t at, size_t room, bool *complete)
+{
+	BATON_ASSERT(s->format == KV_SNAPSHOT_FORMAT_3);
+	struct kv__snap_writer *w = &s->w;
+	*complete = false;
+	int rv = 0;
+	if (!s->part.open) {
+		rv = kv__snap_put_hash_head(w, e);
+		if (rv != 0)
+			return rv;
+		s->part.open = true;
+		s->field_p.started = false;
+	}
+	uint64_t start = w->bytes;
+	struct walk f;
+	walk_start(&f, e->fields, &s->field_p);
+	const struct kv__entry *last = NULL;
+	while (f.e != NULL && (last == NULL || w->bytes - start < room)) {
+		rv = kv__snap_put_field(w, f.e);
+		if (rv != 0)
+			return rv;
+		last = f.e;
+		walk_next(&f);
+	}
+	if (last != NULL) {
+		rv = remember(&s->field_p, last);
+		if (rv != 0)
+			return rv;
+	}
+	if (f.e != NULL)
+		return 0;
+	rv = kv__snap_put_expiry(w, s->format, at);
+	s->part.open = false;
+	*complete = rv == 0;
+	return rv;
+}
+
 /* Free t's entries after `from` and up to P, which the snapshot has passed
  * and will not read again. */
 static void drop_passed(struct kv__snap *s, struct kv__table *t,
@@ -461,10 +503,32 @@ static void drop_passed(struct kv__snap *s, struct kv__table *t,
 static bool in_parts(const struct kv__snap *s, const struct kv__entry *e,
 		     size_t room)
 {
-	return s->part.open ||
-	       (!kv__is_hash(e) && e->val_len > KV_PART_VALUE_BYTES_MIN &&
-		e->val_len > room);
+	if (s->part.open)
+		return true;
+	if (!kv__is_hash(e))
+		return e->val_len > KV_PART_VALUE_BYTES_MIN &&
+		       e->val_len > room;
+	/* A hash in parts, a field or more at a time: snapshots only (an
+	 * export record holds a hash whole); one field cannot be cut. */
+	if (s->kind != VIEW_SNAPSHOT || e->fields->count < 2)
+		return false;
+	uint64_t bytes = kv__entry_bytes(e);
+	return bytes > KV_PART_VALUE_BYTES_MIN && bytes > room;
 }
+
+static int remember(struct position *p, const struct kv__entry *e);
+struct walk;
+static void walk_start(struct walk *w, const struct kv__table *t,
+		       const struct position *p);
+static void walk_next(struct walk *w);
+
+/* The hash e in parts: its head first, then fields after the last one
+ * written until `room` bytes went (one field at least), the expiry after
+ * the last field. The fields are those of the hash at begin (e, or the
+ * copy the first write to it made), walked from the last one by position
+ * as the keys are, so the bytes are put_entry's. */
+static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			 uint64_t at, size_t room, bool *complete);
 
 /* Hand the key e, as it was at begin with its expiry then (0: none), to
  * the view: a snapshot encodes it, KEYS lists it if it was live and
@@ -477,8 +541,11 @@ static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at,
 {
 	*complete = true;
 	if (s->kind == VIEW_SNAPSHOT && in_parts(s, e, room))
-		return kv__snap_put_string_part(&s->w, s->format, e, at,
-						&s->part, room, complete);
+		return kv__is_hash(e)
+			       ? put_hash_part(s, e, at, room, complete)
+			       : kv__snap_put_string_part(&s->w, s->format, e,
+							  at, &s->part, room,
+							  complete);
 	if (s->kind == VIEW_SNAPSHOT)
 		return kv__snap_put_entry(&s->w, s->format, e, at);
 	if (at != 0 && at <= (uint64_t)s->now_ms)

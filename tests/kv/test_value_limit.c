@@ -394,3 +394,52 @@ Test(value_limit, pieces_checked_and_skipped)
 	baton_buf_free(&p);
 	kv_destroy(imp);
 }
+
+Test(value_limit, snapshot_steps_slice_inside_a_hash)
+{
+	struct baton_kv *kv = kvt_new();
+	kvt_use(3, T0);
+	static char field_value[1024];
+	memset(field_value, 'h', sizeof field_value);
+	char field[32];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(field, sizeof field, "f%d", i);
+		const char *argv[] = {"HSET", "big", field, field_value};
+		size_t lens[] = {4, 3, strlen(field), sizeof field_value};
+		kvt_runv(kv, 4, argv, lens);
+	}
+	kvt_run(kv, "PEXPIREAT big 1800000000000");
+	kvt_run(kv, "SET a 1");
+	kvt_run(kv, "SET z 2");
+	struct baton_buf whole, steps, one;
+	baton_buf_init(&whole);
+	baton_buf_init(&steps);
+	baton_buf_init(&one);
+	kvt_snapshot(kv, &whole);
+	cr_assert_eq(kv_snapshot_begin(kv, (struct baton_machine_version){3}),
+		     0);
+	bool done = false;
+	int n = 0;
+	size_t largest = 0;
+	while (!done) {
+		baton_buf_reset(&one);
+		cr_assert_eq(kv_snapshot_step(kv, BUDGET, sink, &one, &done),
+			     0);
+		largest = one.len > largest ? one.len : largest;
+		cr_assert_eq(baton_buf_append(&steps, one.data, one.len), 0);
+		if (++n == 4) { /* mid-hash: it changes under the view */
+			kvt_run(kv, "HSET big f1 changed new-field x");
+			kvt_run(kv, "HDEL big f2999 f7");
+		}
+	}
+	kv_snapshot_end(kv);
+	cr_assert_leq(largest, BUDGET + (4u << 10), "a step of %zu bytes",
+		      largest);
+	cr_assert_geq(n, 3000 * 1024 / (int)BUDGET);
+	cr_assert_eq(steps.len, whole.len);
+	cr_assert(memcmp(steps.data, whole.data, whole.len) == 0);
+	baton_buf_free(&whole);
+	baton_buf_free(&steps);
+	baton_buf_free(&one);
+	kv_destroy(kv);
+}
