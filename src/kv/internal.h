@@ -512,6 +512,13 @@ int kv__export_record(struct baton_buf *out, const struct kv__entry *e,
 int kv__export_string_part(struct baton_buf *out, const struct kv__entry *e,
 			   uint64_t at, struct kv__part *part, size_t room,
 			   bool *complete);
+/* Some fields of the hash e as one export record: with `head`, a type 2
+ * record of these n fields and the expiry at (the hash's first part),
+ * else a type 5 record adding them to the hash. 0 or BATON_ENOMEM (out
+ * unchanged). */
+int kv__export_fields(struct baton_buf *out, const struct kv__entry *e,
+		      uint64_t at, bool head,
+		      const struct kv__entry *const *fields, size_t n);
 /* Are [buf, buf + len) whole, well-formed export records? 0 or
  * BATON_ECORRUPT (a field given twice inside a hash is found only when
  * the records are applied). */

@@ -29,6 +29,9 @@
  * pieces at their offsets (kv__export_string_part). */
 #define RECORD_STRING_HEAD 3u
 #define RECORD_STRING_PIECE 4u
+/* More fields of the hash the records before it began (a hash too big for
+ * one step: kv__export_fields). */
+#define RECORD_HASH_MORE 5u
 #define RECORD_FIELD_MIN_BYTES 8u /* a hash's field: two lengths */
 
 bool kv__migration_any(const struct kv_migration *m)
@@ -140,6 +143,30 @@ int kv__export_string_part(struct baton_buf *out, const struct kv__entry *e,
 	return 0;
 }
 
+int kv__export_fields(struct baton_buf *out, const struct kv__entry *e,
+		      uint64_t at, bool head,
+		      const struct kv__entry *const *fields, size_t n)
+{
+	assert(kv__is_hash(e) && n >= 1 && at <= INT64_MAX);
+	size_t start = out->len;
+	uint8_t type = head ? RECORD_HASH : RECORD_HASH_MORE;
+	int rv = baton_buf_append(out, &type, 1);
+	if (rv == 0)
+		rv = put_bytes(out, e->key, e->key_len);
+	if (rv == 0)
+		rv = put_u64(out, n);
+	for (size_t i = 0; rv == 0 && i < n; i++) {
+		rv = put_bytes(out, fields[i]->key, fields[i]->key_len);
+		if (rv == 0)
+			rv = put_bytes(out, fields[i]->val, fields[i]->val_len);
+	}
+	if (rv == 0 && head)
+		rv = put_u64(out, at);
+	if (rv != 0)
+		out->len = start;
+	return rv;
+}
+
 /* u32 length (at most max), then the bytes. */
 static bool read_bytes(struct baton_le_reader *r, size_t max, const uint8_t **p,
 		       uint32_t *len)
@@ -179,7 +206,7 @@ static bool record_read(struct baton_le_reader *r, struct record *rec)
 {
 	const uint8_t *type;
 	if (!baton_le_read_bytes(r, 1, &type) ||
-	    (type[0] < RECORD_STRING || type[0] > RECORD_STRING_PIECE) ||
+	    (type[0] < RECORD_STRING || type[0] > RECORD_HASH_MORE) ||
 	    !read_bytes(r, KV_KEY_BYTES_MAX, &rec->key, &rec->klen))
 		return false;
 	rec->type = type[0];
@@ -205,6 +232,10 @@ static bool record_read(struct baton_le_reader *r, struct record *rec)
 				return false;
 		}
 		rec->fields = baton_le_reader(start, (size_t)(r->p - start));
+		if (rec->type == RECORD_HASH_MORE) {
+			rec->at = 0; /* the hash's first record gave it */
+			return true;
+		}
 	}
 	return baton_le_read_u64(r, &rec->at) && rec->at <= INT64_MAX;
 }
@@ -335,12 +366,61 @@ struct staged {
 	struct kv__entry *e;
 	uint64_t at;
 	struct record piece;
+	/* A hash's further fields (type 5), made before the map changes. */
+	struct kv__entry **more;
+	size_t n_more;
 };
+
+/* The fields of a type 5 record as entries: 0 or BATON_ENOMEM. */
+static int stage_more(const struct record *rec, struct staged *v)
+{
+	v->more = calloc((size_t)rec->n_fields, sizeof *v->more);
+	if (v->more == NULL)
+		return BATON_ENOMEM;
+	struct baton_le_reader r = rec->fields;
+	for (uint64_t i = 0; i < rec->n_fields; i++) {
+		const uint8_t *field, *val;
+		uint32_t flen, vlen;
+		bool ok = read_bytes(&r, KV_VALUE_BYTES_MAX, &field, &flen) &&
+			  read_bytes(&r, KV_VALUE_BYTES_MAX, &val, &vlen);
+		assert(ok); /* record_read walked them */
+		(void)ok;
+		v->more[i] = kv__entry_new(field, flen, val, vlen);
+		if (v->more[i] == NULL)
+			return BATON_ENOMEM;
+		v->n_more++;
+	}
+	return 0;
+}
+
+/* More fields for the key's hash, in place: a later one of a field
+ * replaces it. A key that is no hash (its first record skipped as
+ * expired) takes nothing, on every node alike. Frees what it does not
+ * keep; cannot fail. */
+static void put_more(struct baton_kv *kv, const struct record *rec,
+		     struct staged *v)
+{
+	struct kv__entry *h = kv__table_find(&kv->table, rec->key, rec->klen);
+	bool take = h != NULL && kv__is_hash(h);
+	if (take)
+		kv__entry_touch(&kv->table, h);
+	for (size_t i = 0; i < v->n_more; i++) {
+		if (take)
+			kv__table_put(h->fields, v->more[i]);
+		else
+			kv__entry_free(v->more[i]);
+		v->more[i] = NULL;
+	}
+}
 
 static void staged_free(struct staged *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		kv__entry_free(v[i].e);
+		for (size_t j = 0; j < v[i].n_more; j++)
+			kv__entry_free(v[i].more[j]);
+		free(v[i].more);
+	}
 	free(v);
 }
 
@@ -365,8 +445,16 @@ static int stage_records(const struct kv__decoded *d, struct staged **out,
 	*expiring = 0;
 	for (size_t i = 0; i < n; i++) {
 		record_read(&r, &rec);
-		if (rec.type == RECORD_STRING_PIECE) {
+		if (rec.type == RECORD_STRING_PIECE ||
+		    rec.type == RECORD_HASH_MORE) {
 			v[i].piece = rec;
+			int rv = rec.type == RECORD_HASH_MORE
+					 ? stage_more(&rec, &v[i])
+					 : 0;
+			if (rv != 0) {
+				staged_free(v, i + 1);
+				return rv;
+			}
 			continue;
 		}
 		int rv = record_entry(&rec, &v[i].e);
@@ -425,6 +513,10 @@ static int apply_chunk(struct baton_kv *kv, const struct kv__decoded *d,
 	for (size_t i = 0; i < n; i++) {
 		struct kv__entry *e = v[i].e;
 		v[i].e = NULL;
+		if (e == NULL && v[i].piece.type == RECORD_HASH_MORE) {
+			put_more(kv, &v[i].piece, &v[i]);
+			continue;
+		}
 		if (e == NULL) {
 			put_piece(kv, &v[i].piece);
 			continue;

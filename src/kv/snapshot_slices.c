@@ -474,6 +474,47 @@ static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
 	return rv;
 }
 
+static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			    uint64_t at, size_t room, bool *complete)
+{
+	*complete = false;
+	bool head = !s->part.open;
+	if (head)
+		s->field_p.started = false;
+	struct walk f;
+	walk_start(&f, e->fields, &s->field_p);
+	BATON_ASSERT(f.e != NULL);
+	/* The fields of this part: one at least, then while within room. */
+	size_t n = 0, cap = 16, bytes = 0;
+	const struct kv__entry **v = malloc(cap * sizeof *v);
+	if (v == NULL)
+		return BATON_ENOMEM;
+	while (f.e != NULL && (n == 0 || bytes < room)) {
+		if (n == cap) {
+			const struct kv__entry **w =
+				realloc(v, 2 * cap * sizeof *v);
+			if (w == NULL) {
+				free(v);
+				return BATON_ENOMEM;
+			}
+			v = w;
+			cap *= 2;
+		}
+		v[n++] = f.e;
+		bytes += 8 + f.e->key_len + f.e->val_len;
+		walk_next(&f);
+	}
+	int rv = kv__export_fields(s->out, e, at, head, v, n);
+	if (rv == 0)
+		rv = remember(&s->field_p, v[n - 1]);
+	free(v);
+	if (rv != 0)
+		return rv;
+	s->part.open = f.e != NULL;
+	*complete = f.e == NULL;
+	return 0;
+}
+
 /* Free t's entries after `from` and up to P, which the snapshot has passed
  * and will not read again. */
 static void drop_passed(struct kv__snap *s, struct kv__table *t,
@@ -508,9 +549,9 @@ static bool in_parts(const struct kv__snap *s, const struct kv__entry *e,
 	if (!kv__is_hash(e))
 		return e->val_len > KV_PART_VALUE_BYTES_MIN &&
 		       e->val_len > room;
-	/* A hash in parts, a field or more at a time: snapshots only (an
-	 * export record holds a hash whole); one field cannot be cut. */
-	if (s->kind != VIEW_SNAPSHOT || e->fields->count < 2)
+	/* A hash in parts, a field or more at a time; one field cannot be
+	 * cut. */
+	if (e->fields->count < 2)
 		return false;
 	uint64_t bytes = kv__entry_bytes(e);
 	return bytes > KV_PART_VALUE_BYTES_MIN && bytes > room;
@@ -529,6 +570,10 @@ static void walk_next(struct walk *w);
  * as the keys are, so the bytes are put_entry's. */
 static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
 			 uint64_t at, size_t room, bool *complete);
+/* The same as export records: the first part a type 2 record of its
+ * fields with the expiry, the others type 5 records of theirs. */
+static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			    uint64_t at, size_t room, bool *complete);
 
 /* Hand the key e, as it was at begin with its expiry then (0: none), to
  * the view: a snapshot encodes it, KEYS lists it if it was live and
@@ -552,11 +597,13 @@ static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at,
 		return 0; /* expired at begin, as run_keys skips it */
 	if (s->kind == VIEW_EXPORT) {
 		size_t before = s->out->len;
-		int rv = in_parts(s, e, room)
-				 ? kv__export_string_part(s->out, e, at,
+		int rv = !in_parts(s, e, room)
+				 ? kv__export_record(s->out, e, at)
+			 : kv__is_hash(e)
+				 ? export_hash_part(s, e, at, room, complete)
+				 : kv__export_string_part(s->out, e, at,
 							  &s->part, room,
-							  complete)
-				 : kv__export_record(s->out, e, at);
+							  complete);
 		s->out_bytes += s->out->len - before;
 		return rv;
 	}

@@ -391,6 +391,14 @@ Test(value_limit, pieces_checked_and_skipped)
 	cr_assert_eq(kv_encode_import_chunk(3, 0, rec, n, &p), 0);
 	apply_ok(imp, &p);
 	cr_assert_eq(kv_dbsize(imp), 0);
+	/* More fields for a key that is no hash: nothing either. */
+	uint8_t more[] = {5, 1, 0, 0, 0, 'k', 1,   0, 0, 0, 0, 0,
+			  0, 0, 1, 0, 0, 0,   'f', 1, 0, 0, 0, 'v'};
+	cr_assert_eq(kv__records_check(more, sizeof more), 0);
+	cr_assert_eq(kv__records_check(more, sizeof more - 1), BATON_ECORRUPT);
+	cr_assert_eq(kv_encode_import_chunk(3, 1, more, sizeof more, &p), 0);
+	apply_ok(imp, &p);
+	cr_assert_eq(kv_dbsize(imp), 0);
 	baton_buf_free(&p);
 	kv_destroy(imp);
 }
@@ -442,4 +450,66 @@ Test(value_limit, snapshot_steps_slice_inside_a_hash)
 	baton_buf_free(&steps);
 	baton_buf_free(&one);
 	kv_destroy(kv);
+}
+
+Test(value_limit, export_of_a_big_hash_in_parts_imports_the_same_map)
+{
+	struct baton_kv *old = kvt_new();
+	struct baton_kv *imp = kvt_new();
+	kvt_use(3, T0);
+	static char field_value[1024];
+	memset(field_value, 'h', sizeof field_value);
+	char field[32];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(field, sizeof field, "f%d", i);
+		const char *argv[] = {"HSET", "big", field, field_value};
+		size_t lens[] = {4, 3, strlen(field), sizeof field_value};
+		kvt_runv(old, 4, argv, lens);
+	}
+	kvt_run(old, "PEXPIREAT big 1800000000000");
+	kvt_run(old, "HSET small a 1 b 2");
+	struct baton_buf at_begin, records, payload, b;
+	baton_buf_init(&at_begin);
+	baton_buf_init(&records);
+	baton_buf_init(&payload);
+	baton_buf_init(&b);
+	kvt_snapshot(old, &at_begin);
+	cr_assert_eq(
+		kv_encode_import_begin(9, kv_machine_time_ms(old), &payload),
+		0);
+	apply_ok(imp, &payload);
+	cr_assert_eq(kv_export_begin(old), 0);
+	bool done = false;
+	uint32_t seq = 0;
+	size_t largest = 0;
+	while (!done) {
+		baton_buf_reset(&records);
+		cr_assert_eq(kv_export_step(old, BUDGET, &records, &done), 0);
+		largest = records.len > largest ? records.len : largest;
+		if (seq == 3) { /* mid-hash: it changes under the view */
+			kvt_run(old, "HSET big f1 changed new-field x");
+			kvt_run(old, "HDEL big f2999 f7");
+		}
+		if (records.len == 0)
+			continue;
+		cr_assert_eq(kv_encode_import_chunk(9, seq++, records.data,
+						    records.len, &payload),
+			     0);
+		apply_ok(imp, &payload);
+	}
+	kv_export_end(old);
+	cr_assert_geq(seq, 3000 * 1024 / (uint32_t)BUDGET);
+	cr_assert_leq(largest, BUDGET + (4u << 10), "a chunk of %zu bytes",
+		      largest);
+	cr_assert_eq(kv_encode_import_end(9, seq, &payload), 0);
+	apply_ok(imp, &payload);
+	kvt_snapshot(imp, &b);
+	cr_assert_gt(b.len, at_begin.len);
+	cr_assert(memcmp(at_begin.data, b.data, at_begin.len - 8) == 0);
+	baton_buf_free(&at_begin);
+	baton_buf_free(&records);
+	baton_buf_free(&payload);
+	baton_buf_free(&b);
+	kv_destroy(old);
+	kv_destroy(imp);
 }
