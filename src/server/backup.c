@@ -524,8 +524,10 @@ static void on_restore_timer(uv_timer_t *t)
 		/* The same entry would be refused at every tick: say so and
 		 * stop, never retry in silence. */
 		LOG_ERROR("restore: %s: an entry of %zu bytes (import chunk "
-			  "%" PRIu32 ") cannot be logged (%s): a key or a hash "
-			  "too large for one log entry; the new cluster is "
+			  "%" PRIu32
+			  ") cannot be logged (%s): a key, or a hash "
+			  "field and its value, too large for one log entry; "
+			  "the new cluster is "
 			  "left importing, remove its data directory",
 			  s->cfg.restore, b->pending.len, b->chunks,
 			  baton_strerror(rv));
