@@ -120,7 +120,8 @@ def test_setrange_far_offset_and_other_writes_refused(tmp_path):
 
 def save_big_value(tmp_path, size):
     """A one-node cluster allowing `size`, a value of exactly that size
-    built with SET and APPENDs, saved with batonctl; returns the path."""
+    built with SET and APPENDs and a 24 MiB hash, saved with batonctl;
+    returns the path and the value."""
     src = Cluster(tmp_path / "src")
     try:
         leader = src.start(1, extra=["--max-value-bytes", str(size)])
@@ -133,9 +134,12 @@ def save_big_value(tmp_path, size):
             have = cl.append("big", chr(ord("a") + have // piece % 26) * n)
         assert refused(lambda: cl.append("big", "z")) == TOO_BIG
         cl.set("small", "ok")
+        # A hash bigger than a log entry, of fields within the limit.
+        for i in range(24):
+            cl.hset("bighash", f"f{i}", chr(ord("A") + i) * MIB)
         path = tmp_path / "big.backup"
         r = src.batonctl("snapshot", "save", path, timeout=120)
-        assert "2 keys" in r.stdout, r.stdout
+        assert "3 keys" in r.stdout, r.stdout
         return path, cl.get("big")
     finally:
         src.stop_all()
@@ -157,6 +161,8 @@ def test_value_at_the_limit_survives_save_and_restore(tmp_path):
         assert cl.strlen("big") == size
         assert cl.get("big") == value
         assert cl.get("small") == "ok"
+        assert cl.hgetall("bighash") == {f"f{i}": chr(ord("A") + i) * MIB
+                                         for i in range(24)}
         # A member added later gets it by the log or a snapshot.
         new.add_and_promote(new.new_joiner(), timeout=120)
         joined = new.nodes[2]
