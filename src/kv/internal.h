@@ -279,6 +279,38 @@ int kv__snap_put_migration(struct kv__snap_writer *w,
 int kv__snap_format(const struct baton_kv *kv, struct baton_machine_version v,
 		    uint32_t *format);
 
+/* ---- walk.c: walks in the canonical order, resumed at a position ---- */
+
+/* A position in the canonical order: the last key a walk passed. The key
+ * buffer is owned (free() it). */
+struct kv__position {
+	bool started; /* false: before every key */
+	uint64_t hash;
+	uint8_t *key;
+	size_t len, cap;
+};
+
+/* Is (hash, key, len) at or before p? */
+bool kv__position_passed(const struct kv__position *p, uint64_t hash,
+			 const uint8_t *key, size_t len);
+/* Make p the position of e, after p: 0 or BATON_ENOMEM (p unchanged). */
+int kv__position_remember(struct kv__position *p, const struct kv__entry *e);
+
+/* A walk over one table's keys in canonical order. */
+struct kv__walk {
+	const struct kv__table *t;
+	uint64_t cursor;
+	const struct kv__entry *e; /* NULL once past the last key */
+};
+
+/* Start at t's first key after p: in p's bucket under t's mask now, else
+ * in the buckets that follow it. The table must not change during a
+ * walk. */
+void kv__walk_start(struct kv__walk *w, const struct kv__table *t,
+		    const struct kv__position *p);
+/* On to the next key (w->e not NULL). */
+void kv__walk_next(struct kv__walk *w);
+
 /* ---- snapshot_slices.c: incremental snapshots ---- */
 
 /* What a table with t->snap set calls before it changes the key (hash,

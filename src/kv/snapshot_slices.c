@@ -46,17 +46,6 @@
 #include "internal.h"
 #include "resp.h"
 
-/* The smallest buffer for P's key. */
-#define SNAP_POSITION_KEY_BYTES_MIN 64u
-
-/* A position in the canonical order: the last key the snapshot passed. */
-struct position {
-	bool started; /* false: before every key */
-	uint64_t hash;
-	uint8_t *key;
-	size_t len, cap;
-};
-
 enum view_kind {
 	VIEW_SNAPSHOT, /* kv_snapshot_begin */
 	VIEW_KEYS,     /* kv_keys_begin */
@@ -93,11 +82,12 @@ struct kv__snap {
 	struct kv__part part;
 	/* A hash written across steps (a snapshot): the last field written
 	 * (part.open tells whether one is). */
-	struct position field_p;
+	struct kv__position field_p;
 	bool finished; /* every key handed on (a snapshot: the trailer too) */
 	int failed;    /* 0, or what every later step returns */
-	struct position p;
-	struct position p_before; /* P before the last step (spare buffer) */
+	struct kv__position p;
+	struct kv__position
+		p_before; /* P before the last step (spare buffer) */
 	/* Keys present at begin and changed since, as they were; a copy's
 	 * expiry is in expire_at_ms (0 for none): copies are in no heap. */
 	struct kv__table kept;
@@ -293,14 +283,6 @@ bool kv_keys_open(const struct baton_kv *kv)
 
 /* ---- what the table tells ---- */
 
-/* Has the snapshot passed the key (hash, key, len) already? */
-static bool passed(const struct position *p, uint64_t hash, const uint8_t *key,
-		   size_t len)
-{
-	return p->started &&
-	       kv__position_cmp(hash, key, len, p->hash, p->key, p->len) <= 0;
-}
-
 static bool holds(const struct kv__table *t, const uint8_t *key, size_t len)
 {
 	return t->count > 0 && kv__table_find(t, key, len) != NULL;
@@ -313,8 +295,8 @@ void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
 	 * kv__snap_take_table). */
 	BATON_ASSERT(s->failed == 0 && !s->finished && !s->frozen_active);
 	BATON_ASSERT(cur == NULL || cur->hash == hash);
-	if (passed(&s->p, hash, key, len) || holds(&s->kept, key, len) ||
-	    holds(&s->born, key, len))
+	if (kv__position_passed(&s->p, hash, key, len) ||
+	    holds(&s->kept, key, len) || holds(&s->born, key, len))
 		return;
 	/* KEYS needs the key and its expiry, not the value. A hash is
 	 * copied whole, every field: the snapshot writes it in one piece. */
@@ -368,74 +350,6 @@ void kv__snap_set_aside(struct kv__snap *s, struct kv__table *t)
 
 /* ---- the steps ---- */
 
-/* A walk over one table's keys in canonical order. */
-struct walk {
-	const struct kv__table *t;
-	uint64_t cursor;
-	const struct kv__entry *e; /* NULL once past the last key */
-};
-
-/* Move on to the next bucket with a key unless at one. */
-static void walk_settle(struct walk *w)
-{
-	while (w->e == NULL) {
-		w->cursor = kv__table_next(w->t, w->cursor);
-		if (w->cursor == 0)
-			return; /* every bucket visited */
-		w->e = kv__table_bucket(w->t, w->cursor);
-	}
-}
-
-/* Start at t's first key after p: in p's bucket under t's mask now, else
- * in the buckets that follow it. */
-static void walk_start(struct walk *w, const struct kv__table *t,
-		       const struct position *p)
-{
-	w->t = t;
-	w->cursor = p->started ? p->hash : 0;
-	w->e = NULL;
-	if (t->count == 0)
-		return;
-	w->e = kv__table_bucket(t, w->cursor);
-	while (p->started && w->e != NULL &&
-	       kv__position_cmp(w->e->hash, w->e->key, w->e->key_len, p->hash,
-				p->key, p->len) <= 0)
-		w->e = kv__table_after(t, w->e);
-	walk_settle(w);
-}
-
-static void walk_next(struct walk *w)
-{
-	BATON_ASSERT(w->e != NULL);
-	w->e = kv__table_after(w->t, w->e);
-	walk_settle(w);
-}
-
-static int remember(struct position *p, const struct kv__entry *e)
-{
-	BATON_ASSERT(!p->started ||
-		     kv__position_cmp(e->hash, e->key, e->key_len, p->hash,
-				      p->key, p->len) > 0);
-	if (e->key_len > p->cap) {
-		size_t cap = p->cap > SNAP_POSITION_KEY_BYTES_MIN
-				     ? p->cap
-				     : SNAP_POSITION_KEY_BYTES_MIN;
-		while (cap < e->key_len)
-			cap *= 2;
-		uint8_t *key = realloc(p->key, cap);
-		if (key == NULL)
-			return BATON_ENOMEM;
-		p->key = key;
-		p->cap = cap;
-	}
-	if (e->key_len > 0)
-		memcpy(p->key, e->key, e->key_len);
-	p->len = e->key_len;
-	p->hash = e->hash;
-	p->started = true;
-	return 0;
-}
-
 static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
 			 uint64_t at, size_t room, bool *complete)
 {
@@ -451,18 +365,18 @@ static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
 		s->field_p.started = false;
 	}
 	uint64_t start = w->bytes;
-	struct walk f;
-	walk_start(&f, e->fields, &s->field_p);
+	struct kv__walk f;
+	kv__walk_start(&f, e->fields, &s->field_p);
 	const struct kv__entry *last = NULL;
 	while (f.e != NULL && (last == NULL || w->bytes - start < room)) {
 		rv = kv__snap_put_field(w, f.e);
 		if (rv != 0)
 			return rv;
 		last = f.e;
-		walk_next(&f);
+		kv__walk_next(&f);
 	}
 	if (last != NULL) {
-		rv = remember(&s->field_p, last);
+		rv = kv__position_remember(&s->field_p, last);
 		if (rv != 0)
 			return rv;
 	}
@@ -481,8 +395,8 @@ static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
 	bool head = !s->part.open;
 	if (head)
 		s->field_p.started = false;
-	struct walk f;
-	walk_start(&f, e->fields, &s->field_p);
+	struct kv__walk f;
+	kv__walk_start(&f, e->fields, &s->field_p);
 	BATON_ASSERT(f.e != NULL);
 	/* The fields of this part: one at least, then while within room. */
 	size_t n = 0, cap = 16, bytes = 0;
@@ -502,11 +416,11 @@ static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
 		}
 		v[n++] = f.e;
 		bytes += 8 + f.e->key_len + f.e->val_len;
-		walk_next(&f);
+		kv__walk_next(&f);
 	}
 	int rv = kv__export_fields(s->out, e, at, head, v, n);
 	if (rv == 0)
-		rv = remember(&s->field_p, v[n - 1]);
+		rv = kv__position_remember(&s->field_p, v[n - 1]);
 	free(v);
 	if (rv != 0)
 		return rv;
@@ -518,14 +432,14 @@ static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
 /* Free t's entries after `from` and up to P, which the snapshot has passed
  * and will not read again. */
 static void drop_passed(struct kv__snap *s, struct kv__table *t,
-			const struct position *from, bool copies)
+			const struct kv__position *from, bool copies)
 {
 	BATON_ASSERT(t->snap == NULL);
 	for (;;) {
-		struct walk w;
-		walk_start(&w, t, from);
-		if (w.e == NULL ||
-		    !passed(&s->p, w.e->hash, w.e->key, w.e->key_len))
+		struct kv__walk w;
+		kv__walk_start(&w, t, from);
+		if (w.e == NULL || !kv__position_passed(&s->p, w.e->hash,
+							w.e->key, w.e->key_len))
 			return;
 		if (copies) {
 			BATON_ASSERT(s->stats->bytes_kept >= record_bytes(w.e));
@@ -556,12 +470,6 @@ static bool in_parts(const struct kv__snap *s, const struct kv__entry *e,
 	uint64_t bytes = kv__entry_bytes(e);
 	return bytes > KV_PART_VALUE_BYTES_MIN && bytes > room;
 }
-
-static int remember(struct position *p, const struct kv__entry *e);
-struct walk;
-static void walk_start(struct walk *w, const struct kv__table *t,
-		       const struct position *p);
-static void walk_next(struct walk *w);
 
 /* The hash e in parts: its head first, then fields after the last one
  * written until `room` bytes went (one field at least), the expiry after
@@ -644,9 +552,9 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 {
 	const struct kv__table *t =
 		s->frozen_active ? &s->frozen : &s->kv->table;
-	struct walk table, kept;
-	walk_start(&table, t, &s->p);
-	walk_start(&kept, &s->kept, &s->p);
+	struct kv__walk table, kept;
+	kv__walk_start(&table, t, &s->p);
+	kv__walk_start(&kept, &s->kept, &s->p);
 	const struct kv__entry *last = NULL;
 	uint64_t n = 0;
 	int rv = 0;
@@ -669,7 +577,7 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 		uint64_t at;
 		if (c < 0) {
 			e = table.e;
-			walk_next(&table);
+			kv__walk_next(&table);
 			if (holds(&s->born, e->key, e->key_len)) {
 				last = e;
 				continue; /* created after begin */
@@ -679,9 +587,9 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 			/* The copy is the key at begin; on a tie the
 			 * table's entry is newer. */
 			e = kept.e;
-			walk_next(&kept);
+			kv__walk_next(&kept);
 			if (c == 0)
-				walk_next(&table);
+				kv__walk_next(&table);
 			at = (uint64_t)e->expire_at_ms;
 		}
 		bool complete;
@@ -696,9 +604,9 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 	}
 	if (last == NULL)
 		return 0;
-	struct position before = s->p;
+	struct kv__position before = s->p;
 	s->p = s->p_before;
-	rv = remember(&s->p, last);
+	rv = kv__position_remember(&s->p, last);
 	s->p_before = before;
 	if (rv != 0)
 		return rv;
