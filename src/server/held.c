@@ -59,11 +59,11 @@ void held_init(struct server *s)
 
 void held_leader_changed(struct server *s, baton_node_id leader)
 {
-	if (leader != s->cfg.id)
-		return; /* the timer fails what is held (not appended) */
-	struct baton_node_status *st = status(s);
-	s->held.start_index = st->raft.last_index;
-	s->held.ready = st->applied >= s->held.start_index;
+	/* Where its log ends is read at the first write after (the node may
+	 * be starting still): a later index only waits a little more. */
+	if (leader == s->cfg.id)
+		s->held.ready = s->held.start_known = false;
+	/* Otherwise the timer fails what is held (not appended). */
 }
 
 /* Has this leader applied its inherited log? (Once true, true until the
@@ -72,7 +72,12 @@ static bool ready(struct server *s)
 {
 	if (s->held.ready)
 		return true;
-	s->held.ready = status(s)->applied >= s->held.start_index;
+	struct baton_node_status *st = status(s);
+	if (!s->held.start_known) {
+		s->held.start_index = st->raft.last_index;
+		s->held.start_known = true;
+	}
+	s->held.ready = st->applied >= s->held.start_index;
 	return s->held.ready;
 }
 

@@ -175,15 +175,15 @@ struct server {
 	 * (forward.c, kv's value_limit.h). */
 	struct kv_limit value_limit;
 	/* Writes a new leader holds until it applied the log it inherited
-	 * (held.c): in arrival order; the last index at its election, and
-	 * whether it has applied that far. */
+	 * (held.c): in arrival order; the last index of its log at the first
+	 * write after its election, and whether it has applied that far. */
 	struct {
 		struct held_write *head, *tail;
 		uint32_t n;
 		uint64_t bytes;
 		uv_timer_t timer;
 		baton_index start_index;
-		bool ready;
+		bool start_known, ready;
 	} held;
 	/* Writes waiting for a leader (route.c), in arrival order; and two
 	 * lists route.c moves them to while it walks them. */
