@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FORMAT_FILES = $(shell find src include tests bench tools -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all setup build install test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server bench-snapshot bench-roll format format-check run demo clean
+.PHONY: all setup build install test e2e jepsen sim replay power-loss sanitize tsan mutants fuzz bench bench-server bench-snapshot bench-big-value bench-roll format format-check run demo clean
 
 all: build
 
@@ -94,6 +94,11 @@ bench-server: build
 # (docs/benchmarks.md); a quick run: make bench-snapshot ARGS="--keys 200000"
 bench-snapshot: build
 	BATON_BUILD=$(BUILD) /usr/bin/python3 bench/snapshot_pause.py $(ARGS)
+
+# SET latency while every node snapshots one 500 MB value (issue 27;
+# docs/benchmarks.md); a quick run: make bench-big-value ARGS="--value-bytes 100000000"
+bench-big-value: build
+	BATON_BUILD=$(BUILD) /usr/bin/python3 bench/big_value_snapshot.py $(ARGS)
 
 # Client write gaps per node restart during batonctl roll, 20 rolls of 3
 # nodes and 5 of 5 (docs/benchmarks.md); a quick run: make bench-roll ARGS=--quick

@@ -140,6 +140,14 @@ void kv__entry_touch(struct kv__table *t, const struct kv__entry *e);
  * with e unchanged. The caller checked kv__append_fits(). */
 int kv__entry_append(struct kv__table *t, struct kv__entry *e,
 		     const uint8_t *val, size_t len);
+/* A string entry whose value is vlen zero bytes (an import's value in
+ * pieces), or NULL when out of memory. */
+struct kv__entry *kv__entry_new_zeroed(const uint8_t *key, size_t klen,
+				       size_t vlen);
+/* Overwrite len bytes of the string e (in t) at off, within its length
+ * (an import's piece): cannot fail. */
+void kv__entry_write_at(struct kv__table *t, struct kv__entry *e, size_t off,
+			const uint8_t *bytes, size_t len);
 /* <0, 0, >0 as the key (hash_a, key_a) sorts before, with or after
  * (hash_b, key_b) in the canonical order: kv__rev64(hash), then the key's
  * bytes, then its length. */
@@ -230,6 +238,35 @@ int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
  * for none (formats 2 and 3 write it). */
 int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
 		       const struct kv__entry *e, uint64_t expire_at_ms);
+/* A string value written across steps (snapshot_slices.c): whether its
+ * first bytes went out, and how many of the value's. */
+struct kv__part {
+	bool open;
+	size_t off;
+};
+/* A string value longer than this is written in parts when it does not
+ * fit what is left of a step; no part is shorter (unless it is the last),
+ * so a step always gets on. */
+#define KV_PART_BYTES_MIN ((size_t)4 << 10)
+#define KV_PART_VALUE_BYTES_MIN ((size_t)64 << 10)
+/* The string entry e as kv__snap_put_entry writes it, in parts: the first
+ * call writes the bytes before the value and opens *part; each call
+ * writes at most max(room, KV_PART_BYTES_MIN) of the value; the last one
+ * writes the expiry, closes *part and sets *complete. 0 or the sink's
+ * error. */
+int kv__snap_put_string_part(struct kv__snap_writer *w, uint32_t format,
+			     const struct kv__entry *e, uint64_t expire_at_ms,
+			     struct kv__part *part, size_t room,
+			     bool *complete);
+/* A hash entry in parts (format 3, snapshot_slices.c): the bytes before
+ * its fields (key, type, field count); each field as put_entry writes it;
+ * the expiry (formats 2 and 3; nothing in format 1). 0 or the sink's
+ * error. */
+int kv__snap_put_hash_head(struct kv__snap_writer *w,
+			   const struct kv__entry *e);
+int kv__snap_put_field(struct kv__snap_writer *w, const struct kv__entry *f);
+int kv__snap_put_expiry(struct kv__snap_writer *w, uint32_t format,
+			uint64_t expire_at_ms);
 /* Flush, then the trailer: the checksum of everything put. */
 int kv__snap_put_trailer(struct kv__snap_writer *w);
 /* The migration section (docs/kv.md), written before the trailer when
@@ -241,6 +278,38 @@ int kv__snap_put_migration(struct kv__snap_writer *w,
  * keys have expiries, or a version below 3 while keys are hashes). */
 int kv__snap_format(const struct baton_kv *kv, struct baton_machine_version v,
 		    uint32_t *format);
+
+/* ---- walk.c: walks in the canonical order, resumed at a position ---- */
+
+/* A position in the canonical order: the last key a walk passed. The key
+ * buffer is owned (free() it). */
+struct kv__position {
+	bool started; /* false: before every key */
+	uint64_t hash;
+	uint8_t *key;
+	size_t len, cap;
+};
+
+/* Is (hash, key, len) at or before p? */
+bool kv__position_passed(const struct kv__position *p, uint64_t hash,
+			 const uint8_t *key, size_t len);
+/* Make p the position of e, after p: 0 or BATON_ENOMEM (p unchanged). */
+int kv__position_remember(struct kv__position *p, const struct kv__entry *e);
+
+/* A walk over one table's keys in canonical order. */
+struct kv__walk {
+	const struct kv__table *t;
+	uint64_t cursor;
+	const struct kv__entry *e; /* NULL once past the last key */
+};
+
+/* Start at t's first key after p: in p's bucket under t's mask now, else
+ * in the buckets that follow it. The table must not change during a
+ * walk. */
+void kv__walk_start(struct kv__walk *w, const struct kv__table *t,
+		    const struct kv__position *p);
+/* On to the next key (w->e not NULL). */
+void kv__walk_next(struct kv__walk *w);
 
 /* ---- snapshot_slices.c: incremental snapshots ---- */
 
@@ -472,6 +541,21 @@ void kv__watch_read(struct baton_le_reader *r, const uint8_t **key, size_t *len,
  * BATON_ENOMEM (out unchanged). */
 int kv__export_record(struct baton_buf *out, const struct kv__entry *e,
 		      uint64_t at);
+/* The string e as export records in parts (docs/kv.md "Export records":
+ * a type 3 record with the value's length and first piece, then type 4
+ * records of the pieces after it), each piece at most max(room,
+ * KV_PART_BYTES_MIN): as kv__snap_put_string_part. 0 or BATON_ENOMEM
+ * (out unchanged). */
+int kv__export_string_part(struct baton_buf *out, const struct kv__entry *e,
+			   uint64_t at, struct kv__part *part, size_t room,
+			   bool *complete);
+/* Some fields of the hash e as one export record: with `head`, a type 2
+ * record of these n fields and the expiry at (the hash's first part),
+ * else a type 5 record adding them to the hash. 0 or BATON_ENOMEM (out
+ * unchanged). */
+int kv__export_fields(struct baton_buf *out, const struct kv__entry *e,
+		      uint64_t at, bool head,
+		      const struct kv__entry *const *fields, size_t n);
 /* Are [buf, buf + len) whole, well-formed export records? 0 or
  * BATON_ECORRUPT (a field given twice inside a hash is found only when
  * the records are applied). */

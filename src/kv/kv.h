@@ -440,12 +440,17 @@ void kv_migration_state(const struct baton_kv *kv, struct kv_migration *out);
  * *done after the last; 0, BATON_ESTATE (none open) or BATON_ENOMEM (the
  * export stays open and failed: end it). end closes it, finished or not.
  * Each record:
- *   u8 type (1 string, 2 hash), u32 key length, key,
+ *   u8 type (1 string, 2 hash, 3 string head, 4 string piece, 5 more hash
+ *   fields), u32 key length, key,
  *   type 1: u32 value length, value
- *   type 2: u64 field count (>= 1), each u32 length + field, u32 length +
- *           value, in the canonical order
- *   u64 expiry (unix ms, 1..INT64_MAX; 0 for none)
- * Every release reads this format forever. */
+ *   type 2, 5: u64 field count (>= 1), each u32 length + field, u32
+ *           length + value, in the canonical order
+ *   type 3: u64 value length, u32 length + the value's first bytes
+ *   type 4: u64 offset, u32 length + the bytes at that offset
+ *   types 1, 2, 3: u64 expiry (unix ms, 1..INT64_MAX; 0 for none)
+ * A string or hash that does not fit what is left of a step goes in parts
+ * (3 then 4s; 2 then 5s: docs/kv.md). Every release reads this format
+ * forever; formats grow by new types. */
 int kv_export_begin(struct baton_kv *kv);
 int kv_export_step(struct baton_kv *kv, size_t budget, struct baton_buf *out,
 		   bool *done);

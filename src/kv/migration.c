@@ -26,6 +26,13 @@
 /* The type byte of an export record. */
 #define RECORD_STRING 1u
 #define RECORD_HASH 2u
+/* A string too long for one record: its length and first piece, then
+ * pieces at their offsets (kv__export_string_part). */
+#define RECORD_STRING_HEAD 3u
+#define RECORD_STRING_PIECE 4u
+/* More fields of the hash the records before it began (a hash too big for
+ * one step: kv__export_fields). */
+#define RECORD_HASH_MORE 5u
 #define RECORD_FIELD_MIN_BYTES 8u /* a hash's field: two lengths */
 
 bool kv__migration_any(const struct kv_migration *m)
@@ -109,6 +116,64 @@ int kv__export_record(struct baton_buf *out, const struct kv__entry *e,
 	return rv;
 }
 
+int kv__export_string_part(struct baton_buf *out, const struct kv__entry *e,
+			   uint64_t at, struct kv__part *part, size_t room,
+			   bool *complete)
+{
+	assert(!kv__is_hash(e) && at <= INT64_MAX);
+	assert(part->off <= e->val_len);
+	*complete = false;
+	size_t start = out->len;
+	size_t left = e->val_len - part->off;
+	size_t n = room < KV_PART_BYTES_MIN ? KV_PART_BYTES_MIN : room;
+	n = n < left ? n : left;
+	uint8_t type = part->open ? RECORD_STRING_PIECE : RECORD_STRING_HEAD;
+	int rv = baton_buf_append(out, &type, 1);
+	if (rv == 0)
+		rv = put_bytes(out, e->key, e->key_len);
+	if (rv == 0)
+		rv = put_u64(out, part->open ? part->off : e->val_len);
+	if (rv == 0)
+		rv = put_bytes(out, e->val + part->off, n);
+	if (rv == 0 && !part->open)
+		rv = put_u64(out, at);
+	if (rv != 0) {
+		out->len = start;
+		return rv;
+	}
+	part->open = true;
+	part->off += n;
+	if (part->off == e->val_len) {
+		part->open = false;
+		*complete = true;
+	}
+	return 0;
+}
+
+int kv__export_fields(struct baton_buf *out, const struct kv__entry *e,
+		      uint64_t at, bool head,
+		      const struct kv__entry *const *fields, size_t n)
+{
+	assert(kv__is_hash(e) && n >= 1 && at <= INT64_MAX);
+	size_t start = out->len;
+	uint8_t type = head ? RECORD_HASH : RECORD_HASH_MORE;
+	int rv = baton_buf_append(out, &type, 1);
+	if (rv == 0)
+		rv = put_bytes(out, e->key, e->key_len);
+	if (rv == 0)
+		rv = put_u64(out, n);
+	for (size_t i = 0; rv == 0 && i < n; i++) {
+		rv = put_bytes(out, fields[i]->key, fields[i]->key_len);
+		if (rv == 0)
+			rv = put_bytes(out, fields[i]->val, fields[i]->val_len);
+	}
+	if (rv == 0 && head)
+		rv = put_u64(out, at);
+	if (rv != 0)
+		out->len = start;
+	return rv;
+}
+
 /* u32 length (at most max), then the bytes. */
 static bool read_bytes(struct baton_le_reader *r, size_t max, const uint8_t **p,
 		       uint32_t *len)
@@ -118,25 +183,46 @@ static bool read_bytes(struct baton_le_reader *r, size_t max, const uint8_t **p,
 }
 
 /* One record from r: its key, its type, for a string the value, for a
- * hash its field count and a reader over the fields; and its expiry. */
+ * hash its field count and a reader over the fields; and its expiry. A
+ * string's head has the value's length in `total` and its first piece in
+ * val; a piece its offset in `total` and its bytes in val (no expiry). */
 struct record {
 	uint8_t type;
 	const uint8_t *key, *val;
 	uint32_t klen, vlen;
+	uint64_t total;
 	uint64_t n_fields;
 	struct baton_le_reader fields;
 	uint64_t at;
 };
 
+/* The length or offset, then the piece, of a type 3 or 4 record. */
+static bool read_piece(struct baton_le_reader *r, struct record *rec)
+{
+	if (!baton_le_read_u64(r, &rec->total) ||
+	    rec->total > KV_VALUE_BYTES_MAX ||
+	    !read_bytes(r, KV_VALUE_BYTES_MAX, &rec->val, &rec->vlen))
+		return false;
+	if (rec->type == RECORD_STRING_HEAD)
+		return rec->vlen <= rec->total;
+	rec->at = 0;
+	return rec->vlen <= KV_VALUE_BYTES_MAX - rec->total;
+}
+
 static bool record_read(struct baton_le_reader *r, struct record *rec)
 {
 	const uint8_t *type;
 	if (!baton_le_read_bytes(r, 1, &type) ||
-	    (type[0] != RECORD_STRING && type[0] != RECORD_HASH) ||
+	    (type[0] < RECORD_STRING || type[0] > RECORD_HASH_MORE) ||
 	    !read_bytes(r, KV_KEY_BYTES_MAX, &rec->key, &rec->klen))
 		return false;
 	rec->type = type[0];
-	if (rec->type == RECORD_STRING) {
+	if (rec->type == RECORD_STRING_PIECE)
+		return read_piece(r, rec);
+	if (rec->type == RECORD_STRING_HEAD) {
+		if (!read_piece(r, rec))
+			return false;
+	} else if (rec->type == RECORD_STRING) {
 		if (!read_bytes(r, KV_VALUE_BYTES_MAX, &rec->val, &rec->vlen))
 			return false;
 	} else {
@@ -153,6 +239,10 @@ static bool record_read(struct baton_le_reader *r, struct record *rec)
 				return false;
 		}
 		rec->fields = baton_le_reader(start, (size_t)(r->p - start));
+		if (rec->type == RECORD_HASH_MORE) {
+			rec->at = 0; /* the hash's first record gave it */
+			return true;
+		}
 	}
 	return baton_le_read_u64(r, &rec->at) && rec->at <= INT64_MAX;
 }
@@ -171,6 +261,15 @@ int kv__records_check(const uint8_t *buf, size_t len)
  * given twice) or BATON_ENOMEM. */
 static int record_entry(const struct record *rec, struct kv__entry **out)
 {
+	if (rec->type == RECORD_STRING_HEAD) {
+		*out = kv__entry_new_zeroed(rec->key, rec->klen,
+					    (size_t)rec->total);
+		if (*out == NULL)
+			return BATON_ENOMEM;
+		if (rec->vlen > 0)
+			memcpy((*out)->val, rec->val, rec->vlen);
+		return 0;
+	}
 	if (rec->type == RECORD_STRING) {
 		*out = kv__entry_new(rec->key, rec->klen, rec->val, rec->vlen);
 		return *out != NULL ? 0 : BATON_ENOMEM;
@@ -281,16 +380,67 @@ static int refuse_sequence(const struct baton_kv *kv, const char *what,
 			  d->seq);
 }
 
-/* An export record made into an entry, waiting to be inserted. */
+/* An export record made into an entry, waiting to be inserted; or a
+ * piece (e NULL), written in place when its turn comes. */
 struct staged {
 	struct kv__entry *e;
 	uint64_t at;
+	struct record piece;
+	/* A hash's further fields (type 5), made before the map changes. */
+	struct kv__entry **more;
+	size_t n_more;
 };
+
+/* The fields of a type 5 record as entries: 0 or BATON_ENOMEM. */
+static int stage_more(const struct record *rec, struct staged *v)
+{
+	v->more = calloc((size_t)rec->n_fields, sizeof *v->more);
+	if (v->more == NULL)
+		return BATON_ENOMEM;
+	struct baton_le_reader r = rec->fields;
+	for (uint64_t i = 0; i < rec->n_fields; i++) {
+		const uint8_t *field, *val;
+		uint32_t flen, vlen;
+		bool ok = read_bytes(&r, KV_VALUE_BYTES_MAX, &field, &flen) &&
+			  read_bytes(&r, KV_VALUE_BYTES_MAX, &val, &vlen);
+		assert(ok); /* record_read walked them */
+		(void)ok;
+		v->more[i] = kv__entry_new(field, flen, val, vlen);
+		if (v->more[i] == NULL)
+			return BATON_ENOMEM;
+		v->n_more++;
+	}
+	return 0;
+}
+
+/* More fields for the key's hash, in place: a later one of a field
+ * replaces it. A key that is no hash (its first record skipped as
+ * expired) takes nothing, on every node alike. Frees what it does not
+ * keep; cannot fail. */
+static void put_more(struct baton_kv *kv, const struct record *rec,
+		     struct staged *v)
+{
+	struct kv__entry *h = kv__table_find(&kv->table, rec->key, rec->klen);
+	bool take = h != NULL && kv__is_hash(h);
+	if (take)
+		kv__entry_touch(&kv->table, h);
+	for (size_t i = 0; i < v->n_more; i++) {
+		if (take)
+			kv__table_put(h->fields, v->more[i]);
+		else
+			kv__entry_free(v->more[i]);
+		v->more[i] = NULL;
+	}
+}
 
 static void staged_free(struct staged *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		kv__entry_free(v[i].e);
+		for (size_t j = 0; j < v[i].n_more; j++)
+			kv__entry_free(v[i].more[j]);
+		free(v[i].more);
+	}
 	free(v);
 }
 
@@ -315,6 +465,18 @@ static int stage_records(const struct kv__decoded *d, struct staged **out,
 	*expiring = 0;
 	for (size_t i = 0; i < n; i++) {
 		record_read(&r, &rec);
+		if (rec.type == RECORD_STRING_PIECE ||
+		    rec.type == RECORD_HASH_MORE) {
+			v[i].piece = rec;
+			int rv = rec.type == RECORD_HASH_MORE
+					 ? stage_more(&rec, &v[i])
+					 : 0;
+			if (rv != 0) {
+				staged_free(v, i + 1);
+				return rv;
+			}
+			continue;
+		}
 		int rv = record_entry(&rec, &v[i].e);
 		if (rv != 0) {
 			staged_free(v, i);
@@ -326,6 +488,19 @@ static int stage_records(const struct kv__decoded *d, struct staged **out,
 	*out = v;
 	*n_out = n;
 	return 0;
+}
+
+/* A piece goes into its key's string at its offset; a key that is not a
+ * string that long (its head was skipped as expired, or another record
+ * replaced it) takes nothing: the same on every node. */
+static void put_piece(struct baton_kv *kv, const struct record *rec)
+{
+	struct kv__entry *e = kv__table_find(&kv->table, rec->key, rec->klen);
+	if (e == NULL || kv__is_hash(e) || rec->total > e->val_len ||
+	    rec->vlen > e->val_len - rec->total)
+		return;
+	kv__entry_write_at(&kv->table, e, (size_t)rec->total, rec->val,
+			   rec->vlen);
 }
 
 static int apply_chunk(struct baton_kv *kv, const struct kv__decoded *d,
@@ -358,6 +533,14 @@ static int apply_chunk(struct baton_kv *kv, const struct kv__decoded *d,
 	for (size_t i = 0; i < n; i++) {
 		struct kv__entry *e = v[i].e;
 		v[i].e = NULL;
+		if (e == NULL && v[i].piece.type == RECORD_HASH_MORE) {
+			put_more(kv, &v[i].piece, &v[i]);
+			continue;
+		}
+		if (e == NULL) {
+			put_piece(kv, &v[i].piece);
+			continue;
+		}
 		if (v[i].at != 0 && v[i].at <= (uint64_t)kv->now_ms) {
 			kv__entry_free(e);
 			continue;

@@ -182,6 +182,74 @@ int kv__snap_put_entry(struct kv__snap_writer *w, uint32_t format,
 	return rv;
 }
 
+int kv__snap_put_hash_head(struct kv__snap_writer *w, const struct kv__entry *e)
+{
+	assert(kv__is_hash(e) && e->fields->count > 0);
+	int rv = put_bytes(w, e->key, e->key_len);
+	uint8_t type = SNAP_TYPE_HASH;
+	if (rv == 0)
+		rv = put(w, &type, 1);
+	uint8_t n[8];
+	baton_le_put_u64(n, e->fields->count);
+	return rv == 0 ? put(w, n, sizeof n) : rv;
+}
+
+int kv__snap_put_field(struct kv__snap_writer *w, const struct kv__entry *f)
+{
+	int rv = put_bytes(w, f->key, f->key_len);
+	return rv == 0 ? put_bytes(w, f->val, f->val_len) : rv;
+}
+
+int kv__snap_put_expiry(struct kv__snap_writer *w, uint32_t format,
+			uint64_t expire_at_ms)
+{
+	assert(expire_at_ms <= INT64_MAX);
+	if (format < KV_SNAPSHOT_FORMAT_2)
+		return 0;
+	uint8_t at[8];
+	baton_le_put_u64(at, expire_at_ms);
+	return put(w, at, sizeof at);
+}
+
+int kv__snap_put_string_part(struct kv__snap_writer *w, uint32_t format,
+			     const struct kv__entry *e, uint64_t expire_at_ms,
+			     struct kv__part *part, size_t room, bool *complete)
+{
+	assert(!kv__is_hash(e) && expire_at_ms <= INT64_MAX);
+	int rv = 0;
+	*complete = false;
+	if (!part->open) {
+		/* The bytes before the value's, exactly as put_entry. */
+		rv = put_bytes(w, e->key, e->key_len);
+		if (rv == 0 && format == KV_SNAPSHOT_FORMAT_3) {
+			uint8_t type = SNAP_TYPE_STRING;
+			rv = put(w, &type, 1);
+		}
+		uint8_t n[4];
+		baton_le_put_u32(n, (uint32_t)e->val_len);
+		if (rv == 0)
+			rv = put(w, n, sizeof n);
+		if (rv != 0)
+			return rv;
+		part->open = true;
+		part->off = 0;
+	}
+	assert(part->off <= e->val_len);
+	size_t left = e->val_len - part->off;
+	size_t n = room < KV_PART_BYTES_MIN ? KV_PART_BYTES_MIN : room;
+	n = n < left ? n : left;
+	rv = put(w, e->val + part->off, n);
+	if (rv != 0)
+		return rv;
+	part->off += n;
+	if (part->off < e->val_len)
+		return 0;
+	rv = kv__snap_put_expiry(w, format, expire_at_ms);
+	part->open = false;
+	*complete = rv == 0;
+	return rv;
+}
+
 int kv__snap_put_header(struct kv__snap_writer *w, uint32_t format,
 			int64_t now_ms, uint64_t count)
 {

@@ -46,17 +46,6 @@
 #include "internal.h"
 #include "resp.h"
 
-/* The smallest buffer for P's key. */
-#define SNAP_POSITION_KEY_BYTES_MIN 64u
-
-/* A position in the canonical order: the last key the snapshot passed. */
-struct position {
-	bool started; /* false: before every key */
-	uint64_t hash;
-	uint8_t *key;
-	size_t len, cap;
-};
-
 enum view_kind {
 	VIEW_SNAPSHOT, /* kv_snapshot_begin */
 	VIEW_KEYS,     /* kv_keys_begin */
@@ -88,10 +77,17 @@ struct kv__snap {
 	size_t pattern_len;
 	struct baton_buf *bulks;
 	uint64_t *matched;
+	/* A string value written across steps: the key after P whose value
+	 * the last step left part-way (a snapshot or an export). */
+	struct kv__part part;
+	/* A hash written across steps (a snapshot): the last field written
+	 * (part.open tells whether one is). */
+	struct kv__position field_p;
 	bool finished; /* every key handed on (a snapshot: the trailer too) */
 	int failed;    /* 0, or what every later step returns */
-	struct position p;
-	struct position p_before; /* P before the last step (spare buffer) */
+	struct kv__position p;
+	struct kv__position
+		p_before; /* P before the last step (spare buffer) */
 	/* Keys present at begin and changed since, as they were; a copy's
 	 * expiry is in expire_at_ms (0 for none): copies are in no heap. */
 	struct kv__table kept;
@@ -186,6 +182,7 @@ static void view_close(struct baton_kv *kv, enum view_kind kind)
 	free(s->pattern);
 	free(s->p.key);
 	free(s->p_before.key);
+	free(s->field_p.key);
 	free(s);
 	kv->snap = NULL;
 }
@@ -286,14 +283,6 @@ bool kv_keys_open(const struct baton_kv *kv)
 
 /* ---- what the table tells ---- */
 
-/* Has the snapshot passed the key (hash, key, len) already? */
-static bool passed(const struct position *p, uint64_t hash, const uint8_t *key,
-		   size_t len)
-{
-	return p->started &&
-	       kv__position_cmp(hash, key, len, p->hash, p->key, p->len) <= 0;
-}
-
 static bool holds(const struct kv__table *t, const uint8_t *key, size_t len)
 {
 	return t->count > 0 && kv__table_find(t, key, len) != NULL;
@@ -306,8 +295,8 @@ void kv__snap_touch(struct kv__snap *s, const struct kv__entry *cur,
 	 * kv__snap_take_table). */
 	BATON_ASSERT(s->failed == 0 && !s->finished && !s->frozen_active);
 	BATON_ASSERT(cur == NULL || cur->hash == hash);
-	if (passed(&s->p, hash, key, len) || holds(&s->kept, key, len) ||
-	    holds(&s->born, key, len))
+	if (kv__position_passed(&s->p, hash, key, len) ||
+	    holds(&s->kept, key, len) || holds(&s->born, key, len))
 		return;
 	/* KEYS needs the key and its expiry, not the value. A hash is
 	 * copied whole, every field: the snapshot writes it in one piece. */
@@ -361,85 +350,96 @@ void kv__snap_set_aside(struct kv__snap *s, struct kv__table *t)
 
 /* ---- the steps ---- */
 
-/* A walk over one table's keys in canonical order. */
-struct walk {
-	const struct kv__table *t;
-	uint64_t cursor;
-	const struct kv__entry *e; /* NULL once past the last key */
-};
-
-/* Move on to the next bucket with a key unless at one. */
-static void walk_settle(struct walk *w)
+static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			 uint64_t at, size_t room, bool *complete)
 {
-	while (w->e == NULL) {
-		w->cursor = kv__table_next(w->t, w->cursor);
-		if (w->cursor == 0)
-			return; /* every bucket visited */
-		w->e = kv__table_bucket(w->t, w->cursor);
+	BATON_ASSERT(s->format == KV_SNAPSHOT_FORMAT_3);
+	struct kv__snap_writer *w = &s->w;
+	*complete = false;
+	int rv = 0;
+	if (!s->part.open) {
+		rv = kv__snap_put_hash_head(w, e);
+		if (rv != 0)
+			return rv;
+		s->part.open = true;
+		s->field_p.started = false;
 	}
+	uint64_t start = w->bytes;
+	struct kv__walk f;
+	kv__walk_start(&f, e->fields, &s->field_p);
+	const struct kv__entry *last = NULL;
+	while (f.e != NULL && (last == NULL || w->bytes - start < room)) {
+		rv = kv__snap_put_field(w, f.e);
+		if (rv != 0)
+			return rv;
+		last = f.e;
+		kv__walk_next(&f);
+	}
+	if (last != NULL) {
+		rv = kv__position_remember(&s->field_p, last);
+		if (rv != 0)
+			return rv;
+	}
+	if (f.e != NULL)
+		return 0;
+	rv = kv__snap_put_expiry(w, s->format, at);
+	s->part.open = false;
+	*complete = rv == 0;
+	return rv;
 }
 
-/* Start at t's first key after p: in p's bucket under t's mask now, else
- * in the buckets that follow it. */
-static void walk_start(struct walk *w, const struct kv__table *t,
-		       const struct position *p)
+static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			    uint64_t at, size_t room, bool *complete)
 {
-	w->t = t;
-	w->cursor = p->started ? p->hash : 0;
-	w->e = NULL;
-	if (t->count == 0)
-		return;
-	w->e = kv__table_bucket(t, w->cursor);
-	while (p->started && w->e != NULL &&
-	       kv__position_cmp(w->e->hash, w->e->key, w->e->key_len, p->hash,
-				p->key, p->len) <= 0)
-		w->e = kv__table_after(t, w->e);
-	walk_settle(w);
-}
-
-static void walk_next(struct walk *w)
-{
-	BATON_ASSERT(w->e != NULL);
-	w->e = kv__table_after(w->t, w->e);
-	walk_settle(w);
-}
-
-static int remember(struct position *p, const struct kv__entry *e)
-{
-	BATON_ASSERT(!p->started ||
-		     kv__position_cmp(e->hash, e->key, e->key_len, p->hash,
-				      p->key, p->len) > 0);
-	if (e->key_len > p->cap) {
-		size_t cap = p->cap > SNAP_POSITION_KEY_BYTES_MIN
-				     ? p->cap
-				     : SNAP_POSITION_KEY_BYTES_MIN;
-		while (cap < e->key_len)
+	*complete = false;
+	bool head = !s->part.open;
+	if (head)
+		s->field_p.started = false;
+	struct kv__walk f;
+	kv__walk_start(&f, e->fields, &s->field_p);
+	BATON_ASSERT(f.e != NULL);
+	/* The fields of this part: one at least, then while within room. */
+	size_t n = 0, cap = 16, bytes = 0;
+	const struct kv__entry **v = malloc(cap * sizeof *v);
+	if (v == NULL)
+		return BATON_ENOMEM;
+	while (f.e != NULL && (n == 0 || bytes < room)) {
+		if (n == cap) {
+			const struct kv__entry **w =
+				realloc(v, 2 * cap * sizeof *v);
+			if (w == NULL) {
+				free(v);
+				return BATON_ENOMEM;
+			}
+			v = w;
 			cap *= 2;
-		uint8_t *key = realloc(p->key, cap);
-		if (key == NULL)
-			return BATON_ENOMEM;
-		p->key = key;
-		p->cap = cap;
+		}
+		v[n++] = f.e;
+		bytes += 8 + f.e->key_len + f.e->val_len;
+		kv__walk_next(&f);
 	}
-	if (e->key_len > 0)
-		memcpy(p->key, e->key, e->key_len);
-	p->len = e->key_len;
-	p->hash = e->hash;
-	p->started = true;
+	int rv = kv__export_fields(s->out, e, at, head, v, n);
+	if (rv == 0)
+		rv = kv__position_remember(&s->field_p, v[n - 1]);
+	free(v);
+	if (rv != 0)
+		return rv;
+	s->part.open = f.e != NULL;
+	*complete = f.e == NULL;
 	return 0;
 }
 
 /* Free t's entries after `from` and up to P, which the snapshot has passed
  * and will not read again. */
 static void drop_passed(struct kv__snap *s, struct kv__table *t,
-			const struct position *from, bool copies)
+			const struct kv__position *from, bool copies)
 {
 	BATON_ASSERT(t->snap == NULL);
 	for (;;) {
-		struct walk w;
-		walk_start(&w, t, from);
-		if (w.e == NULL ||
-		    !passed(&s->p, w.e->hash, w.e->key, w.e->key_len))
+		struct kv__walk w;
+		kv__walk_start(&w, t, from);
+		if (w.e == NULL || !kv__position_passed(&s->p, w.e->hash,
+							w.e->key, w.e->key_len))
 			return;
 		if (copies) {
 			BATON_ASSERT(s->stats->bytes_kept >= record_bytes(w.e));
@@ -451,18 +451,67 @@ static void drop_passed(struct kv__snap *s, struct kv__table *t,
 	}
 }
 
+/* Is the string e written in parts, with `room` bytes left in the step?
+ * A long value that does not fit: one step never writes much more than
+ * its budget, whatever a value's size (a value of 500 MB written in one
+ * go held the loop for seconds). */
+static bool in_parts(const struct kv__snap *s, const struct kv__entry *e,
+		     size_t room)
+{
+	if (s->part.open)
+		return true;
+	if (!kv__is_hash(e))
+		return e->val_len > KV_PART_VALUE_BYTES_MIN &&
+		       e->val_len > room;
+	/* A hash in parts, a field or more at a time; one field cannot be
+	 * cut. */
+	if (e->fields->count < 2)
+		return false;
+	uint64_t bytes = kv__entry_bytes(e);
+	return bytes > KV_PART_VALUE_BYTES_MIN && bytes > room;
+}
+
+/* The hash e in parts: its head first, then fields after the last one
+ * written until `room` bytes went (one field at least), the expiry after
+ * the last field. The fields are those of the hash at begin (e, or the
+ * copy the first write to it made), walked from the last one by position
+ * as the keys are, so the bytes are put_entry's. */
+static int put_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			 uint64_t at, size_t room, bool *complete);
+/* The same as export records: the first part a type 2 record of its
+ * fields with the expiry, the others type 5 records of theirs. */
+static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
+			    uint64_t at, size_t room, bool *complete);
+
 /* Hand the key e, as it was at begin with its expiry then (0: none), to
  * the view: a snapshot encodes it, KEYS lists it if it was live and
- * matches. */
-static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at)
+ * matches. With `room` bytes left in the step, a long string goes in
+ * parts: *complete is false while some of it is still to write (the step
+ * ends there, and the next one resumes it: P stays before the key, so it
+ * is still as it was at begin, in the table or in `kept`). */
+static int visit(struct kv__snap *s, const struct kv__entry *e, uint64_t at,
+		 size_t room, bool *complete)
 {
+	*complete = true;
+	if (s->kind == VIEW_SNAPSHOT && in_parts(s, e, room))
+		return kv__is_hash(e)
+			       ? put_hash_part(s, e, at, room, complete)
+			       : kv__snap_put_string_part(&s->w, s->format, e,
+							  at, &s->part, room,
+							  complete);
 	if (s->kind == VIEW_SNAPSHOT)
 		return kv__snap_put_entry(&s->w, s->format, e, at);
 	if (at != 0 && at <= (uint64_t)s->now_ms)
 		return 0; /* expired at begin, as run_keys skips it */
 	if (s->kind == VIEW_EXPORT) {
 		size_t before = s->out->len;
-		int rv = kv__export_record(s->out, e, at);
+		int rv = !in_parts(s, e, room)
+				 ? kv__export_record(s->out, e, at)
+			 : kv__is_hash(e)
+				 ? export_hash_part(s, e, at, room, complete)
+				 : kv__export_string_part(s->out, e, at,
+							  &s->part, room,
+							  complete);
 		s->out_bytes += s->out->len - before;
 		return rv;
 	}
@@ -487,6 +536,15 @@ static bool step_full(const struct kv__snap *s, uint64_t start, size_t budget,
 	return n >= budget;
 }
 
+/* The bytes left in the step's budget (0 for KEYS, which has no parts). */
+static size_t step_room(const struct kv__snap *s, uint64_t start, size_t budget)
+{
+	uint64_t used = s->kind == VIEW_SNAPSHOT ? s->w.bytes - start
+			: s->kind == VIEW_EXPORT ? s->out_bytes - start
+						 : budget;
+	return used < budget ? budget - (size_t)used : 0;
+}
+
 /* Hand the keys after P, in order, to visit() until the step's budget is
  * used (one key at least) or none is left (*end). */
 static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
@@ -494,9 +552,9 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 {
 	const struct kv__table *t =
 		s->frozen_active ? &s->frozen : &s->kv->table;
-	struct walk table, kept;
-	walk_start(&table, t, &s->p);
-	walk_start(&kept, &s->kept, &s->p);
+	struct kv__walk table, kept;
+	kv__walk_start(&table, t, &s->p);
+	kv__walk_start(&kept, &s->kept, &s->p);
 	const struct kv__entry *last = NULL;
 	uint64_t n = 0;
 	int rv = 0;
@@ -519,32 +577,36 @@ static int walk_entries(struct kv__snap *s, uint64_t start, size_t budget,
 		uint64_t at;
 		if (c < 0) {
 			e = table.e;
-			walk_next(&table);
-			last = e;
-			if (holds(&s->born, e->key, e->key_len))
+			kv__walk_next(&table);
+			if (holds(&s->born, e->key, e->key_len)) {
+				last = e;
 				continue; /* created after begin */
+			}
 			at = kv__has_expiry(e) ? (uint64_t)e->expire_at_ms : 0;
 		} else {
 			/* The copy is the key at begin; on a tie the
 			 * table's entry is newer. */
 			e = kept.e;
-			walk_next(&kept);
+			kv__walk_next(&kept);
 			if (c == 0)
-				walk_next(&table);
+				kv__walk_next(&table);
 			at = (uint64_t)e->expire_at_ms;
 		}
-		last = e;
-		rv = visit(s, e, at);
+		bool complete;
+		rv = visit(s, e, at, step_room(s, start, budget), &complete);
 		if (rv != 0)
 			return rv;
+		if (!complete)
+			break; /* the next step resumes e; P stays before it */
+		last = e;
 		n++;
 		s->visited++;
 	}
 	if (last == NULL)
 		return 0;
-	struct position before = s->p;
+	struct kv__position before = s->p;
 	s->p = s->p_before;
-	rv = remember(&s->p, last);
+	rv = kv__position_remember(&s->p, last);
 	s->p_before = before;
 	if (rv != 0)
 		return rv;

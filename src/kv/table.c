@@ -273,6 +273,33 @@ void kv__entry_touch(struct kv__table *t, const struct kv__entry *e)
 	touch(t, e);
 }
 
+struct kv__entry *kv__entry_new_zeroed(const uint8_t *key, size_t klen,
+				       size_t vlen)
+{
+	struct kv__entry *e = kv__entry_new(key, klen, NULL, 0);
+	if (e == NULL)
+		return NULL;
+	uint8_t *v = calloc(vlen > 0 ? vlen : 1, 1);
+	if (v == NULL) {
+		kv__entry_free(e);
+		return NULL;
+	}
+	free(e->val);
+	e->val = v;
+	e->val_len = vlen;
+	e->val_cap = vlen > 0 ? vlen : 1;
+	return e;
+}
+
+void kv__entry_write_at(struct kv__table *t, struct kv__entry *e, size_t off,
+			const uint8_t *bytes, size_t len)
+{
+	assert(!kv__is_hash(e) && off <= e->val_len && len <= e->val_len - off);
+	touch(t, e);
+	if (len > 0)
+		memcpy(e->val + off, bytes, len);
+}
+
 /* SET on a hash: e becomes a string holding a copy of val. */
 static int hash_to_string(struct kv__table *t, struct kv__entry *e,
 			  const uint8_t *val, size_t len)

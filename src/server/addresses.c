@@ -156,6 +156,8 @@ static void leader_changed(void *data, baton_node_id leader)
 	if (changed && leader != 0)
 		s->stats.leader_changes++;
 	s->leader = leader;
+	if (changed)
+		held_leader_changed(s, leader);
 	if (leader == s->cfg.id)
 		server_publish_founders(s);
 	if (changed)

@@ -363,6 +363,17 @@ int backup_restore_load(struct server *s)
 		LOG_ERROR("--restore %s refused: the backup's map is "
 			  "unreadable: %s; nothing was written",
 			  s->cfg.restore, kv_errmsg(b->map));
+	} else if (kv_value_len_max(b->map) > s->cfg.max_value_bytes) {
+		/* This node would refuse every write making such a value;
+		 * loading it would make a cluster whose own backups and
+		 * writes disagree with its limit. */
+		LOG_ERROR("--restore %s refused: the backup holds a value of "
+			  "%" PRIu64 " bytes, above this node's "
+			  "--max-value-bytes %" PRIu64
+			  ": start it with --max-value-bytes %" PRIu64
+			  " or more; nothing was written",
+			  s->cfg.restore, kv_value_len_max(b->map),
+			  s->cfg.max_value_bytes, kv_value_len_max(b->map));
 	} else {
 		b->keys = kv_dbsize(b->map);
 		rv = 0;
@@ -504,9 +515,24 @@ static void on_restore_timer(uv_timer_t *t)
 		b->pending_ready = true;
 	}
 	b->proposing = true;
-	if (baton_node_propose(s->node, b->pending.data, b->pending.len,
-			       on_restore_proposed, b) != 0)
-		b->proposing = false;
+	int rv = baton_node_propose(s->node, b->pending.data, b->pending.len,
+				    on_restore_proposed, b);
+	if (rv == 0)
+		return;
+	b->proposing = false;
+	if (rv == BATON_ETOOBIG || rv == BATON_EINVAL) {
+		/* The same entry would be refused at every tick: say so and
+		 * stop, never retry in silence. */
+		LOG_ERROR("restore: %s: an entry of %zu bytes (import chunk "
+			  "%" PRIu32
+			  ") cannot be logged (%s): a key, or a hash "
+			  "field and its value, too large for one log entry; "
+			  "the new cluster is "
+			  "left importing, remove its data directory",
+			  s->cfg.restore, b->pending.len, b->chunks,
+			  baton_strerror(rv));
+		server_stop(s, SERVER_EXIT_REFUSED);
+	}
 }
 
 int backup_restore_start(struct server *s)

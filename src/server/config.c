@@ -280,6 +280,7 @@ static void set_defaults(struct server_config *c)
 	snprintf(c->cluster_id, sizeof c->cluster_id, "baton");
 	c->max_clients = SERVER_MAX_CLIENTS_DEFAULT;
 	c->max_bulk_bytes = RESP_BULK_BYTES_MAX_DEFAULT;
+	c->max_value_bytes = SERVER_VALUE_BYTES_MAX_DEFAULT;
 	c->max_request_bytes = RESP_REQUEST_BYTES_MAX_DEFAULT;
 	c->max_client_output_bytes = SERVER_CLIENT_OUTPUT_MAX_DEFAULT;
 	c->max_total_output_bytes = SERVER_TOTAL_OUTPUT_MAX_DEFAULT;

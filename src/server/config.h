@@ -26,6 +26,13 @@
 #define SERVER_WAL_SEGMENT_BYTES_DEFAULT ((uint64_t)64 << 20)
 #define SERVER_WAL_SEGMENT_BYTES_MIN ((uint64_t)1 << 20)
 #define SERVER_WAL_SEGMENT_BYTES_MAX ((uint64_t)1 << 30)
+/* --max-value-bytes: the longest value a write may leave. The longest
+ * bulk one SET can carry (RESP_BULK_BYTES_MAX_DEFAULT), so that what
+ * APPEND and SETRANGE build is no bigger than what a client could send
+ * whole; a GET of it fits --max-client-output-bytes many times over, and
+ * one export record of it fits one log entry (docs/kv.md "The value
+ * limit" says why not Redis's 512 MB). */
+#define SERVER_VALUE_BYTES_MAX_DEFAULT ((uint64_t)(16u << 20) - (64u << 10))
 
 struct server_config {
 	baton_node_id id;
@@ -81,6 +88,9 @@ struct server_config {
 	uint64_t max_client_output_bytes;
 	uint64_t max_total_output_bytes;
 	uint32_t client_idle_timeout_s;
+	/* The longest string value, hash field or hash value a write may
+	 * leave (--max-value-bytes; docs/kv.md "The value limit"). */
+	uint64_t max_value_bytes;
 	/* Migration between two clusters (docs/relay.md): baton-relay's
 	 * "host:port" ("" none), this node's cluster id there, and the
 	 * cluster to import from ("": this node is not on the new side). */

@@ -122,7 +122,17 @@ void config_usage(FILE *f)
 	      "  --version               the release, its versions and the "
 	      "releases contained\n",
 	      f);
-	/* Apart: one string literal stays within C's portable length. */
+	fputs("\nValues (docs/kv.md, \"The value limit\"):\n"
+	      "  --max-value-bytes N     refuse, before it is logged, a "
+	      "write that would leave\n"
+	      "                          a longer string value, hash field "
+	      "or hash value\n"
+	      "                          (default 16711680: 16 MiB - 64 "
+	      "KiB; 65536 to\n"
+	      "                          536870912); a --restore holding a "
+	      "longer value is\n"
+	      "                          refused\n",
+	      f);
 	fputs("\nRestoring a backup (docs/backup.md):\n"
 	      "  --restore FILE          found a new cluster from a backup "
 	      "(batonctl snapshot\n"

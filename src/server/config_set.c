@@ -32,6 +32,7 @@ const struct config_option config_options[] = {
 	{"max-clients", "N"},
 	{"max-bulk-bytes", "N"},
 	{"max-request-bytes", "N"},
+	{"max-value-bytes", "N"},
 	{"max-client-output-bytes", "N"},
 	{"max-total-output-bytes", "N"},
 	{"client-idle-timeout-s", "N"},
@@ -378,6 +379,9 @@ static int client_limits(struct server_config *c, const struct config_origin *o)
 						   : &c->max_request_bytes) = v;
 		return 0;
 	}
+	if (strcmp(n, "max-value-bytes") == 0)
+		return number(o, KV_LIMIT_BYTES_MIN, KV_VALUE_BYTES_MAX,
+			      &c->max_value_bytes);
 	if (strcmp(n, "max-client-output-bytes") == 0)
 		return number(o, 1024, UINT64_MAX / 2,
 			      &c->max_client_output_bytes);

@@ -30,6 +30,9 @@ struct proposal_ctx {
 	baton_node_id from;	 /* the follower that forwarded it */
 	uint64_t forward_id;
 	bool acked; /* BATON_PLANTED_BUG_EARLY_ACK answered already */
+	/* The keys whose value-limit bounds count this write until it is
+	 * applied or dropped (kv_limit_claim). */
+	struct kv_limit_claim claim;
 };
 
 /* A payload buffer that grew above this (a big write) is not kept. */
@@ -80,6 +83,8 @@ static void on_proposed(void *data, int status, const uint8_t *reply,
 			size_t len)
 {
 	struct proposal_ctx *p = data;
+	/* Applied, or never will be: its bounds are in the map or void. */
+	kv_limit_release(&p->s->value_limit, &p->claim);
 	if (p->acked) {
 		free(p);
 		return;
@@ -187,6 +192,61 @@ static int encode(struct server *s, const struct write_req *w, uint32_t v,
 	return 0;
 }
 
+/* The value limit (--max-value-bytes), checked after encode() accepted
+ * the write and before it is appended: 0, or -1 with the refusal in err
+ * (nothing held). */
+static int claim_value_limit(struct server *s, struct proposal_ctx *p,
+			     const struct write_req *w, struct baton_buf *err)
+{
+	int rv = kv_limit_claim(&s->value_limit, s->machine.kv, w->transaction,
+				w->n_commands, w->commands, &p->claim, err);
+	if (rv == 0)
+		return 0;
+	if (rv != BATON_EINVAL)
+		server_reply_error(s, err, rv);
+	return -1;
+}
+
+void forward_not_appended(struct server *s, struct proposal_ctx *p)
+{
+	static const char not_appended[] =
+		"-TRYAGAIN no leader elected yet; retry\r\n";
+	if (p->rw != NULL)
+		route_again(p->rw, s->cfg.id);
+	else
+		send_forward_reply(s, p->from, p->forward_id,
+				   (const uint8_t *)not_appended,
+				   sizeof not_appended - 1);
+	free(p);
+}
+
+void forward_propose_held(struct server *s, struct proposal_ctx *p,
+			  const uint8_t *payload, size_t len)
+{
+	BATON_ASSERT(len >= 1 && payload[0] == PAYLOAD_KV);
+	struct baton_buf err;
+	baton_buf_init(&err);
+	int rv = kv_limit_claim_payload(&s->value_limit, s->machine.kv,
+					payload + 1, len - 1, &p->claim, &err);
+	if (rv == 0) {
+		rv = baton_node_propose(s->node, payload, len, on_proposed, p);
+		if (rv == 0) {
+			baton_buf_free(&err);
+			return; /* on_proposed answers */
+		}
+		kv_limit_release(&s->value_limit, &p->claim);
+	}
+	if (rv == BATON_ENOTLEADER) {
+		forward_not_appended(s, p);
+	} else {
+		if (err.len == 0)
+			server_reply_error(s, &err, rv);
+		deliver(p, err.data, err.len);
+		free(p);
+	}
+	baton_buf_free(&err);
+}
+
 /* Check, encode and propose a write. On failure the error reply goes to
  * `err` and nothing is proposed; BATON_ENOTLEADER (this node no longer
  * leads) is returned with `err` empty for the caller to deal with. */
@@ -199,8 +259,22 @@ static int propose(struct server *s, struct proposal_ctx *p,
 	int rv = encode(s, w, server_machine_version(s), payload, err);
 	if (rv != 0)
 		return -1;
+	if (held_must_wait(s)) {
+		/* A new leader: claimed and proposed once it applied the log
+		 * it inherited (held.c). */
+		rv = held_push(s, p, payload->data, payload->len);
+		if (payload->cap > PAYLOAD_KEEP_BYTES)
+			baton_buf_free(payload);
+		if (rv != 0)
+			server_reply_error(s, err, rv);
+		return rv != 0 ? -1 : 0;
+	}
+	if (claim_value_limit(s, p, w, err) != 0)
+		return -1;
 	rv = baton_node_propose(s->node, payload->data, payload->len,
 				on_proposed, p);
+	if (rv != 0)
+		kv_limit_release(&s->value_limit, &p->claim);
 	size_t entry_bytes = payload->len;
 	if (payload->cap > PAYLOAD_KEEP_BYTES)
 		baton_buf_free(payload);

@@ -33,6 +33,7 @@ static void close_and_exit(struct server *s)
 	clients_close_all(s);
 	http_stop(s);
 	keys_stop(s);
+	held_fail_all(s);
 	route_fail_all(s, "shutting down");
 	migration_stop(s);
 	expiry_stop(s);
@@ -114,6 +115,8 @@ static int run(struct server *s)
 {
 	s->loop = uv_default_loop();
 	s->started_ms = uv_now(s->loop);
+	s->value_limit.max = s->cfg.max_value_bytes;
+	held_init(s);
 	int rv = server_machine_init(&s->machine);
 	if (rv != 0) {
 		LOG_ERROR("out of memory");
@@ -237,6 +240,7 @@ static int run(struct server *s)
 	uv_run(s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(s->loop);
 	server_machine_free(&s->machine);
+	kv_limit_free(&s->value_limit);
 	metrics_free(s);
 	return s->exit_code;
 }

@@ -34,6 +34,7 @@
 #include "migration.h"
 #include "node.h"
 #include "resp.h"
+#include "value_limit.h"
 
 /*
  * Planted bugs, compiled only into the test binaries batond-bug-* (see
@@ -170,6 +171,20 @@ struct server {
 		struct baton_buf payload;
 	} forwards;
 	uint64_t next_forward_id;
+	/* The value limit's bounds over this leader's writes in flight
+	 * (forward.c, kv's value_limit.h). */
+	struct kv_limit value_limit;
+	/* Writes a new leader holds until it applied the log it inherited
+	 * (held.c): in arrival order; the last index of its log at the first
+	 * write after its election, and whether it has applied that far. */
+	struct {
+		struct held_write *head, *tail;
+		uint32_t n;
+		uint64_t bytes;
+		uv_timer_t timer;
+		baton_index start_index;
+		bool start_known, ready;
+	} held;
 	/* Writes waiting for a leader (route.c), in arrival order; and two
 	 * lists route.c moves them to while it walks them. */
 	struct route_list parked, parked_todo, parked_expired;
@@ -601,6 +616,29 @@ void forward_peer_down(struct server *s, baton_node_id id);
 void forward_fail_all(struct server *s, const char *why);
 /* Fail forwarded writes not answered in time. */
 void forward_expire(struct server *s);
+/* A write held.c held, proposed now (claimed first against the value
+ * limit), or answered (refused, or not appended). p is forward.c's. */
+struct proposal_ctx;
+void forward_propose_held(struct server *s, struct proposal_ctx *p,
+			  const uint8_t *payload, size_t len);
+/* A write held.c held that this node, no longer leading, never appended:
+ * a local client's goes on to the next leader, a follower's is told so. */
+void forward_not_appended(struct server *s, struct proposal_ctx *p);
+
+/* ---- held.c ---- */
+struct held_write;
+void held_init(struct server *s);
+/* This node became leader (or another did): note where its log ends. */
+void held_leader_changed(struct server *s, baton_node_id leader);
+/* Must a write this leader encoded wait (held_push) before its claim and
+ * proposal? While its inherited log is not applied, or writes wait. */
+bool held_must_wait(struct server *s);
+/* Hold a write's payload (copied): 0, BATON_EOVERLOADED (too much held) or
+ * BATON_ENOMEM; p then belongs to held.c until it hands it back. */
+int held_push(struct server *s, struct proposal_ctx *p, const uint8_t *payload,
+	      size_t len);
+/* Shutting down: every held write is not appended. */
+void held_fail_all(struct server *s);
 
 /* ---- route.c ---- */
 /* A client's write (or a stalled node's read) on its way to the log, with

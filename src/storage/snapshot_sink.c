@@ -45,12 +45,18 @@
  * writes then never wait for writeback), and that a sync never has much
  * to write ahead of the log's fdatasync on the same disk. */
 #define SINK_SYNC_EVERY_BYTES (4u << 20)
-/* After each of those syncs the thread rests as long as the sync took (up
- * to this): the snapshot then has the disk at most half of the time, and
- * the log's fdatasync, which a disk cache flush makes wait for every write
- * issued before it, never queues behind a long run of snapshot writes.
- * Measured on a shared VM disk: without the rest, SETs waited 100-300 ms
- * around a 132 MB snapshot although the loop was free. */
+/* After each of those syncs the thread rests SINK_REST_PER_SYNC times as
+ * long as the sync took (up to SINK_REST_MAX_MS): the snapshot then has the
+ * disk at most a quarter of the time, and the log's fdatasync, which a
+ * disk cache flush makes wait for every write issued before it, never
+ * queues behind a long run of snapshot writes. Measured on a shared VM
+ * disk: without the rest, SETs waited 100-300 ms around a 132 MB snapshot
+ * although the loop was free; with a rest as long as the sync, the SETs
+ * around three nodes' snapshots of a 500 MB value still had a p99 of 25
+ * to 390 ms, and with three times that 15 to 35 ms in five runs
+ * (bench/big_value_snapshot.py; the snapshot took no longer: the loop's
+ * slices, not the disk, set its pace). */
+#define SINK_REST_PER_SYNC 3u
 #define SINK_REST_MAX_MS 200u
 
 /* One copied write, queued for the thread. */
@@ -168,7 +174,7 @@ static int write_chunk(struct baton_snapshot_sink *k,
 	uint64_t t0 = monotonic_ms();
 	rv = baton__snap_writer_sync_data(k->w, err, errlen);
 	if (rv == 0)
-		rest(k, monotonic_ms() - t0);
+		rest(k, SINK_REST_PER_SYNC * (monotonic_ms() - t0));
 	return rv;
 }
 
