@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from conftest import (BATOND, HOST, POLL_S, Cluster, Deadline, Node,
-                      free_ports, retry, wait_log)
+                      free_ports, make_secret_file, retry, wait_log)
 
 MIB = 1 << 20
 # batond's default: the longest bulk one SET carries.
@@ -205,6 +205,8 @@ def test_relay_migration_exports_a_12_mib_value(tmp_path):
     relay_dir.mkdir()
     old = Cluster(tmp_path / "old")
     new = Cluster(tmp_path / "new")
+    sealing = ["--migration-secret-file",
+               str(make_secret_file(tmp_path / "migration-secret"))]
     with open(tmp_path / "relay.log", "ab") as log:
         relay = subprocess.Popen(
             [str(BATOND.parent / "baton-relay"), "--listen", relay_addr,
@@ -213,7 +215,7 @@ def test_relay_migration_exports_a_12_mib_value(tmp_path):
     try:
         leader = old.start(1, extra=["--as-release", "1.3.0", "--relay",
                                      relay_addr, "--relay-cluster", "old",
-                                     "--migrate-to", "new"])
+                                     "--migrate-to", "new"] + sealing)
         value = "".join(chr(ord("a") + i % 26) * 4096
                         for i in range(12 * 256))
         cl = leader.client(timeout=30)
@@ -224,7 +226,8 @@ def test_relay_migration_exports_a_12_mib_value(tmp_path):
         new.nodes[b.id] = b
         b.start(["--relay", relay_addr, "--relay-cluster", "new",
                  "--migrate-from", "old", "--cluster-id", "new",
-                 "--bootstrap", f"{b.id}={b.peer_addr}/{b.client_addr}"])
+                 "--bootstrap", f"{b.id}={b.peer_addr}/{b.client_addr}"]
+                + sealing)
         d = Deadline(60, "the import to catch up")
         status = {}
         while not d.expired():
