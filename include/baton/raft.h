@@ -601,6 +601,11 @@ baton_index baton_raft_stalled_index(const struct baton_raft *r);
 struct baton_machine_version
 baton_raft_machine_version(const struct baton_raft *r);
 
+/* The bytes of entry payloads the log holds in memory: every entry after
+ * the last compaction, and compacted ones not freed yet. Cheap (a field):
+ * a server compares it to its memory bound before every write. */
+uint64_t baton_raft_log_bytes(const struct baton_raft *r);
+
 /* The leader's view of how far member `id` matches its log (its own
  * persisted index for itself); 0 on a non-leader or for an unknown id. */
 baton_index baton_raft_match_index(const struct baton_raft *r,

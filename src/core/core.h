@@ -43,6 +43,8 @@ struct baton__log {
 	size_t n;
 	/* Compacted slots before head whose payloads are not freed yet. */
 	size_t garbage;
+	/* The payload bytes held, garbage included (baton_raft_log_bytes). */
+	uint64_t bytes;
 	baton_index base; /* index just before the first held entry */
 	baton_term base_term;
 };

@@ -417,6 +417,11 @@ void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 		baton_fs_storage_stats(n->storage, &out->storage);
 }
 
+uint64_t baton_node_log_bytes(struct baton_node *n)
+{
+	return baton_raft_log_bytes(baton_pipeline_raft(n->pipeline));
+}
+
 baton_index baton_node_stalled(struct baton_node *n, const char **why)
 {
 	*why = n->stalled_why;

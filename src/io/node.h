@@ -222,6 +222,9 @@ struct baton_node_status {
 };
 void baton_node_status(struct baton_node *n, struct baton_node_status *out);
 
+/* The bytes of log entries held in memory (baton_raft_log_bytes). */
+uint64_t baton_node_log_bytes(struct baton_node *n);
+
 /* The stall, cheaply (for every client command): the first index this
  * node did not apply, 0 if none, and why in *why (valid until the loop
  * runs on). */

@@ -271,7 +271,7 @@ static void staged_free(struct staged *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		kv__entry_free(v[i].e);
-	free(v);
+	kv__free(v);
 }
 
 /* Make every record of the chunk into an entry, before the map changes:
@@ -288,7 +288,7 @@ static int stage_records(const struct kv__decoded *d, struct staged **out,
 		(void)ok;
 		n++;
 	}
-	struct staged *v = calloc(n > 0 ? n : 1, sizeof *v);
+	struct staged *v = kv__calloc(n > 0 ? n : 1, sizeof *v);
 	if (v == NULL)
 		return BATON_ENOMEM;
 	r = baton_le_reader(d->body, d->body_len);

@@ -146,7 +146,7 @@ static int view_open(struct baton_kv *kv, enum view_kind kind,
 		     struct kv__snap **out)
 {
 	BATON_ASSERT(kv->snap == NULL && kv->table.snap == NULL);
-	struct kv__snap *s = calloc(1, sizeof *s);
+	struct kv__snap *s = kv__calloc(1, sizeof *s);
 	if (s == NULL)
 		return fail(kv, BATON_ENOMEM, "out of memory");
 	s->kv = kv;
@@ -160,7 +160,7 @@ static int view_open(struct baton_kv *kv, enum view_kind kind,
 		kv__snap_writer_free(&s->w);
 		kv__table_free(&s->kept);
 		kv__table_free(&s->born);
-		free(s);
+		kv__free(s);
 		return fail(kv, rv, "out of memory");
 	}
 	s->now_ms = kv->now_ms;
@@ -183,10 +183,10 @@ static void view_close(struct baton_kv *kv, enum view_kind kind)
 	release(s);
 	BATON_ASSERT(kv->table.snap == NULL);
 	kv__snap_writer_free(&s->w);
-	free(s->pattern);
-	free(s->p.key);
-	free(s->p_before.key);
-	free(s);
+	kv__free(s->pattern);
+	kv__free(s->p.key);
+	kv__free(s->p_before.key);
+	kv__free(s);
 	kv->snap = NULL;
 }
 
@@ -257,7 +257,7 @@ int kv_keys_begin(struct baton_kv *kv, const uint8_t *pattern, size_t len)
 	uint8_t *copy = NULL;
 	bool every = len == 1 && pattern[0] == '*';
 	if (!every) {
-		copy = malloc(len > 0 ? len : 1);
+		copy = kv__malloc(len > 0 ? len : 1);
 		if (copy == NULL)
 			return fail(kv, BATON_ENOMEM, "out of memory");
 		if (len > 0)
@@ -266,7 +266,7 @@ int kv_keys_begin(struct baton_kv *kv, const uint8_t *pattern, size_t len)
 	struct kv__snap *s;
 	rv = view_open(kv, VIEW_KEYS, &s);
 	if (rv != 0) {
-		free(copy);
+		kv__free(copy);
 		return rv;
 	}
 	s->pattern = copy;
@@ -415,7 +415,7 @@ static int remember(struct position *p, const struct kv__entry *e)
 				     : SNAP_POSITION_KEY_BYTES_MIN;
 		while (cap < e->key_len)
 			cap *= 2;
-		uint8_t *key = realloc(p->key, cap);
+		uint8_t *key = kv__realloc(p->key, cap);
 		if (key == NULL)
 			return BATON_ENOMEM;
 		p->key = key;
