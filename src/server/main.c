@@ -17,6 +17,7 @@ static void on_housekeeping(uv_timer_t *t)
 	identity_tick(t->data);
 	clients_housekeeping(t->data);
 	metrics_tick(t->data);
+	memory_tick(t->data);
 }
 
 static void close_any(uv_handle_t *h, void *arg)
@@ -154,6 +155,7 @@ static int run(struct server *s)
 	LOG_INFO("test build: writes not yet fsynced are lost on kill -9 "
 		 "(as on power loss)");
 #endif
+	memory_start(s);
 	struct baton_node_app app;
 	server_node_app(s, &app);
 	app.storage_failed = on_storage_failed;

@@ -218,6 +218,13 @@ struct server {
 		uint64_t unreachable_ms[PROXY_UNREACHABLE_KEPT];
 		uint32_t unreachable_next;
 	} proxy;
+	/* --maxmemory (memory.c): above 80 % of it (warned once), the
+	 * highest usage seen, and writes refused with -OOM. */
+	struct {
+		bool warned;
+		uint64_t peak;
+		uint64_t refused;
+	} memory;
 };
 
 /* ---- addresses.c ---- */
@@ -298,6 +305,14 @@ const char *admin_role_name(uint32_t role);
 int http_start(struct server *s);
 /* Close the listener and every connection. */
 void http_stop(struct server *s);
+/* The endpoint's figures (metrics); all 0 without --metrics. */
+struct http_stats {
+	uint64_t open;		  /* connections open now */
+	uint64_t evicted;	  /* closed half-sent for a newcomer */
+	uint64_t deadline_closed; /* no whole request in time */
+	uint64_t refused;	  /* every open one had sent its request */
+};
+void http_stats(struct server *s, struct http_stats *out);
 
 /* ---- metrics.c ---- */
 int metrics_init(struct server *s);
@@ -316,6 +331,20 @@ void metrics_render(struct server *s, struct baton_buf *b);
  * entries, is a reason; without (/ready) only this node's own state counts. */
 bool metrics_health(struct server *s, uint64_t max_lag, bool members,
 		    struct baton_buf *b);
+
+/* ---- memory.c: --maxmemory (docs/operations.md, "Memory") ---- */
+/* At start: the default bound when none was given, said in the log. */
+void memory_start(struct server *s);
+/* Used memory: the key-value machine's bytes and the log's in memory. */
+uint64_t memory_used(struct server *s);
+/* Every housekeeping tick: the 80 % warning (once per crossing). */
+void memory_tick(struct server *s);
+/* On the leader, before a write is proposed: true after appending the
+ * -OOM error to err when used memory is above --maxmemory and w may grow
+ * it (a command flagged KV_GROWS, or a transaction holding one). */
+struct write_req;
+bool memory_refuses(struct server *s, const struct write_req *w,
+		    struct baton_buf *err);
 
 /* ---- command_table.c ---- */
 /* COMMAND [COUNT | INFO name... | DOCS [name...] | LIST] from the kv
