@@ -1,0 +1,214 @@
+"""batond --maxmemory (docs/operations.md, "Memory"): above the bound the
+leader refuses writes that grow memory with Redis's -OOM error before
+anything is appended, a write forwarded by a follower included; deletes,
+reads and admin commands are served, and once deletes made room writes
+are taken again. INFO, CONFIG GET and /metrics show the bound, and the
+log warns once when usage crosses 80 % of it."""
+import subprocess
+import time
+
+import pytest
+import redis
+
+from conftest import (BATOND, HOST, LEADER_TIMEOUT_S, POLL_S, Cluster,
+                      Deadline, free_ports, require_binary, wait_log)
+from test_metrics import scrape, start_with_metrics, value
+
+OOM = "OOM command not allowed when used memory > 'maxmemory'."
+MAXMEMORY = 2 * 1024 * 1024  # --maxmemory 2mb
+VALUE = b"v" * 100_000  # each SET costs about twice this: log and map
+FILL_WRITES_MAX = 40  # 2 MiB is reached well before this many
+WARNING = "is above 80% of maxmemory"
+BACK_UNDER = "is back under 75% of maxmemory"
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A 3-node cluster, each node with --maxmemory 2mb and --metrics;
+    yields (cluster, {node id: metrics port})."""
+    c, mports = start_with_metrics(tmp_path / "cluster",
+                                   extra=["--maxmemory", "2mb"])
+    try:
+        yield c, mports
+    finally:
+        c.stop_all()
+
+
+def raw(client):
+    """A client of the same node whose replies are bytes."""
+    kw = client.connection_pool.connection_kwargs
+    return redis.Redis(host=kw["host"], port=kw["port"], socket_timeout=10)
+
+
+def fill(client, prefix="fill"):
+    """SET 100 kB values until the node refuses one with -OOM; returns the
+    keys written. Fails if it never refuses."""
+    keys = []
+    for i in range(FILL_WRITES_MAX):
+        key = f"{prefix}:{i}"
+        try:
+            client.set(key, VALUE)
+        except redis.ResponseError as e:
+            assert str(e) == OOM, e
+            return keys
+        keys.append(key)
+    raise AssertionError(f"{FILL_WRITES_MAX} writes of 100 kB were all "
+                         f"taken under --maxmemory 2mb")
+
+
+def commit_index(node):
+    return int(node.info()["commit"])
+
+
+def quiet_commit(node, settle_s=1.0):
+    """The commit index once it held still for settle_s (bounded): the
+    entries of a start (versions, addresses) are done."""
+    d = Deadline(LEADER_TIMEOUT_S, f"{node}'s commit index to settle")
+    last, since = commit_index(node), time.monotonic()
+    while not d.expired():
+        time.sleep(POLL_S)
+        now = commit_index(node)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= settle_s:
+            return now
+    d.fail(str(last))
+
+
+def test_writes_refused_over_the_bound_before_append(small):
+    c, _ = small
+    leader = c.leader()
+    r = raw(leader.client())
+    keys = fill(r)
+    assert keys, "some writes fit under 2 MiB"
+    before = quiet_commit(leader)
+    # Every write that grows memory is refused, and nothing is appended:
+    # the commit index does not move and the keys never appear.
+    refused = [("SET", "new", "x"), ("APPEND", keys[0], "more"),
+               ("INCR", "counter"), ("MSET", "a", "1", "b", "2"),
+               ("SETNX", "n", "1"), ("HSET", "h", "f", "v")]
+    for cmd in refused:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*cmd)
+        assert str(e.value) == OOM, cmd
+    # A transaction holding such a write is refused whole.
+    p = r.pipeline(transaction=True)
+    p.set("in-multi", "1")
+    with pytest.raises(redis.ResponseError) as e:
+        p.execute()
+    assert OOM in str(e.value)
+    time.sleep(0.5)
+    assert commit_index(leader) == before
+    for n in c.nodes.values():
+        v = raw(n.client())
+        assert v.exists("new", "counter", "a", "b", "n", "h",
+                        "in-multi") == 0, n
+        assert v.strlen(keys[0]) == len(VALUE), n
+    # Reads, admin commands and writes that shrink memory are served.
+    assert r.get(keys[0]) == VALUE
+    assert r.dbsize() == len(keys)
+    assert leader.info()["role"] == "leader"
+    assert r.expire(keys[1], 1000) is True
+    assert r.delete(*keys[:len(keys) // 2 + 1]) == len(keys) // 2 + 1
+    # There is room again.
+    assert r.set("after-del", "fits") is True
+    assert r.get("after-del") == b"fits"
+    assert commit_index(leader) > before
+
+
+def test_a_forwarded_write_is_judged_at_the_leader(small):
+    c, _ = small
+    leader = c.leader()
+    follower = c.followers()[0]
+    keys = fill(raw(leader.client()))
+    f = raw(follower.client())
+    with pytest.raises(redis.ResponseError) as e:
+        f.set("via-follower", "x")
+    assert str(e.value) == OOM
+    assert raw(leader.client()).exists("via-follower") == 0
+    # A delete through the follower goes through, and makes room.
+    assert f.delete(*keys) == len(keys)
+    assert f.set("via-follower", "x") is True
+    assert raw(leader.client()).get("via-follower") == b"x"
+
+
+def test_info_config_get_and_metrics_show_the_bound(small):
+    c, mports = small
+    leader = c.leader()
+    cl = leader.client()
+    mem = cl.info("memory")
+    assert mem["maxmemory"] == MAXMEMORY
+    assert mem["maxmemory_human"] == "2.00M"
+    assert mem["maxmemory_policy"] == "noeviction"
+    used_before = mem["used_memory"]
+    assert 0 < used_before < MAXMEMORY
+    assert mem["used_memory_human"]
+    assert cl.config_get("maxmemory") == {"maxmemory": str(MAXMEMORY)}
+    assert cl.config_get("maxmemory*")["maxmemory-policy"] == "noeviction"
+    f = scrape(mports[leader.id])
+    assert value(f, "baton_memory_max_bytes") == MAXMEMORY
+    assert value(f, "baton_memory_refused_writes_total") == 0
+    fill(raw(cl))
+    mem = cl.info("memory")
+    # used_memory follows the data: each 100 kB write counts in the log
+    # and in the map.
+    assert mem["used_memory"] > MAXMEMORY > used_before
+    assert mem["oom_refused_writes"] == 1
+    f = scrape(mports[leader.id])
+    assert value(f, "baton_memory_used_bytes") > MAXMEMORY
+    assert value(f, "baton_memory_refused_writes_total") == 1
+    # Every replica holds the data, so every replica's figure grew too.
+    for n in c.followers():
+        assert n.client().info("memory")["used_memory"] > MAXMEMORY * 0.8
+
+
+def test_the_log_warns_once_per_crossing_of_80_percent(small):
+    c, _ = small
+    leader = c.leader()
+    follower = c.followers()[0]
+    r = raw(leader.client())
+    keys = fill(r)
+    # More refused writes: still one warning.
+    for i in range(5):
+        with pytest.raises(redis.ResponseError):
+            r.set(f"more:{i}", VALUE)
+    wait_log(leader, WARNING)
+    wait_log(follower, WARNING)  # a follower watches its own usage too
+    time.sleep(1.5)  # housekeeping ticks (500 ms) do not warn again
+    assert leader.log_text().count(WARNING) == 1
+    # Under 75 % again, then over 80 % again: one more warning.
+    r.delete(*keys)
+    wait_log(leader, BACK_UNDER)
+    fill(r, prefix="again")
+    d = Deadline(10, "a second warning")
+    while leader.log_text().count(WARNING) < 2 and not d.expired():
+        time.sleep(POLL_S)
+    assert leader.log_text().count(WARNING) == 2
+
+
+def test_the_default_bound_is_a_share_of_memory_and_said_at_start(
+        shared_cluster):
+    leader = shared_cluster.leader()
+    mem = leader.client().info("memory")
+    assert mem["maxmemory"] > 0
+    assert mem["maxmemory_policy"] == "noeviction"
+    assert mem["used_memory"] < mem["maxmemory"]
+    text = leader.log_text()
+    assert "memory: bound " in text and "50% of the " in text, \
+        text[-2000:]
+
+
+def test_a_bad_maxmemory_is_refused_at_start(tmp_path):
+    require_binary(BATOND)
+    port, peer = free_ports(2)
+    for bad, why in (("lots", "want a number of bytes"),
+                     ("2tb", "want a number of bytes"),
+                     ("1000", "below the smallest bound")):
+        p = subprocess.run(
+            [str(BATOND), "--id", "1", "--listen", f"{HOST}:{port}",
+             "--peer-listen", f"{HOST}:{peer}", "--data",
+             str(tmp_path / "d"), "--bootstrap",
+             f"1={HOST}:{peer}/{HOST}:{port}", "--maxmemory", bad],
+            capture_output=True, text=True, timeout=10)
+        assert p.returncode == 2, (bad, p.stderr)
+        assert f"--maxmemory {bad}: {why}" in p.stderr, p.stderr
