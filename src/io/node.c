@@ -496,6 +496,7 @@ static void pipeline_config(struct baton_node *n,
 	pc->storage = n->storage;
 	pc->machine = n->app.machine;
 	pc->snapshot_entries = c->snapshot_entries;
+	pc->snapshot_log_bytes = c->snapshot_log_bytes;
 	pc->snapshot_slice_bytes = c->snapshot_slice_bytes;
 	pc->n_founders = c->n_founders;
 	memcpy(pc->founders, c->founders, sizeof pc->founders);

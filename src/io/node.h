@@ -72,6 +72,8 @@ struct baton_node_config {
 	uint32_t election_timeout_ms;
 	uint32_t heartbeat_ms;
 	uint64_t snapshot_entries; /* take a snapshot every this many */
+	/* ...or once this many payload bytes were applied since (0: no). */
+	uint64_t snapshot_log_bytes;
 	/* Write a snapshot in slices of about this many bytes, one per loop
 	 * iteration (0: the pipeline's default). */
 	size_t snapshot_slice_bytes;

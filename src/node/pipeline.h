@@ -87,6 +87,11 @@ struct baton_pipeline_config {
 	struct baton_machine *machine;
 	/* Take a snapshot every this many applied entries (0: never). */
 	uint64_t snapshot_entries;
+	/* Also once entries of this many payload bytes were applied since
+	 * the last snapshot began (0: never): the log is held in memory
+	 * until a snapshot compacts it, so a bound on memory needs one on
+	 * the log's bytes too, whatever the entries' size. */
+	uint64_t snapshot_log_bytes;
 	/* A snapshot is written in slices of about this many bytes, one per
 	 * baton_pipeline_work() (0: 64 KiB, a fraction of a millisecond). */
 	size_t snapshot_slice_bytes;

@@ -194,6 +194,9 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 	BATON_ASSERT(s->h.meta.index == p->applied);
 	BATON_ASSERT(s->h.meta.versions.machine.value ==
 		     p->versions.machine.value);
+	/* The bytes due for the next one count from here (snapshot_log_bytes).
+	 */
+	p->applied_bytes = 0;
 	/* The machine first, before any file: busy (a read of its own, as
 	 * batond's KEYS in slices, holds its one view), it is asked again
 	 * at the next flush, quietly. */

@@ -125,6 +125,7 @@ static int run(struct server *s)
 		uv_run(s->loop, UV_RUN_NOWAIT);
 		return SERVER_EXIT_REFUSED;
 	}
+	memory_start(s);
 	struct baton_node_config nc = {
 		.id = s->cfg.id,
 		.cluster_id = s->cfg.cluster_id,
@@ -134,6 +135,7 @@ static int run(struct server *s)
 		.election_timeout_ms = s->cfg.election_timeout_ms,
 		.heartbeat_ms = s->cfg.heartbeat_ms,
 		.snapshot_entries = s->cfg.snapshot_entries,
+		.snapshot_log_bytes = memory_snapshot_log_bytes(s),
 		.snapshot_slice_bytes = s->cfg.snapshot_slice_bytes,
 		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
 		.snapshot_trailing = s->cfg.snapshot_trailing,
@@ -155,7 +157,6 @@ static int run(struct server *s)
 	LOG_INFO("test build: writes not yet fsynced are lost on kill -9 "
 		 "(as on power loss)");
 #endif
-	memory_start(s);
 	struct baton_node_app app;
 	server_node_app(s, &app);
 	app.storage_failed = on_storage_failed;

@@ -33,6 +33,12 @@
 /* The longest /proc or /sys file read here. */
 #define MEMORY_FILE_BYTES_MAX 8192u
 #define MEMORY_CGROUP_ROOT "/sys/fs/cgroup"
+/* A snapshot compacts the log once a quarter of the bound was applied
+ * since the last: the log (less the entries kept behind a snapshot for
+ * slow followers, --snapshot-trailing) stays within a quarter of the
+ * bound, and a snapshot of a map at the bound is written at most once per
+ * quarter of the bound written: at most 4 bytes to disk per byte written. */
+#define MEMORY_LOG_SHARE_DIVISOR 4u
 
 /* The file's text into buf (cut to cap - 1): false if unreadable. */
 static bool read_text(const char *path, char *buf, size_t cap)
@@ -129,6 +135,11 @@ void memory_start(struct server *s)
 			 "this node, as leader, refuses writes that grow "
 			 "memory with -OOM",
 			 s->cfg.maxmemory, h, from);
+}
+
+uint64_t memory_snapshot_log_bytes(const struct server *s)
+{
+	return s->cfg.maxmemory / MEMORY_LOG_SHARE_DIVISOR;
 }
 
 uint64_t memory_used(struct server *s)

@@ -335,6 +335,11 @@ bool metrics_health(struct server *s, uint64_t max_lag, bool members,
 /* ---- memory.c: --maxmemory (docs/operations.md, "Memory") ---- */
 /* At start: the default bound when none was given, said in the log. */
 void memory_start(struct server *s);
+/* The node's snapshot_log_bytes under the bound: a snapshot compacts the
+ * log once this many bytes were applied (a quarter of it), so the
+ * log's share of used memory stays bounded and deletes make room; 0
+ * without a bound. */
+uint64_t memory_snapshot_log_bytes(const struct server *s);
 /* Used memory: the key-value machine's bytes and the log's in memory. */
 uint64_t memory_used(struct server *s);
 /* Every housekeeping tick: the 80 % warning (once per crossing). */

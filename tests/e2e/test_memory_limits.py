@@ -212,3 +212,29 @@ def test_a_bad_maxmemory_is_refused_at_start(tmp_path):
             capture_output=True, text=True, timeout=10)
         assert p.returncode == 2, (bad, p.stderr)
         assert f"--maxmemory {bad}: {why}" in p.stderr, p.stderr
+
+
+def test_the_log_is_compacted_by_bytes_so_overwrites_fit(tmp_path):
+    """The log is held in memory until a snapshot compacts it: under a
+    bound, a snapshot is due once a quarter of the bound was applied, so
+    overwriting one key again and again (the map stays small, the log
+    grows by each write) never reaches the bound."""
+    c, _ = start_with_metrics(
+        tmp_path / "cluster",
+        extra=["--maxmemory", "2mb", "--snapshot-trailing", "0"])
+    try:
+        r = raw(c.leader().client())
+        for i in range(30):  # 3 MB of writes: above the bound
+            r.set("one-key", VALUE[:-2] + b"%02d" % i)
+        assert r.get("one-key").endswith(b"29")
+        d = Deadline(10, "the log to be compacted")
+        while True:
+            mem = c.leader().client().info("memory")
+            if mem["used_memory_log"] < MAXMEMORY // 2:
+                break
+            if d.expired():
+                d.fail(str(mem))
+            time.sleep(POLL_S)
+        assert mem["used_memory"] < MAXMEMORY
+    finally:
+        c.stop_all()

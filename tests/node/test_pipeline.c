@@ -275,6 +275,8 @@ static void teardown(void)
 
 TestSuite(pipeline, .init = setup, .fini = teardown);
 
+static uint64_t start_log_bytes; /* the next start's snapshot_log_bytes */
+
 static void start(uint64_t snapshot_entries, bool bootstrap)
 {
 	struct baton_pipeline_config c;
@@ -287,6 +289,7 @@ static void start(uint64_t snapshot_entries, bool bootstrap)
 	c.storage = &st.base;
 	c.machine = &tm.base;
 	c.snapshot_entries = snapshot_entries;
+	c.snapshot_log_bytes = start_log_bytes;
 	if (bootstrap) {
 		c.n_founders = 1;
 		c.founders[0] = 1;
@@ -502,6 +505,34 @@ Test(pipeline, snapshots_are_snapshot_entries_apart)
 	cr_assert_geq(st.snapshots, 3);
 	cr_assert_geq(st.min_gap, 5, "two snapshots %" PRIu64 " entries apart",
 		      st.min_gap);
+}
+
+/* snapshot_log_bytes: big entries make a snapshot due by their bytes
+ * (the log is held in memory until one compacts it), long before
+ * snapshot_entries; small ones do not. */
+Test(pipeline, snapshots_are_due_by_the_bytes_applied)
+{
+	start_log_bytes = 1000;
+	start(1000000, true);
+	run_until_leader();
+	static char big[301];
+	memset(big, 'b', sizeof big - 1);
+	struct result r[10];
+	memset(r, 0, sizeof r);
+	for (int i = 0; i < 3; i++) {
+		propose("a", &r[i]); /* 3 bytes: not due */
+		run(1);
+	}
+	run(5);
+	cr_assert_eq(st.snapshots, 0);
+	for (int i = 3; i < 10; i++) {
+		propose(big, &r[i]); /* 7 x 300 bytes: due twice */
+		run(1);
+	}
+	run(10);
+	cr_assert_geq(st.snapshots, 1);
+	cr_assert_leq(st.snapshots, 2);
+	start_log_bytes = 0;
 }
 
 Test(pipeline, refused_command_stalls_and_fails_waiters)
