@@ -233,6 +233,10 @@ struct baton_msg_info {
 struct baton_msg_info_result {
 	uint64_t seq;
 	struct baton_profile profile; /* what the member runs */
+	/* The bound the member's embedder holds its memory to (its
+	 * options' memory_max_bytes; 0: none, or a release that does not
+	 * tell): an extra key on the wire (docs/peer-protocol.md). */
+	uint64_t memory_max_bytes;
 };
 
 struct baton_msg {
@@ -497,6 +501,12 @@ struct baton_raft_options {
 	uint32_t promotion_rounds;
 	bool pre_vote;
 	bool check_quorum;
+	/* The bound the embedder holds this node's memory to, told to the
+	 * leader in info replies (0: none). The core does nothing with it
+	 * but report each member's (baton_upgrade_status): an embedder that
+	 * refuses writes at a bound uses the smallest, so that no member is
+	 * pushed past its own. */
+	uint64_t memory_max_bytes;
 };
 
 void baton_raft_options_default(struct baton_raft_options *o);
@@ -627,6 +637,9 @@ struct baton_upgrade_status {
 		baton_node_id id;
 		bool known;
 		struct baton_profile profile;
+		/* Its memory_max_bytes (0: none, or not told); the
+		 * leader's own row is its options'. */
+		uint64_t memory_max_bytes;
 	} members[BATON_MAX_MEMBERS];
 	/* Members keeping the effective version below target: unknown, or
 	 * machine_max below target (under QUORUM: empty once a quorum is

@@ -114,6 +114,7 @@ struct baton__live {
 	baton_node_id id;
 	uint64_t seq; /* the info round it answered */
 	struct baton_profile profile;
+	uint64_t memory_max_bytes; /* as it told (0: none) */
 };
 
 /* A growable array of messages. */

@@ -481,6 +481,7 @@ static void pipeline_config(struct baton_node *n,
 	baton_raft_options_default(&pc->raft);
 	pc->raft.id = c->id;
 	pc->raft.profile = c->profile;
+	pc->raft.memory_max_bytes = c->memory_max_bytes;
 	if (c->machine_upgrade != 0)
 		pc->raft.machine_upgrade = c->machine_upgrade;
 	if (c->election_policy != 0)

@@ -74,6 +74,9 @@ struct baton_node_config {
 	uint64_t snapshot_entries; /* take a snapshot every this many */
 	/* ...or once this many payload bytes were applied since (0: no). */
 	uint64_t snapshot_log_bytes;
+	/* The embedder's memory bound, told to the leader in info replies
+	 * (baton_raft_options.memory_max_bytes; 0: none). */
+	uint64_t memory_max_bytes;
 	/* Write a snapshot in slices of about this many bytes, one per loop
 	 * iteration (0: the pipeline's default). */
 	size_t snapshot_slice_bytes;

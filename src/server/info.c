@@ -119,6 +119,8 @@ static void section_memory(struct info_ctx *c)
 	uint64_t used = memory_used(s), rss = memory_rss();
 	uint64_t dataset = kv_memory_bytes(), heap = memory_heap();
 	uint64_t max = s->cfg.maxmemory;
+	baton_node_id bound_from;
+	uint64_t bound = memory_bound(s, &bound_from);
 	char used_h[32], rss_h[32], peak_h[32], max_h[32];
 	human(used, used_h, sizeof used_h);
 	human(rss, rss_h, sizeof rss_h);
@@ -132,9 +134,11 @@ static void section_memory(struct info_ctx *c)
 	    "\r\nallocator_allocated:%" PRIu64 "\r\n"
 	    "maxmemory:%" PRIu64 "\r\nmaxmemory_human:%s\r\n"
 	    "maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n"
-	    "oom_refused_writes:%" PRIu64 "\r\n",
+	    "maxmemory_in_force:%" PRIu64 "\r\nmaxmemory_in_force_of:%" PRIu64
+	    "\r\noom_refused_writes:%" PRIu64 "\r\n",
 	    used, used_h, rss, rss_h, s->memory.peak, peak_h, dataset,
-	    baton_node_log_bytes(s->node), heap, max, max_h, s->memory.refused);
+	    baton_node_log_bytes(s->node), heap, max, max_h, bound, bound_from,
+	    s->memory.refused);
 }
 
 /* Commands a second between this INFO and the last one at least a second

@@ -136,6 +136,7 @@ static int run(struct server *s)
 		.heartbeat_ms = s->cfg.heartbeat_ms,
 		.snapshot_entries = s->cfg.snapshot_entries,
 		.snapshot_log_bytes = memory_snapshot_log_bytes(s),
+		.memory_max_bytes = s->cfg.maxmemory,
 		.snapshot_slice_bytes = s->cfg.snapshot_slice_bytes,
 		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
 		.snapshot_trailing = s->cfg.snapshot_trailing,

@@ -17,7 +17,11 @@
  * fill together; a follower that refused to apply an entry the leader
  * committed would diverge. The leader refuses before proposing, so what
  * it refused never reaches any log, and a write forwarded by a follower
- * is judged here, at the leader, like a local one.
+ * is judged here, at the leader, like a local one. Its bound is the
+ * smallest of the members' (each tells its own in its info replies,
+ * baton_upgrade_status), so a member given less memory than the leader is
+ * not pushed past its own: the leader's usage stands for every member's,
+ * as they hold the same data.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -124,6 +128,8 @@ void memory_start(struct server *s)
 	char from[128] = "--maxmemory";
 	if (!s->cfg.maxmemory_set)
 		s->cfg.maxmemory = default_limit(from, sizeof from);
+	s->memory.bound = s->cfg.maxmemory;
+	s->memory.bound_from = s->cfg.id;
 	char h[32];
 	memory_human(s->cfg.maxmemory, h, sizeof h);
 	if (s->cfg.maxmemory == 0)
@@ -157,13 +163,13 @@ uint64_t memory_used(struct server *s)
 static void watch(struct server *s, uint64_t used)
 {
 	bool warned =
-		memory_warn_state(used, s->cfg.maxmemory, s->memory.warned);
+		memory_warn_state(used, s->memory.bound, s->memory.warned);
 	if (warned == s->memory.warned)
 		return;
 	s->memory.warned = warned;
 	char u[32], m[32];
 	memory_human(used, u, sizeof u);
-	memory_human(s->cfg.maxmemory, m, sizeof m);
+	memory_human(s->memory.bound, m, sizeof m);
 	if (warned)
 		LOG_WARN(
 			"memory: used memory %s is above %u%% of maxmemory %s; "
@@ -178,8 +184,46 @@ static void watch(struct server *s, uint64_t used)
 			 u, MEMORY_WARN_CLEAR_PERCENT, m);
 }
 
+uint64_t memory_bound(const struct server *s, baton_node_id *from)
+{
+	if (from != NULL)
+		*from = s->memory.bound_from;
+	return s->memory.bound;
+}
+
+/* The bound in force: the smallest non-zero --maxmemory of the members
+ * the leader knows this term (its own included); elsewhere its own. */
+static void find_bound(struct server *s)
+{
+	static struct baton_upgrade_status us; /* big: not on the stack */
+	uint64_t bound = s->cfg.maxmemory;
+	baton_node_id from = s->cfg.id;
+	if (s->node != NULL) {
+		baton_node_upgrade_status(s->node, &us);
+		for (uint32_t i = 0; us.leader && i < us.n; i++) {
+			uint64_t m = us.members[i].memory_max_bytes;
+			if (m != 0 && (bound == 0 || m < bound)) {
+				bound = m;
+				from = us.members[i].id;
+			}
+		}
+	}
+	if (bound != s->memory.bound && from != s->cfg.id) {
+		char h[32];
+		memory_human(bound, h, sizeof h);
+		LOG_INFO("memory: bound %" PRIu64 " bytes (%s): node %" PRIu64
+			 "'s --maxmemory, the smallest of the members; this "
+			 "node, as leader, refuses writes that grow memory "
+			 "above it",
+			 bound, h, from);
+	}
+	s->memory.bound = bound;
+	s->memory.bound_from = from;
+}
+
 void memory_tick(struct server *s)
 {
+	find_bound(s);
 	watch(s, memory_used(s));
 }
 
@@ -199,11 +243,11 @@ static bool grows(const struct write_req *w)
 bool memory_refuses(struct server *s, const struct write_req *w,
 		    struct baton_buf *err)
 {
-	if (s->cfg.maxmemory == 0)
+	if (s->memory.bound == 0)
 		return false;
 	uint64_t used = memory_used(s);
 	watch(s, used);
-	if (used <= s->cfg.maxmemory || !grows(w))
+	if (used <= s->memory.bound || !grows(w))
 		return false;
 	s->memory.refused++;
 	resp_error(err, MEMORY_OOM_ERROR);

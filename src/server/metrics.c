@@ -440,6 +440,10 @@ static void render_limits(struct server *s, struct baton_buf *b)
 	      memory_used(s));
 	gauge(b, "baton_memory_max_bytes", "This node's --maxmemory (0: none).",
 	      s->cfg.maxmemory);
+	gauge(b, "baton_memory_bound_bytes",
+	      "The bound in force: on the leader the smallest --maxmemory of "
+	      "the members; elsewhere this node's own.",
+	      memory_bound(s, NULL));
 	counter(b, "baton_memory_refused_writes_total",
 		"Writes this node, as leader, refused with -OOM.",
 		s->memory.refused);

@@ -224,6 +224,9 @@ struct server {
 		bool warned;
 		uint64_t peak;
 		uint64_t refused;
+		/* The bound in force and whose it is (memory_bound). */
+		uint64_t bound;
+		baton_node_id bound_from;
 	} memory;
 };
 
@@ -342,8 +345,13 @@ void memory_start(struct server *s);
 uint64_t memory_snapshot_log_bytes(const struct server *s);
 /* Used memory: the key-value machine's bytes and the log's in memory. */
 uint64_t memory_used(struct server *s);
-/* Every housekeeping tick: the 80 % warning (once per crossing). */
+/* Every housekeeping tick: the bound in force, and the 80 % warning (once
+ * per crossing). */
 void memory_tick(struct server *s);
+/* The bound in force (0: none) and in *from (may be NULL) the member
+ * whose --maxmemory it is: on the leader the smallest of the members' it
+ * knows this term, its own included; elsewhere its own. */
+uint64_t memory_bound(const struct server *s, baton_node_id *from);
 /* On the leader, before a write is proposed: true after appending the
  * -OOM error to err when used memory is above --maxmemory and w may grow
  * it (a command flagged KV_GROWS, or a transaction holding one). */

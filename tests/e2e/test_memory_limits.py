@@ -238,3 +238,38 @@ def test_the_log_is_compacted_by_bytes_so_overwrites_fit(tmp_path):
         assert mem["used_memory"] < MAXMEMORY
     finally:
         c.stop_all()
+
+
+def test_the_leader_takes_the_smallest_bound_of_the_members(tmp_path):
+    """A member given less memory than the leader is not pushed past its
+    own bound: each member tells the leader its --maxmemory in its info
+    replies, and the leader refuses at the smallest."""
+    c = Cluster(tmp_path / "cluster")
+    c.start(n=3, extra=["--maxmemory", "8mb"])
+    try:
+        small = c.node(3)
+        small.terminate()
+        small.args = small.args + ["--maxmemory", "2mb"]  # the last wins
+        small.start()
+        # A new term, led by a node with 8mb: it asks every member.
+        leader = c.leader()
+        target = 1 if leader.id != 1 else 2
+        leader.client().execute_command("BATON.TRANSFER", str(target))
+        d = Deadline(LEADER_TIMEOUT_S, "the smallest bound to be in force")
+        while True:
+            leader = c.leader()
+            mem = leader.client().info("memory")
+            if leader.id != 3 and mem["maxmemory_in_force"] == MAXMEMORY:
+                break
+            if d.expired():
+                d.fail(str(mem))
+            time.sleep(POLL_S)
+        assert mem["maxmemory"] == 8 * 1024 * 1024
+        assert mem["maxmemory_in_force_of"] == 3
+        assert small.client().info("memory")["maxmemory"] == MAXMEMORY
+        keys = fill(raw(leader.client()))
+        # Refused near 2 MiB (about 200 kB a write), far below 8 MiB.
+        assert len(keys) <= 12, len(keys)
+        wait_log(leader, "node 3's --maxmemory, the smallest")
+    finally:
+        c.stop_all()
