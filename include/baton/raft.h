@@ -489,8 +489,11 @@ struct baton_raft_options {
 	uint32_t max_entries_per_append;
 	uint32_t max_bytes_per_append;
 	uint32_t snapshot_chunk_bytes;
-	/* Entries kept behind a snapshot, for slow followers. */
+	/* Entries kept behind a snapshot, for slow followers... */
 	uint32_t snapshot_trailing_entries;
+	/* ...and of those at most this many payload bytes (0: no bound), so
+	 * that big entries do not keep the log's memory from a compaction. */
+	uint64_t snapshot_trailing_bytes;
 	/* Limits on what a peer may make this node hold. */
 	uint64_t max_snapshot_bytes;
 	uint32_t max_entry_bytes;

@@ -417,6 +417,11 @@ void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 		baton_fs_storage_stats(n->storage, &out->storage);
 }
 
+bool baton_node_compact_soon(struct baton_node *n, uint64_t min_bytes)
+{
+	return baton_pipeline_compact_soon(n->pipeline, min_bytes);
+}
+
 uint64_t baton_node_log_bytes(struct baton_node *n)
 {
 	return baton_raft_log_bytes(baton_pipeline_raft(n->pipeline));
@@ -482,6 +487,7 @@ static void pipeline_config(struct baton_node *n,
 	pc->raft.id = c->id;
 	pc->raft.profile = c->profile;
 	pc->raft.memory_max_bytes = c->memory_max_bytes;
+	pc->raft.snapshot_trailing_bytes = c->snapshot_trailing_bytes;
 	if (c->machine_upgrade != 0)
 		pc->raft.machine_upgrade = c->machine_upgrade;
 	if (c->election_policy != 0)

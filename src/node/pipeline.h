@@ -158,6 +158,11 @@ void baton_pipeline_flush(struct baton_pipeline *p);
  * says false (src/io/node.c: once a millisecond, from a timer; as often
  * as once per turn of its loop is fine too). */
 bool baton_pipeline_has_work(const struct baton_pipeline *p);
+/* Memory pressure: make a snapshot due now, so that it compacts the log,
+ * if entries of at least min_bytes payload bytes were applied since the
+ * last one began and none is in progress. True if one became due (taken
+ * at the next baton_pipeline_flush). */
+bool baton_pipeline_compact_soon(struct baton_pipeline *p, uint64_t min_bytes);
 /* Write the next slice of the snapshot in progress (a bounded amount of
  * work: the loop stays responsive). */
 void baton_pipeline_work(struct baton_pipeline *p);

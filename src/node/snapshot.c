@@ -239,6 +239,16 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 	s->phase = PL_SNAP_WRITING;
 }
 
+bool baton_pipeline_compact_soon(struct baton_pipeline *p, uint64_t min_bytes)
+{
+	if (p->snapshot_due || p->snap.phase != PL_SNAP_NONE ||
+	    p->stalled_index != 0 || p->applied_bytes == 0 ||
+	    p->applied_bytes < min_bytes)
+		return false;
+	p->snapshot_due = true;
+	return true;
+}
+
 bool baton_pipeline_has_work(const struct baton_pipeline *p)
 {
 	return p->snap.phase == PL_SNAP_WRITING && !p->snap.blocked;

@@ -137,6 +137,7 @@ static int run(struct server *s)
 		.snapshot_entries = s->cfg.snapshot_entries,
 		.snapshot_log_bytes = memory_snapshot_log_bytes(s),
 		.memory_max_bytes = s->cfg.maxmemory,
+		.snapshot_trailing_bytes = memory_snapshot_trailing_bytes(s),
 		.snapshot_slice_bytes = s->cfg.snapshot_slice_bytes,
 		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
 		.snapshot_trailing = s->cfg.snapshot_trailing,

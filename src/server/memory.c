@@ -43,6 +43,15 @@
  * bound, and a snapshot of a map at the bound is written at most once per
  * quarter of the bound written: at most 4 bytes to disk per byte written. */
 #define MEMORY_LOG_SHARE_DIVISOR 4u
+/* And the entries kept behind a snapshot for followers a little behind
+ * take at most an eighth (1024 entries of 100 kB are 100 MB): the log's
+ * share of the bound is at most 3/8, the map has the rest. */
+#define MEMORY_TRAILING_SHARE_DIVISOR 8u
+/* Above the bound, a snapshot is taken at once if the entries applied
+ * since the last hold at least this share of the bound: compacting them
+ * may be all it takes to serve writes again, and waiting for the usual
+ * quarter would wait for writes that are being refused. */
+#define MEMORY_COMPACT_SHARE_DIVISOR 64u
 
 /* The file's text into buf (cut to cap - 1): false if unreadable. */
 static bool read_text(const char *path, char *buf, size_t cap)
@@ -148,6 +157,11 @@ uint64_t memory_snapshot_log_bytes(const struct server *s)
 	return s->cfg.maxmemory / MEMORY_LOG_SHARE_DIVISOR;
 }
 
+uint64_t memory_snapshot_trailing_bytes(const struct server *s)
+{
+	return s->cfg.maxmemory / MEMORY_TRAILING_SHARE_DIVISOR;
+}
+
 uint64_t memory_used(struct server *s)
 {
 	uint64_t log_bytes =
@@ -221,10 +235,25 @@ static void find_bound(struct server *s)
 	s->memory.bound_from = from;
 }
 
+/* Above the bound: compact the log now if that frees enough. */
+static void relieve(struct server *s, uint64_t used)
+{
+	if (s->node == NULL || s->memory.bound == 0 || used <= s->memory.bound)
+		return;
+	if (baton_node_compact_soon(
+		    s->node, s->memory.bound / MEMORY_COMPACT_SHARE_DIVISOR))
+		LOG_INFO("memory: used memory above the bound; taking a "
+			 "snapshot now to compact the log (%" PRIu64
+			 " bytes in memory)",
+			 baton_node_log_bytes(s->node));
+}
+
 void memory_tick(struct server *s)
 {
 	find_bound(s);
-	watch(s, memory_used(s));
+	uint64_t used = memory_used(s);
+	watch(s, used);
+	relieve(s, used);
 }
 
 /* Does w hold a command that may grow the map? */
@@ -250,6 +279,7 @@ bool memory_refuses(struct server *s, const struct write_req *w,
 	if (used <= s->memory.bound || !grows(w))
 		return false;
 	s->memory.refused++;
+	relieve(s, used);
 	resp_error(err, MEMORY_OOM_ERROR);
 	return true;
 }

@@ -343,6 +343,10 @@ void memory_start(struct server *s);
  * log's share of used memory stays bounded and deletes make room; 0
  * without a bound. */
 uint64_t memory_snapshot_log_bytes(const struct server *s);
+/* The node's snapshot_trailing_bytes under the bound: an eighth of it, so
+ * the entries kept behind a snapshot for slow followers take at most that
+ * (0 without a bound: --snapshot-trailing alone). */
+uint64_t memory_snapshot_trailing_bytes(const struct server *s);
 /* Used memory: the key-value machine's bytes and the log's in memory. */
 uint64_t memory_used(struct server *s);
 /* Every housekeeping tick: the bound in force, and the 80 % warning (once
