@@ -222,15 +222,18 @@ static void find_bound(struct server *s)
 			}
 		}
 	}
-	if (bound != s->memory.bound && from != s->cfg.id) {
-		char h[32];
-		memory_human(bound, h, sizeof h);
+	char h[32];
+	memory_human(bound, h, sizeof h);
+	if (bound != s->memory.bound && from != s->cfg.id)
 		LOG_INFO("memory: bound %" PRIu64 " bytes (%s): node %" PRIu64
 			 "'s --maxmemory, the smallest of the members; this "
 			 "node, as leader, refuses writes that grow memory "
 			 "above it",
 			 bound, h, from);
-	}
+	else if (bound != s->memory.bound)
+		LOG_INFO("memory: bound %" PRIu64 " bytes (%s): this node's "
+			 "own --maxmemory again",
+			 bound, h);
 	s->memory.bound = bound;
 	s->memory.bound_from = from;
 }
