@@ -140,7 +140,9 @@ void config_usage(FILE *f)
 	      "k/m/g by 1000); 0: no\n"
 	      "                          bound (default: half of the "
 	      "cgroup's memory.max, or\n"
-	      "                          of the machine's memory)\n",
+	      "                          of the machine's memory); the "
+	      "leader refuses at the\n"
+	      "                          smallest of all members' bounds\n",
 	      f);
 	fputs("\nMigration between two clusters (docs/relay.md):\n"
 	      "  --relay HOST:PORT       register with this baton-relay for "
