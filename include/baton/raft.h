@@ -251,6 +251,10 @@ struct baton_msg_info {
 struct baton_msg_info_result {
 	uint64_t seq;
 	struct baton_profile profile; /* what the member runs */
+	/* The bound the member's embedder holds its memory to (its
+	 * options' memory_max_bytes; 0: none, or a release that does not
+	 * tell): an extra key on the wire (docs/peer-protocol.md). */
+	uint64_t memory_max_bytes;
 };
 
 struct baton_msg {
@@ -513,8 +517,11 @@ struct baton_raft_options {
 	uint32_t max_entries_per_append;
 	uint32_t max_bytes_per_append;
 	uint32_t snapshot_chunk_bytes;
-	/* Entries kept behind a snapshot, for slow followers. */
+	/* Entries kept behind a snapshot, for slow followers... */
 	uint32_t snapshot_trailing_entries;
+	/* ...and of those at most this many payload bytes (0: no bound), so
+	 * that big entries do not keep the log's memory from a compaction. */
+	uint64_t snapshot_trailing_bytes;
 	/* Limits on what a peer may make this node hold. */
 	uint64_t max_snapshot_bytes;
 	uint32_t max_entry_bytes;
@@ -525,6 +532,12 @@ struct baton_raft_options {
 	uint32_t promotion_rounds;
 	bool pre_vote;
 	bool check_quorum;
+	/* The bound the embedder holds this node's memory to, told to the
+	 * leader in info replies (0: none). The core does nothing with it
+	 * but report each member's (baton_upgrade_status): an embedder that
+	 * refuses writes at a bound uses the smallest, so that no member is
+	 * pushed past its own. */
+	uint64_t memory_max_bytes;
 };
 
 void baton_raft_options_default(struct baton_raft_options *o);
@@ -631,6 +644,11 @@ baton_index baton_raft_stalled_index(const struct baton_raft *r);
 struct baton_machine_version
 baton_raft_machine_version(const struct baton_raft *r);
 
+/* The bytes of entry payloads the log holds in memory: every entry after
+ * the last compaction, and compacted ones not freed yet. Cheap (a field):
+ * a server compares it to its memory bound before every write. */
+uint64_t baton_raft_log_bytes(const struct baton_raft *r);
+
 /* The leader's view of how far member `id` matches its log (its own
  * persisted index for itself); 0 on a non-leader or for an unknown id. */
 baton_index baton_raft_match_index(const struct baton_raft *r,
@@ -652,6 +670,9 @@ struct baton_upgrade_status {
 		baton_node_id id;
 		bool known;
 		struct baton_profile profile;
+		/* Its memory_max_bytes (0: none, or not told); the
+		 * leader's own row is its options'. */
+		uint64_t memory_max_bytes;
 	} members[BATON_MAX_MEMBERS];
 	/* Members keeping the effective version below target: unknown, or
 	 * machine_max below target (under QUORUM: empty once a quorum is

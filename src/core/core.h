@@ -43,6 +43,8 @@ struct baton__log {
 	size_t n;
 	/* Compacted slots before head whose payloads are not freed yet. */
 	size_t garbage;
+	/* The payload bytes held, garbage included (baton_raft_log_bytes). */
+	uint64_t bytes;
 	baton_index base; /* index just before the first held entry */
 	baton_term base_term;
 };
@@ -112,6 +114,7 @@ struct baton__live {
 	baton_node_id id;
 	uint64_t seq; /* the info round it answered */
 	struct baton_profile profile;
+	uint64_t memory_max_bytes; /* as it told (0: none) */
 };
 
 /* A growable array of messages. */

@@ -23,6 +23,8 @@ static void free_range(struct baton__log *l, size_t from, size_t to)
 {
 	BATON_ASSERT(from <= to && to <= l->cap);
 	for (size_t k = from; k < to; k++) {
+		BATON_ASSERT(l->bytes >= l->slots[k].len);
+		l->bytes -= l->slots[k].len;
 		free(l->slots[k].buf);
 		l->slots[k].buf = NULL;
 	}
@@ -125,6 +127,7 @@ int baton__log_append(struct baton__log *l, baton_term term, uint32_t type,
 	e->type = type;
 	e->len = len;
 	e->buf = copy;
+	l->bytes += len;
 	l->n++;
 	BATON_ASSERT(baton__log_get(l, e->index) == e);
 	return 0;

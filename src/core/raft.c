@@ -671,6 +671,12 @@ baton_raft_machine_version(const struct baton_raft *r)
 	return r->versions.machine;
 }
 
+uint64_t baton_raft_log_bytes(const struct baton_raft *r)
+{
+	BATON_ASSERT(r != NULL);
+	return r->log.bytes;
+}
+
 baton_index baton_raft_stalled_index(const struct baton_raft *r)
 {
 	BATON_ASSERT(r != NULL);

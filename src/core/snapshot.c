@@ -47,6 +47,27 @@ int baton_raft_snapshot_meta(const struct baton_raft *r, baton_index index,
 	return 0;
 }
 
+/* How many entries, up to and including index, a snapshot at index keeps:
+ * snapshot_trailing_entries, fewer when their payloads would exceed
+ * snapshot_trailing_bytes (a walk of at most that many entries). */
+static uint64_t trailing_entries(const struct baton_raft *r, baton_index index)
+{
+	uint64_t most = r->o.snapshot_trailing_entries;
+	uint64_t bytes_max = r->o.snapshot_trailing_bytes;
+	if (bytes_max == 0)
+		return most;
+	uint64_t kept = 0, bytes = 0;
+	for (baton_index i = index; i > r->log.base && kept < most; i--) {
+		const struct baton_entry *e = baton__log_get(&r->log, i);
+		if (e == NULL || bytes + e->len > bytes_max)
+			break;
+		bytes += e->len;
+		kept++;
+	}
+	BATON_ASSERT(kept <= most && bytes <= bytes_max);
+	return kept;
+}
+
 int baton__snapshot_taken(struct baton_raft *r, baton_index index,
 			  const uint8_t *data, size_t len)
 {
@@ -70,7 +91,7 @@ int baton__snapshot_taken(struct baton_raft *r, baton_index index,
 	r->snap_len = len;
 	BATON_ASSERT(r->snap_data != NULL || data == NULL);
 	r->snap = meta;
-	uint64_t trailing = r->o.snapshot_trailing_entries;
+	uint64_t trailing = trailing_entries(r, index);
 	baton_index upto = index > trailing ? index - trailing : 0;
 	if (upto > r->log.base) {
 		baton__log_compact(&r->log, upto);

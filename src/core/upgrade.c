@@ -155,6 +155,7 @@ void baton__recv_info(struct baton_raft *r, const struct baton_msg *m)
 		return;
 	reply->u.info_result.seq = m->u.info.seq;
 	reply->u.info_result.profile = r->o.profile;
+	reply->u.info_result.memory_max_bytes = r->o.memory_max_bytes;
 }
 
 void baton__recv_info_result(struct baton_raft *r, const struct baton_msg *m)
@@ -178,6 +179,7 @@ void baton__recv_info_result(struct baton_raft *r, const struct baton_msg *m)
 	}
 	l->seq = ir->seq;
 	l->profile = ir->profile;
+	l->memory_max_bytes = ir->memory_max_bytes;
 	BATON_ASSERT(l->id == m->from && l->seq <= r->info_seq);
 }
 
@@ -358,6 +360,15 @@ void baton_raft_upgrade_status(const struct baton_raft *r,
 		out->members[i].known = p != NULL;
 		if (p != NULL)
 			out->members[i].profile = *p;
+		if (ids[i] == r->o.id) {
+			out->members[i].memory_max_bytes =
+				r->o.memory_max_bytes;
+		} else {
+			const struct baton__live *l = live_find(r, ids[i]);
+			if (l != NULL)
+				out->members[i].memory_max_bytes =
+					l->memory_max_bytes;
+		}
 		if (!ready && waits_for(r, mb, target))
 			out->waiting[out->n_waiting++] = ids[i];
 	}

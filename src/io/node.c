@@ -428,6 +428,16 @@ void baton_node_status(struct baton_node *n, struct baton_node_status *out)
 		baton_fs_storage_stats(n->storage, &out->storage);
 }
 
+bool baton_node_compact_soon(struct baton_node *n, uint64_t min_bytes)
+{
+	return baton_pipeline_compact_soon(n->pipeline, min_bytes);
+}
+
+uint64_t baton_node_log_bytes(struct baton_node *n)
+{
+	return baton_raft_log_bytes(baton_pipeline_raft(n->pipeline));
+}
+
 baton_index baton_node_stalled(struct baton_node *n, const char **why)
 {
 	*why = n->stalled_why;
@@ -502,6 +512,8 @@ static void pipeline_config(struct baton_node *n,
 	baton_raft_options_default(&pc->raft);
 	pc->raft.id = c->id;
 	pc->raft.profile = c->profile;
+	pc->raft.memory_max_bytes = c->memory_max_bytes;
+	pc->raft.snapshot_trailing_bytes = c->snapshot_trailing_bytes;
 	if (c->machine_upgrade != 0)
 		pc->raft.machine_upgrade = c->machine_upgrade;
 	if (c->election_policy != 0)
@@ -517,6 +529,7 @@ static void pipeline_config(struct baton_node *n,
 	pc->storage = n->storage;
 	pc->machine = n->app.machine;
 	pc->snapshot_entries = c->snapshot_entries;
+	pc->snapshot_log_bytes = c->snapshot_log_bytes;
 	pc->snapshot_slice_bytes = c->snapshot_slice_bytes;
 	pc->n_founders = c->n_founders;
 	memcpy(pc->founders, c->founders, sizeof pc->founders);

@@ -72,6 +72,13 @@ struct baton_node_config {
 	uint32_t election_timeout_ms;
 	uint32_t heartbeat_ms;
 	uint64_t snapshot_entries; /* take a snapshot every this many */
+	/* ...or once this many payload bytes were applied since (0: no). */
+	uint64_t snapshot_log_bytes;
+	/* Payload bytes kept behind a snapshot at most (0: no bound). */
+	uint64_t snapshot_trailing_bytes;
+	/* The embedder's memory bound, told to the leader in info replies
+	 * (baton_raft_options.memory_max_bytes; 0: none). */
+	uint64_t memory_max_bytes;
 	/* Write a snapshot in slices of about this many bytes, one per loop
 	 * iteration (0: the pipeline's default). */
 	size_t snapshot_slice_bytes;
@@ -231,6 +238,11 @@ void baton_node_clock(struct baton_node *n, struct baton_pipeline_clock *out);
 /* The machine-time stamp for an entry proposed now, machine_ms being the
  * machine time applied last (baton_pipeline_machine_stamp). */
 uint64_t baton_node_machine_stamp(struct baton_node *n, uint64_t machine_ms);
+/* The bytes of log entries held in memory (baton_raft_log_bytes). */
+uint64_t baton_node_log_bytes(struct baton_node *n);
+/* Take a snapshot soon, to compact the log, if at least min_bytes of
+ * entries were applied since the last (baton_pipeline_compact_soon). */
+bool baton_node_compact_soon(struct baton_node *n, uint64_t min_bytes);
 
 /* The stall, cheaply (for every client command): the first index this
  * node did not apply, 0 if none, and why in *why (valid until the loop

@@ -66,7 +66,7 @@ int kv__list_push(struct kv__list *l, const struct kv__entry *e)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap > 0 ? l->cap * 2 : 16;
-		const struct kv__entry **v = realloc(l->v, cap * sizeof *v);
+		const struct kv__entry **v = kv__realloc(l->v, cap * sizeof *v);
 		if (v == NULL)
 			return BATON_ENOMEM;
 		l->v = v;
@@ -325,7 +325,7 @@ static int run_keys(struct baton_kv *kv, const struct kv__args *a,
 	} while (rv == 0 && cursor != 0);
 	if (rv == 0)
 		rv = reply_keys(reply, &l);
-	free(l.v);
+	kv__free(l.v);
 	return rv;
 }
 
@@ -374,7 +374,7 @@ static int run_scan(struct baton_kv *kv, const struct kv__args *a,
 		rv = kv__reply_cursor(reply, next);
 	if (rv == 0)
 		rv = reply_keys(reply, &l);
-	free(l.v);
+	kv__free(l.v);
 	return rv;
 }
 
@@ -484,7 +484,7 @@ static int run_append(struct baton_kv *kv, const struct kv__args *a,
 int kv__put_pairs(struct baton_kv *kv, const struct kv__args *a)
 {
 	size_t n = (size_t)(a->argc - 1) / 2;
-	struct kv__entry **fresh = calloc(n, sizeof *fresh);
+	struct kv__entry **fresh = kv__calloc(n, sizeof *fresh);
 	int rv = fresh != NULL ? 0 : BATON_ENOMEM;
 	for (size_t i = 0; rv == 0 && i < n; i++) {
 		int k = 1 + 2 * (int)i;
@@ -499,7 +499,7 @@ int kv__put_pairs(struct baton_kv *kv, const struct kv__args *a)
 	else
 		for (size_t i = 0; fresh != NULL && i < n; i++)
 			kv__entry_free(fresh[i]);
-	free(fresh);
+	kv__free(fresh);
 	return rv;
 }
 
@@ -527,17 +527,20 @@ static int run_flushall(struct baton_kv *kv, const struct kv__args *a,
 
 static const struct kv_command commands[] = {
 	{"get", 2, KV_READ, 1, 1, 1, 1, NULL, run_get},
-	{"set", -3, KV_WRITE, 1, 1, 1, 1, kv__check_set, kv__run_set},
+	{"set", -3, KV_WRITE | KV_GROWS, 1, 1, 1, 1, kv__check_set,
+	 kv__run_set},
 	{"del", -2, KV_WRITE, 1, 1, -1, 1, NULL, run_del},
 	{"exists", -2, KV_READ, 1, 1, -1, 1, NULL, run_exists},
-	{"incr", 2, KV_WRITE, 1, 1, 1, 1, NULL, run_incr},
-	{"incrby", 3, KV_WRITE, 1, 1, 1, 1, check_incrby, run_incrby},
-	{"decr", 2, KV_WRITE, 1, 1, 1, 1, NULL, run_decr},
-	{"decrby", 3, KV_WRITE, 1, 1, 1, 1, check_decrby, run_decrby},
-	{"append", 3, KV_WRITE, 1, 1, 1, 1, NULL, run_append},
+	{"incr", 2, KV_WRITE | KV_GROWS, 1, 1, 1, 1, NULL, run_incr},
+	{"incrby", 3, KV_WRITE | KV_GROWS, 1, 1, 1, 1, check_incrby,
+	 run_incrby},
+	{"decr", 2, KV_WRITE | KV_GROWS, 1, 1, 1, 1, NULL, run_decr},
+	{"decrby", 3, KV_WRITE | KV_GROWS, 1, 1, 1, 1, check_decrby,
+	 run_decrby},
+	{"append", 3, KV_WRITE | KV_GROWS, 1, 1, 1, 1, NULL, run_append},
 	{"strlen", 2, KV_READ, 1, 1, 1, 1, NULL, run_strlen},
 	{"mget", -2, KV_READ, 1, 1, -1, 1, NULL, run_mget},
-	{"mset", -3, KV_WRITE, 1, 1, -1, 2, check_mset, run_mset},
+	{"mset", -3, KV_WRITE | KV_GROWS, 1, 1, -1, 2, check_mset, run_mset},
 	{"dbsize", 1, KV_READ, 1, 0, 0, 0, NULL, run_dbsize},
 	{"scan", -2, KV_READ, 1, 0, 0, 0, check_scan, run_scan},
 	{"keys", 2, KV_READ, 1, 0, 0, 0, NULL, run_keys},
@@ -557,9 +560,10 @@ static const struct kv_command commands[] = {
 	{"pexpiretime", 2, KV_READ, 2, 1, 1, 1, NULL, kv__run_ttl},
 	/* Machine version 3: hashes and TYPE. */
 	{"type", 2, KV_READ, 3, 1, 1, 1, NULL, kv__run_type},
-	{"hset", -4, KV_WRITE, 3, 1, 1, 1, kv__check_hset, kv__run_hset},
+	{"hset", -4, KV_WRITE | KV_GROWS, 3, 1, 1, 1, kv__check_hset,
+	 kv__run_hset},
 	{"hdel", -3, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_hdel},
-	{"hincrby", 4, KV_WRITE, 3, 1, 1, 1, kv__check_hincrby,
+	{"hincrby", 4, KV_WRITE | KV_GROWS, 3, 1, 1, 1, kv__check_hincrby,
 	 kv__run_hincrby},
 	{"hget", 3, KV_READ, 3, 1, 1, 1, NULL, kv__run_hget},
 	{"hmget", -3, KV_READ, 3, 1, 1, 1, NULL, kv__run_hmget},
@@ -572,21 +576,25 @@ static const struct kv_command commands[] = {
 	/* Machine version 3: the rest of Redis's string and key commands. */
 	{"unlink", -2, KV_WRITE, 3, 1, -1, 1, NULL, run_del},
 	{"getdel", 2, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_getdel},
-	{"getset", 3, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_getset},
-	{"setnx", 3, KV_WRITE, 3, 1, 1, 1, NULL, kv__run_setnx},
-	{"setex", 4, KV_WRITE, 3, 1, 1, 1, kv__check_setex, kv__run_setex},
-	{"psetex", 4, KV_WRITE, 3, 1, 1, 1, kv__check_setex, kv__run_setex},
-	{"msetnx", -3, KV_WRITE, 3, 1, -1, 2, kv__check_msetnx, kv__run_msetnx},
+	{"getset", 3, KV_WRITE | KV_GROWS, 3, 1, 1, 1, NULL, kv__run_getset},
+	{"setnx", 3, KV_WRITE | KV_GROWS, 3, 1, 1, 1, NULL, kv__run_setnx},
+	{"setex", 4, KV_WRITE | KV_GROWS, 3, 1, 1, 1, kv__check_setex,
+	 kv__run_setex},
+	{"psetex", 4, KV_WRITE | KV_GROWS, 3, 1, 1, 1, kv__check_setex,
+	 kv__run_setex},
+	{"msetnx", -3, KV_WRITE | KV_GROWS, 3, 1, -1, 2, kv__check_msetnx,
+	 kv__run_msetnx},
 	{"getrange", 4, KV_READ, 3, 1, 1, 1, kv__check_getrange,
 	 kv__run_getrange},
-	{"setrange", 4, KV_WRITE, 3, 1, 1, 1, kv__check_setrange,
+	{"setrange", 4, KV_WRITE | KV_GROWS, 3, 1, 1, 1, kv__check_setrange,
 	 kv__run_setrange},
 	{"rename", 3, KV_WRITE, 3, 1, 2, 1, NULL, kv__run_rename},
 	{"renamenx", 3, KV_WRITE, 3, 1, 2, 1, NULL, kv__run_rename},
-	{"copy", -3, KV_WRITE, 3, 1, 2, 1, kv__check_copy, kv__run_copy},
+	{"copy", -3, KV_WRITE | KV_GROWS, 3, 1, 2, 1, kv__check_copy,
+	 kv__run_copy},
 	{"flushdb", -1, KV_WRITE, 3, 0, 0, 0, check_flushall, run_flushall},
-	{"incrbyfloat", 3, KV_WRITE, 3, 1, 1, 1, kv__check_incrbyfloat,
-	 kv__run_incrbyfloat},
+	{"incrbyfloat", 3, KV_WRITE | KV_GROWS, 3, 1, 1, 1,
+	 kv__check_incrbyfloat, kv__run_incrbyfloat},
 };
 
 const struct kv_command *kv_lookup(const uint8_t *name, size_t len)

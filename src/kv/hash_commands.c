@@ -78,7 +78,7 @@ static void free_fields(struct kv__entry **fresh, size_t n)
 {
 	for (size_t i = 0; fresh != NULL && i < n; i++)
 		kv__entry_free(fresh[i]);
-	free(fresh);
+	kv__free(fresh);
 }
 
 int kv__run_hset(struct baton_kv *kv, const struct kv__args *a,
@@ -89,7 +89,7 @@ int kv__run_hset(struct baton_kv *kv, const struct kv__args *a,
 		return reply_error(reply, KV_ERR_WRONGTYPE);
 	size_t n = (size_t)(a->argc - 2) / 2;
 	assert(n >= 1);
-	struct kv__entry **fresh = calloc(n, sizeof *fresh);
+	struct kv__entry **fresh = kv__calloc(n, sizeof *fresh);
 	struct kv__entry *made = NULL;
 	int rv = fresh != NULL ? baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES)
 			       : BATON_ENOMEM;
@@ -119,7 +119,7 @@ int kv__run_hset(struct baton_kv *kv, const struct kv__args *a,
 					fresh[i]->key_len) == NULL;
 		kv__table_put(fields, fresh[i]);
 	}
-	free(fresh);
+	kv__free(fresh);
 	if (made != NULL)
 		kv__table_insert(&kv->table, made);
 	return resp_int(reply, added);
@@ -329,7 +329,7 @@ int kv__run_hscan(struct baton_kv *kv, const struct kv__args *a,
 		if (rv == 0 && !o.novalues)
 			rv = resp_bulk(reply, l.v[i]->val, l.v[i]->val_len);
 	}
-	free(l.v);
+	kv__free(l.v);
 	return rv;
 }
 

@@ -75,7 +75,7 @@ int kv__heap_reserve(struct kv__heap *h, size_t extra)
 		cap = cap <= SIZE_MAX / sizeof *h->v / 2
 			      ? cap * 2
 			      : SIZE_MAX / sizeof *h->v;
-	struct kv__entry **v = realloc(h->v, cap * sizeof *v);
+	struct kv__entry **v = kv__realloc(h->v, cap * sizeof *v);
 	if (v == NULL)
 		return BATON_ENOMEM;
 	h->v = v;
@@ -85,7 +85,7 @@ int kv__heap_reserve(struct kv__heap *h, size_t extra)
 
 void kv__heap_free(struct kv__heap *h)
 {
-	free(h->v);
+	kv__free(h->v);
 	h->v = NULL;
 	h->n = 0;
 	h->cap = 0;

@@ -20,6 +20,18 @@ struct kv__args {
 	const size_t *lens;
 };
 
+/* ---- mem.c: what kv holds (kv_memory_bytes) ---- */
+
+/* malloc, calloc, realloc and free, counting the bytes held. Every
+ * allocation of src/kv goes through them, and only those: a pointer from
+ * elsewhere is never given to kv__free. */
+void *kv__malloc(size_t n);
+void *kv__calloc(size_t n, size_t size);
+void *kv__realloc(void *p, size_t n);
+void kv__free(void *p);
+/* Count a bucket array mapped from the system (mapped) or unmapped. */
+void kv__mapped(size_t bytes, bool mapped);
+
 /* ---- hash.c ---- */
 
 /* The hash of a key: XXH3-64 with no seed, the same on every node and in

@@ -13,12 +13,12 @@
 
 int kv_create(struct baton_kv **out)
 {
-	struct baton_kv *kv = calloc(1, sizeof *kv);
+	struct baton_kv *kv = kv__calloc(1, sizeof *kv);
 	if (kv == NULL)
 		return BATON_ENOMEM;
 	int rv = kv__table_init(&kv->table, 0);
 	if (rv != 0) {
-		free(kv);
+		kv__free(kv);
 		return rv;
 	}
 	baton_buf_init(&kv->scratch);
@@ -35,7 +35,7 @@ void kv_destroy(struct baton_kv *kv)
 	kv_export_end(kv);
 	kv__table_free(&kv->table);
 	baton_buf_free(&kv->scratch);
-	free(kv);
+	kv__free(kv);
 }
 
 uint64_t kv_dbsize(const struct baton_kv *kv)

@@ -78,6 +78,12 @@
 enum kv_command_flags {
 	KV_WRITE = 1u << 0, /* goes through the log: kv_encode, kv_apply */
 	KV_READ = 1u << 1,  /* runs locally: kv_read */
+	/* A write that may make the map bigger (Redis's "denyoom": SET,
+	 * APPEND, HSET, INCR, COPY, ...): the server refuses it above
+	 * --maxmemory. A write without it (DEL, EXPIRE, PERSIST, RENAME,
+	 * GETDEL, FLUSHALL, ...) never grows the map and is always served,
+	 * so an operator can make room. */
+	KV_GROWS = 1u << 2,
 };
 
 /* The map: opaque, made by kv_create(). Not thread-safe: one thread at a
@@ -287,6 +293,14 @@ void kv_convert_loss_text(const struct baton_kv *kv,
 			  struct baton_machine_version from,
 			  struct baton_machine_version to, char *buf,
 			  size_t cap);
+
+/* The bytes every map of this process holds in memory: keys, values,
+ * hashes' fields, the tables' bucket arrays, the expiry index, a
+ * snapshot's or a KEYS's copies of keys changed under it, and what a call
+ * allocates while it runs; counted as the allocator gave them (its
+ * rounding included) at each allocation and free, so reading it is one
+ * load. What the server compares to --maxmemory (docs/operations.md). */
+uint64_t kv_memory_bytes(void);
 
 /* Why the last kv_apply(), kv_convert(), kv_snapshot() or kv_restore()
  * failed: a static or owned string, valid until the next call on kv. */

@@ -394,7 +394,7 @@ struct staged {
 /* The fields of a type 5 record as entries: 0 or BATON_ENOMEM. */
 static int stage_more(const struct record *rec, struct staged *v)
 {
-	v->more = calloc((size_t)rec->n_fields, sizeof *v->more);
+	v->more = kv__calloc((size_t)rec->n_fields, sizeof *v->more);
 	if (v->more == NULL)
 		return BATON_ENOMEM;
 	struct baton_le_reader r = rec->fields;
@@ -439,9 +439,9 @@ static void staged_free(struct staged *v, size_t n)
 		kv__entry_free(v[i].e);
 		for (size_t j = 0; j < v[i].n_more; j++)
 			kv__entry_free(v[i].more[j]);
-		free(v[i].more);
+		kv__free(v[i].more);
 	}
-	free(v);
+	kv__free(v);
 }
 
 /* Make every record of the chunk into an entry, before the map changes:
@@ -458,7 +458,7 @@ static int stage_records(const struct kv__decoded *d, struct staged **out,
 		(void)ok;
 		n++;
 	}
-	struct staged *v = calloc(n > 0 ? n : 1, sizeof *v);
+	struct staged *v = kv__calloc(n > 0 ? n : 1, sizeof *v);
 	if (v == NULL)
 		return BATON_ENOMEM;
 	r = baton_le_reader(d->body, d->body_len);

@@ -325,8 +325,8 @@ int kv__args_read(struct baton_le_reader *r, struct kv__payload *p)
 	const uint8_t **argv = p->argv_inline;
 	size_t *lens = p->lens_inline;
 	if (argc > KV_PAYLOAD_ARGS_INLINE) {
-		p->argv_heap = calloc(argc, sizeof *p->argv_heap);
-		p->lens_heap = calloc(argc, sizeof *p->lens_heap);
+		p->argv_heap = kv__calloc(argc, sizeof *p->argv_heap);
+		p->lens_heap = kv__calloc(argc, sizeof *p->lens_heap);
 		if (p->argv_heap == NULL || p->lens_heap == NULL) {
 			kv__payload_free(p);
 			return BATON_ENOMEM;
@@ -351,8 +351,8 @@ int kv__args_read(struct baton_le_reader *r, struct kv__payload *p)
 
 void kv__payload_free(struct kv__payload *p)
 {
-	free(p->argv_heap);
-	free(p->lens_heap);
+	kv__free(p->argv_heap);
+	kv__free(p->lens_heap);
 	p->argv_heap = NULL;
 	p->lens_heap = NULL;
 }

@@ -83,7 +83,7 @@ int kv__snap_writer_init(struct kv__snap_writer *w)
 {
 	memset(w, 0, sizeof *w);
 	w->sum = baton__hasher_new();
-	w->chunk = malloc(SNAP_CHUNK_BYTES);
+	w->chunk = kv__malloc(SNAP_CHUNK_BYTES);
 	return w->sum != NULL && w->chunk != NULL ? 0 : BATON_ENOMEM;
 }
 
@@ -91,7 +91,7 @@ void kv__snap_writer_free(struct kv__snap_writer *w)
 {
 	if (w->sum != NULL)
 		baton__hasher_free(w->sum);
-	free(w->chunk);
+	kv__free(w->chunk);
 	w->sum = NULL;
 	w->chunk = NULL;
 }

@@ -142,7 +142,7 @@ static int view_open(struct baton_kv *kv, enum view_kind kind,
 		     struct kv__snap **out)
 {
 	BATON_ASSERT(kv->snap == NULL && kv->table.snap == NULL);
-	struct kv__snap *s = calloc(1, sizeof *s);
+	struct kv__snap *s = kv__calloc(1, sizeof *s);
 	if (s == NULL)
 		return fail(kv, BATON_ENOMEM, "out of memory");
 	s->kv = kv;
@@ -156,7 +156,7 @@ static int view_open(struct baton_kv *kv, enum view_kind kind,
 		kv__snap_writer_free(&s->w);
 		kv__table_free(&s->kept);
 		kv__table_free(&s->born);
-		free(s);
+		kv__free(s);
 		return fail(kv, rv, "out of memory");
 	}
 	s->now_ms = kv->now_ms;
@@ -179,11 +179,11 @@ static void view_close(struct baton_kv *kv, enum view_kind kind)
 	release(s);
 	BATON_ASSERT(kv->table.snap == NULL);
 	kv__snap_writer_free(&s->w);
-	free(s->pattern);
-	free(s->p.key);
-	free(s->p_before.key);
-	free(s->field_p.key);
-	free(s);
+	kv__free(s->pattern);
+	kv__free(s->p.key);
+	kv__free(s->p_before.key);
+	kv__free(s->field_p.key);
+	kv__free(s);
 	kv->snap = NULL;
 }
 
@@ -254,7 +254,7 @@ int kv_keys_begin(struct baton_kv *kv, const uint8_t *pattern, size_t len)
 	uint8_t *copy = NULL;
 	bool every = len == 1 && pattern[0] == '*';
 	if (!every) {
-		copy = malloc(len > 0 ? len : 1);
+		copy = kv__malloc(len > 0 ? len : 1);
 		if (copy == NULL)
 			return fail(kv, BATON_ENOMEM, "out of memory");
 		if (len > 0)
@@ -263,7 +263,7 @@ int kv_keys_begin(struct baton_kv *kv, const uint8_t *pattern, size_t len)
 	struct kv__snap *s;
 	rv = view_open(kv, VIEW_KEYS, &s);
 	if (rv != 0) {
-		free(copy);
+		kv__free(copy);
 		return rv;
 	}
 	s->pattern = copy;
@@ -400,15 +400,15 @@ static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
 	BATON_ASSERT(f.e != NULL);
 	/* The fields of this part: one at least, then while within room. */
 	size_t n = 0, cap = 16, bytes = 0;
-	const struct kv__entry **v = malloc(cap * sizeof *v);
+	const struct kv__entry **v = kv__malloc(cap * sizeof *v);
 	if (v == NULL)
 		return BATON_ENOMEM;
 	while (f.e != NULL && (n == 0 || bytes < room)) {
 		if (n == cap) {
 			const struct kv__entry **w =
-				realloc(v, 2 * cap * sizeof *v);
+				kv__realloc(v, 2 * cap * sizeof *v);
 			if (w == NULL) {
-				free(v);
+				kv__free(v);
 				return BATON_ENOMEM;
 			}
 			v = w;
@@ -421,7 +421,7 @@ static int export_hash_part(struct kv__snap *s, const struct kv__entry *e,
 	int rv = kv__export_fields(s->out, e, at, head, v, n);
 	if (rv == 0)
 		rv = kv__position_remember(&s->field_p, v[n - 1]);
-	free(v);
+	kv__free(v);
 	if (rv != 0)
 		return rv;
 	s->part.open = f.e != NULL;

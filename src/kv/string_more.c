@@ -254,7 +254,7 @@ int kv__run_setrange(struct baton_kv *kv, const struct kv__args *a,
 	if (setrange_too_big(offset, add))
 		return resp_error(reply, "%s", ERR_TOO_BIG);
 	size_t len = (size_t)offset + add > have ? (size_t)offset + add : have;
-	uint8_t *val = calloc(len, 1);
+	uint8_t *val = kv__calloc(len, 1);
 	rv = val != NULL ? baton_buf_reserve(reply, KV_WRITE_REPLY_BYTES)
 			 : BATON_ENOMEM;
 	if (rv == 0) {
@@ -271,7 +271,7 @@ int kv__run_setrange(struct baton_kv *kv, const struct kv__args *a,
 				rv = BATON_ENOMEM;
 		}
 	}
-	free(val);
+	kv__free(val);
 	return rv != 0 ? rv : resp_int(reply, (int64_t)len);
 }
 

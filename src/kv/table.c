@@ -54,10 +54,13 @@ static struct kv__entry **buckets_new(const struct kv__table *t, uint64_t size)
 		return NULL;
 	size_t bytes = (size_t)size * sizeof(struct kv__entry *);
 	if (!mapped(t, size))
-		return calloc((size_t)size, sizeof(struct kv__entry *));
+		return kv__calloc((size_t)size, sizeof(struct kv__entry *));
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p != MAP_FAILED ? p : NULL;
+	if (p == MAP_FAILED)
+		return NULL;
+	kv__mapped(bytes, true);
+	return p;
 }
 
 static void buckets_free(const struct kv__table *t, struct kv__entry **buckets,
@@ -65,11 +68,12 @@ static void buckets_free(const struct kv__table *t, struct kv__entry **buckets,
 {
 	size_t bytes = (size_t)size * sizeof(struct kv__entry *);
 	if (buckets == NULL || !mapped(t, size)) {
-		free(buckets);
+		kv__free(buckets);
 		return;
 	}
 	int rv = munmap(buckets, bytes);
 	assert(rv == 0);
+	kv__mapped(bytes, false);
 	(void)rv;
 }
 
@@ -147,12 +151,12 @@ struct kv__entry *kv__entry_new(const uint8_t *key, size_t klen,
 				const uint8_t *val, size_t vlen)
 {
 	assert(klen <= KV_KEY_BYTES_MAX && vlen <= KV_VALUE_BYTES_MAX);
-	struct kv__entry *e = malloc(sizeof *e + klen);
+	struct kv__entry *e = kv__malloc(sizeof *e + klen);
 	if (e == NULL)
 		return NULL;
-	e->val = malloc(vlen > 0 ? vlen : 1);
+	e->val = kv__malloc(vlen > 0 ? vlen : 1);
 	if (e->val == NULL) {
-		free(e);
+		kv__free(e);
 		return NULL;
 	}
 	if (klen > 0)
@@ -173,13 +177,13 @@ struct kv__entry *kv__entry_new(const uint8_t *key, size_t klen,
 struct kv__entry *kv__hash_new(const uint8_t *key, size_t klen)
 {
 	assert(klen <= KV_KEY_BYTES_MAX);
-	struct kv__entry *e = malloc(sizeof *e + klen);
-	struct kv__table *fields = calloc(1, sizeof *fields);
+	struct kv__entry *e = kv__malloc(sizeof *e + klen);
+	struct kv__table *fields = kv__calloc(1, sizeof *fields);
 	if (e == NULL || fields == NULL || table_init(fields, 0, true) != 0) {
 		if (fields != NULL)
 			kv__table_free(fields);
-		free(fields);
-		free(e);
+		kv__free(fields);
+		kv__free(e);
 		return NULL;
 	}
 	if (klen > 0)
@@ -254,10 +258,10 @@ void kv__entry_free(struct kv__entry *e)
 		return;
 	if (e->fields != NULL) {
 		kv__table_free(e->fields);
-		free(e->fields);
+		kv__free(e->fields);
 	}
-	free(e->val);
-	free(e);
+	kv__free(e->val);
+	kv__free(e);
 }
 
 /* Tell t's open snapshot, if any, that e is about to change. */
@@ -279,12 +283,12 @@ struct kv__entry *kv__entry_new_zeroed(const uint8_t *key, size_t klen,
 	struct kv__entry *e = kv__entry_new(key, klen, NULL, 0);
 	if (e == NULL)
 		return NULL;
-	uint8_t *v = calloc(vlen > 0 ? vlen : 1, 1);
+	uint8_t *v = kv__calloc(vlen > 0 ? vlen : 1, 1);
 	if (v == NULL) {
 		kv__entry_free(e);
 		return NULL;
 	}
-	free(e->val);
+	kv__free(e->val);
 	e->val = v;
 	e->val_len = vlen;
 	e->val_cap = vlen > 0 ? vlen : 1;
@@ -304,14 +308,14 @@ void kv__entry_write_at(struct kv__table *t, struct kv__entry *e, size_t off,
 static int hash_to_string(struct kv__table *t, struct kv__entry *e,
 			  const uint8_t *val, size_t len)
 {
-	uint8_t *v = malloc(len > 0 ? len : 1);
+	uint8_t *v = kv__malloc(len > 0 ? len : 1);
 	if (v == NULL)
 		return BATON_ENOMEM;
 	touch(t, e);
 	if (len > 0)
 		memcpy(v, val, len);
 	kv__table_free(e->fields);
-	free(e->fields);
+	kv__free(e->fields);
 	e->fields = NULL;
 	assert(t->hashes > 0);
 	t->hashes--;
@@ -334,12 +338,12 @@ int kv__entry_set(struct kv__table *t, struct kv__entry *e, const uint8_t *val,
 		e->val_len = len;
 		return 0;
 	}
-	uint8_t *v = malloc(len > 0 ? len : 1);
+	uint8_t *v = kv__malloc(len > 0 ? len : 1);
 	if (v == NULL)
 		return BATON_ENOMEM;
 	if (len > 0)
 		memcpy(v, val, len);
-	free(e->val);
+	kv__free(e->val);
 	e->val = v;
 	e->val_len = len;
 	e->val_cap = len > 0 ? len : 1;
@@ -359,7 +363,7 @@ int kv__entry_append(struct kv__table *t, struct kv__entry *e,
 		size_t cap = need + slack;
 		if (cap > KV_VALUE_BYTES_MAX)
 			cap = need;
-		uint8_t *v = realloc(e->val, cap);
+		uint8_t *v = kv__realloc(e->val, cap);
 		if (v == NULL)
 			return BATON_ENOMEM;
 		e->val = v;

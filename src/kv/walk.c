@@ -67,7 +67,7 @@ int kv__position_remember(struct kv__position *p, const struct kv__entry *e)
 				     : POSITION_KEY_BYTES_MIN;
 		while (cap < e->key_len)
 			cap *= 2;
-		uint8_t *key = realloc(p->key, cap);
+		uint8_t *key = kv__realloc(p->key, cap);
 		if (key == NULL)
 			return BATON_ENOMEM;
 		p->key = key;

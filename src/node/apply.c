@@ -238,6 +238,7 @@ static int apply_entry(struct baton_pipeline *p, const struct baton_entry *e)
 	if (p->stalled_index != 0 && e->index >= p->stalled_index)
 		clear_stall(p);
 	p->applied = e->index;
+	p->applied_bytes += e->len;
 	pl_proposal_applied(p, e, waited,
 			    e->type == BATON_ENTRY_COMMAND ? &p->reply : NULL);
 	if (e->type == BATON_ENTRY_VERSION)

@@ -194,6 +194,9 @@ struct baton_pipeline {
 	baton_index applied;
 	struct baton_version_state versions;
 	baton_index snapshot_index;
+	/* Payload bytes applied since the last snapshot began (the config's
+	 * snapshot_log_bytes). */
+	uint64_t applied_bytes;
 	bool snapshot_due;
 	struct pl_snapshot snap;
 	struct baton_pipeline_snapshot_stats stats;

@@ -284,9 +284,13 @@ static void handle_update(struct baton_pipeline *p,
 	pl_check_waiters(p, u->promotion_failed);
 	/* Not while one is in progress: its index is not snapshot_index
 	 * yet, and the next is due from it. */
-	if (p->c.snapshot_entries > 0 && p->stalled_index == 0 &&
-	    p->snap.phase == PL_SNAP_NONE &&
-	    p->applied >= p->snapshot_index + p->c.snapshot_entries)
+	bool by_entries =
+		p->c.snapshot_entries > 0 &&
+		p->applied >= p->snapshot_index + p->c.snapshot_entries;
+	bool by_bytes = p->c.snapshot_log_bytes > 0 &&
+			p->applied_bytes >= p->c.snapshot_log_bytes;
+	if (p->stalled_index == 0 && p->snap.phase == PL_SNAP_NONE &&
+	    (by_entries || by_bytes))
 		p->snapshot_due = true;
 }
 

@@ -91,6 +91,11 @@ struct baton_pipeline_config {
 	struct baton_machine *machine;
 	/* Take a snapshot every this many applied entries (0: never). */
 	uint64_t snapshot_entries;
+	/* Also once entries of this many payload bytes were applied since
+	 * the last snapshot began (0: never): the log is held in memory
+	 * until a snapshot compacts it, so a bound on memory needs one on
+	 * the log's bytes too, whatever the entries' size. */
+	uint64_t snapshot_log_bytes;
 	/* A snapshot is written in slices of about this many bytes, one per
 	 * baton_pipeline_work() (0: 64 KiB, a fraction of a millisecond). */
 	size_t snapshot_slice_bytes;
@@ -163,6 +168,11 @@ void baton_pipeline_flush(struct baton_pipeline *p);
  * says false (src/io/node.c: once a millisecond, from a timer; as often
  * as once per turn of its loop is fine too). */
 bool baton_pipeline_has_work(const struct baton_pipeline *p);
+/* Memory pressure: make a snapshot due now, so that it compacts the log,
+ * if entries of at least min_bytes payload bytes were applied since the
+ * last one began and none is in progress. True if one became due (taken
+ * at the next baton_pipeline_flush). */
+bool baton_pipeline_compact_soon(struct baton_pipeline *p, uint64_t min_bytes);
 /* Write the next slice of the snapshot in progress (a bounded amount of
  * work: the loop stays responsive). */
 void baton_pipeline_work(struct baton_pipeline *p);

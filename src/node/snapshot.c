@@ -194,6 +194,9 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 	BATON_ASSERT(s->h.meta.index == p->applied);
 	BATON_ASSERT(s->h.meta.versions.machine.value ==
 		     p->versions.machine.value);
+	/* The bytes due for the next one count from here (snapshot_log_bytes).
+	 */
+	p->applied_bytes = 0;
 	/* The machine first, before any file: busy (a read of its own, as
 	 * batond's KEYS in slices, holds its one view), it is asked again
 	 * at the next flush, quietly. */
@@ -234,6 +237,16 @@ void pl_snapshot_begin(struct baton_pipeline *p)
 		return;
 	}
 	s->phase = PL_SNAP_WRITING;
+}
+
+bool baton_pipeline_compact_soon(struct baton_pipeline *p, uint64_t min_bytes)
+{
+	if (p->snapshot_due || p->snap.phase != PL_SNAP_NONE ||
+	    p->stalled_index != 0 || p->applied_bytes == 0 ||
+	    p->applied_bytes < min_bytes)
+		return false;
+	p->snapshot_due = true;
+	return true;
 }
 
 bool baton_pipeline_has_work(const struct baton_pipeline *p)

@@ -40,7 +40,9 @@ static void desc_of_kv_command(const struct kv_command *c,
 	lower_copy(d->name, sizeof d->name, c->name);
 	d->arity = c->arity;
 	d->write = (c->flags & KV_WRITE) != 0;
-	d->flags = d->write ? "write denyoom" : "readonly";
+	d->flags = !d->write			? "readonly"
+		   : (c->flags & KV_GROWS) != 0 ? "write denyoom"
+						: "write";
 	d->key_first = c->key_first;
 	d->key_last = c->key_last;
 	d->key_step = c->key_step;

@@ -270,8 +270,14 @@ static int cmd_config(struct command_ctx *x)
 			   "ERR baton supports CONFIG GET only");
 		return command_done(x);
 	}
-	static const char *const known[][2] = {
-		{"save", ""}, {"appendonly", "yes"}, {"databases", "1"}};
+	/* maxmemory: this node's bound in bytes (memory.c), as Redis. */
+	char maxmemory[24], policy[] = "noeviction";
+	snprintf(maxmemory, sizeof maxmemory, "%" PRIu64, x->s->cfg.maxmemory);
+	const char *const known[][2] = {{"save", ""},
+					{"appendonly", "yes"},
+					{"databases", "1"},
+					{"maxmemory", maxmemory},
+					{"maxmemory-policy", policy}};
 	enum { KNOWN = sizeof known / sizeof known[0] };
 	int named[KNOWN];
 	size_t pairs = 0;

@@ -118,6 +118,12 @@ struct server_config {
 	/* --metrics HOST:PORT: serve /metrics and /health over HTTP there
 	 * (http.c, docs/metrics.md); "" for off. */
 	char metrics[BATON_ADDR_MAX];
+	/* --maxmemory BYTES (memory.c, docs/operations.md "Memory"): above
+	 * it the leader refuses writes that grow memory; 0 for no bound.
+	 * Not given (maxmemory_set false): a share of the memory the process
+	 * may use, found at start. */
+	uint64_t maxmemory;
+	bool maxmemory_set;
 };
 
 /* Parse argv (and a --config file). Returns 0, 1 when --help/--version was

@@ -146,6 +146,19 @@ void config_usage(FILE *f)
 	      "HTTP /health here\n"
 	      "                          (default: off)\n",
 	      f);
+	fputs("\nMemory (docs/operations.md, \"Memory\"):\n"
+	      "  --maxmemory BYTES       above it, writes that grow memory "
+	      "are refused with\n"
+	      "                          -OOM (deletes, reads and admin "
+	      "commands are served):\n"
+	      "                          700mb, 1gb (kb/mb/gb by 1024, "
+	      "k/m/g by 1000); 0: no\n"
+	      "                          bound (default: half of the "
+	      "cgroup's memory.max, or\n"
+	      "                          of the machine's memory); the "
+	      "leader refuses at the\n"
+	      "                          smallest of all members' bounds\n",
+	      f);
 	fputs("\nMigration between two clusters (docs/relay.md):\n"
 	      "  --relay HOST:PORT       register with this baton-relay for "
 	      "a migration between\n"

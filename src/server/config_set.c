@@ -11,6 +11,7 @@
 #include "address.h"
 #include "config_internal.h"
 #include "log.h"
+#include "memory_limit.h"
 
 /* Every option, in the order of --help. A new option is a row here, a
  * branch of config_set, a line of --help (config_help.c), of
@@ -58,6 +59,7 @@ const struct config_option config_options[] = {
 	{"restore", "FILE"},
 	{"metrics", "HOST:PORT"},
 	{"max-clock-offset", "MS"},
+	{"maxmemory", "BYTES"},
 };
 const size_t config_n_options =
 	sizeof config_options / sizeof config_options[0];
@@ -499,6 +501,25 @@ static int clock_offset(struct server_config *c, const struct config_origin *o)
 			&c->max_clock_offset_ms);
 }
 
+/* --maxmemory BYTES: Redis's units (memory_limit.h); 0 for no bound. */
+static int parse_maxmemory(struct server_config *c,
+			   const struct config_origin *o)
+{
+	uint64_t v;
+	if (!memory_parse_bytes(o->value, &v))
+		return config_refuse(o,
+				     "want a number of bytes, with a unit if "
+				     "you like: 700mb, 1gb, 2g (kb, mb, gb "
+				     "count by 1024; k, m, g by 1000); 0 for "
+				     "no bound");
+	if (v != 0 && v < MEMORY_LIMIT_MIN)
+		return config_refuse(o, "below the smallest bound, 1mb (0 for "
+					"no bound)");
+	c->maxmemory = v;
+	c->maxmemory_set = true;
+	return 0;
+}
+
 int config_set(struct server_config *c, const struct config_origin *o)
 {
 	const struct config_option *opt = config_option_find(o->name);
@@ -528,6 +549,8 @@ int config_set(struct server_config *c, const struct config_origin *o)
 		return parse_as_release(c, o);
 	if (strcmp(n, "max-clock-offset") == 0)
 		return clock_offset(c, o);
+	if (strcmp(n, "maxmemory") == 0)
+		return parse_maxmemory(c, o);
 	if (strncmp(n, "max-", 4) == 0 ||
 	    strcmp(n, "client-idle-timeout-s") == 0)
 		return client_limits(c, o);

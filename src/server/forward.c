@@ -170,6 +170,10 @@ static int encode(struct server *s, const struct write_req *w, uint32_t v,
 			return -1;
 		}
 	}
+	/* Checked last, so a bad command gets its own error first (as in
+	 * Redis); refused here, nothing reaches the log. */
+	if (memory_refuses(s, w, err))
+		return -1;
 	uint8_t kind = PAYLOAD_KV;
 	int rv = baton_buf_append(payload, &kind, 1);
 	uint64_t stamp_ms = server_machine_stamp(s);

@@ -10,9 +10,16 @@
  * HTTP stack, and what is not written cannot be attacked: the port is
  * reachable by whoever reaches the node, so the handler accepts only a
  * request line and headers of bounded size (HTTP_HEADERS_MAX), holds at
- * most HTTP_CONNS_MAX connections, gives each HTTP_DEADLINE_MS to send
- * its request, answers every request with "Connection: close", and
- * refuses everything else with a short 4xx.
+ * most HTTP_CONNS_MAX connections (HTTP_CONNS_PER_SOURCE_MAX from one
+ * address), gives each HTTP_DEADLINE_MS to send its request, answers
+ * every request with "Connection: close", and refuses everything else
+ * with a short 4xx.
+ *
+ * Slow clients do not lock out the monitoring system: when a newcomer
+ * finds no room, the oldest connection that has not sent its whole
+ * request yet is closed for it (http_admit), so a health check, which
+ * sends its request at once, gets through while hundreds of half-sent
+ * requests are held open against the port, even from the same address.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,6 +33,8 @@
 #include "server.h"
 
 #define HTTP_CONNS_MAX 64u
+/* One address may hold half the places: others always find room. */
+#define HTTP_CONNS_PER_SOURCE_MAX 32u
 #define HTTP_DEADLINE_MS 5000u
 /* After the answer: how long unread bytes are drained before the close
  * (closing with bytes unread would reset the connection and could lose
@@ -41,8 +50,9 @@ struct http_conn {
 	struct baton_buf out;
 	char in[HTTP_HEADERS_MAX];
 	size_t len;
-	bool answered;
+	bool answered; /* also: its whole request head came */
 	bool closing;
+	uint64_t source;  /* the peer's address as a key (http_source_key) */
 	int handles_open; /* tcp and timer: freed when both closed */
 	struct http_conn *prev, *next;
 };
@@ -50,9 +60,11 @@ struct http_conn {
 struct http {
 	struct server *s;
 	uv_tcp_t listener;
-	struct http_conn *conns;
+	struct http_conn *conns, *conns_tail; /* oldest first */
 	uint32_t n_conns;
-	uint64_t refused_conns; /* over HTTP_CONNS_MAX */
+	uint64_t refused_conns;	 /* no room, and no one to make room */
+	uint64_t evicted_conns;	 /* closed half-sent for a newcomer */
+	uint64_t deadline_conns; /* no whole request within the deadline */
 };
 
 static void on_conn_closed(uv_handle_t *handle)
@@ -76,6 +88,8 @@ static void conn_close(struct http_conn *c)
 		h->conns = c->next;
 	if (c->next != NULL)
 		c->next->prev = c->prev;
+	else
+		h->conns_tail = c->prev;
 	BATON_ASSERT(h->n_conns > 0);
 	h->n_conns--;
 	uv_close((uv_handle_t *)&c->timer, on_conn_closed);
@@ -84,7 +98,10 @@ static void conn_close(struct http_conn *c)
 
 static void on_timer(uv_timer_t *t)
 {
-	conn_close(t->data);
+	struct http_conn *c = t->data;
+	if (!c->answered)
+		c->h->deadline_conns++;
+	conn_close(c);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -241,6 +258,55 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 			    "bytes\n");
 }
 
+/* The peer's address as a key: its address bytes, without the port. */
+static uint64_t source_of(uv_tcp_t *tcp)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof ss;
+	if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) != 0)
+		return 0; /* unknown peers share one key */
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+		return http_source_key((const uint8_t *)&a->sin_addr,
+				       sizeof a->sin_addr);
+	}
+	if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+		return http_source_key((const uint8_t *)&a->sin6_addr,
+				       sizeof a->sin6_addr);
+	}
+	return 0;
+}
+
+/* Make room for c, the newest connection (the list's tail), closing a
+ * half-sent one if need be (http_admit): false when c must go. */
+static bool admit(struct http *h, struct http_conn *c)
+{
+	BATON_ASSERT(h->conns_tail == c && h->n_conns >= 1);
+	struct http_admit_conn view[HTTP_CONNS_MAX + 1];
+	struct http_conn *who[HTTP_CONNS_MAX + 1];
+	size_t n = 0;
+	for (struct http_conn *o = h->conns; o != c; o = o->next) {
+		BATON_ASSERT(n < HTTP_CONNS_MAX);
+		view[n] = (struct http_admit_conn){o->source, o->answered};
+		who[n++] = o;
+	}
+	c->source = source_of(&c->tcp);
+	size_t v = http_admit(view, n, c->source, HTTP_CONNS_MAX,
+			      HTTP_CONNS_PER_SOURCE_MAX);
+	if (v == HTTP_ADMIT_REFUSE) {
+		h->refused_conns++;
+		return false;
+	}
+	if (v != HTTP_ADMIT_ACCEPT) {
+		BATON_ASSERT(v < n && !who[v]->answered);
+		h->evicted_conns++;
+		conn_close(who[v]);
+	}
+	BATON_ASSERT(h->n_conns <= HTTP_CONNS_MAX);
+	return true;
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
 	struct http *h = listener->data;
@@ -255,17 +321,14 @@ static void on_connection(uv_stream_t *listener, int status)
 	uv_timer_init(listener->loop, &c->timer);
 	c->tcp.data = c->timer.data = c;
 	c->handles_open = 2;
-	c->next = h->conns;
-	if (h->conns != NULL)
-		h->conns->prev = c;
-	h->conns = c;
+	c->prev = h->conns_tail;
+	if (h->conns_tail != NULL)
+		h->conns_tail->next = c;
+	else
+		h->conns = c;
+	h->conns_tail = c;
 	h->n_conns++;
-	if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
-		conn_close(c);
-		return;
-	}
-	if (h->n_conns > HTTP_CONNS_MAX) {
-		h->refused_conns++;
+	if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || !admit(h, c)) {
 		conn_close(c);
 		return;
 	}
@@ -320,4 +383,16 @@ void http_stop(struct server *s)
 	while (h->conns != NULL)
 		conn_close(h->conns);
 	uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+}
+
+void http_stats(struct server *s, struct http_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	struct http *h = s->http;
+	if (h == NULL)
+		return;
+	out->open = h->n_conns;
+	out->evicted = h->evicted_conns;
+	out->deadline_closed = h->deadline_conns;
+	out->refused = h->refused_conns;
 }

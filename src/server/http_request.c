@@ -146,3 +146,57 @@ bool http_query_max_lag(const char *q, size_t len, uint64_t *max_lag)
 	}
 	return true;
 }
+
+/* The oldest half-sent connection of `source` (any source when all), or
+ * HTTP_ADMIT_REFUSE. */
+static size_t oldest_half_sent(const struct http_admit_conn *conns, size_t n,
+			       uint64_t source, bool all)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!conns[i].complete && (all || conns[i].source == source))
+			return i;
+	return HTTP_ADMIT_REFUSE;
+}
+
+static size_t count_source(const struct http_admit_conn *conns, size_t n,
+			   uint64_t source)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += conns[i].source == source;
+	return k;
+}
+
+size_t http_admit(const struct http_admit_conn *conns, size_t n,
+		  uint64_t source, size_t conns_max, size_t per_source_max)
+{
+	if (count_source(conns, n, source) >= per_source_max)
+		return oldest_half_sent(conns, n, source, false);
+	if (n < conns_max)
+		return HTTP_ADMIT_ACCEPT;
+	/* The source holding the most (O(n^2) over at most conns_max). */
+	size_t best = 0, best_count = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t k = count_source(conns, n, conns[i].source);
+		if (k > best_count) {
+			best = i;
+			best_count = k;
+		}
+	}
+	size_t v = best_count > 0 ? oldest_half_sent(conns, n,
+						     conns[best].source, false)
+				  : HTTP_ADMIT_REFUSE;
+	return v != HTTP_ADMIT_REFUSE ? v : oldest_half_sent(conns, n, 0, true);
+}
+
+uint64_t http_source_key(const uint8_t *addr, size_t len)
+{
+	/* FNV-1a: a key for equality, not a defence (the cap per source is
+	 * what bounds one host; a collision only shares two hosts' cap). */
+	uint64_t h = 0xcbf29ce484222325u;
+	for (size_t i = 0; i < len; i++) {
+		h ^= addr[i];
+		h *= 0x100000001b3u;
+	}
+	return h;
+}

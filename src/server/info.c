@@ -86,11 +86,12 @@ static void section_clients(struct info_ctx *c)
 
 static uint64_t memory_rss(void);
 
-/* The process's heap in use (malloc's count, as Redis's used_memory is
- * its allocator's) and resident set (/proc/self/statm). An allocator that
- * does not fill mallinfo2 (a sanitizer's) leaves the resident set as the
- * best figure: used_memory is never 0 in a running process. */
-static uint64_t memory_used(void)
+/* The process's heap in use (malloc's count: allocator_allocated) and
+ * resident set (/proc/self/statm). An allocator that does not fill
+ * mallinfo2 (a sanitizer's) leaves the resident set as the best figure.
+ * Only INFO asks: mallinfo2 walks the free chunks of every arena, too
+ * slow to ask before every write. */
+static uint64_t memory_heap(void)
 {
 	struct mallinfo2 mi = mallinfo2();
 	uint64_t used = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
@@ -111,21 +112,33 @@ static uint64_t memory_rss(void)
 
 static void section_memory(struct info_ctx *c)
 {
-	static uint64_t peak;
-	uint64_t used = memory_used(), rss = memory_rss();
-	if (used > peak)
-		peak = used;
-	char used_h[32], rss_h[32], peak_h[32];
+	struct server *s = c->s;
+	/* used_memory is what --maxmemory bounds (memory.c): the map's
+	 * bytes and the log's in memory; the allocator's whole heap is
+	 * allocator_allocated. */
+	uint64_t used = memory_used(s), rss = memory_rss();
+	uint64_t dataset = kv_memory_bytes(), heap = memory_heap();
+	uint64_t max = s->cfg.maxmemory;
+	baton_node_id bound_from;
+	uint64_t bound = memory_bound(s, &bound_from);
+	char used_h[32], rss_h[32], peak_h[32], max_h[32];
 	human(used, used_h, sizeof used_h);
 	human(rss, rss_h, sizeof rss_h);
-	human(peak, peak_h, sizeof peak_h);
+	human(s->memory.peak, peak_h, sizeof peak_h);
+	human(max, max_h, sizeof max_h);
 	add(c,
 	    "# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_human:%s\r\n"
 	    "used_memory_rss:%" PRIu64 "\r\nused_memory_rss_human:%s\r\n"
 	    "used_memory_peak:%" PRIu64 "\r\nused_memory_peak_human:%s\r\n"
-	    "maxmemory:0\r\nmaxmemory_human:0B\r\n"
-	    "maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n",
-	    used, used_h, rss, rss_h, peak, peak_h);
+	    "used_memory_dataset:%" PRIu64 "\r\nused_memory_log:%" PRIu64
+	    "\r\nallocator_allocated:%" PRIu64 "\r\n"
+	    "maxmemory:%" PRIu64 "\r\nmaxmemory_human:%s\r\n"
+	    "maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n"
+	    "maxmemory_in_force:%" PRIu64 "\r\nmaxmemory_in_force_of:%" PRIu64
+	    "\r\noom_refused_writes:%" PRIu64 "\r\n",
+	    used, used_h, rss, rss_h, s->memory.peak, peak_h, dataset,
+	    baton_node_log_bytes(s->node), heap, max, max_h, bound, bound_from,
+	    s->memory.refused);
 }
 
 /* Commands a second between this INFO and the last one at least a second

@@ -18,6 +18,7 @@ static void on_housekeeping(uv_timer_t *t)
 	identity_tick(t->data);
 	clients_housekeeping(t->data);
 	metrics_tick(t->data);
+	memory_tick(t->data);
 }
 
 static void close_any(uv_handle_t *h, void *arg)
@@ -128,6 +129,7 @@ static int run(struct server *s)
 		uv_run(s->loop, UV_RUN_NOWAIT);
 		return SERVER_EXIT_REFUSED;
 	}
+	memory_start(s);
 	struct baton_node_config nc = {
 		.id = s->cfg.id,
 		.cluster_id = s->cfg.cluster_id,
@@ -137,6 +139,9 @@ static int run(struct server *s)
 		.election_timeout_ms = s->cfg.election_timeout_ms,
 		.heartbeat_ms = s->cfg.heartbeat_ms,
 		.snapshot_entries = s->cfg.snapshot_entries,
+		.snapshot_log_bytes = memory_snapshot_log_bytes(s),
+		.memory_max_bytes = s->cfg.maxmemory,
+		.snapshot_trailing_bytes = memory_snapshot_trailing_bytes(s),
 		.snapshot_slice_bytes = s->cfg.snapshot_slice_bytes,
 		.snapshot_trailing_set = s->cfg.snapshot_trailing_set,
 		.snapshot_trailing = s->cfg.snapshot_trailing,

@@ -455,6 +455,38 @@ static void render_versions(struct server *s,
 	}
 }
 
+/* --maxmemory (memory.c) and the HTTP endpoint's own limits (http.c). */
+static void render_limits(struct server *s, struct baton_buf *b)
+{
+	gauge(b, "baton_memory_used_bytes",
+	      "Used memory as --maxmemory counts it: the key-value map's "
+	      "bytes and the log's in memory.",
+	      memory_used(s));
+	gauge(b, "baton_memory_max_bytes", "This node's --maxmemory (0: none).",
+	      s->cfg.maxmemory);
+	gauge(b, "baton_memory_bound_bytes",
+	      "The bound in force: on the leader the smallest --maxmemory of "
+	      "the members; elsewhere this node's own.",
+	      memory_bound(s, NULL));
+	counter(b, "baton_memory_refused_writes_total",
+		"Writes this node, as leader, refused with -OOM.",
+		s->memory.refused);
+	struct http_stats h;
+	http_stats(s, &h);
+	gauge(b, "baton_http_connections", "Open connections to this port.",
+	      h.open);
+	counter(b, "baton_http_evicted_total",
+		"Connections closed, before they sent a whole request, to "
+		"make room for a newer one.",
+		h.evicted);
+	counter(b, "baton_http_deadline_closed_total",
+		"Connections closed for not sending a whole request in time.",
+		h.deadline_closed);
+	counter(b, "baton_http_refused_total",
+		"Connections refused: every open one had sent its request.",
+		h.refused);
+}
+
 void metrics_render(struct server *s, struct baton_buf *b)
 {
 	BATON_ASSERT(s->metrics != NULL);
@@ -466,6 +498,7 @@ void metrics_render(struct server *s, struct baton_buf *b)
 	render_peers(&st, b);
 	render_versions(s, &st, b);
 	render_clock(s, b);
+	render_limits(s, b);
 	gauge(b, "baton_uptime_seconds", "Seconds since this node started.",
 	      (uv_now(s->loop) - s->started_ms) / 1000);
 }

@@ -233,6 +233,16 @@ struct server {
 		uint64_t unreachable_ms[PROXY_UNREACHABLE_KEPT];
 		uint32_t unreachable_next;
 	} proxy;
+	/* --maxmemory (memory.c): above 80 % of it (warned once), the
+	 * highest usage seen, and writes refused with -OOM. */
+	struct {
+		bool warned;
+		uint64_t peak;
+		uint64_t refused;
+		/* The bound in force and whose it is (memory_bound). */
+		uint64_t bound;
+		baton_node_id bound_from;
+	} memory;
 };
 
 /* ---- addresses.c ---- */
@@ -313,6 +323,14 @@ const char *admin_role_name(uint32_t role);
 int http_start(struct server *s);
 /* Close the listener and every connection. */
 void http_stop(struct server *s);
+/* The endpoint's figures (metrics); all 0 without --metrics. */
+struct http_stats {
+	uint64_t open;		  /* connections open now */
+	uint64_t evicted;	  /* closed half-sent for a newcomer */
+	uint64_t deadline_closed; /* no whole request in time */
+	uint64_t refused;	  /* every open one had sent its request */
+};
+void http_stats(struct server *s, struct http_stats *out);
 
 /* ---- metrics.c ---- */
 int metrics_init(struct server *s);
@@ -331,6 +349,34 @@ void metrics_render(struct server *s, struct baton_buf *b);
  * entries, is a reason; without (/ready) only this node's own state counts. */
 bool metrics_health(struct server *s, uint64_t max_lag, bool members,
 		    struct baton_buf *b);
+
+/* ---- memory.c: --maxmemory (docs/operations.md, "Memory") ---- */
+/* At start: the default bound when none was given, said in the log. */
+void memory_start(struct server *s);
+/* The node's snapshot_log_bytes under the bound: a snapshot compacts the
+ * log once this many bytes were applied (a quarter of it), so the
+ * log's share of used memory stays bounded and deletes make room; 0
+ * without a bound. */
+uint64_t memory_snapshot_log_bytes(const struct server *s);
+/* The node's snapshot_trailing_bytes under the bound: an eighth of it, so
+ * the entries kept behind a snapshot for slow followers take at most that
+ * (0 without a bound: --snapshot-trailing alone). */
+uint64_t memory_snapshot_trailing_bytes(const struct server *s);
+/* Used memory: the key-value machine's bytes and the log's in memory. */
+uint64_t memory_used(struct server *s);
+/* Every housekeeping tick: the bound in force, and the 80 % warning (once
+ * per crossing). */
+void memory_tick(struct server *s);
+/* The bound in force (0: none) and in *from (may be NULL) the member
+ * whose --maxmemory it is: on the leader the smallest of the members' it
+ * knows this term, its own included; elsewhere its own. */
+uint64_t memory_bound(const struct server *s, baton_node_id *from);
+/* On the leader, before a write is proposed: true after appending the
+ * -OOM error to err when used memory is above --maxmemory and w may grow
+ * it (a command flagged KV_GROWS, or a transaction holding one). */
+struct write_req;
+bool memory_refuses(struct server *s, const struct write_req *w,
+		    struct baton_buf *err);
 
 /* ---- command_table.c ---- */
 /* COMMAND [COUNT | INFO name... | DOCS [name...] | LIST] from the kv

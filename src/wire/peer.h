@@ -76,6 +76,11 @@ struct baton_buf; /* baton/buf.h */
 #define BATON_PEER_INFO_EXTRA_MAX 64u
 #define BATON_PEER_INFO_KEY_MAX 255u
 #define BATON_PEER_INFO_VALUE_MAX 65536u
+/* The extra key carrying an info result's memory_max_bytes: its value is
+ * 8 bytes, little-endian. A value of another length is ignored (a later
+ * release may give it another meaning under a new key). */
+#define BATON_PEER_INFO_KEY_MEMORY_MAX "memory_max_bytes"
+#define BATON_PEER_INFO_MEMORY_MAX_BYTES 8u
 /* Lengths of strings, in bytes, not counting the terminating NUL. */
 #define BATON_PEER_CLUSTER_ID_MAX 255u
 #define BATON_PEER_ADDR_MAX 255u

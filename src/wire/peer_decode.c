@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "baton/assert.h"
+#include "le.h"
 #include "peer.pb-c.h"
 #include "peer_internal.h"
 
@@ -176,10 +177,11 @@ static int snapshot_out(const Batonpeer__Snapshot *s,
 }
 
 /* The extra keys are room for later releases: checked against their
- * limits, then ignored. */
+ * limits; memory_max_bytes is read, the others ignored. */
 static int info_result_out(const Batonpeer__InfoResult *r,
 			   struct baton_msg_info_result *out, const char **why)
 {
+	out->memory_max_bytes = 0;
 	if (r->n_extra > BATON_PEER_INFO_EXTRA_MAX) {
 		*why = "too many extra keys in an info result";
 		return BATON_ETOOBIG;
@@ -200,6 +202,10 @@ static int info_result_out(const Batonpeer__InfoResult *r,
 			*why = "info result value above the limit";
 			return BATON_ETOOBIG;
 		}
+		if (strcmp(key, BATON_PEER_INFO_KEY_MEMORY_MAX) == 0 &&
+		    kv->value.len == BATON_PEER_INFO_MEMORY_MAX_BYTES)
+			out->memory_max_bytes =
+				baton_le_get_u64(kv->value.data);
 	}
 	return baton__peer_profile_out(r->profile, &out->profile, why);
 }

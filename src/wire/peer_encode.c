@@ -179,6 +179,10 @@ struct raft_pb {
 		Batonpeer__Info info;
 		Batonpeer__InfoResult info_result;
 	} b;
+	/* Info result: its extra key (memory_max_bytes), when told. */
+	Batonpeer__KeyValue extra;
+	Batonpeer__KeyValue *extra_ptrs[1];
+	uint8_t extra_value[BATON_PEER_INFO_MEMORY_MAX_BYTES];
 	/* Snapshot: the message, its meta, its members and versions. */
 	Batonpeer__Snapshot snapshot;
 	Batonpeer__SnapshotMeta meta;
@@ -361,6 +365,19 @@ static void small_body_in(struct raft_pb *pb, struct baton_proto_version v,
 		o->seq = m->u.info_result.seq;
 		o->profile =
 			profile_in(&pb->profile, &m->u.info_result.profile);
+		if (m->u.info_result.memory_max_bytes != 0) {
+			/* Only when told: an info result without a bound is
+			 * byte for byte what earlier releases send. */
+			batonpeer__key_value__init(&pb->extra);
+			pb->extra.key = (char *)BATON_PEER_INFO_KEY_MEMORY_MAX;
+			baton_le_put_u64(pb->extra_value,
+					 m->u.info_result.memory_max_bytes);
+			pb->extra.value.data = pb->extra_value;
+			pb->extra.value.len = sizeof pb->extra_value;
+			pb->extra_ptrs[0] = &pb->extra;
+			o->n_extra = 1;
+			o->extra = pb->extra_ptrs;
+		}
 		r->body_case = BATONPEER__RAFT__BODY_INFO_RESULT;
 		r->info_result = o;
 		break;

@@ -340,9 +340,10 @@ ALLOWED += [
      _config_values(r) is not None and
      _config_values(r).keys() == _config_values(b).keys() and all(
          v == _config_values(b)[k] for k, v in _config_values(r).items()
-         if k not in (b"databases", b"appendonly")),
+         if k not in (b"databases", b"appendonly", b"maxmemory")),
      "docs/clients.md: CONFIG GET answers baton's own values (databases "
-     "1: one database; appendonly yes: every write is in the log)"),
+     "1: one database; appendonly yes: every write is in the log; "
+     "maxmemory: the node's bound, by default half its memory)"),
     ("scan", lambda c, r, b: len(c) > 1 and b == (
         "error", b"ERR invalid cursor") and r != b and not arg(c, 1).isdigit(),
      "docs/kv.md: a cursor is a plain decimal (Redis's strtoul also "

@@ -28,9 +28,9 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
 
 
-def start_with_metrics(root, n=3, default_timings=False):
-    """A bootstrapped n-node cluster whose nodes serve --metrics; returns
-    (cluster, {node id: metrics port})."""
+def start_with_metrics(root, n=3, default_timings=False, extra=()):
+    """A bootstrapped n-node cluster whose nodes serve --metrics (and take
+    the flags `extra`); returns (cluster, {node id: metrics port})."""
     require_binary(BATOND)
     c = Cluster(root)
     c.common_args = [] if default_timings else [
@@ -45,7 +45,7 @@ def start_with_metrics(root, n=3, default_timings=False):
     try:
         for m in c.nodes.values():
             m.start(["--bootstrap", boot, "--metrics",
-                     f"{HOST}:{mports[m.id]}"], wait=False)
+                     f"{HOST}:{mports[m.id]}"] + list(extra), wait=False)
         for m in c.nodes.values():
             m.wait_ready()
         c.leader()

@@ -165,3 +165,111 @@ Test(http_request, arbitrary_bytes_get_a_verdict)
 	}
 	free(buf);
 }
+
+/* ---- admission (http_admit) ---- */
+
+#define CAP 4u
+#define PER_SOURCE 3u
+
+Test(http_admit, room_is_accepted)
+{
+	struct http_admit_conn c[] = {{1, false}, {2, true}};
+	cr_assert_eq(http_admit(c, 0, 1, CAP, PER_SOURCE), HTTP_ADMIT_ACCEPT);
+	cr_assert_eq(http_admit(c, 2, 1, CAP, PER_SOURCE), HTTP_ADMIT_ACCEPT);
+}
+
+Test(http_admit, a_full_port_closes_the_oldest_half_sent)
+{
+	/* Oldest first: the answered ones are never closed for a
+	 * newcomer; the oldest half-sent of the biggest source is. */
+	struct http_admit_conn c[] = {
+		{7, true}, {1, false}, {7, false}, {7, false}};
+	cr_assert_eq(http_admit(c, 4, 9, CAP, PER_SOURCE), 2);
+	/* Equal sources: the oldest half-sent of the first biggest. */
+	struct http_admit_conn d[] = {
+		{1, false}, {2, false}, {1, false}, {2, false}};
+	cr_assert_eq(http_admit(d, 4, 9, CAP, PER_SOURCE), 0);
+	/* The biggest source has none half-sent: the oldest of any. */
+	struct http_admit_conn e[] = {
+		{5, true}, {5, true}, {1, false}, {2, true}};
+	cr_assert_eq(http_admit(e, 4, 9, CAP, PER_SOURCE), 2);
+}
+
+Test(http_admit, a_full_port_of_answered_requests_refuses)
+{
+	struct http_admit_conn c[] = {
+		{1, true}, {2, true}, {3, true}, {4, true}};
+	cr_assert_eq(http_admit(c, 4, 9, CAP, PER_SOURCE), HTTP_ADMIT_REFUSE);
+}
+
+Test(http_admit, one_source_holds_at_most_its_share)
+{
+	/* Room on the port, but source 1 is at its cap: its own oldest
+	 * half-sent goes, so a health check from the slow clients' address
+	 * still gets in. */
+	struct http_admit_conn c[] = {{1, true}, {1, false}, {1, false}};
+	cr_assert_eq(http_admit(c, 3, 1, CAP, PER_SOURCE), 1);
+	/* Another source is not held back by source 1. */
+	cr_assert_eq(http_admit(c, 3, 2, CAP, PER_SOURCE), HTTP_ADMIT_ACCEPT);
+	/* Source 1 at its cap with every request sent: refused. */
+	struct http_admit_conn d[] = {{1, true}, {1, true}, {1, true}};
+	cr_assert_eq(http_admit(d, 3, 1, CAP, PER_SOURCE), HTTP_ADMIT_REFUSE);
+}
+
+static size_t count_from(const struct http_admit_conn *c, size_t n,
+			 uint64_t source, bool half_only)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += c[i].source == source && (!half_only || !c[i].complete);
+	return k;
+}
+
+Test(http_admit, refuses_only_when_no_half_sent_request_is_in_the_way)
+{
+	/* Random mixes of sources and states: a newcomer is refused only
+	 * when nothing half-sent could make room; only half-sent
+	 * connections are closed, those of its own source when it is at
+	 * its cap; the port and a source never exceed their caps. */
+	uint64_t seed = 42;
+	for (int round = 0; round < 5000; round++) {
+		struct http_admit_conn c[CAP];
+		seed = seed * 6364136223846793005u + 1442695040888963407u;
+		size_t n = (size_t)(seed >> 60) % (CAP + 1);
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 6364136223846793005u +
+			       1442695040888963407u;
+			c[i] = (struct http_admit_conn){(seed >> 40) % 3,
+							(seed >> 20) % 2 == 0};
+		}
+		uint64_t from = (seed >> 10) % 3;
+		bool at_source_cap =
+			count_from(c, n, from, false) >= PER_SOURCE;
+		size_t half_any = 0;
+		for (size_t i = 0; i < n; i++)
+			half_any += !c[i].complete;
+		size_t v = http_admit(c, n, from, CAP, PER_SOURCE);
+		if (v == HTTP_ADMIT_REFUSE) {
+			cr_assert(at_source_cap
+					  ? count_from(c, n, from, true) == 0
+					  : n == CAP && half_any == 0,
+				  "round %d: refused with room to make", round);
+		} else if (v == HTTP_ADMIT_ACCEPT) {
+			cr_assert(n < CAP && !at_source_cap, "round %d", round);
+		} else {
+			cr_assert_lt(v, n);
+			cr_assert_not(c[v].complete, "round %d", round);
+			cr_assert(n == CAP || at_source_cap, "round %d", round);
+			if (at_source_cap)
+				cr_assert_eq(c[v].source, from, "round %d",
+					     round);
+		}
+	}
+}
+
+Test(http_admit, source_keys)
+{
+	uint8_t a[4] = {127, 0, 0, 1}, b[4] = {127, 0, 0, 2};
+	cr_assert_eq(http_source_key(a, 4), http_source_key(a, 4));
+	cr_assert_neq(http_source_key(a, 4), http_source_key(b, 4));
+}

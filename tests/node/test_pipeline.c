@@ -275,6 +275,9 @@ static void teardown(void)
 
 TestSuite(pipeline, .init = setup, .fini = teardown);
 
+static uint64_t start_log_bytes;      /* the next start's snapshot_log_bytes */
+static uint64_t start_trailing_bytes; /* and snapshot_trailing_bytes */
+
 static void start(uint64_t snapshot_entries, bool bootstrap)
 {
 	struct baton_pipeline_config c;
@@ -287,6 +290,8 @@ static void start(uint64_t snapshot_entries, bool bootstrap)
 	c.storage = &st.base;
 	c.machine = &tm.base;
 	c.snapshot_entries = snapshot_entries;
+	c.snapshot_log_bytes = start_log_bytes;
+	c.raft.snapshot_trailing_bytes = start_trailing_bytes;
 	if (bootstrap) {
 		c.n_founders = 1;
 		c.founders[0] = 1;
@@ -502,6 +507,83 @@ Test(pipeline, snapshots_are_snapshot_entries_apart)
 	cr_assert_geq(st.snapshots, 3);
 	cr_assert_geq(st.min_gap, 5, "two snapshots %" PRIu64 " entries apart",
 		      st.min_gap);
+}
+
+/* snapshot_log_bytes: big entries make a snapshot due by their bytes
+ * (the log is held in memory until one compacts it), long before
+ * snapshot_entries; small ones do not. */
+Test(pipeline, snapshots_are_due_by_the_bytes_applied)
+{
+	start_log_bytes = 1000;
+	start(1000000, true);
+	run_until_leader();
+	static char big[301];
+	memset(big, 'b', sizeof big - 1);
+	struct result r[10];
+	memset(r, 0, sizeof r);
+	for (int i = 0; i < 3; i++) {
+		propose("a", &r[i]); /* 3 bytes: not due */
+		run(1);
+	}
+	run(5);
+	cr_assert_eq(st.snapshots, 0);
+	for (int i = 3; i < 10; i++) {
+		propose(big, &r[i]); /* 7 x 300 bytes: due twice */
+		run(1);
+	}
+	run(10);
+	cr_assert_geq(st.snapshots, 1);
+	cr_assert_leq(st.snapshots, 2);
+	start_log_bytes = 0;
+}
+
+/* snapshot_trailing_bytes: of the entries kept behind a snapshot, no more
+ * than that many payload bytes (the default keeps 1024 entries, whatever
+ * their size). */
+Test(pipeline, entries_kept_behind_a_snapshot_are_bounded_in_bytes)
+{
+	start_trailing_bytes = 700;
+	start(8, true);
+	run_until_leader();
+	static char big[301];
+	memset(big, 'b', sizeof big - 1);
+	struct result r[12];
+	memset(r, 0, sizeof r);
+	for (int i = 0; i < 12; i++) {
+		propose(big, &r[i]);
+		run(1);
+	}
+	run(10);
+	cr_assert_geq(st.snapshots, 1);
+	struct baton_node_status_view {
+		baton_index first, snap;
+	} v = {status().raft.first_index, status().raft.snapshot_index};
+	/* At most two 300-byte entries (700 bytes) behind the snapshot. */
+	cr_assert_geq(v.first + 2, v.snap,
+		      "first %" PRIu64 ", snapshot %" PRIu64, v.first, v.snap);
+	start_trailing_bytes = 0;
+}
+
+/* Memory pressure (baton_pipeline_compact_soon): a snapshot at once when
+ * enough was applied since the last, none otherwise. */
+Test(pipeline, compact_soon_takes_a_snapshot_when_it_frees_enough)
+{
+	start(1000000, true);
+	run_until_leader();
+	struct result r[4];
+	memset(r, 0, sizeof r);
+	for (int i = 0; i < 4; i++) {
+		propose("0123456789", &r[i]);
+		run(1);
+	}
+	run(5);
+	cr_assert_eq(st.snapshots, 0);
+	cr_assert_not(baton_pipeline_compact_soon(p, 1000), "too little");
+	cr_assert(baton_pipeline_compact_soon(p, 20));
+	cr_assert_not(baton_pipeline_compact_soon(p, 20), "due already");
+	run(10);
+	cr_assert_eq(st.snapshots, 1);
+	cr_assert_not(baton_pipeline_compact_soon(p, 1), "nothing since");
 }
 
 Test(pipeline, refused_command_stalls_and_fails_waiters)

@@ -510,6 +510,7 @@ bool fix_msg_eq(const struct baton_msg *a, const struct baton_msg *b,
 		return true;
 	case BATON_MSG_INFO_RESULT:
 		SAME(u.info_result.seq);
+		SAME(u.info_result.memory_max_bytes);
 		return profile_eq(&a->u.info_result.profile,
 				  &b->u.info_result.profile, diff);
 	default:

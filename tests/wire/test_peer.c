@@ -87,6 +87,39 @@ Test(peer_raft, every_variant_round_trips)
 	}
 }
 
+/* An info result tells the member's memory bound in an extra key (read
+ * back as it was sent); without one it encodes as before, with no extra
+ * key, and decodes as 0. */
+Test(peer_raft, info_result_carries_the_memory_bound)
+{
+	struct baton_msg m;
+	fix_raft(0, &m);
+	for (uint32_t i = 0; i < FIX_N_RAFT; i++) {
+		fix_raft(i, &m);
+		if (m.type == BATON_MSG_INFO_RESULT)
+			break;
+	}
+	cr_assert_eq(m.type, BATON_MSG_INFO_RESULT);
+	struct baton_buf plain, told;
+	baton_buf_init(&plain);
+	baton_buf_init(&told);
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &plain), 0);
+	m.u.info_result.memory_max_bytes = 0x0102030405060708u;
+	cr_assert_eq(baton_peer_encode_raft(FIX_P1, &m, &told), 0);
+	cr_assert_gt(told.len, plain.len);
+	struct baton_peer_frame f;
+	cr_assert_eq(fix_decode_one(told.data, told.len, &f), 0);
+	cr_assert_eq(f.raft.u.info_result.memory_max_bytes,
+		     0x0102030405060708u);
+	cr_assert_eq(f.raft.u.info_result.seq, m.u.info_result.seq);
+	baton_peer_frame_free(&f);
+	cr_assert_eq(fix_decode_one(plain.data, plain.len, &f), 0);
+	cr_assert_eq(f.raft.u.info_result.memory_max_bytes, 0);
+	baton_peer_frame_free(&f);
+	baton_buf_free(&plain);
+	baton_buf_free(&told);
+}
+
 Test(peer_raft, entries_keep_empty_binary_and_unknown_types)
 {
 	struct baton_msg m;
