@@ -508,7 +508,8 @@ void mig_export_authority_seen(struct migration *g)
 		return;
 	/* Replicated, so the fence stays for good on every node and across
 	 * restarts: no unfence may give two clusters authority. */
-	if (mig_propose_control(g->s, KV_CONTROL_SEAL, on_seal_applied, g) == 0) {
+	if (mig_propose_control(g->s, KV_CONTROL_SEAL, on_seal_applied, g) ==
+	    0) {
 		ex->seal_proposed = true;
 		LOG_INFO("migration: cluster %s took write authority after "
 			 "this cluster's fence: sealing it",
