@@ -588,21 +588,6 @@ static int check_config(const struct relay_client_config *cfg)
 	return BATON_EINVAL;
 }
 
-/* See relay_client_use_secret(). */
-static struct {
-	bool set;
-	uint8_t key[RELAY_AUTH_KEY_LEN];
-} default_key;
-
-void relay_client_use_secret(const struct baton_peer_secret *secret)
-{
-	default_key.set = secret != NULL;
-	if (secret != NULL)
-		relay_auth_key(secret, default_key.key);
-	else
-		memset(default_key.key, 0, sizeof default_key.key);
-}
-
 int relay_client_start(uv_loop_t *loop, const struct relay_client_config *cfg,
 		       const struct relay_client_callbacks *cb,
 		       struct relay_client **out)
@@ -632,9 +617,6 @@ int relay_client_start(uv_loop_t *loop, const struct relay_client_config *cfg,
 	c->cfg.secret = NULL; /* only its key is kept */
 	if (cfg->secret != NULL) {
 		relay_auth_key(cfg->secret, c->key);
-		c->has_key = true;
-	} else if (default_key.set) {
-		memcpy(c->key, default_key.key, sizeof c->key);
 		c->has_key = true;
 	}
 	if (c->cfg.reconnect_min_ms == 0)

@@ -67,16 +67,10 @@ struct relay_client_config {
 	uint32_t ping_interval_ms, idle_timeout_ms;
 	/* The cluster's relay secret (relay_auth.h, relay_secret_load): every
 	 * HELLO then carries a proof of it (docs/relay-protocol.md
-	 * HELLO_PROOF). NULL: the process default (relay_client_use_secret),
-	 * if any; else HELLO carries no proof. Only its key is kept. */
+	 * HELLO_PROOF). NULL: HELLO carries no proof. Only its key is kept
+	 * (relay_client_start copies it). */
 	const struct baton_peer_secret *secret;
 };
-
-/* The secret of the clients started from now on whose config gives none:
- * batond reads --relay-secret-file at start and sets it here, once, for
- * every relay client of the process. NULL forgets it. Copied (as its
- * key). */
-void relay_client_use_secret(const struct baton_peer_secret *secret);
 
 /* A node of the global view. Strings are valid only during the callback. */
 struct relay_view_node {

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h" /* src/relay: relay_client_use_secret */
 #include "log.h"
 #include "server.h"
 #if BATON_TEST_LOSE_UNSYNCED
@@ -190,9 +189,8 @@ static int run(struct server *s)
 	server_addresses_to_transport(s);
 	identity_start(s);
 	int code = 0;
-	/* Every relay client of this process proves the relay secret. */
+	/* The relay client (migration.c) proves the relay secret. */
 	if (s->cfg.has_relay_secret) {
-		relay_client_use_secret(&s->cfg.relay_secret);
 		LOG_INFO("relay %s: HELLO proves the relay secret of %s",
 			 s->cfg.relay, s->cfg.relay_secret_file);
 	} else if (s->cfg.relay[0] != '\0') {

@@ -351,6 +351,7 @@ int migration_start(struct server *s)
 		.incarnation = new_incarnation(),
 		.release = s->cfg.profile.release,
 		.address = s->cfg.listen,
+		.secret = s->cfg.has_relay_secret ? &s->cfg.relay_secret : NULL,
 	};
 	struct relay_client_callbacks cb = {
 		.arg = g,

@@ -28,6 +28,7 @@
 
 struct relay_proc relay; /* the one this test started */
 const char *relay_extra_flag;
+const struct baton_peer_secret *node_relay_secret;
 
 static int free_port(void)
 {
@@ -238,6 +239,7 @@ void node_start(struct test_node *t, const char *cluster, baton_node_id id)
 		.address = address,
 		.reconnect_min_ms = 50,
 		.reconnect_max_ms = 200,
+		.secret = node_relay_secret,
 	};
 	n_nodes++;
 	struct relay_client_callbacks cb = {.arg = t,

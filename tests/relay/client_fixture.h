@@ -24,6 +24,9 @@ struct relay_proc {
 extern struct relay_proc relay; /* the one this test started */
 /* One more flag for the next relay_start() ("--name=value"), or NULL. */
 extern const char *relay_extra_flag;
+/* The relay secret the next node_start()s prove (their config's secret),
+ * or NULL for none. */
+extern const struct baton_peer_secret *node_relay_secret;
 
 #define MAX_SOURCES 4
 

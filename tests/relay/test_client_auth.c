@@ -29,11 +29,13 @@ static void write_secret(const char *bytes)
 	close(fd);
 }
 
+static struct baton_peer_secret secret;
+
 static void use_secret(const char *bytes)
 {
-	struct baton_peer_secret s = {.len = strlen(bytes)};
-	memcpy(s.bytes, bytes, s.len);
-	relay_client_use_secret(&s);
+	secret.len = strlen(bytes);
+	memcpy(secret.bytes, bytes, secret.len);
+	node_relay_secret = &secret;
 }
 
 static bool refused_for_proof(void *arg)
@@ -55,7 +57,7 @@ Test(relay_client_auth, only_a_client_with_the_secret_registers)
 	use_secret("the relay secret of cluster old");
 	struct test_node a;
 	node_start(&a, "old", 1);
-	relay_client_use_secret(NULL); /* the next clients have none */
+	node_relay_secret = NULL; /* the next clients have none */
 	cr_assert(run_until(view_complete, (void *)(uintptr_t)1, 10000),
 		  "the client with the secret did not register");
 
@@ -72,7 +74,7 @@ Test(relay_client_auth, only_a_client_with_the_secret_registers)
 	use_secret("another secret, not the cluster's");
 	struct test_node c;
 	node_start(&c, "old", 3);
-	relay_client_use_secret(NULL);
+	node_relay_secret = NULL;
 	cr_assert(run_until(refused_for_proof, &c, 10000),
 		  "a client with another secret was not refused");
 	relay_client_status(c.rc, &st);
