@@ -19,6 +19,7 @@
 
 #include "baton/assert.h"
 #include "migration.h"
+#include "memory_limit.h"
 #include "server.h"
 
 /* What the sections read, taken once per INFO. */
@@ -37,22 +38,6 @@ static void add(struct info_ctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	baton_buf_vprintf(c->b, fmt, ap);
 	va_end(ap);
-}
-
-/* "1.50M", as Redis's bytesToHuman. */
-static void human(uint64_t bytes, char *out, size_t cap)
-{
-	const char *units = "BKMGTP";
-	double v = (double)bytes;
-	size_t u = 0;
-	while (v >= 1024 && u + 1 < strlen(units)) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(out, cap, "%" PRIu64 "B", bytes);
-	else
-		snprintf(out, cap, "%.2f%c", v, units[u]);
 }
 
 static void section_server(struct info_ctx *c)
@@ -122,10 +107,10 @@ static void section_memory(struct info_ctx *c)
 	baton_node_id bound_from;
 	uint64_t bound = memory_bound(s, &bound_from);
 	char used_h[32], rss_h[32], peak_h[32], max_h[32];
-	human(used, used_h, sizeof used_h);
-	human(rss, rss_h, sizeof rss_h);
-	human(s->memory.peak, peak_h, sizeof peak_h);
-	human(max, max_h, sizeof max_h);
+	memory_human(used, used_h, sizeof used_h);
+	memory_human(rss, rss_h, sizeof rss_h);
+	memory_human(s->memory.peak, peak_h, sizeof peak_h);
+	memory_human(max, max_h, sizeof max_h);
 	add(c,
 	    "# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_human:%s\r\n"
 	    "used_memory_rss:%" PRIu64 "\r\nused_memory_rss_human:%s\r\n"

@@ -315,12 +315,15 @@ static void render_clock(struct server *s, struct baton_buf *b)
 {
 	struct baton_pipeline_clock k;
 	baton_node_clock(s->node, &k);
-	family(b, "baton_clock_offset_ms", "gauge",
-	       "This node's wall clock minus the cluster's, in ms (a "
-	       "follower: minus its leader's; the leader: minus the clock "
-	       "that completes a majority with it); absent until measured.");
-	if (k.offset_known)
+	/* The whole family is absent until measured: a family without a
+	 * sample says nothing a scraper can use. */
+	if (k.offset_known) {
+		family(b, "baton_clock_offset_ms", "gauge",
+		       "This node's wall clock minus the cluster's, in ms (a "
+		       "follower: minus its leader's; the leader: minus the "
+		       "clock that completes a majority with it).");
 		out(b, "baton_clock_offset_ms %" PRId64 "\n", k.offset_ms);
+	}
 	gauge(b, "baton_clock_offset_max_ms",
 	      "--max-clock-offset: the offset tolerated (0: not checked).",
 	      k.checked ? k.max_offset_ms : 0);

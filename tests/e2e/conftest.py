@@ -184,6 +184,17 @@ class Deadline:
             f"waiting for {self.what}" + (f": {detail}" if detail else ""))
 
 
+def wait_for(what, check, timeout=15.0):
+    """Poll check() (bounded) until it returns a true value; return it."""
+    d = Deadline(timeout, what)
+    while not d.expired():
+        got = check()
+        if got:
+            return got
+        time.sleep(POLL_S)
+    d.fail()
+
+
 def wait_log(node, needle, since=0, timeout=10.0, regex=False):
     """Wait (bounded) until node's log, from offset `since`, holds needle
     (a regular expression if regex)."""

@@ -20,13 +20,12 @@ did:
   lived on).
 """
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import BATOND, Deadline, POLL_S, retry, wait_log
+from conftest import BATOND, retry, wait_for, wait_log
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SKEW_S = 3600
@@ -52,15 +51,6 @@ def faketime_wrapper(root):
 def replication(node):
     return node.client(timeout=2.0).info("replication")
 
-
-def wait_for(what, cond, timeout=15.0):
-    d = Deadline(timeout, what)
-    while not d.expired():
-        value = cond()
-        if value:
-            return value
-        time.sleep(POLL_S)
-    d.fail()
 
 
 def test_a_fast_clock_is_warned_about_and_does_not_cost_data(cluster):

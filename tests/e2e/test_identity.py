@@ -19,8 +19,9 @@ import time
 
 import redis
 
-from conftest import (BATOND, HOST, POLL_S, Deadline, Node, as_map,
-                      free_ports, require_binary, retry, wait_log)
+from conftest import (BATOND, HOST, Node, as_map,
+                      free_ports, require_binary, retry, wait_for,
+                      wait_log)
 
 UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-" \
           r"[0-9a-f]{12}"
@@ -42,15 +43,6 @@ def wait_exit(node, timeout=EXIT_TIMEOUT_S):
     node.exit_codes.append(code)
     return code
 
-
-def wait_for(what, check, timeout=15.0):
-    d = Deadline(timeout, what)
-    while not d.expired():
-        got = check()
-        if got:
-            return got
-        time.sleep(POLL_S)
-    d.fail()
 
 
 def cluster_uuid(node):
