@@ -730,6 +730,11 @@ int kv__apply_migration(struct baton_kv *kv, struct baton_machine_version v,
 			"authority since old index %llu",
 			(unsigned long long)kv->mig.authority_from);
 	}
+	/* batonctl migrate abort: the import stops at the abort's index,
+	 * what was proposed before it applied included. */
+	if (kv->mig.aborted && d->kind != KV_KIND_AUTHORITY)
+		return resp_error(out, "ERR import refused: the migration was "
+				       "aborted (batonctl migrate resume)");
 	switch (d->kind) {
 	case KV_KIND_IMPORT_BEGIN:
 		return apply_begin(kv, d, out);

@@ -335,6 +335,7 @@ int migration_start(struct server *s)
 	g->s = s;
 	baton_buf_init(&g->ex.chunk);
 	baton_buf_init(&g->plain);
+	baton_buf_init(&g->im.part);
 	if (s->cfg.has_migration_secret)
 		rv0 = migration_keys_init(&g->keys,
 					  s->cfg.migration_secret.bytes,
@@ -388,6 +389,7 @@ static void release(struct migration *g)
 		return;
 	baton_buf_free(&g->ex.chunk);
 	baton_buf_free(&g->plain);
+	baton_buf_free(&g->im.part);
 	migration_keys_wipe(&g->keys);
 	free(g);
 }

@@ -32,18 +32,20 @@ struct command_ctx;
 /* ---- messages (migration_wire.c): docs/relay.md "Messages" ------------ */
 
 enum migration_msg_type {
-	MIG_EXPORT_REQ = 1, /* new leader -> old cluster (multicast) */
-	MIG_BEGIN = 2,	    /* old leader -> new leader: a snapshot starts */
-	MIG_CHUNK = 3,	    /* ... its export records */
-	MIG_END = 4,	    /* ... it ended */
-	MIG_ENTRY = 5,	    /* ... a committed kv payload after it */
-	MIG_HEAD = 6,	    /* ... nothing new: where the old log is */
-	MIG_ACK = 7,	    /* new leader -> old leader: import index */
-	MIG_HANDOFF = 8,    /* new leader -> old leader: fence now */
-	MIG_FENCED = 9,	    /* old leader -> new leader: fenced at F */
-	MIG_AUTHORITY = 10, /* new leader -> old cluster (multicast) */
+	MIG_EXPORT_REQ = 1,  /* new leader -> old cluster (multicast) */
+	MIG_BEGIN = 2,	     /* old leader -> new leader: a snapshot starts */
+	MIG_CHUNK = 3,	     /* ... its export records */
+	MIG_END = 4,	     /* ... it ended */
+	MIG_ENTRY = 5,	     /* ... a committed kv payload after it */
+	MIG_HEAD = 6,	     /* ... nothing new: where the old log is */
+	MIG_ACK = 7,	     /* new leader -> old leader: import index */
+	MIG_HANDOFF = 8,     /* new leader -> old leader: fence now */
+	MIG_FENCED = 9,	     /* old leader -> new leader: fenced at F */
+	MIG_AUTHORITY = 10,  /* new leader -> old cluster (multicast) */
+	MIG_ENTRY_PART = 11, /* old -> new: a part of an ENTRY too long for
+				one message; the ENTRY with the rest follows */
 };
-#define MIG_MSG_TYPE_MAX 10u
+#define MIG_MSG_TYPE_MAX 11u
 #define MIG_CLUSTER_MAX 255u
 
 /* The message format this tree writes and reads (docs/relay.md,

@@ -159,6 +159,16 @@ static void on_export_req(struct migration *g, const char *from_cluster,
 				 from_node, from_cluster);
 		return;
 	}
+	if (!g->s->machine.has_uuid) {
+		/* BEGIN names this cluster's UUID, which the importer pins:
+		 * until the first leader's entry applied there is none to
+		 * send. The importer asks again after its stall time. */
+		LOG_WARN_LIMITED("migration: an export request from node "
+				 "%" PRIu64 " of cluster %s waits: this "
+				 "cluster's UUID is not applied yet",
+				 from_node, from_cluster);
+		return;
+	}
 	bool resume = ex->open && ex->snap_sent && m->index >= ex->acked &&
 		      m->index >= ex->snap_index &&
 		      (ex->head == NULL || ex->head->index <= m->index + 1) &&
@@ -167,6 +177,7 @@ static void on_export_req(struct migration *g, const char *from_cluster,
 		return; /* a repeated request of the running session */
 	ex->open = true;
 	ex->session = m->session;
+	ex->part_index = 0; /* an entry in parts starts again */
 	snprintf(ex->to_cluster, sizeof ex->to_cluster, "%s", from_cluster);
 	ex->to_node = from_node;
 	ex->last_fenced_ms = 0;
@@ -421,10 +432,27 @@ static void pump_entries(struct migration *g)
 			continue;
 		if (t->index > ex->acked + MIG_WINDOW_ENTRIES)
 			return;
-		if (send_msg(g, MIG_ENTRY, t->index, 0, t->payload, t->len) !=
-		    0)
+		/* An entry longer than one message (a value of many MiB)
+		 * goes in parts: ENTRY_PARTs, then an ENTRY with the rest,
+		 * each saying where its bytes start in the entry. A full
+		 * relay queue stops it midway; the next tick goes on. */
+		if (ex->part_index != t->index) {
+			ex->part_index = t->index;
+			ex->part_sent = 0;
+		}
+		while (t->len - ex->part_sent > MIG_DATA_MAX) {
+			if (send_msg(g, MIG_ENTRY_PART, t->index, ex->part_sent,
+				     t->payload + ex->part_sent,
+				     MIG_DATA_MAX) != 0)
+				return;
+			ex->part_sent += MIG_DATA_MAX;
+		}
+		if (send_msg(g, MIG_ENTRY, t->index, ex->part_sent,
+			     t->payload + ex->part_sent,
+			     t->len - ex->part_sent) != 0)
 			return;
 		ex->sent_index = t->index;
+		ex->part_index = 0;
 	}
 }
 

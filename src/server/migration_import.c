@@ -87,6 +87,25 @@ static void tell_own_cluster(struct migration *g, uint64_t fence_index)
 	mig_send(g, g->s->cfg.relay_cluster, 0, &m);
 }
 
+/* One more part of an entry too long for one message (ENTRY_PART, or the
+ * last, ENTRY with a nonzero offset in value): it must start where the
+ * bytes so far end, of the same old index; else the stream is asked for
+ * again (ECORRUPT). Bounded by what one log entry may hold. */
+static int entry_part(struct mig_import *im, const struct migration_msg *m)
+{
+	if (m->value == 0) {
+		im->part_index = m->index;
+		baton_buf_reset(&im->part);
+	}
+	if (im->part_index != m->index || m->value != im->part.len ||
+	    im->part.len + m->len > MIG_ENTRY_BYTES_MAX) {
+		im->part_index = 0;
+		baton_buf_reset(&im->part);
+		return BATON_ECORRUPT;
+	}
+	return baton_buf_append(&im->part, m->data, m->len);
+}
+
 void mig_import_on_msg(struct migration *g, const char *from_cluster,
 		       baton_node_id from_node, const struct migration_msg *m)
 {
@@ -157,8 +176,21 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 		}
 		rv = kv_encode_import_end(m->index, (uint32_t)m->value, &kv);
 		break;
+	case MIG_ENTRY_PART:
+		rv = entry_part(im, m);
+		break;
 	case MIG_ENTRY:
-		rv = kv_encode_import_entry(m->index, m->data, m->len, &kv);
+		if (m->value == 0) {
+			rv = kv_encode_import_entry(m->index, m->data, m->len,
+						    &kv);
+			break;
+		}
+		rv = entry_part(im, m);
+		if (rv == 0)
+			rv = kv_encode_import_entry(m->index, im->part.data,
+						    im->part.len, &kv);
+		im->part_index = 0;
+		baton_buf_reset(&im->part);
 		break;
 	case MIG_HEAD:
 		break;
@@ -256,6 +288,8 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 	struct mig_import *im = &g->im;
 	im->session = random_session(g);
 	im->from_node = 0;
+	im->part_index = 0;
+	baton_buf_reset(&im->part);
 	g->stats.sessions++;
 	im->progress_ms = mig_now(g);
 	im->acked_sent = 0;

@@ -82,7 +82,11 @@ struct mig_export {
 	struct mig_tee *head, *tail;
 	size_t tee_bytes;
 	uint64_t sent_index; /* the last ENTRY sent (or snap_index) */
-	uint64_t acked;	     /* the importer's import index */
+	/* The entry after sent_index when it is too long for one message:
+	 * its bytes sent so far in ENTRY_PARTs. */
+	uint64_t part_index;
+	size_t part_sent;
+	uint64_t acked; /* the importer's import index */
 	/* The fence: its index once applied here (0 before). */
 	uint64_t fence_index;
 	bool fence_proposed;
@@ -94,6 +98,10 @@ struct mig_export {
 	bool authority_seen;
 	bool seal_proposed;
 };
+
+/* The longest entry of the old log an import reassembles from parts:
+ * what one log entry may hold (the core's max_entry_bytes default). */
+#define MIG_ENTRY_BYTES_MAX ((size_t)16u << 20)
 
 struct mig_import {
 	uint64_t session;
@@ -109,6 +117,10 @@ struct mig_import {
 	uint64_t ack_ms;
 	uint64_t authority_sent_ms;
 	uint32_t proposing; /* import entries proposed, not yet applied */
+	/* An entry arriving in parts (ENTRY_PART..., ENTRY): its old index
+	 * and the bytes so far. */
+	uint64_t part_index;
+	struct baton_buf part;
 	uint64_t handoff_ms, authority_ms; /* logged once */
 };
 

@@ -46,8 +46,9 @@ enum key_purpose {
 const char *migration_msg_name(uint8_t type)
 {
 	static const char *const names[] = {
-		NULL,	"EXPORT_REQ", "BEGIN",	 "CHUNK",  "END",	"ENTRY",
-		"HEAD", "ACK",	      "HANDOFF", "FENCED", "AUTHORITY",
+		NULL,	   "EXPORT_REQ", "BEGIN",     "CHUNK",
+		"END",	   "ENTRY",	 "HEAD",      "ACK",
+		"HANDOFF", "FENCED",	 "AUTHORITY", "ENTRY_PART",
 	};
 	_Static_assert(sizeof names / sizeof names[0] == MIG_MSG_TYPE_MAX + 1,
 		       "one name per type");

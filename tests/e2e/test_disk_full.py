@@ -70,8 +70,13 @@ def test_a_leader_whose_disk_fills_fails_no_write_unclearly(cluster,
     mount_point = tmp_path / "small-disk"
     try:
         move_onto_small_disk(full, mount_point)
-        cluster.batonctl("transfer", full.id, node=full)
-        assert cluster.leader() is full
+        d = Deadline(30, f"{full} to lead")
+        while cluster.leader() is not full:
+            if d.expired():
+                d.fail()
+            # Refused while no leader is known yet: asked again.
+            cluster.batonctl("transfer", full.id, node=full, check=False)
+            time.sleep(0.2)
         fill(mount_point, SEGMENT // 2)
 
         via = cluster.node(2)

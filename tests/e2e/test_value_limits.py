@@ -244,6 +244,20 @@ def test_relay_migration_exports_a_12_mib_value(tmp_path):
         assert "2 keys" in r.stdout, r.stdout
         assert path.stat().st_size > len(value)
         assert value.encode() in path.read_bytes()
+        # After the snapshot, each write goes as one ENTRY message; one
+        # longer than a relay message (8 MiB) goes in parts.
+        later = value[::-1]
+        assert cl.set("big-later", later)
+        applied = int(leader.info()["applied"])
+        d = Deadline(60, "the 12 MiB write to be imported")
+        while int(migration_status(b).get("import_index", 0)) < applied:
+            if d.expired():
+                d.fail(f"{migration_status(b)}\n{b.log_tail()}")
+            time.sleep(0.2)
+        path2 = tmp_path / "new-after.backup"
+        r = new.batonctl("snapshot", "save", path2, node=b)
+        assert "3 keys" in r.stdout, r.stdout
+        assert later.encode() in path2.read_bytes()
     finally:
         old.stop_all()
         new.stop_all()

@@ -104,9 +104,19 @@ Test(migration, a_sealed_fence_cannot_be_lifted_or_aborted)
 Test(migration, abort_stops_an_import_until_authority)
 {
 	migt_begin(migt_new_kv, 3, T0);
+	cr_assert_str_eq(migt_end(migt_new_kv, 3, 0), "+OK\r\n");
 	cr_assert_str_eq(control(migt_new_kv, V3, KV_CONTROL_ABORT), "+OK\r\n");
 	cr_assert(migt_state(migt_new_kv).aborted);
-	cr_assert_str_eq(migt_end(migt_new_kv, 3, 0), "+OK\r\n");
+	/* The import stops at the abort: an entry proposed before it
+	 * applied changes nothing. */
+	struct baton_buf old;
+	baton_buf_init(&old);
+	migt_encode(T0, "SET a 1", &old);
+	cr_assert_str_eq(migt_entry(migt_new_kv, 4, &old),
+			 "-ERR import refused: the migration was aborted "
+			 "(batonctl migrate resume)\r\n");
+	baton_buf_free(&old);
+	cr_assert_eq(migt_state(migt_new_kv).import_index, 3);
 	/* Aborted: no authority (the old cluster may have been unfenced). */
 	baton_buf_reset(&migt_payload);
 	cr_assert_eq(kv_encode_authority(3, &migt_payload), 0);
