@@ -257,6 +257,17 @@ int kv__records_check(const uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* The next field and value of a hash record's fields, which record_read
+ * walked already. */
+static void next_field(struct baton_le_reader *r, const uint8_t **field,
+		       uint32_t *flen, const uint8_t **val, uint32_t *vlen)
+{
+	bool ok = read_bytes(r, KV_VALUE_BYTES_MAX, field, flen) &&
+		  read_bytes(r, KV_VALUE_BYTES_MAX, val, vlen);
+	assert(ok);
+	(void)ok;
+}
+
 /* The entry a record makes (no expiry yet): 0, BATON_ECORRUPT (a field
  * given twice) or BATON_ENOMEM. */
 static int record_entry(const struct record *rec, struct kv__entry **out)
@@ -281,10 +292,7 @@ static int record_entry(const struct record *rec, struct kv__entry **out)
 	for (uint64_t i = 0; i < rec->n_fields; i++) {
 		const uint8_t *field, *val;
 		uint32_t flen, vlen;
-		bool ok = read_bytes(&r, KV_VALUE_BYTES_MAX, &field, &flen) &&
-			  read_bytes(&r, KV_VALUE_BYTES_MAX, &val, &vlen);
-		assert(ok); /* record_read walked them */
-		(void)ok;
+		next_field(&r, &field, &flen, &val, &vlen);
 		struct kv__entry *f = NULL;
 		int rv = BATON_ECORRUPT;
 		if (kv__table_find(e->fields, field, flen) == NULL) {
@@ -401,10 +409,7 @@ static int stage_more(const struct record *rec, struct staged *v)
 	for (uint64_t i = 0; i < rec->n_fields; i++) {
 		const uint8_t *field, *val;
 		uint32_t flen, vlen;
-		bool ok = read_bytes(&r, KV_VALUE_BYTES_MAX, &field, &flen) &&
-			  read_bytes(&r, KV_VALUE_BYTES_MAX, &val, &vlen);
-		assert(ok); /* record_read walked them */
-		(void)ok;
+		next_field(&r, &field, &flen, &val, &vlen);
 		v->more[i] = kv__entry_new(field, flen, val, vlen);
 		if (v->more[i] == NULL)
 			return BATON_ENOMEM;
