@@ -20,7 +20,7 @@ import time
 import pytest
 import redis
 
-from conftest import TEST_WAL_SEGMENT_BYTES, Deadline
+from conftest import TEST_WAL_SEGMENT_BYTES, Cluster, Deadline
 
 SEGMENT = TEST_WAL_SEGMENT_BYTES
 FS_BYTES = 16 << 20  # the full node's whole disk
@@ -131,3 +131,25 @@ def test_a_leader_whose_disk_fills_fails_no_write_unclearly(cluster,
     finally:
         cluster.stop_all()
         unmount(mount_point)
+
+
+
+def segment_sizes(node):
+    return {p.stat().st_size for p in node.data_dir.glob("wal-*.log")}
+
+
+def test_segments_are_preallocated_at_the_size_asked(tmp_path):
+    """The suite's own disk (the issue's item 0): every batond a test
+    starts takes the suite's small segments from the environment
+    (BATON_WAL_SEGMENT_BYTES, conftest), and --wal-segment-bytes sets
+    them."""
+    default = Cluster(tmp_path / "default")
+    asked = Cluster(tmp_path / "asked")
+    try:
+        default.start(1)
+        assert segment_sizes(default.node(1)) == {SEGMENT}
+        asked.start(1, extra=("--wal-segment-bytes", str(1 << 20)))
+        assert segment_sizes(asked.node(1)) == {1 << 20}
+    finally:
+        default.stop_all()
+        asked.stop_all()
