@@ -43,6 +43,11 @@ def faketime_wrapper(root):
                     f"export LD_PRELOAD={LIBFAKETIME}\n"
                     f"export FAKETIME=+{SKEW_S}s\n"
                     "export FAKETIME_DONT_FAKE_MONOTONIC=1\n"
+                    # A sanitizer build wants its runtime first among
+                    # the libraries; libfaketime only wraps clock calls,
+                    # which the sanitizers leave alone.
+                    "export ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+                    "verify_asan_link_order=0\"\n"
                     f"exec {BATOND} \"$@\"\n")
     path.chmod(0o755)
     return path
