@@ -71,6 +71,55 @@ Test(proof, the_golden_entry_decodes_and_encodes_back)
 	cr_assert_eq(f.ext.ptr + f.ext.len, file + len);
 }
 
+/* hello_proof.bin is the golden "hello" frame (golden_frames.c, never
+ * changed) with a HELLO_PROOF entry as its extension area: its values,
+ * with the entry made from the document's nonce, time and MAC, encode to
+ * exactly the file's bytes, and the file decodes to those fields. */
+Test(proof, the_golden_frame_is_the_golden_hello_with_the_entry)
+{
+	size_t n;
+	const struct golden_frame *g = golden_frames(&n);
+	const struct golden_frame *hello = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(g[i].name, "hello") == 0)
+			hello = &g[i];
+	cr_assert_not_null(hello);
+	struct baton_relay_hello_proof p = {
+		.present = true, .timestamp_ms = GOLDEN_TIMESTAMP_MS};
+	for (uint8_t i = 0; i < BATON_RELAY_PROOF_NONCE_LEN; i++)
+		p.nonce[i] = (uint8_t)(0xa0 + i);
+	memcpy(p.mac, golden_mac, sizeof golden_mac);
+	uint8_t entry[BATON_RELAY_PROOF_ENTRY_LEN];
+	size_t entry_len = baton_relay_proof_put(&p, entry);
+	struct baton_relay_frame want = hello->frame;
+	want.ext.ptr = entry;
+	want.ext.len = (uint32_t)entry_len;
+	static uint8_t out[FRAME_CAP];
+	size_t len;
+	struct baton_relay_err err;
+	cr_assert_eq(baton_relay_encode(&want, hello->dir, out, sizeof out,
+					&len, &err),
+		     0, "%s", err.text);
+	size_t flen = golden_read(BATON_RELAY_GOLDEN_DIR, "hello_proof", file,
+				  sizeof file);
+	cr_assert_eq(len, flen);
+	cr_assert_eq(memcmp(out, file, len), 0,
+		     "hello_proof.bin is not the golden hello with the entry");
+	struct baton_relay_frame f;
+	cr_assert_eq(
+		baton_relay_decode(file, flen, BATON_RELAY_TO_RELAY, &f, &err),
+		0, "%s", err.text);
+	const struct baton_relay_hello *a = &f.u.hello, *b = &want.u.hello;
+	cr_assert_eq(a->node_id, b->node_id);
+	cr_assert_eq(a->incarnation, b->incarnation);
+	cr_assert_eq(a->cluster_id.len, b->cluster_id.len);
+	cr_assert_eq(
+		memcmp(a->cluster_id.ptr, b->cluster_id.ptr, a->cluster_id.len),
+		0);
+	cr_assert_eq(a->address.len, b->address.len);
+	cr_assert_eq(memcmp(a->address.ptr, b->address.ptr, a->address.len), 0);
+}
+
 Test(proof, the_mac_is_the_documents)
 {
 	struct baton_relay_frame f;
