@@ -12,10 +12,10 @@
  * registered at the relay under the other cluster's name never gets the
  * password. Then AUTH with this node's --password if one is set, then
  * BATON.PROXIED, whose replies are awaited before any command is
- * written, so a refusal there has sent nothing. The commands of
- * one connection are written in order on that one connection and their
- * replies come back in order (the reply scanner of src/wire/resp_reply.c says
- * where each ends). A command for another address waits in the same queue
+ * written, so a refusal there has sent nothing (proxy_greeting.c). The
+ * commands of one connection are written in order on that one connection
+ * and their replies come back in order (the reply scanner of
+ * src/wire/resp_reply.c says where each ends). A command for another address waits in the same queue
  * until the replies in flight on the current upstream are back, then the
  * upstream is replaced; so effects keep the connection's order.
  *
@@ -36,6 +36,7 @@
 #include "address_uv.h"
 #include "baton/assert.h"
 #include "log.h"
+#include "proxy_internal.h"
 #include "server.h"
 
 /* How often an upstream checks its deadlines. */
@@ -44,54 +45,6 @@
 #define PROXY_READ_CHUNK_BYTES ((size_t)64 << 10)
 /* An input buffer grown past this is released once empty. */
 #define PROXY_IDLE_BUF_BYTES ((size_t)1 << 20)
-
-struct proxy_cmd {
-	struct slot *sl;
-	char addr[BATON_ADDR_MAX];
-	struct baton_buf request; /* the command in RESP; kept for a resend */
-	bool read;		  /* a read: may be resent once */
-	bool resent;
-	uint64_t deadline_ms; /* once written: its reply is due */
-	struct proxy_cmd *next;
-};
-
-struct cmd_queue {
-	struct proxy_cmd *head, *tail;
-	uint32_t n;
-};
-
-enum upstream_state {
-	UP_CONNECTING,
-	UP_PROVE,     /* BATON.MIGRATION.PROVE sent, its reply awaited */
-	UP_HANDSHAKE, /* AUTH and BATON.PROXIED sent, replies awaited */
-	UP_OPEN,
-	UP_CLOSED,
-};
-
-struct upstream {
-	struct server *s;
-	struct proxy_client *pc; /* NULL once the client is gone */
-	char addr[BATON_ADDR_MAX];
-	enum upstream_state state;
-	uv_tcp_t tcp;
-	struct baton_addr_connect *connecting; /* resolving or connecting */
-	uv_timer_t timer;
-	int handles_open;		 /* freed when both are closed */
-	uint64_t open_deadline_ms;	 /* connected and handshaken by then */
-	uint32_t handshake_left;	 /* replies to AUTH, BATON.PROXIED */
-	uint8_t expect[MIG_PROOF_BYTES]; /* UP_PROVE: the right proof */
-	bool auth_sent;
-	struct cmd_queue sent; /* written; their replies come in order */
-	struct baton_buf in;   /* read; [0, in_start) passed on */
-	size_t in_start;
-	struct resp_reply_scanner scanner;
-};
-
-struct proxy_client {
-	struct server *s;
-	struct upstream *up;	  /* NULL: none open */
-	struct cmd_queue waiting; /* not written yet, in order */
-};
 
 struct upstream_write {
 	uv_write_t req;
@@ -307,8 +260,7 @@ static void on_written(uv_write_t *req, int status)
 	finish(pc, &done);
 }
 
-/* Write buf's bytes (taken over) to the upstream. 0, or a libuv error. */
-static int upstream_write(struct upstream *up, struct baton_buf *buf)
+int proxy__upstream_write(struct upstream *up, struct baton_buf *buf)
 {
 	struct upstream_write *w = calloc(1, sizeof *w);
 	if (w == NULL)
@@ -325,102 +277,16 @@ static int upstream_write(struct upstream *up, struct baton_buf *buf)
 	return rv;
 }
 
-/* AUTH with this node's password (if it has one), then BATON.PROXIED;
- * their replies are awaited before any command is written. 0 or a libuv
- * error. */
-static int send_hello(struct upstream *up)
-{
-	struct baton_buf hello;
-	baton_buf_init(&hello);
-	const char *pw = up->s->cfg.password;
-	int rv = 0;
-	up->auth_sent = pw[0] != '\0';
-	up->handshake_left = up->auth_sent ? 2 : 1;
-	if (up->auth_sent &&
-	    (resp_array(&hello, 2) != 0 || resp_bulk(&hello, "AUTH", 4) != 0 ||
-	     resp_bulk(&hello, pw, strlen(pw)) != 0))
-		rv = UV_ENOMEM;
-	if (rv == 0 && (resp_array(&hello, 1) != 0 ||
-			resp_bulk(&hello, "BATON.PROXIED", 13) != 0))
-		rv = UV_ENOMEM;
-	if (rv == 0)
-		rv = upstream_write(up, &hello);
-	baton_buf_free(&hello);
-	if (rv == 0)
-		up->state = UP_HANDSHAKE;
-	return rv;
-}
-
-/* Ask the node to prove it holds the migration secret before it gets a
- * password (docs/relay.md, "Proxying"): anyone may register at the relay
- * under the other cluster's name with an address of their own. 0, a
- * libuv error, or UV_EPERM with why when no proof can be asked. */
-static int send_prove(struct upstream *up, char *why, size_t cap)
-{
-	struct baton_buf b;
-	baton_buf_init(&b);
-	int rv = migration_proof_request(up->s, up->addr, &b, up->expect, why,
-					 cap) == 0
-			 ? upstream_write(up, &b)
-			 : UV_EPERM;
-	baton_buf_free(&b);
-	if (rv == 0) {
-		up->state = UP_PROVE;
-		up->handshake_left = 1;
-	}
-	return rv;
-}
-
-/* A handshake reply: AUTH's must be +OK; BATON.PROXIED's +OK, or "unknown
- * command" from an older node (which never proxies). False, with what
- * went wrong in why, if refused. */
-static bool handshake_accepted(struct upstream *up, const uint8_t *r, size_t n,
-			       char *why, size_t cap)
-{
-	bool auth = up->auth_sent && up->handshake_left == 2;
-	bool ok = n == 5 && memcmp(r, "+OK\r\n", 5) == 0;
-	static const char unknown[] = "-ERR unknown command";
-	if (!auth && !ok && n >= sizeof unknown - 1 &&
-	    memcmp(r, unknown, sizeof unknown - 1) == 0)
-		ok = true;
-	if (!ok) {
-		size_t shown = n > 2 ? n - 2 : 0; /* without the CRLF */
-		snprintf(why, cap, "it answered %s with '%.*s'",
-			 auth ? "AUTH" : "BATON.PROXIED",
-			 (int)(shown < 200 ? shown : 200), (const char *)r);
-	}
-	return ok;
-}
-
 /* One whole reply of n bytes at r. false: the upstream was closed. */
 static bool on_reply(struct upstream *up, struct cmd_queue *done,
 		     const uint8_t *r, size_t n)
 {
-	if (up->state == UP_PROVE) {
+	if (up->state == UP_PROVE || up->state == UP_HANDSHAKE) {
 		char why[512];
-		int rv = 0;
-		if (!migration_proof_check(up->expect, r, n, why, sizeof why)) {
-			LOG_WARN_LIMITED("proxy: the node at %s: %s", up->addr,
-					 why);
+		if (!proxy__greeting_reply(up, r, n, why, sizeof why)) {
 			upstream_unreachable(up, done, why);
 			return false;
 		}
-		rv = send_hello(up);
-		if (rv != 0) {
-			upstream_unreachable(up, done, uv_strerror(rv));
-			return false;
-		}
-		return true;
-	}
-	if (up->state == UP_HANDSHAKE) {
-		char why[320];
-		if (!handshake_accepted(up, r, n, why, sizeof why)) {
-			upstream_unreachable(up, done, why);
-			return false;
-		}
-		BATON_ASSERT(up->handshake_left > 0);
-		if (--up->handshake_left == 0)
-			up->state = UP_OPEN; /* the caller pumps */
 		return true;
 	}
 	struct proxy_cmd *c = queue_pop(&up->sent);
@@ -542,9 +408,7 @@ static void on_connect(void *data, int status)
 		rv = uv_read_start((uv_stream_t *)&up->tcp, on_alloc, on_read);
 	}
 	if (rv == 0)
-		rv = migration_proxy_needs_proof(up->s)
-			     ? send_prove(up, why, sizeof why)
-			     : send_hello(up);
+		rv = proxy__greeting_start(up, why, sizeof why);
 	if (rv != 0) {
 		if (why[0] == '\0')
 			snprintf(why, sizeof why, "%s", uv_strerror(rv));
@@ -656,7 +520,7 @@ static bool pump_once(struct proxy_client *pc, struct cmd_queue *done)
 		return false;
 	struct upstream *up = pc->up;
 	BATON_ASSERT(up != NULL && up->state == UP_OPEN);
-	int rv = upstream_write(up, &batch);
+	int rv = proxy__upstream_write(up, &batch);
 	baton_buf_free(&batch);
 	if (rv == 0)
 		return false;
