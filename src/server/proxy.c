@@ -15,9 +15,10 @@
  * written, so a refusal there has sent nothing (proxy_greeting.c). The
  * commands of one connection are written in order on that one connection
  * and their replies come back in order (the reply scanner of
- * src/wire/resp_reply.c says where each ends). A command for another address waits in the same queue
- * until the replies in flight on the current upstream are back, then the
- * upstream is replaced; so effects keep the connection's order.
+ * src/wire/resp_reply.c says where each ends). A command for another address
+ * waits in the same queue until the replies in flight on the current upstream
+ * are back, then the upstream is replaced; so effects keep the connection's
+ * order.
  *
  * Re-entrancy: answering a slot (slot_done) may run the client's next
  * commands, which may call proxy_command, or close the client, which
