@@ -541,6 +541,14 @@ bool metrics_health(struct server *s, uint64_t max_lag, bool members,
 		    needs ? "needs-upgrade: " : "", me,
 		    needs ? "stopped" : "stalled", st.stalled_index,
 		    st.stalled_why);
+	/* /ready only: a new node of a migration is not one a scheduler may
+	 * count on until the migration says so (INFO migration_ready), or
+	 * it would stop an old node too early. /health, for monitoring,
+	 * stays about the node's own fitness. */
+	const char *why = "";
+	if (!members && !migration_ready(s, &why))
+		out(b, "migration not ready: %s (INFO migration_ready:0)\n",
+		    why);
 	if (members && st.raft.role == BATON_LEADER) {
 		uint64_t now = uv_now(s->loop);
 		uint64_t bound = (uint64_t)METRICS_DOWN_TIMEOUTS *

@@ -466,6 +466,15 @@ static const char *phase(struct migration *g, const struct kv_migration *km)
 	return g->active ? "idle" : "waiting-for-activation";
 }
 
+bool migration_ready(struct server *s, const char **why)
+{
+	struct migration *g = s->migration;
+	*why = "";
+	if (g == NULL || !mig_is_new_side(g))
+		return true;
+	return mig_import_ready(g, why);
+}
+
 void migration_info(struct server *s, struct baton_buf *b)
 {
 	struct migration *g = s->migration;
@@ -478,7 +487,7 @@ void migration_info(struct server *s, struct baton_buf *b)
 	struct proxy_stats ps;
 	proxy_stats(s, &ps);
 	const char *why = "";
-	bool ready = mig_is_new_side(g) ? mig_import_ready(g, &why) : true;
+	bool ready = migration_ready(s, &why);
 	char text[4096];
 	int n = snprintf(
 		text, sizeof text,

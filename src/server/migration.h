@@ -199,6 +199,11 @@ bool migration_refused_write(const uint8_t *reply, size_t len);
 /* Does this node's state machine refuse writes of its own (fenced old
  * side, or new side still importing)? The leader's sweeper then rests. */
 bool migration_writes_frozen(const struct server *s);
+/* INFO's migration_ready: true for a node in no migration and for the
+ * old side (it serves as always); for the new side, whether a scheduler
+ * may now stop an old node (docs/relay.md "When the new cluster is
+ * ready"); false with *why saying what it waits for. /ready follows it. */
+bool migration_ready(struct server *s, const char **why);
 /* INFO's "# Migration" section (nothing without --relay). */
 void migration_info(struct server *s, struct baton_buf *b);
 /* BATON.MIGRATION STATUS | HANDOFF | ABORT | RESUME | UNFENCE. */
