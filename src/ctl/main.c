@@ -184,6 +184,22 @@ static const struct command commands[] = {
 	 "did not answer, FILE damaged: the message says which); 2 bad "
 	 "usage.\n",
 	 ctl_snapshot_options, 2, 2, ctl_cmd_snapshot},
+	{"relay",
+	 "status|activate|deactivate --relay HOST:PORT [--secret-file FILE]",
+	 "Ask baton-relay itself (docs/relay-server.md), over its protocol;\n"
+	 "-h and -p are not used.\n"
+	 "  status        active or not, the view number, counters and every\n"
+	 "                node of the view (cluster, node, connected, queues,\n"
+	 "                messages in and out); needs no secret\n"
+	 "  activate      send ACTIVATE to every node (the relay starts\n"
+	 "                relaying); kept in its state file\n"
+	 "  deactivate    send DEACTIVATE (the relay stops relaying)\n"
+	 "  --relay HOST:PORT   the relay's --listen address\n"
+	 "  --secret-file FILE  the relay's --admin-secret-file (activate,\n"
+	 "                      deactivate): the request is proven with it\n"
+	 "Exit status: 0 done; 1 refused (no or a wrong secret, a relay\n"
+	 "without --admin-secret-file or too old) or no answer; 2 bad usage.\n",
+	 ctl_relay_options, 1, 1, ctl_cmd_relay},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

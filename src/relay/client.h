@@ -123,6 +123,13 @@ int relay_client_send(struct relay_client *c, const char *to_cluster,
 		      baton_node_id to_node, const uint8_t *payload,
 		      size_t len);
 
+/* Tell the relay this node's migration state (docs/relay-protocol.md
+ * NODE_STATE: BATON_RELAY_NODE_STATE_AUTHORITY once its cluster holds
+ * write authority), now if registered and again after every registration:
+ * the relay deactivates by itself once the old cluster is gone. A relay
+ * that predates it ignores it. */
+void relay_client_set_state(struct relay_client *c, uint8_t flags);
+
 struct relay_client_status {
 	bool connected;	 /* TCP connected to the relay */
 	bool registered; /* WELCOME code 0 on this connection */

@@ -142,6 +142,10 @@ struct relay_client {
 	struct in_stream *in;
 	size_t nin, in_cap;
 
+	/* NODE_STATE flags the migration set (relay_client_set_state); sent
+	 * in a STATUS when they change and after every WELCOME. */
+	uint8_t state_flags;
+
 	uint64_t queued_msgs, queued_bytes;
 	uint64_t sent, received, resent, acked, dropped, duplicates, gaps,
 		reconnects;
@@ -158,6 +162,10 @@ static inline bool str_eq(const char *a, size_t alen, const char *b,
 {
 	return alen == blen && memcmp(a, b, alen) == 0;
 }
+
+/* client_send.c: a STATUS carrying the node's NODE_STATE flags, if it is
+ * registered and has any to say. */
+void relay_client__send_state(struct relay_client *c);
 
 /* ---- client.c: the connection ------------------------------------------- */
 

@@ -192,6 +192,7 @@ static void on_welcome(struct relay_client *c,
 	for (size_t i = 0; i < c->nout; i++)
 		relay_client__rewind_stream(c, c->out[i], 0);
 	mark_resume_acks(c, NULL);
+	relay_client__send_state(c);
 }
 
 static const struct view_node *find_view_node(const struct view_node *nodes,
@@ -357,7 +358,9 @@ void relay_client__handle_frame(struct relay_client *c,
 			relay_client__lose_connection(c);
 	} else if (type == BATON_RELAY_PONG ||
 		   type == BATON_RELAY_STATUS_REPLY) {
-		/* PONG: receiving it is the point; STATUS is never sent. */
+		/* PONG: receiving it is the point; a STATUS_REPLY answers
+		 * the STATUS that carried NODE_STATE, and says nothing the
+		 * node needs. */
 	} else if (!c->registered) {
 		if (type == BATON_RELAY_WELCOME)
 			on_welcome(c, &f->u.welcome);

@@ -466,3 +466,24 @@ void relay_client__resend_stalled(struct relay_client *c, uint64_t now)
 			relay_client__rewind_stream(c, s, floor);
 	}
 }
+
+void relay_client__send_state(struct relay_client *c)
+{
+	if (c->state_flags == 0 || c->conn == NULL || !c->registered ||
+	    c->conn->closing || !c->conn->connected)
+		return;
+	uint8_t entry[5];
+	struct baton_relay_frame f = {.type = BATON_RELAY_STATUS};
+	f.ext.ptr = entry;
+	f.ext.len = (uint32_t)baton_relay_node_state_put(c->state_flags, entry);
+	/* Lost with the connection: the next WELCOME sends it again. */
+	(void)relay_client__conn_send_frame(c->conn, &f);
+}
+
+void relay_client_set_state(struct relay_client *c, uint8_t flags)
+{
+	if (c->state_flags == flags)
+		return;
+	c->state_flags = flags;
+	relay_client__send_state(c);
+}

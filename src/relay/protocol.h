@@ -375,6 +375,76 @@ size_t baton_relay_proof_message(const struct baton_relay_hello *h,
 				 const struct baton_relay_hello_proof *p,
 				 uint8_t *out, size_t cap);
 
+/* STATUS: an operator's request to activate or deactivate the relay
+ * (protocol_admin.c), proven with the relay's admin secret: op, the relay
+ * incarnation it is meant for (from an earlier STATUS_REPLY), a fresh
+ * nonce, the sender's clock and an HMAC-SHA-256 over them. A relay that
+ * predates it answers the STATUS and ignores it. */
+#define BATON_RELAY_TAG_ADMIN_REQUEST 0x0101u
+/* STATUS_REPLY: what the relay did with an ADMIN_REQUEST: a code (0:
+ * done; else an error code, REFUSED) and a text. */
+#define BATON_RELAY_TAG_ADMIN_RESULT 0x0102u
+/* STATUS from a registered node: its migration state (one byte of flags:
+ * bit 0, its cluster holds write authority). Lets the relay deactivate
+ * by itself once the old cluster is gone (docs/relay-server.md). */
+#define BATON_RELAY_TAG_NODE_STATE 0x0103u
+#define BATON_RELAY_NODE_STATE_AUTHORITY 0x01u
+
+enum baton_relay_admin_op {
+	BATON_RELAY_ADMIN_ACTIVATE = 1,
+	BATON_RELAY_ADMIN_DEACTIVATE = 2,
+};
+/* The value: op (u8), relay incarnation (u64), nonce, timestamp (u64 ms
+ * since the epoch), MAC. */
+#define BATON_RELAY_ADMIN_LEN                                                  \
+	(1u + 8u + BATON_RELAY_PROOF_NONCE_LEN + 8u + BATON_RELAY_PROOF_MAC_LEN)
+#define BATON_RELAY_ADMIN_ENTRY_LEN (4u + BATON_RELAY_ADMIN_LEN)
+/* The bytes its MAC covers: a label, then the value without the MAC. */
+#define BATON_RELAY_ADMIN_MESSAGE_MAX (32u + BATON_RELAY_ADMIN_LEN)
+#define BATON_RELAY_ADMIN_RESULT_ENTRY_MAX (4u + 2u + BATON_RELAY_TEXT_MAX)
+
+struct baton_relay_admin_request {
+	bool present; /* decoded: the area held the entry */
+	uint8_t op;   /* enum baton_relay_admin_op; others are refused */
+	uint64_t relay_incarnation;
+	uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN];
+	uint64_t timestamp_ms;
+	uint8_t mac[BATON_RELAY_PROOF_MAC_LEN];
+};
+struct baton_relay_admin_result {
+	bool present;
+	uint16_t code; /* 0: done */
+	struct baton_relay_str text;
+};
+
+/* The ADMIN_REQUEST of a decoded STATUS's area into *out (present false
+ * when none). 0, or BATON_ECORRUPT with err (BAD_EXTENSION) when its value
+ * is not BATON_RELAY_ADMIN_LEN bytes. */
+int baton_relay_admin_get(const struct baton_relay_ext *area,
+			  struct baton_relay_admin_request *out,
+			  struct baton_relay_err *err);
+size_t baton_relay_admin_put(const struct baton_relay_admin_request *r,
+			     uint8_t out[BATON_RELAY_ADMIN_ENTRY_LEN]);
+/* The message r's MAC covers into out (cap at least
+ * BATON_RELAY_ADMIN_MESSAGE_MAX); returns its length. */
+size_t baton_relay_admin_message(const struct baton_relay_admin_request *r,
+				 uint8_t *out, size_t cap);
+/* The ADMIN_RESULT of a decoded STATUS_REPLY's area (present false when
+ * none: a relay that predates admin requests). 0, or BATON_ECORRUPT with
+ * err when its value is shorter than 2 bytes, its text longer than
+ * BATON_RELAY_TEXT_MAX or holding a NUL. */
+int baton_relay_admin_result_get(const struct baton_relay_ext *area,
+				 struct baton_relay_admin_result *out,
+				 struct baton_relay_err *err);
+/* The entry of code and text (truncated to BATON_RELAY_TEXT_MAX). */
+size_t
+baton_relay_admin_result_put(uint16_t code, const char *text,
+			     uint8_t out[BATON_RELAY_ADMIN_RESULT_ENTRY_MAX]);
+/* The NODE_STATE flags of a decoded STATUS's area: 0 when none (or a
+ * value that is not one byte: ignored, as an unknown entry would be). */
+uint8_t baton_relay_node_state_get(const struct baton_relay_ext *area);
+size_t baton_relay_node_state_put(uint8_t flags, uint8_t out[5]);
+
 /* ---- streaming, decoding, encoding ------------------------------------- */
 
 /* Where the next frame of a byte stream ends. buf holds len received bytes

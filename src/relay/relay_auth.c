@@ -94,3 +94,45 @@ bool relay_auth_verify(const uint8_t key[RELAY_AUTH_KEY_LEN],
 	relay_auth_mac(key, h, &want);
 	return CRYPTO_memcmp(want.mac, p->mac, BATON_RELAY_PROOF_MAC_LEN) == 0;
 }
+
+void relay_admin_key(const struct baton_peer_secret *secret,
+		     uint8_t key[RELAY_AUTH_KEY_LEN])
+{
+	BATON_ASSERT(secret != NULL && secret->len >= BATON_PEER_SECRET_MIN &&
+		     secret->len <= BATON_PEER_SECRET_MAX);
+	static const char label[] = "baton relay admin key v1";
+	hmac(secret->bytes, secret->len, (const uint8_t *)label, sizeof label,
+	     key);
+}
+
+static void admin_mac(const uint8_t key[RELAY_AUTH_KEY_LEN],
+		      const struct baton_relay_admin_request *r,
+		      uint8_t out[BATON_RELAY_PROOF_MAC_LEN])
+{
+	uint8_t msg[BATON_RELAY_ADMIN_MESSAGE_MAX];
+	size_t n = baton_relay_admin_message(r, msg, sizeof msg);
+	hmac(key, RELAY_AUTH_KEY_LEN, msg, n, out);
+}
+
+int relay_admin_prove(const uint8_t key[RELAY_AUTH_KEY_LEN], uint8_t op,
+		      uint64_t relay_incarnation, uint64_t now_ms,
+		      struct baton_relay_admin_request *r)
+{
+	memset(r, 0, sizeof *r);
+	if (RAND_bytes(r->nonce, BATON_RELAY_PROOF_NONCE_LEN) != 1)
+		return BATON_EIO;
+	r->present = true;
+	r->op = op;
+	r->relay_incarnation = relay_incarnation;
+	r->timestamp_ms = now_ms;
+	admin_mac(key, r, r->mac);
+	return 0;
+}
+
+bool relay_admin_verify(const uint8_t key[RELAY_AUTH_KEY_LEN],
+			const struct baton_relay_admin_request *r)
+{
+	uint8_t want[BATON_RELAY_PROOF_MAC_LEN];
+	admin_mac(key, r, want);
+	return CRYPTO_memcmp(want, r->mac, BATON_RELAY_PROOF_MAC_LEN) == 0;
+}

@@ -48,4 +48,16 @@ bool relay_auth_verify(const uint8_t key[RELAY_AUTH_KEY_LEN],
 		       const struct baton_relay_hello *h,
 		       const struct baton_relay_hello_proof *p);
 
+/* Operators' requests (docs/relay-protocol.md ADMIN_REQUEST): the key of
+ * the relay's admin secret (--admin-secret-file; another label than the
+ * HELLO proofs', so the two never verify each other), a fresh request for
+ * op at now_ms (0, or BATON_EIO without random bytes), and its check. */
+void relay_admin_key(const struct baton_peer_secret *secret,
+		     uint8_t key[RELAY_AUTH_KEY_LEN]);
+int relay_admin_prove(const uint8_t key[RELAY_AUTH_KEY_LEN], uint8_t op,
+		      uint64_t relay_incarnation, uint64_t now_ms,
+		      struct baton_relay_admin_request *r);
+bool relay_admin_verify(const uint8_t key[RELAY_AUTH_KEY_LEN],
+			const struct baton_relay_admin_request *r);
+
 #endif /* BATON_RELAY_AUTH_H */

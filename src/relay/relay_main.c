@@ -92,6 +92,17 @@ static void usage(FILE *out)
 		"  --proof-max-skew-ms N     refuse a proof whose time is this "
 		"far from the relay's\n"
 		"                            clock (60000)\n"
+		"  --admin-secret-file FILE  take ACTIVATE/DEACTIVATE over the "
+		"network from who\n"
+		"                            proves this secret (batonctl "
+		"relay); without it\n"
+		"                            such requests are refused\n"
+		"\n"
+		"  --auto-deactivate-ms N    deactivate once a cluster holds "
+		"write authority and\n"
+		"                            no node of another cluster was "
+		"connected for N ms\n"
+		"                            (30000; 0: never)\n"
 		"  --help, --version\n");
 }
 
@@ -132,6 +143,8 @@ static const struct option relay_flags[] = {
 	{"cluster-secret", required_argument, NULL, 'S'},
 	{"allow-open-clusters", no_argument, NULL, 'O'},
 	{"proof-max-skew-ms", required_argument, NULL, 'K'},
+	{"admin-secret-file", required_argument, NULL, 'A'},
+	{"auto-deactivate-ms", required_argument, NULL, 'D'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -252,6 +265,23 @@ static int cluster_secret_flag(const char *v,
 	return 0;
 }
 
+/* --admin-secret-file FILE: the key of operators' requests. */
+static int admin_secret_flag(const char *v, struct relay_config *cfg)
+{
+	if (cfg->has_admin_key)
+		return bad_usage("--admin-secret-file '%s': given twice", v);
+	struct baton_peer_secret secret;
+	char err[1536];
+	if (relay_secret_load(v, &secret, err, sizeof err) != 0) {
+		fprintf(stderr, "baton-relay: --admin-secret-file: %s\n", err);
+		return EXIT_USAGE;
+	}
+	relay_admin_key(&secret, cfg->admin_key);
+	cfg->has_admin_key = true;
+	baton_peer_secret_wipe(&secret);
+	return 0;
+}
+
 /* Descriptors besides the connections: the listener, the loop's, the
  * state file, the log. */
 #define RELAY_FDS_SPARE 64u
@@ -313,6 +343,7 @@ int main(int argc, char **argv)
 		.unregistered_per_address_max =
 			RELAY_UNREGISTERED_PER_ADDRESS_MAX,
 		.proof_skew_ms = RELAY_PROOF_SKEW_MS,
+		.auto_deactivate_ms = RELAY_AUTO_DEACTIVATE_MS,
 	};
 	static struct relay_cluster_secret secrets[RELAY_CLUSTER_SECRETS_MAX];
 	cfg.secrets = secrets;
@@ -416,6 +447,13 @@ int main(int argc, char **argv)
 			break;
 		case 'O':
 			cfg.allow_open_clusters = true;
+			break;
+		case 'A':
+			rc = admin_secret_flag(v, &cfg);
+			break;
+		case 'D':
+			rc = number_flag(got, v, 0, 86400000, &n);
+			cfg.auto_deactivate_ms = n;
 			break;
 		default:
 			rc = bad_flag(got, argv);

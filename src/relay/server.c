@@ -497,8 +497,10 @@ static void on_sweep(uv_timer_t *t)
 		next = c->next;
 		sweep_conn(c, now);
 	}
-	if (!srv->stopping)
+	if (!srv->stopping) {
 		session_forget(srv);
+		session_auto_deactivate(srv);
+	}
 	if (srv->stopping && srv->conns == NULL)
 		uv_stop(srv->loop);
 }

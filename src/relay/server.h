@@ -49,6 +49,15 @@ struct relay_config {
 	uint32_t n_secrets;
 	bool allow_open_clusters;
 	uint64_t proof_skew_ms;
+	/* Operators' ACTIVATE/DEACTIVATE over the network (a STATUS with an
+	 * ADMIN_REQUEST, batonctl relay): the key of --admin-secret-file;
+	 * without it every such request is refused. */
+	bool has_admin_key;
+	uint8_t admin_key[32];
+	/* Deactivate by itself once the old cluster is gone: a node's
+	 * cluster holds write authority and no node of another cluster has
+	 * been connected for this long (docs/relay-server.md); 0: never. */
+	uint64_t auto_deactivate_ms;
 };
 
 /* Defaults of the flags (docs/relay-server.md). */
@@ -61,6 +70,7 @@ struct relay_config {
 #define RELAY_CONNECTIONS_MAX 1024u
 #define RELAY_UNREGISTERED_PER_ADDRESS_MAX 32u
 #define RELAY_PROOF_SKEW_MS 60000u
+#define RELAY_AUTO_DEACTIVATE_MS 30000u
 
 /* Run until SIGINT or SIGTERM. SIGUSR1 activates the relay, SIGUSR2
  * deactivates it. Returns 0 after a signal stopped it, or a BATON_E code

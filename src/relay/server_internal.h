@@ -75,6 +75,9 @@ struct relay_server {
 	bool installing_view, view_pending; /* see install_view() */
 	int exit_code;
 	struct relay_nonces nonces;
+	/* Since when the old cluster looks gone (session_admin.c); 0: it
+	 * does not. */
+	uint64_t gone_since_ms;
 	struct baton_relay_node view_nodes[BATON_RELAY_NODES_MAX];
 	struct baton_relay_node_status status_nodes[BATON_RELAY_NODES_MAX];
 };
@@ -87,6 +90,23 @@ void session_detach(struct relay_conn *c);
 void session_forget(struct relay_server *srv);
 /* session.c: activate or deactivate (persisted, then sent to every node). */
 void session_set_active(struct relay_server *srv, bool active);
+
+/* session_admin.c: a STATUS's ADMIN_REQUEST (frame extension area ext),
+ * checked and carried out: the ADMIN_RESULT entry to put in the reply into
+ * out, its length returned (0: the STATUS carried none). */
+size_t session_admin_request(struct relay_conn *c,
+			     const struct baton_relay_ext *ext,
+			     uint8_t out[BATON_RELAY_ADMIN_RESULT_ENTRY_MAX]);
+/* session_admin.c: deactivate once the old cluster is gone (on every
+ * sweep). */
+void session_auto_deactivate(struct relay_server *srv);
+/* session_auth.c: whether a proof's nonce and time are fresh: not older
+ * than the floor, not seen before; remembered if so. */
+bool session_nonce_fresh(struct relay_server *srv,
+			 const uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN],
+			 uint64_t timestamp_ms);
+/* session_auth.c: the wall clock in ms since the epoch. */
+uint64_t session_wall_ms(void);
 
 /* session_auth.c: whether HELLO h (frame extension area ext) may
  * register: 0, or a WELCOME code with the reason in why. */

@@ -185,6 +185,7 @@ static void on_hello(struct relay_conn *c, const struct baton_relay_hello *h,
 		return;
 	}
 	c->role = CONN_NODE;
+	n->state_flags = 0; /* until its STATUS says otherwise */
 	snprintf(c->ident, sizeof c->ident, "%.*s/%llu", (int)h->cluster_id.len,
 		 h->cluster_id.ptr, (unsigned long long)h->node_id);
 	relay_log(RELAY_LOG_INFO,
@@ -311,9 +312,14 @@ static void on_ack(struct relay_conn *c, const struct baton_relay_ack *a)
 	conn_send_frame(source->conn, &f);
 }
 
-static void on_status(struct relay_conn *c)
+static void on_status(struct relay_conn *c, const struct baton_relay_ext *ext)
 {
 	struct relay_server *srv = c->srv;
+	struct relay_node *me = node_of(c);
+	if (me != NULL)
+		me->state_flags = baton_relay_node_state_get(ext);
+	uint8_t result[BATON_RELAY_ADMIN_RESULT_ENTRY_MAX];
+	size_t result_len = session_admin_request(c, ext, result);
 	for (uint16_t i = 0; i < srv->table.count; i++) {
 		const struct relay_node *n = &srv->table.nodes[i];
 		const struct relay_conn *nc = n->conn;
@@ -338,6 +344,8 @@ static void on_status(struct relay_conn *c)
 	r->messages_dropped = srv->messages_dropped;
 	r->node_count = srv->table.count;
 	r->nodes = srv->status_nodes;
+	f.ext.ptr = result;
+	f.ext.len = (uint32_t)result_len;
 	conn_send_frame(c, &f);
 }
 
@@ -367,7 +375,7 @@ static bool common_frame(struct relay_conn *c,
 	case BATON_RELAY_PONG:
 		return true;
 	case BATON_RELAY_STATUS:
-		on_status(c);
+		on_status(c, &f->ext);
 		return true;
 	case BATON_RELAY_ERROR:
 		on_error(c, &f->u.error);
@@ -387,7 +395,7 @@ void session_frame(struct relay_conn *c, const struct baton_relay_frame *f)
 			on_hello(c, &f->u.hello, &f->ext);
 		} else if (type == BATON_RELAY_STATUS) {
 			c->role = CONN_MONITOR;
-			on_status(c);
+			on_status(c, &f->ext);
 		} else if (type == BATON_RELAY_ERROR) {
 			on_error(c, &f->u.error);
 		} else {

@@ -25,27 +25,26 @@ secret_of(const struct relay_config *cfg, const struct baton_relay_str *id)
 }
 
 /* The wall clock, as the nodes' proofs carry it. */
-static uint64_t wall_ms(void)
+uint64_t session_wall_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static bool nonce_seen(const struct relay_nonces *n,
-		       const struct baton_relay_hello_proof *p)
+static bool nonce_seen(const struct relay_nonces *n, const uint8_t *nonce)
 {
 	for (uint32_t i = 0; i < n->count; i++) {
 		uint32_t at = (n->head + i) % RELAY_NONCES_MAX;
-		if (memcmp(n->nonce[at], p->nonce,
-			   BATON_RELAY_PROOF_NONCE_LEN) == 0)
+		if (memcmp(n->nonce[at], nonce, BATON_RELAY_PROOF_NONCE_LEN) ==
+		    0)
 			return true;
 	}
 	return false;
 }
 
-static void nonce_remember(struct relay_nonces *n,
-			   const struct baton_relay_hello_proof *p)
+static void nonce_remember(struct relay_nonces *n, const uint8_t *nonce,
+			   uint64_t timestamp_ms)
 {
 	if (n->count == RELAY_NONCES_MAX) {
 		/* Forget the oldest, and refuse from now on any proof not
@@ -56,8 +55,8 @@ static void nonce_remember(struct relay_nonces *n,
 		n->count--;
 	}
 	uint32_t at = (n->head + n->count) % RELAY_NONCES_MAX;
-	memcpy(n->nonce[at], p->nonce, BATON_RELAY_PROOF_NONCE_LEN);
-	n->timestamp_ms[at] = p->timestamp_ms;
+	memcpy(n->nonce[at], nonce, BATON_RELAY_PROOF_NONCE_LEN);
+	n->timestamp_ms[at] = timestamp_ms;
 	n->count++;
 	BATON_ASSERT(n->count <= RELAY_NONCES_MAX);
 }
@@ -101,7 +100,7 @@ uint16_t session_auth_check(struct relay_server *srv,
 			 "--cluster-secret for this cluster)");
 		return BATON_RELAY_EREFUSED;
 	}
-	uint64_t now = wall_ms();
+	uint64_t now = session_wall_ms();
 	uint64_t skew = p.timestamp_ms > now ? p.timestamp_ms - now
 					     : now - p.timestamp_ms;
 	if (skew > cfg->proof_skew_ms) {
@@ -114,13 +113,22 @@ uint16_t session_auth_check(struct relay_server *srv,
 			 (unsigned long long)cfg->proof_skew_ms);
 		return BATON_RELAY_EREFUSED;
 	}
-	if (p.timestamp_ms <= srv->nonces.floor_ms ||
-	    nonce_seen(&srv->nonces, &p)) {
+	if (!session_nonce_fresh(srv, p.nonce, p.timestamp_ms)) {
 		snprintf(why, cap,
 			 "authentication failed: this proof was already used "
 			 "(a replayed HELLO)");
 		return BATON_RELAY_EREFUSED;
 	}
-	nonce_remember(&srv->nonces, &p);
 	return 0;
+}
+
+bool session_nonce_fresh(struct relay_server *srv,
+			 const uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN],
+			 uint64_t timestamp_ms)
+{
+	if (timestamp_ms <= srv->nonces.floor_ms ||
+	    nonce_seen(&srv->nonces, nonce))
+		return false;
+	nonce_remember(&srv->nonces, nonce, timestamp_ms);
+	return true;
 }

@@ -28,6 +28,9 @@ struct relay_node {
 	uint64_t disconnected_ms; /* when conn became NULL (caller's clock) */
 	uint64_t messages_in;	  /* DATA received from it */
 	uint64_t messages_out;	  /* DATA queued to it */
+	/* NODE_STATE flags its last STATUS said since it registered
+	 * (BATON_RELAY_NODE_STATE_AUTHORITY). */
+	uint8_t state_flags;
 };
 
 /* At most BATON_RELAY_NODES_MAX nodes: the most a VIEW may carry. */

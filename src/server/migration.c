@@ -289,6 +289,13 @@ static void on_tick(uv_timer_t *t)
 	if (g->s->shutting_down || g->s->node == NULL)
 		return;
 	if (mig_is_new_side(g)) {
+		/* The relay deactivates by itself once this cluster holds
+		 * authority and the old one is gone (docs/relay-server.md). */
+		struct kv_migration km;
+		mig_kv_state(g, &km);
+		relay_client_set_state(
+			g->relay,
+			km.authority ? BATON_RELAY_NODE_STATE_AUTHORITY : 0);
 		mig_import_tick(g);
 		mig_serve_tick(g);
 	} else {

@@ -84,6 +84,51 @@ class Reader:
         return (self.str(), self.take("Q"), self.take("Q"))
 
 
+def entry(tag, value):
+    """One extension entry: tag, length, value."""
+    return struct.pack("<HH", tag, len(value)) + value
+
+
+def entries(area):
+    """The {tag: value} of an extension area."""
+    out, p = {}, 0
+    while p < len(area):
+        tag, n = struct.unpack_from("<HH", area, p)
+        out[tag] = area[p + 4:p + 4 + n]
+        p += 4 + n
+    return out
+
+
+# Allocated tags (docs/relay-protocol.md "Allocated tags").
+ADMIN_REQUEST, ADMIN_RESULT, NODE_STATE = 0x0101, 0x0102, 0x0103
+ADMIN_ACTIVATE, ADMIN_DEACTIVATE = 1, 2
+
+
+def admin_request(secret, op, relay_incarnation, nonce=None, ts_ms=None):
+    """An ADMIN_REQUEST entry proven with the admin secret's bytes, computed
+    from the document with Python's hmac."""
+    import hashlib
+    import hmac
+    import os
+    nonce = nonce if nonce is not None else os.urandom(16)
+    ts_ms = ts_ms if ts_ms is not None else int(time.time() * 1000)
+    key = hmac.new(secret, b"baton relay admin key v1\0",
+                   hashlib.sha256).digest()
+    fields = (bytes([op]) + struct.pack("<Q", relay_incarnation) + nonce +
+              struct.pack("<Q", ts_ms))
+    mac = hmac.new(key, b"baton relay admin v1\0" + fields,
+                   hashlib.sha256).digest()
+    return entry(ADMIN_REQUEST, fields + mac)
+
+
+def admin_result(status_reply):
+    """(code, text) of a STATUS_REPLY's ADMIN_RESULT, or None."""
+    v = entries(status_reply["ext"]).get(ADMIN_RESULT)
+    if v is None:
+        return None
+    return struct.unpack_from("<H", v)[0], v[2:].decode(errors="replace")
+
+
 def decode(ftype, body):
     """A dict of the fields of a frame sent to a node."""
     r = Reader(body)
@@ -120,6 +165,7 @@ def decode(ftype, body):
                                    messages_in=r.take("Q"),
                                    messages_out=r.take("Q")))
             r.p = end
+        f["ext"] = body[r.p:]
     elif ftype in (PING, PONG):
         f["token"] = r.take("Q")
     elif ftype == ERROR:
