@@ -185,9 +185,10 @@ static const struct command commands[] = {
 	 "usage.\n",
 	 ctl_snapshot_options, 2, 2, ctl_cmd_snapshot},
 	{"relay",
-	 "status|activate|deactivate --relay HOST:PORT [--secret-file FILE]",
-	 "Ask baton-relay itself (docs/relay-server.md), over its protocol;\n"
-	 "-h and -p are not used.\n"
+	 "status|activate|deactivate|attach --relay HOST:PORT [OPTIONS]",
+	 "status, activate, deactivate ask baton-relay itself\n"
+	 "(docs/relay-server.md) over its protocol (-h, -p are not used);\n"
+	 "attach asks the node of -h/-p (docs/relay.md).\n"
 	 "  status        active or not, the view number, counters and every\n"
 	 "                node of the view (cluster, node, connected, queues,\n"
 	 "                messages in and out); needs no secret\n"
@@ -197,6 +198,13 @@ static const struct command commands[] = {
 	 "  --relay HOST:PORT   the relay's --listen address\n"
 	 "  --secret-file FILE  the relay's --admin-secret-file (activate,\n"
 	 "                      deactivate): the request is proven with it\n"
+	 "  attach        make a running node (started without --relay) an\n"
+	 "                old node of the migration, without a restart; lost\n"
+	 "                when it restarts. Options, as batond's flags:\n"
+	 "    --cluster NAME                 its --relay-cluster\n"
+	 "    --migrate-to NAME              the new cluster (--migrate-to)\n"
+	 "    --migration-secret-file PATH   absolute, on the node's host\n"
+	 "    --relay-secret-file PATH       the same (optional)\n"
 	 "Exit status: 0 done; 1 refused (no or a wrong secret, a relay\n"
 	 "without --admin-secret-file or too old) or no answer; 2 bad usage.\n",
 	 ctl_relay_options, 1, 1, ctl_cmd_relay},

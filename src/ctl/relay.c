@@ -32,6 +32,10 @@
 const struct ctl_option ctl_relay_options[] = {
 	{"relay", "HOST:PORT"},
 	{"secret-file", "FILE"},
+	{"cluster", "NAME"},
+	{"migrate-to", "NAME"},
+	{"migration-secret-file", "PATH"},
+	{"relay-secret-file", "PATH"},
 	{NULL, NULL},
 };
 
@@ -254,6 +258,41 @@ static int admin(struct relay_link *l, const char *secret_file, uint8_t op,
 	return CTL_EXIT_OK;
 }
 
+/* batonctl relay attach: BATON.MIGRATION ATTACH to the node of -h/-p. The
+ * secrets go as paths on the node's host, never as bytes. */
+static int attach(const struct ctl_opts *o, const struct ctl_args *a,
+		  const char *relay)
+{
+	const char *cluster = ctl_args_value(a, "cluster");
+	const char *to = ctl_args_value(a, "migrate-to");
+	const char *msf = ctl_args_value(a, "migration-secret-file");
+	const char *rsf = ctl_args_value(a, "relay-secret-file");
+	if (cluster == NULL || to == NULL || msf == NULL)
+		return ctl_usage_error(
+			"relay attach: --cluster NAME, --migrate-to NAME and "
+			"--migration-secret-file PATH are required");
+	if (msf[0] != '/' || (rsf != NULL && rsf[0] != '/'))
+		return ctl_usage_error(
+			"relay attach: the secret files are read by the node "
+			"on its host: give absolute paths");
+	const char *argv[7] = {
+		"BATON.MIGRATION", "ATTACH", relay, cluster, to, msf, rsf};
+	char addr[CTL_ADDR_MAX], err[CTL_ERR_MAX];
+	ctl_opts_addr(o, addr, sizeof addr);
+	redisReply *r =
+		ctl_ask(o, addr, rsf != NULL ? 7 : 6, argv, err, sizeof err);
+	if (r == NULL) {
+		ctl_error("node %s: attach refused: %s", addr, err);
+		return CTL_EXIT_ERROR;
+	}
+	freeReplyObject(r);
+	printf("node %s: attached to relay %s as a node of cluster %s, "
+	       "exporting to cluster %s (until it restarts: add the flags to "
+	       "its start)\n",
+	       addr, relay, cluster, to);
+	return CTL_EXIT_OK;
+}
+
 int ctl_cmd_relay(const struct ctl_opts *o, const struct ctl_args *a)
 {
 	const char *what = a->positional[0];
@@ -264,12 +303,14 @@ int ctl_cmd_relay(const struct ctl_opts *o, const struct ctl_args *a)
 		op = BATON_RELAY_ADMIN_ACTIVATE;
 	else if (strcmp(what, "deactivate") == 0)
 		op = BATON_RELAY_ADMIN_DEACTIVATE;
-	else if (strcmp(what, "status") != 0)
-		return ctl_usage_error("relay: expected status, activate or "
-				       "deactivate, got '%s'",
+	else if (strcmp(what, "status") != 0 && strcmp(what, "attach") != 0)
+		return ctl_usage_error("relay: expected status, activate, "
+				       "deactivate or attach, got '%s'",
 				       what);
 	if (addr == NULL || addr[0] == '\0')
 		return ctl_usage_error("relay: --relay HOST:PORT is required");
+	if (strcmp(what, "attach") == 0)
+		return attach(o, a, addr);
 	if (op != 0 && secret_file == NULL)
 		return ctl_usage_error("relay %s: --secret-file FILE (the "
 				       "relay's --admin-secret-file) is "

@@ -613,6 +613,8 @@ int admin_migration(struct command_ctx *x)
 		return admin_control(x, KV_CONTROL_RESUME);
 	if (x->argc == 2 && command_arg_is(x, 1, "UNFENCE"))
 		return admin_control(x, KV_CONTROL_UNFENCE);
+	if (x->argc >= 2 && command_arg_is(x, 1, "ATTACH"))
+		return migration_attach(x);
 	struct server *s = x->s;
 	struct migration *g = s->migration;
 	if (x->argc == 2 && command_arg_is(x, 1, "STATUS")) {
@@ -639,7 +641,8 @@ int admin_migration(struct command_ctx *x)
 		return command_done(x);
 	}
 	resp_error(command_out(x), "ERR usage: BATON.MIGRATION STATUS | "
-				   "HANDOFF | ABORT | RESUME | UNFENCE");
+				   "HANDOFF | ABORT | RESUME | UNFENCE | "
+				   "ATTACH ...");
 	return command_done(x);
 }
 

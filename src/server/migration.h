@@ -208,6 +208,11 @@ bool migration_ready(struct server *s, const char **why);
 void migration_info(struct server *s, struct baton_buf *b);
 /* BATON.MIGRATION STATUS | HANDOFF | ABORT | RESUME | UNFENCE. */
 int admin_migration(struct command_ctx *x);
+/* BATON.MIGRATION ATTACH <relay host:port> <relay cluster> <migrate-to>
+ * <migration secret file> [<relay secret file>] (migration_attach.c): a
+ * node started without --relay joins a migration as an old node, as if
+ * started with those flags; refused on a node that has a relay. */
+int migration_attach(struct command_ctx *x);
 /* BATON.MIGRATION.PROVE <nonce> <asker cluster>, allowed before AUTH:
  * this node's proof (migration_proxy_proof) that it holds the migration
  * secret, bound to its own client address, as a bulk string. */

@@ -293,3 +293,76 @@ def test_ready_follows_migration_readiness_and_relay_ends_itself(
         old.stop_all()
         new.stop_all()
         r.kill()
+
+
+def test_a_running_node_attached_to_the_relay_without_a_restart(
+        tmp_path, relay_bin):
+    """An old node started without --relay joins the migration through
+    `batonctl relay attach` (BATON.MIGRATION ATTACH): the new node imports
+    its data and takes authority; the node's process never restarted."""
+    require_binary(build_dir() / "batond")
+    msecret = make_secret_file(tmp_path / "migration")
+    open_secret = tmp_path / "world-readable"
+    open_secret.write_bytes(b"x" * 32)
+    open_secret.chmod(0o644)
+    r = Relay(tmp_path, free_ports(1)[0], "--activate").start()
+    relay_addr = f"{HOST}:{r.port}"
+    old = Cluster(tmp_path / "old")
+    new = Cluster(tmp_path / "new")
+    try:
+        old.start(1, extra=["--as-release", OLD_RELEASE])
+        a = old.nodes[1]
+        pid = a.proc.pid
+        a.client().set("k", "before-attach")
+        cport, pport = free_ports(2)
+        b = Node(new, 11, cport, pport)
+        new.nodes[b.id] = b
+        b.start(["--relay", relay_addr, "--relay-cluster", "new",
+                 "--migrate-from", "old", "--cluster-id", "new",
+                 "--migration-secret-file", str(msecret),
+                 "--bootstrap", f"{b.id}={b.peer_addr}/{b.client_addr}"])
+        time.sleep(1.0)
+        assert migration_ready(b)["import_index"] == "0"
+
+        def attach(*extra, secret=msecret):
+            return subprocess.run(
+                [str(BATONCTL), "-h", HOST, "-p", str(a.client_port),
+                 "relay", "attach", "--relay", relay_addr, "--cluster",
+                 "old", "--migrate-to", "new", "--migration-secret-file",
+                 str(secret), *extra],
+                capture_output=True, text=True, timeout=30)
+        # A secret file others can read is refused, and nothing changes.
+        bad = attach(secret=open_secret)
+        assert bad.returncode == 1, bad.stdout + bad.stderr
+        assert "attach refused" in bad.stderr, bad.stderr
+        assert "migration_side:none" in a.client().execute_command(
+            "BATON.MIGRATION", "STATUS")
+        rel = subprocess.run(
+            [str(BATONCTL), "-h", HOST, "-p", str(a.client_port), "relay",
+             "attach", "--relay", relay_addr, "--cluster", "old",
+             "--migrate-to", "new", "--migration-secret-file",
+             "migration"], capture_output=True, text=True, timeout=30)
+        assert rel.returncode == 2 and "absolute" in rel.stderr
+        ok = attach()
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        assert "attached to relay" in ok.stdout
+        again = attach()
+        assert again.returncode == 1
+        assert "already takes part in a migration" in again.stderr
+        wait_for("B1 to import and be ready",
+                 lambda: migration_ready(b)["migration_ready"] == "1",
+                 timeout=30)
+        a.client().set("k", "after-attach")
+        ho = subprocess.run([str(BATONCTL), "-h", HOST, "-p",
+                             str(b.client_port), "migrate", "--handoff",
+                             "--wait-s", "30"],
+                            capture_output=True, text=True, timeout=60)
+        assert ho.returncode == 0, ho.stdout + ho.stderr
+        assert b.client().get("k") == "after-attach"
+        # The old node forwards to the new cluster now; same process.
+        assert a.client().get("k") == "after-attach"
+        assert a.proc.pid == pid and a.alive
+    finally:
+        old.stop_all()
+        new.stop_all()
+        r.kill()
