@@ -101,7 +101,7 @@ static void usage(FILE *out)
 		"  --auto-deactivate-ms N    deactivate once a cluster holds "
 		"write authority and\n"
 		"                            no node of another cluster was "
-		"connected for N ms\n"
+		"registered for N ms\n"
 		"                            (30000; 0: never)\n"
 		"  --help, --version\n");
 }

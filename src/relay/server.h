@@ -56,7 +56,8 @@ struct relay_config {
 	uint8_t admin_key[32];
 	/* Deactivate by itself once the old cluster is gone: a node's
 	 * cluster holds write authority and no node of another cluster has
-	 * been connected for this long (docs/relay-server.md); 0: never. */
+	 * been registered (in the view) for this long (docs/relay-server.md);
+	 * 0: never. */
 	uint64_t auto_deactivate_ms;
 };
 

@@ -117,9 +117,13 @@ static bool same_cluster(const struct relay_node *a, const struct relay_node *b)
 
 /* The old cluster is gone when a node of cluster A said A holds write
  * authority (NODE_STATE), and no node of any other cluster has been
- * connected for --auto-deactivate-ms since. Authority is the new
- * cluster's own word (its AUTHORITY entry applied): before hand-off the
- * old nodes are still needed, whatever comes and goes. */
+ * registered (in the view, connected or not) for --auto-deactivate-ms
+ * since. Authority is the new cluster's own word (its AUTHORITY entry
+ * applied): before hand-off the old nodes are still needed, whatever comes
+ * and goes. Registered, not connected: an old node cut off for a while
+ * after the hand-off must still hear AUTHORITY when it comes back (its
+ * leader then seals the fence), so only a LEAVE or --forget-after-ms
+ * removes it. */
 void session_auto_deactivate(struct relay_server *srv)
 {
 	const struct relay_config *cfg = srv->cfg;
@@ -134,8 +138,7 @@ void session_auto_deactivate(struct relay_server *srv)
 			holder = &t->nodes[i];
 	bool other = false;
 	for (uint16_t i = 0; i < t->count && holder != NULL; i++)
-		if (t->nodes[i].conn != NULL &&
-		    !same_cluster(&t->nodes[i], holder))
+		if (!same_cluster(&t->nodes[i], holder))
 			other = true;
 	uint64_t now = relay_now_ms(srv);
 	if (holder == NULL || other) {
@@ -146,8 +149,8 @@ void session_auto_deactivate(struct relay_server *srv)
 		srv->gone_since_ms = now > 0 ? now : 1;
 		relay_log(RELAY_LOG_INFO,
 			  "cluster %.*s holds write authority and no node of "
-			  "another cluster is connected: deactivating in "
-			  "%llu ms unless one connects",
+			  "another cluster is registered: deactivating in "
+			  "%llu ms unless one registers",
 			  (int)holder->cluster_id_len, holder->cluster_id,
 			  (unsigned long long)cfg->auto_deactivate_ms);
 		return;
@@ -156,7 +159,7 @@ void session_auto_deactivate(struct relay_server *srv)
 		return;
 	relay_log(RELAY_LOG_INFO,
 		  "the old cluster is gone: cluster %.*s holds write "
-		  "authority and no node of another cluster was connected "
+		  "authority and no node of another cluster was registered "
 		  "for %llu ms (--auto-deactivate-ms)",
 		  (int)holder->cluster_id_len, holder->cluster_id,
 		  (unsigned long long)(now - srv->gone_since_ms));
