@@ -92,6 +92,17 @@ int migration_attach(struct command_ctx *x)
 	}
 	if (s->shutting_down || s->node == NULL)
 		return refuse(x, "this node is not running");
+	struct baton_release since = baton_release_migration_since();
+	if (baton_release_compare(c->profile.release, since) < 0) {
+		char r[BATON_RELEASE_STR_MAX], need[BATON_RELEASE_STR_MAX];
+		snprintf(why, sizeof why,
+			 "this node runs release %s, which has no relay "
+			 "client: a relay migration needs %s or later "
+			 "(batonctl roll first)",
+			 baton_release_format(c->profile.release, r),
+			 baton_release_format(since, need));
+		return refuse(x, why);
+	}
 	char addr[sizeof c->relay];
 	command_arg_str(x, 2, addr, sizeof addr);
 	char addr_why[320];

@@ -368,3 +368,26 @@ def test_a_running_node_attached_to_the_relay_without_a_restart(
         old.stop_all()
         new.stop_all()
         r.kill()
+
+
+def test_attach_refused_to_a_release_without_the_relay_client(tmp_path,
+                                                              relay_bin):
+    require_binary(build_dir() / "batond")
+    msecret = make_secret_file(tmp_path / "migration")
+    old = Cluster(tmp_path / "old")
+    try:
+        old.start(1, extra=["--as-release", "1.2.0"])
+        c = old.nodes[1].client()
+        from redis.exceptions import ResponseError
+        with pytest.raises(ResponseError) as e:
+            c.execute_command("BATON.MIGRATION", "ATTACH", f"{HOST}:1",
+                              "old", "new", str(msecret))
+        assert "has no relay client" in str(e.value), e.value
+        with pytest.raises(ResponseError) as e:
+            c.execute_command("BATON.MIGRATION", "ATTACH", f"{HOST}:1",
+                              "old")
+        assert "usage: BATON.MIGRATION ATTACH" in str(e.value), e.value
+        assert "migration_side:none" in c.execute_command(
+            "BATON.MIGRATION", "STATUS")
+    finally:
+        old.stop_all()
