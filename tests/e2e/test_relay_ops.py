@@ -291,6 +291,8 @@ def test_ready_follows_migration_readiness_and_relay_ends_itself(
         assert "the old cluster is gone: cluster new holds write " \
                "authority" in r.log()
         assert b.client().get("k") == "v"
+        # Deactivated, the new node holding authority stays ready.
+        assert get_ready(mport)[0] == 200
     finally:
         old.stop_all()
         new.stop_all()
