@@ -285,6 +285,18 @@ def test_ready_follows_migration_readiness_and_relay_ends_itself(
         assert get_ready(mport)[0] == 200
         time.sleep(1.5)  # authority held, the old node still connected
         assert status(r.port)["active"] == 1
+        # A restarted relay knows nothing of authority until the new node
+        # says it again after its WELCOME.
+        r.kill()
+        r.start()
+
+        def both_back():
+            nodes = status(r.port)["nodes"]
+            return sorted((n["cluster"], n["connected"]) for n in nodes) \
+                == [("new", 1), ("old", 1)]
+        wait_for("both nodes registered at the restarted relay", both_back,
+                 timeout=15)
+        assert status(r.port)["active"] == 1
         old.nodes[1].terminate()
         wait_for("the relay to deactivate itself",
                  lambda: status(r.port)["active"] == 0, timeout=15)
