@@ -12,10 +12,11 @@ nodes restarted on 1.3.0 get the migration flags, as an operator's
 restart command for that release would add them), start a node of the
 new cluster, or stop an old node.
 
-The first run is interrupted: the restart command fails for the first
+The first run is interrupted: the restart command fails for the second
 node it restarts on 1.3.0, and batonctl must stop saying that a rerun
 resumes. The same command run again must plan from where the cluster is
-(every member at 1.1.0: roll to 1.3.0, then migrate) and finish. Clients
+(one member at 1.3.0, two at 1.1.0: finish the roll to 1.3.0, then
+migrate) and finish. Clients
 run GET, SET, APPEND and INCR against every live node of both clusters
 the whole time; the history must be linearizable (baton-lincheck) and no
 acknowledged write may be missing from the final reads.
@@ -73,7 +74,9 @@ class Operator:
         self.srv.bind(self.sock_path)
         self.srv.listen(4)
         self.srv.settimeout(0.2)
-        self.fail_restart_to = None  # a release whose first restart fails
+        # (release, k): the k-th restart onto that release fails.
+        self.fail_restart = None
+        self.restarts_to = {}
         self.requests = []
         self.old_flags = ["--relay", relay_addr, "--relay-cluster", "old",
                           "--migrate-to", "new",
@@ -125,8 +128,9 @@ class Operator:
         verb, node_id = words[0], int(words[1])
         if verb == "restart":
             release = words[2]
-            if self.fail_restart_to == release:
-                self.fail_restart_to = None
+            self.restarts_to[release] = self.restarts_to.get(release, 0) + 1
+            if self.fail_restart == (release, self.restarts_to[release]):
+                self.fail_restart = None
                 return "error: restart refused by the test (an interruption)"
             node = self.old.nodes[node_id]
             self.load.nodes = [n for n in self.live() if n is not node]
@@ -210,8 +214,9 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
         load.start()
         time.sleep(1.0)
 
-        # First run: interrupted at the first restart onto 1.3.0.
-        op.fail_restart_to = "1.3.0"
+        # First run: interrupted at the second restart onto 1.3.0, which
+        # leaves one member at 1.3.0 and two at 1.1.0.
+        op.fail_restart = ("1.3.0", 2)
         proc = subprocess.Popen(
             [str(e2e.build_dir() / "batonctl"), "-h", HOST, "-p",
              str(any_old.client_port), *args],
@@ -220,8 +225,8 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
         print(out1, err1)
         assert proc.returncode == 1, out1 + err1
         assert "run the same command again" in err1, err1
-        assert {node_release(n) for n in old.nodes.values()} == {"1.1.0"}, \
-            out1 + err1
+        assert sorted(node_release(n) for n in old.nodes.values()) == \
+            ["1.1.0", "1.1.0", "1.3.0"], out1 + err1
 
         # The rerun plans from where the cluster is and finishes.
         proc = subprocess.Popen(
@@ -233,6 +238,7 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
         assert proc.returncode == 0, out2 + err2
         assert "2 step(s)" in out2 and "roll every member to 1.1.0" \
             not in out2, out2
+        assert "step 1: roll every member to 1.3.0" in out2, out2
         assert "upgrade done" in out2, out2
         time.sleep(1.0)
         load.finish()
@@ -289,7 +295,8 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
 def test_upgrade_refuses_a_migration_without_its_commands(tmp_path):
     """A plan that ends with a relay migration needs --new, --start-new and
     --stop-old; without them nothing is changed (exit 2). A plan of rolls
-    alone needs none: to 1.3.0 from 1.0.0 is two rolls."""
+    alone needs none: to 1.3.0 from 1.0.0 is two rolls. Upgrading to the
+    release the members run does nothing; to an older one is refused."""
     e2e.require_binary(e2e.BATOND)
     old = e2e.Cluster(tmp_path / "old")
     try:
@@ -306,5 +313,15 @@ def test_upgrade_refuses_a_migration_without_its_commands(tmp_path):
         assert "2 step(s)" in r.stdout and "migrate" not in r.stdout, \
             r.stdout
         assert {node_release(n) for n in old.nodes.values()} == {FIRST}
+        # Nothing to do, and a downgrade is no upgrade.
+        r = batonctl(node, "upgrade", "--to", FIRST, "--restart",
+                     "false {id}")
+        assert r.returncode == 0 and "already runs" in r.stdout, \
+            r.stdout + r.stderr
+        older = e2e.release_table()[0]
+        r = batonctl(node, "upgrade", "--to", older, "--restart",
+                     "false {id}")
+        assert r.returncode == 3 and "that is a downgrade" in r.stderr, \
+            r.stdout + r.stderr
     finally:
         old.stop_all()
