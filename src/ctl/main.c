@@ -243,8 +243,9 @@ static void print_usage(FILE *f)
 		"one command\n"
 		"  --version        batonctl's release and its versions\n"
 		"Long options take their value as --port 9101 or --port=9101.\n"
-		"\nexit status: 0 success, 1 error, 2 bad usage (roll: also 3 "
-		"and 4)\n",
+		"\nexit status: 0 success, 1 error, 2 bad usage (roll, "
+		"upgrade: also "
+		"3 and 4)\n",
 		CTL_DEFAULT_HOST, CTL_DEFAULT_PORT, CTL_DEFAULT_TIMEOUT_MS);
 }
 
