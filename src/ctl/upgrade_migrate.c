@@ -45,28 +45,30 @@ int upgrade_parse_new(const char *text, struct upgrade_migration *m, char *why,
 		char host[CTL_ADDR_MAX];
 		int port;
 		if (eq == NULL) {
-			snprintf(why, why_len, "ID=HOST:PORT, got '%s'", item);
+			snprintf(why, why_len,
+				 "ID=HOST:PORT[,ID=HOST:PORT...]");
 			return -1;
 		}
 		*eq = '\0';
 		if (!ctl_parse_u64(item, &id) || id == 0 ||
 		    ctl_split_addr(eq + 1, host, sizeof host, &port) != 0) {
 			snprintf(why, why_len,
-				 "ID=HOST:PORT with a node id above 0, got "
-				 "'%s=%s'",
-				 item, eq + 1);
+				 "ID=HOST:PORT[,ID=HOST:PORT...] with node ids "
+				 "above 0");
 			return -1;
 		}
 		for (size_t i = 0; i < m->n_new; i++)
 			if (m->new_nodes[i].id == id) {
 				snprintf(why, why_len,
-					 "each node once, got %" PRIu64
-					 " twice",
+					 "ID=HOST:PORT[,ID=HOST:PORT...], each "
+					 "node once (%" PRIu64 " is twice)",
 					 id);
 				return -1;
 			}
 		if (m->n_new == CTL_MEMBERS_MAX) {
-			snprintf(why, why_len, "at most %u nodes",
+			snprintf(why, why_len,
+				 "ID=HOST:PORT[,ID=HOST:PORT...], at most %u "
+				 "nodes",
 				 CTL_MEMBERS_MAX);
 			return -1;
 		}
@@ -78,7 +80,7 @@ int upgrade_parse_new(const char *text, struct upgrade_migration *m, char *why,
 			p++;
 	}
 	if (m->n_new == 0) {
-		snprintf(why, why_len, "at least one ID=HOST:PORT");
+		snprintf(why, why_len, "ID=HOST:PORT[,ID=HOST:PORT...]");
 		return -1;
 	}
 	return 0;
