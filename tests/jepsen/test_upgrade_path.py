@@ -16,7 +16,9 @@ The first run is interrupted: the restart command fails for the second
 node it restarts on 1.3.0, and batonctl must stop saying that a rerun
 resumes. The same command run again must plan from where the cluster is
 (one member at 1.3.0, two at 1.1.0: finish the roll to 1.3.0, then
-migrate) and finish. Clients
+migrate); it is interrupted again when the second new node fails to
+start, and the third run must go on with the migration alone, leaving
+the first new node running, and finish. Clients
 run GET, SET, APPEND and INCR against every live node of both clusters
 the whole time; the history must be linearizable (baton-lincheck) and no
 acknowledged write may be missing from the final reads.
@@ -76,6 +78,7 @@ class Operator:
         self.srv.settimeout(0.2)
         # (release, k): the k-th restart onto that release fails.
         self.fail_restart = None
+        self.fail_start = None  # a new node id whose start fails once
         self.restarts_to = {}
         self.requests = []
         self.old_flags = ["--relay", relay_addr, "--relay-cluster", "old",
@@ -139,6 +142,9 @@ class Operator:
             node.start(self.boot_args[node_id] + ["--as-release", release]
                        + extra)
         elif verb == "start":
+            if self.fail_start == node_id:
+                self.fail_start = None
+                return "error: start refused by the test (an interruption)"
             node = self.new.nodes[node_id]
             first = min(self.new.nodes)
             boot = (["--accept-joins", "--bootstrap",
@@ -228,18 +234,35 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
         assert sorted(node_release(n) for n in old.nodes.values()) == \
             ["1.1.0", "1.1.0", "1.3.0"], out1 + err1
 
-        # The rerun plans from where the cluster is and finishes.
+        # The rerun plans from where the cluster is; it is interrupted
+        # again, in the migration, when new node 12 fails to start.
+        op.fail_start = 12
         proc = subprocess.Popen(
             [str(e2e.build_dir() / "batonctl"), "-h", HOST, "-p",
              str(any_old.client_port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out2, err2 = op.serve(proc, time.monotonic() + RUN_TIMEOUT_S)
         print(out2, err2)
-        assert proc.returncode == 0, out2 + err2
+        assert proc.returncode == 1, out2 + err2
         assert "2 step(s)" in out2 and "roll every member to 1.1.0" \
             not in out2, out2
         assert "step 1: roll every member to 1.3.0" in out2, out2
-        assert "upgrade done" in out2, out2
+        assert "new node 11 (" in out2 and "is ready" in out2, out2
+        assert "run the same command again" in err2, err2
+        assert {node_release(n) for n in old.nodes.values()} == {"1.3.0"}
+        assert new.nodes[11].alive and not new.nodes[12].alive
+
+        # The third run: only the migration is left; node 11 runs.
+        proc = subprocess.Popen(
+            [str(e2e.build_dir() / "batonctl"), "-h", HOST, "-p",
+             str(any_old.client_port), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out3, err3 = op.serve(proc, time.monotonic() + RUN_TIMEOUT_S)
+        print(out3, err3)
+        assert proc.returncode == 0, out3 + err3
+        assert "1 step(s)" in out3 and "step 1: migrate" in out3, out3
+        assert "new node 11 answers: not started again" in out3, out3
+        assert "upgrade done" in out3, out3
         time.sleep(1.0)
         load.finish()
 
@@ -253,7 +276,7 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
         stops = [w for w in op.requests if w[0] == "stop"]
         starts = [w for w in op.requests if w[0] == "start"]
         assert sorted(int(w[1]) for w in stops) == [1, 2, 3]
-        assert [int(w[1]) for w in starts] == [11, 12, 13]
+        assert [int(w[1]) for w in starts] == [11, 12, 12, 13]
 
         all_ops = load.rec.ops()
         counts = harness.count_ops(all_ops)
@@ -275,6 +298,13 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
                            capture_output=True, text=True, timeout=200)
         print(f"upgrade {FIRST} -> {newest}: ops {counts}, writes "
               f"checked {checked}")
+        errors = {}
+        for o in all_ops:
+            if o.status in ("fail", "info"):
+                text = (o.error or "")[:70]
+                errors[text] = errors.get(text, 0) + 1
+        for text, n in sorted(errors.items(), key=lambda e: -e[1])[:8]:
+            print(f"  {n:6d} x {text}")
         assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
         assert counts["ok"] > 100, counts
     except AssertionError as e:
