@@ -175,7 +175,9 @@ static bool run(const struct upgrade_migration *m, const char *templ,
 	return true;
 }
 
-/* The old members that answer BATON.NODE, followers first. */
+/* The members of the cluster at -h/-p that answer as the old side of a
+ * migration, followers first: only those are ever stopped (-h/-p may name
+ * a node of the new cluster once the old one is gone). */
 static size_t old_members(const struct upgrade_migration *m,
 			  struct roll_view *v, uint64_t *ids)
 {
@@ -183,12 +185,23 @@ static size_t old_members(const struct upgrade_migration *m,
 	roll_seeds_init(&seeds, m->o);
 	if (roll_observe(m->o, &seeds, v) != 0)
 		return 0;
+	char text[STATUS_TEXT_MAX], err[CTL_ERR_MAX];
 	size_t n = 0;
-	for (size_t i = 0; i < v->n; i++)
-		if (v->m[i].up && &v->m[i] != v->leader)
-			ids[n++] = v->m[i].id;
-	if (v->leader != NULL)
-		ids[n++] = v->leader->id;
+	const struct roll_member *last = NULL;
+	for (size_t i = 0; i < v->n; i++) {
+		const struct roll_member *om = &v->m[i];
+		if (!om->up ||
+		    !ask_status(m->o, om->client_addr, text, sizeof text, err,
+				sizeof err) ||
+		    !field_is(text, "migration_side", "old"))
+			continue;
+		if (om == v->leader)
+			last = om;
+		else
+			ids[n++] = om->id;
+	}
+	if (last != NULL)
+		ids[n++] = last->id;
 	return n;
 }
 
@@ -223,6 +236,25 @@ static bool old_side_ready(const struct upgrade_migration *m,
 	return true;
 }
 
+/* A new node must run the release the upgrade goes to: --start-new
+ * starting another binary would end the upgrade somewhere else. */
+static bool new_release_is_target(const struct upgrade_migration *m,
+				  const struct upgrade_new_node *n)
+{
+	char err[CTL_ERR_MAX], release[CTL_VALUE_MAX] = "?";
+	redisReply *r = ctl_ask_cmd(m->o, n->client_addr, "BATON.NODE", err,
+				    sizeof err);
+	bool known = r != NULL && ctl_map_valid(r) &&
+		     ctl_map_str(r, "release", release, sizeof release);
+	freeReplyObject(r);
+	if (known && strcmp(release, m->to_text) == 0)
+		return true;
+	ctl_error("upgrade: new node %" PRIu64 " (%s) runs release %s, not "
+		  "%s: --start-new must start the release upgraded to",
+		  n->id, n->client_addr, known ? release : err, m->to_text);
+	return false;
+}
+
 /* Wait until new node n answers as the new side and is ready, saying
  * what it waits for whenever that changes. */
 static bool wait_new_ready(const struct upgrade_migration *m,
@@ -237,7 +269,7 @@ static bool wait_new_ready(const struct upgrade_migration *m,
 			       sizeof err)) {
 			if (field_is(text, "migration_side", "new") &&
 			    field_is(text, "migration_ready", "1"))
-				return true;
+				return new_release_is_target(m, n);
 			char phase[FIELD_MAX], why[FIELD_MAX], active[8];
 			field(text, "migration_phase", phase, sizeof phase);
 			field(text, "migration_not_ready", why, sizeof why);
@@ -287,8 +319,14 @@ int upgrade_migrate(struct upgrade_migration *m)
 	struct roll_out out;
 	roll_out_init(&out, false);
 	bool handed_off = upgrade_new_has_authority(m);
+	memset(&v, 0, sizeof v);
 	size_t n_old = old_members(m, &v, old_ids);
-	if (!handed_off && (n_old == 0 || !old_side_ready(m, &v)))
+	if (!handed_off && v.n == 0) {
+		ctl_error("upgrade: cannot read the old cluster's members: %s",
+			  v.err[0] ? v.err : "none answers");
+		return CTL_EXIT_ERROR;
+	}
+	if (!handed_off && !old_side_ready(m, &v))
 		return CTL_EXIT_ERROR;
 	char text[STATUS_TEXT_MAX], err[CTL_ERR_MAX];
 	for (size_t i = 0; i < m->n_new; i++) {

@@ -273,6 +273,20 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
             assert node_release(b) == newest
         first_new = new.nodes[11]
         final_reads(first_new, load)
+        # Run again, at the stopped old node and at a new node: the
+        # migration handed off, nothing is left to do, and no node of the
+        # new cluster is ever taken for an old one and stopped.
+        n_requests = len(op.requests)
+        for via in (any_old, first_new):
+            proc = subprocess.Popen(
+                [str(e2e.build_dir() / "batonctl"), "-h", HOST, "-p",
+                 str(via.client_port), "--timeout-ms", "1000", *args],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out4, err4 = op.serve(proc, time.monotonic() + RUN_TIMEOUT_S)
+            assert proc.returncode == 0, out4 + err4
+            assert "holds write authority" in out4, out4
+        assert len(op.requests) == n_requests, op.requests[n_requests:]
+        assert all(b.alive for b in new.nodes.values())
         stops = [w for w in op.requests if w[0] == "stop"]
         starts = [w for w in op.requests if w[0] == "start"]
         assert sorted(int(w[1]) for w in stops) == [1, 2, 3]
