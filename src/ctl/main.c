@@ -144,7 +144,7 @@ static const struct command commands[] = {
 	 "(nothing changed); 4 rolled, but the effective machine version did\n"
 	 "not rise in time (says what holds it back).\n",
 	 ctl_roll_options, 0, 0, ctl_cmd_roll},
-	{"upgrade", "--to RELEASE --restart 'COMMAND {id}' [OPTIONS]",
+	{"upgrade", "--to RELEASE [--restart 'COMMAND {id}'] [OPTIONS]",
 	 "Take the cluster from the releases its members run to RELEASE in\n"
 	 "one command (see docs/upgrading.md, \"batonctl upgrade\"). It plans\n"
 	 "the path from what the members report: rolls (batonctl roll, with\n"
@@ -155,6 +155,7 @@ static const struct command commands[] = {
 	 "the plan is made again from the cluster's state.\n"
 	 "  --to RELEASE            the release to end at\n"
 	 "  --restart COMMAND       the rolls' restart command, as roll's\n"
+	 "                          (needed when the plan rolls)\n"
 	 "  --dry-run               print the plan; change nothing\n"
 	 "  --step-timeout-s N      bound on each restart, start, stop and\n"
 	 "                          wait (default 60)\n"

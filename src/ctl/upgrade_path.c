@@ -195,10 +195,6 @@ static int parse_args(const struct ctl_args *a, struct upgrade_migration *m,
 	if (!roll_release(m->to_text, &to))
 		return ctl_args_bad_value(a, "to",
 					  "a release (major.minor.patch)");
-	if (*restart == NULL)
-		return ctl_usage_error("upgrade: --restart 'COMMAND {id}' is "
-				       "required (the rolls' restart command, "
-				       "as batonctl roll's)");
 	if ((rc = need_id(a, "restart")) != CTL_EXIT_OK ||
 	    (rc = need_id(a, "start-new")) != CTL_EXIT_OK ||
 	    (rc = need_id(a, "stop-old")) != CTL_EXIT_OK)
@@ -390,6 +386,13 @@ int ctl_cmd_upgrade(const struct ctl_opts *o, const struct ctl_args *a)
 		return ROLL_EXIT_REFUSED;
 	}
 	print_plan(steps, n_steps, now, m.to_text);
+	bool rolls = n_steps > 0 && steps[0].kind == UPGRADE_ROLL;
+	if (rolls && restart == NULL) {
+		ctl_error("upgrade: the plan rolls the cluster: give --restart "
+			  "'COMMAND {id} {release}' (as batonctl roll's); "
+			  "nothing was changed");
+		return CTL_EXIT_USAGE;
+	}
 	bool migrates =
 		n_steps > 0 && steps[n_steps - 1].kind == UPGRADE_MIGRATE;
 	if (migrates &&

@@ -338,8 +338,9 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
 
 def test_upgrade_refuses_a_migration_without_its_commands(tmp_path):
     """A plan that ends with a relay migration needs --new, --start-new and
-    --stop-old; without them nothing is changed (exit 2). A plan of rolls
-    alone needs none: to 1.3.0 from 1.0.0 is two rolls. Upgrading to the
+    --stop-old, and one with a roll needs --restart; without them nothing
+    is changed (exit 2). A plan of rolls alone needs no migration's
+    commands: to 1.3.0 from 1.0.0 is two rolls. Upgrading to the
     release the members run does nothing; to an older one is refused."""
     e2e.require_binary(e2e.BATOND)
     old = e2e.Cluster(tmp_path / "old")
@@ -351,6 +352,9 @@ def test_upgrade_refuses_a_migration_without_its_commands(tmp_path):
         assert r.returncode == 2, r.stdout + r.stderr
         assert "--start-new" in r.stderr and "nothing was changed" \
             in r.stderr, r.stderr
+        r = batonctl(node, "upgrade", "--to", "1.3.0")
+        assert r.returncode == 2 and "give --restart" in r.stderr, \
+            r.stdout + r.stderr
         r = batonctl(node, "upgrade", "--to", "1.3.0", "--restart",
                      "false {id}", "--dry-run")
         assert r.returncode == 0, r.stdout + r.stderr
