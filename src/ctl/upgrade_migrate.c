@@ -153,8 +153,11 @@ bool upgrade_new_has_authority(const struct upgrade_migration *m)
 
 /* ---- the step ------------------------------------------------------------ */
 
+/* Progress lines "[+12.3s] ...", timed from the step's start. */
+static struct roll_out progress;
+
 static bool run(const struct upgrade_migration *m, const char *templ,
-		uint64_t id, const char *what, const struct roll_out *out)
+		uint64_t id, const char *what)
 {
 	char cmd[UPGRADE_COMMAND_MAX], prefix[48], why[ROLL_REASON_MAX];
 	if (!upgrade_expand(templ, id, m->to_text, cmd, sizeof cmd)) {
@@ -163,10 +166,10 @@ static bool run(const struct upgrade_migration *m, const char *templ,
 		return false;
 	}
 	snprintf(prefix, sizeof prefix, "  node %" PRIu64 " | ", id);
-	printf("%s node %" PRIu64 ": %s\n", what, id, cmd);
-	fflush(stdout);
-	int code = roll_run_command(out, cmd, prefix, m->step_timeout_s * 1000,
-				    why, sizeof why);
+	roll_emit(&progress, "migrate", NULL, 0, "%s node %" PRIu64 ": %s",
+		  what, id, cmd);
+	int code = roll_run_command(&progress, cmd, prefix,
+				    m->step_timeout_s * 1000, why, sizeof why);
 	if (code != 0) {
 		ctl_error("upgrade: the %s command '%s' failed: %s", what, cmd,
 			  why);
@@ -282,9 +285,9 @@ static bool wait_new_ready(const struct upgrade_migration *m,
 				 err);
 		}
 		if (strcmp(now, last) != 0) {
-			printf("  node %" PRIu64 " not ready yet (%s)\n", n->id,
-			       now);
-			fflush(stdout);
+			roll_emit(&progress, "migrate", NULL, 0,
+				  "  node %" PRIu64 " not ready yet (%s)",
+				  n->id, now);
 			snprintf(last, sizeof last, "%s", now);
 		}
 		roll_sleep_ms(POLL_MS);
@@ -316,8 +319,7 @@ int upgrade_migrate(struct upgrade_migration *m)
 {
 	static struct roll_view v;
 	uint64_t old_ids[CTL_MEMBERS_MAX];
-	struct roll_out out;
-	roll_out_init(&out, false);
+	roll_out_init(&progress, false);
 	bool handed_off = upgrade_new_has_authority(m);
 	memset(&v, 0, sizeof v);
 	size_t n_old = old_members(m, &v, old_ids);
@@ -333,36 +335,39 @@ int upgrade_migrate(struct upgrade_migration *m)
 		const struct upgrade_new_node *n = &m->new_nodes[i];
 		if (ask_status(m->o, n->client_addr, text, sizeof text, err,
 			       sizeof err)) {
-			printf("new node %" PRIu64 " answers: not started "
-			       "again\n",
-			       n->id);
-		} else if (!run(m, m->start_new, n->id, "starting new", &out)) {
+			roll_emit(&progress, "migrate", NULL, 0,
+				  "new node %" PRIu64 " answers: not started "
+				  "again",
+				  n->id);
+		} else if (!run(m, m->start_new, n->id, "starting new")) {
 			return CTL_EXIT_ERROR;
 		}
 		if (!wait_new_ready(m, n))
 			return CTL_EXIT_ERROR;
-		printf("new node %" PRIu64 " (%s) is ready (%d of %zu)\n",
-		       n->id, m->to_text, (int)(i + 1), m->n_new);
-		fflush(stdout);
+		roll_emit(&progress, "migrate", NULL, 0,
+			  "new node %" PRIu64 " (%s) is ready (%d of %zu)",
+			  n->id, m->to_text, (int)(i + 1), m->n_new);
 	}
 	if (!wait_authority(m))
 		return CTL_EXIT_ERROR;
-	printf("the new cluster holds write authority; the old nodes forward "
-	       "to it\n");
-	fflush(stdout);
+	roll_emit(
+		&progress, "migrate", NULL, 0,
+		"the new cluster holds write authority; the old nodes forward "
+		"to it");
 	for (size_t i = 0; i < n_old; i++) {
-		if (!run(m, m->stop_old, old_ids[i], "stopping old", &out))
+		if (!run(m, m->stop_old, old_ids[i], "stopping old"))
 			return CTL_EXIT_ERROR;
-		printf("old node %" PRIu64 " stopped (%zu of %zu)\n",
-		       old_ids[i], i + 1, n_old);
-		fflush(stdout);
+		roll_emit(&progress, "migrate", NULL, 0,
+			  "old node %" PRIu64 " stopped (%zu of %zu)",
+			  old_ids[i], i + 1, n_old);
 	}
 	if (n_old == 0)
-		printf("no old node answers at the given address: if old nodes "
-		       "still run, stop them\n");
-	printf("migration done: the new cluster of %s serves; stop "
-	       "baton-relay once you no longer need it (docs/relay.md)\n",
-	       m->to_text);
-	fflush(stdout);
+		roll_emit(&progress, "migrate", NULL, 0,
+			  "no old node answers at the given address: if old "
+			  "nodes still run, stop them");
+	roll_emit(&progress, "migrate", NULL, 0,
+		  "migration done: the new cluster of %s serves; stop "
+		  "baton-relay once you no longer need it (docs/relay.md)",
+		  m->to_text);
 	return CTL_EXIT_OK;
 }
