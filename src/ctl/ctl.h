@@ -197,6 +197,7 @@ extern const struct ctl_option ctl_roll_options[];
 extern const struct ctl_option ctl_migrate_options[];
 extern const struct ctl_option ctl_snapshot_options[];
 extern const struct ctl_option ctl_relay_options[];
+extern const struct ctl_option ctl_upgrade_options[];
 
 /* Each takes its arguments as read by ctl_args_parse (never with --help)
  * and returns an exit code. */
@@ -212,6 +213,8 @@ int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a);
 int ctl_cmd_migrate(const struct ctl_opts *o, const struct ctl_args *a);
 int ctl_cmd_snapshot(const struct ctl_opts *o, const struct ctl_args *a);
 int ctl_cmd_relay(const struct ctl_opts *o, const struct ctl_args *a);
+/* upgrade_path.c: batonctl upgrade --to RELEASE. */
+int ctl_cmd_upgrade(const struct ctl_opts *o, const struct ctl_args *a);
 
 /* Report an error on stderr: "batonctl: <msg>". */
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -144,6 +144,34 @@ static const struct command commands[] = {
 	 "(nothing changed); 4 rolled, but the effective machine version did\n"
 	 "not rise in time (says what holds it back).\n",
 	 ctl_roll_options, 0, 0, ctl_cmd_roll},
+	{"upgrade", "--to RELEASE [--restart 'COMMAND {id}'] [OPTIONS]",
+	 "Take the cluster from the releases its members run to RELEASE in\n"
+	 "one command (see docs/upgrading.md, \"batonctl upgrade\"). It plans\n"
+	 "the path from what the members report: rolls (batonctl roll, with\n"
+	 "--restart; {release} becomes each roll's release) to the newest\n"
+	 "release that speaks with every member, as often as needed, and a\n"
+	 "relay migration to a new cluster of RELEASE where no release above\n"
+	 "the members' speaks with them. Run it again after an interruption:\n"
+	 "the plan is made again from the cluster's state.\n"
+	 "  --to RELEASE            the release to end at\n"
+	 "  --restart COMMAND       the rolls' restart command, as roll's\n"
+	 "                          (needed when the plan rolls)\n"
+	 "  --dry-run               print the plan; change nothing\n"
+	 "  --step-timeout-s N      bound on each restart, start, stop and\n"
+	 "                          wait (default 60)\n"
+	 "  --new ID=HOST:PORT,...  the migration's new nodes and their\n"
+	 "                          client addresses; the first founds the\n"
+	 "                          new cluster, the others join it\n"
+	 "  --start-new COMMAND     starts new node {id} (returns once\n"
+	 "                          started)\n"
+	 "  --stop-old COMMAND      stops old node {id}, once the new cluster\n"
+	 "                          holds write authority\n"
+	 "The relay must be running and active (baton-relay --activate, or\n"
+	 "SIGUSR1) and the old nodes started with --relay and --migrate-to.\n"
+	 "Exit status: 0 done (or a dry run); 1 a step failed (says which;\n"
+	 "rerun to resume); 2 bad usage; 3 refused (nothing changed); 4 as\n"
+	 "roll's.\n",
+	 ctl_upgrade_options, 0, 0, ctl_cmd_upgrade},
 	{"migrate",
 	 "[--dry-run] [--handoff] [--wait-s N] | abort | resume | unfence",
 	 "Follow a migration between two clusters through baton-relay (see\n"
@@ -240,8 +268,9 @@ static void print_usage(FILE *f)
 		"one command\n"
 		"  --version        batonctl's release and its versions\n"
 		"Long options take their value as --port 9101 or --port=9101.\n"
-		"\nexit status: 0 success, 1 error, 2 bad usage (roll: also 3 "
-		"and 4)\n",
+		"\nexit status: 0 success, 1 error, 2 bad usage (roll, "
+		"upgrade: also "
+		"3 and 4)\n",
 		CTL_DEFAULT_HOST, CTL_DEFAULT_PORT, CTL_DEFAULT_TIMEOUT_MS);
 }
 

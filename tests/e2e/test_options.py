@@ -375,6 +375,7 @@ def test_batonctl_version_and_equals_forms():
 # taken value gets past the parser: the node is not there (exit 1), or
 # roll's pre-check refuses release 99.0.0 (exit 3), never exit 2.
 ROLL_NEEDS = ["--to", "99.0.0", "--restart", "r {id}"]
+UPGRADE_NEEDS = ROLL_NEEDS
 VALUED_OPTIONS = [
     ("status", "interval-ms", ["--watch", "--count", "1"], "100", "5",
      "100 to 3600000"),
@@ -389,6 +390,14 @@ VALUED_OPTIONS = [
      "a release (major.minor.patch)"),
     # A value may begin with a dash.
     ("roll", "restart", ["--to", "99.0.0"], "-r {id}", "-r", "{id}"),
+    ("upgrade", "step-timeout-s", UPGRADE_NEEDS, "5", "0",
+     "1 to 86400 seconds"),
+    ("upgrade", "to", ["--restart", "r {id}"], "99.0.0", "1.x",
+     "a release (major.minor.patch)"),
+    ("upgrade", "new", UPGRADE_NEEDS, "11=127.0.0.1:7001,12=[::1]:7002",
+     "11=127.0.0.1:7001,11=127.0.0.1:7002", "each node once"),
+    ("upgrade", "start-new", UPGRADE_NEEDS, "s {id}", "s", "{id}"),
+    ("upgrade", "stop-old", UPGRADE_NEEDS, "s {id}", "s", "{id}"),
 ]
 
 
@@ -417,7 +426,7 @@ def test_batonctl_command_options_take_both_forms(cmd, opt, needs, good, bad,
 
 @pytest.mark.parametrize("cmd", ["status", "health", "members", "add",
                                  "promote", "remove", "transfer", "downgrade",
-                                 "roll", "migrate", "snapshot"])
+                                 "roll", "migrate", "snapshot", "upgrade"])
 def test_batonctl_commands_refuse_unknown_options_by_name(cmd):
     (port,) = free_ports(1)
     r = command_line(port, cmd, "--bogus")
