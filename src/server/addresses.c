@@ -171,13 +171,14 @@ static void peer_down(void *data, baton_node_id id)
 
 static void converted(void *data, baton_index index,
 		      struct baton_machine_version from,
-		      struct baton_machine_version to, uint64_t dropped)
+		      struct baton_machine_version to,
+		      const struct baton_machine_loss *lost)
 {
 	(void)data;
 	LOG_INFO("machine version %u -> %u at index %" PRIu64
-		 ": converted down; %" PRIu64 " keys lost their expiry and "
-		 "persist, keys already expired were deleted",
-		 from.value, to.value, index, dropped);
+		 ": converted down; %s",
+		 from.value, to.value, index,
+		 lost->n > 0 ? lost->text : "no live key lost anything");
 }
 
 static void kv_applied(void *data, baton_index index, const uint8_t *payload,

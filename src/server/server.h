@@ -548,10 +548,10 @@ const char *versions_policy_name(uint32_t policy);
 void versions_pending_text(const struct baton_version_state *s,
 			   const struct baton_config *c,
 			   struct baton_release target, char *buf, size_t cap);
-/* "N keys have a TTL that machine version 1 cannot keep; with FORCE they
- * become persistent". */
-void versions_loss_text(uint64_t keys, struct baton_machine_version to,
-			char *buf, size_t cap);
+/* A machine's loss kind by kind, "hashes_deleted:1 ttls_dropped:3", or
+ * "none" (cut to cap, always terminated). */
+void versions_loss_kinds(const struct baton_machine_loss *l, char *buf,
+			 size_t cap);
 
 enum downgrade_sub {
 	DOWNGRADE_VALIDATE = 1,
