@@ -72,7 +72,7 @@ static int leader_op(const struct ctl_opts *o, const char *op,
 		/* The machine's own words: what is lost and what --force
 		 * does. */
 		if (strcmp(lost, "0") != 0 && strcmp(lost, "-") != 0)
-			printf(" with --force: %s", loss);
+			printf("; with --force: %s", loss);
 		printf("\n");
 	} else if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0 &&
 		   strcmp(op, "VALIDATE") != 0) {

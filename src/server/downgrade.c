@@ -9,7 +9,9 @@
  *       the machine version in use down must lose nothing, or FORCE,
  *       which does exactly what the machine's text says (kv: hashes
  *       deleted below version 3, TTLs dropped below 2); a conversion the
- *       machine cannot make is refused, FORCE or not;
+ *       machine cannot make is refused, FORCE or not; and a leader run
+ *       with --strict-release, whose transport would refuse a node
+ *       restarted on the target, refuses;
  *   ENABLE <release> [FORCE]    the same checks, then the version entry
  *       that lowers the floor and the machine version at one index (kv
  *       converts there); +OK once it is applied here;
@@ -107,6 +109,20 @@ static int check(struct command_ctx *x, const struct downgrade_args *a,
 					    a->target, plan, why, sizeof why);
 	if (rv != 0) {
 		refuse_check(x, a, rv, why);
+		return -1;
+	}
+	if (s->cfg.strict_release) {
+		/* The transport refuses every peer of another release: a node
+		 * restarted on the target would reach no one. */
+		char t[BATON_RELEASE_STR_MAX];
+		snprintf(
+			why, sizeof why,
+			"this leader runs with --strict-release, which refuses "
+			"peers of another release: a node restarted on %s "
+			"could not reach it; restart the members without "
+			"--strict-release first",
+			baton_release_format(a->target, t));
+		refuse_check(x, a, BATON_EINVAL, why);
 		return -1;
 	}
 	rv = machine_loss(s, plan, loss, why, sizeof why);

@@ -178,3 +178,19 @@ def test_cancel_is_refused_while_a_member_is_silent(cluster):
             d.fail(str(r))
         time.sleep(POLL_S * 4)
     wait_machine(cluster, 2)
+
+
+def test_a_strict_release_leader_refuses_a_downgrade(cluster):
+    """--strict-release makes the transport refuse peers of another
+    release: a node restarted on the target could reach no one, so the
+    downgrade could never finish."""
+    lead = cluster.start(3, extra=["--as-release", "1.1.0",
+                                   "--strict-release"])
+    wait_machine(cluster, 2)
+    e = downgrade(lead, "VALIDATE", "1.0.0")
+    assert isinstance(e, redis.ResponseError), e
+    assert "--strict-release" in str(e), e
+    r = cluster.batonctl("downgrade", "enable", "1.0.0", "--force",
+                         check=False, node=lead)
+    assert r.returncode == 1 and "--strict-release" in r.stderr, r
+    assert as_dict(downgrade(lead, "STATUS"))["downgrade"] == "none"
