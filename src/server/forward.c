@@ -96,12 +96,14 @@ static void on_proposed(void *data, int status, const uint8_t *reply,
 		free(p);
 		return;
 	}
-	if (status == BATON_ESTALLED && p->rw != NULL)
+	if (status == BATON_ESTALLED &&
+	    (p->rw != NULL || server_stall_routes(p->s)))
 		/* This leader stopped applying with the write proposed: it
 		 * hands leadership over, and the next leader may commit the
-		 * entry or overwrite it. A client's write is never answered
-		 * -STALLED for that: its outcome is unknown, and retryable
-		 * (docs/clients.md). */
+		 * entry or overwrite it. A client's write (here, or one a
+		 * follower forwarded, when the stall is for want of a newer
+		 * release) is never answered -STALLED for that: its outcome
+		 * is unknown, and retryable (docs/clients.md). */
 		status = BATON_ELEADERCHANGED;
 	struct baton_buf err;
 	baton_buf_init(&err);
