@@ -64,8 +64,8 @@ static baton_node_id first_apart(const struct baton_raft *r,
 			baton__upgrade_known(r, r->config.members[i].id);
 		if (p == NULL)
 			continue;
-		if (p->proto_max.value < t->proto_min.value ||
-		    t->proto_max.value < p->proto_min.value) {
+		struct baton_proto_version v;
+		if (baton_proto_common(p, t, &v) != 0) {
 			*p_out = p;
 			return r->config.members[i].id;
 		}
