@@ -37,6 +37,38 @@ extern "C" {
 
 struct baton_machine;
 
+/* Kinds of loss one conversion down may report; a machine whose later
+ * versions add more structures reports more kinds. */
+#define BATON_MACHINE_LOSS_KINDS_MAX 8u
+/* Room for the wording of a loss, NUL included. */
+#define BATON_MACHINE_LOSS_TEXT_MAX 512u
+
+/* One kind of loss: what a structure of a newer machine version becomes
+ * when the state is converted below that version. */
+struct baton_machine_loss_kind {
+	/* A stable name for machines and scripts, e.g. "hashes_deleted";
+	 * static, owned by the machine. */
+	const char *name;
+	/* The machine version that brought the structure: converting to
+	 * any version below it loses it. */
+	struct baton_machine_version since;
+	/* How many items would be lost, as the state is now. */
+	uint64_t items;
+};
+
+/* What a conversion down would lose now, counted and worded by the
+ * machine itself, so that a downgrade asks before it happens and does
+ * exactly what it said (baton_machine_ops.convert_loss). */
+struct baton_machine_loss {
+	uint32_t n; /* kinds[0..n) lose something: items > 0 */
+	struct baton_machine_loss_kind kinds[BATON_MACHINE_LOSS_KINDS_MAX];
+	uint64_t items; /* the sum of kinds[].items */
+	/* What is lost and what forcing the conversion does, e.g. "1 key
+	 * is a hash, which machine version 2 cannot hold; with FORCE it is
+	 * deleted"; empty when nothing is lost. */
+	char text[BATON_MACHINE_LOSS_TEXT_MAX];
+};
+
 struct baton_machine_ops {
 	/* Apply the committed COMMAND entry `e` under machine version `v`.
 	 * Append the client's reply to `reply` when it is not NULL (somebody
@@ -53,6 +85,17 @@ struct baton_machine_ops {
 	int (*version_changed)(struct baton_machine *m, baton_index index,
 			       struct baton_machine_version from,
 			       struct baton_machine_version to);
+	/* What version_changed(from, to) would lose if it ran now, for an
+	 * explicit downgrade's validate and enable steps (to < from): fill
+	 * *loss, every kind with items > 0 and the text saying it. 0;
+	 * BATON_EVERSION when the machine cannot convert from `from` to
+	 * `to` at all (errmsg() says why; nothing may be forced then).
+	 * Called on the loop's thread between applies, so the answer holds
+	 * until the next apply. May be NULL: the conversion loses nothing. */
+	int (*convert_loss)(struct baton_machine *m,
+			    struct baton_machine_version from,
+			    struct baton_machine_version to,
+			    struct baton_machine_loss *loss);
 	/* Append the whole state, as of machine version `v`, to `out`. */
 	int (*snapshot)(struct baton_machine *m, struct baton_machine_version v,
 			struct baton_buf *out);

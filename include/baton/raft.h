@@ -722,19 +722,24 @@ const char *baton_raft_last_refusal(const struct baton_raft *r,
 
 /* What an explicit downgrade to `target` would do, checked by the leader
  * (DESIGN.md, "Downgrade"; op as in BATON_EVENT_DOWNGRADE):
- *   ENABLE: no downgrade in progress; target is the release one step back
- *     from the floor (baton_release_previous) and this binary contains
- *     it; every member answered an info request this term (reachable) and
- *     runs a release >= target, and none runs the target already when
- *     the machine version must come down (its log would hold entries it
- *     cannot apply); no version entry uncommitted;
- *   CANCEL: a downgrade to target is in progress and no member runs a
- *     release <= target yet (none has been downgraded);
+ *   ENABLE: no downgrade in progress; target is in this binary's table,
+ *     the release one step back from the floor (baton_release_previous),
+ *     and not older than the version rules (1.0.0); every member answered
+ *     an info request lately (reachable) and runs a release >= target,
+ *     with a peer protocol version in common with target's, and none runs
+ *     the target already when the machine version must come down (its
+ *     log would hold entries it cannot apply); no version entry
+ *     uncommitted;
+ *   CANCEL: a downgrade to target is in progress, every member answered
+ *     lately, and none runs a release <= target yet (none has been
+ *     downgraded);
  * 0 with *out filled (the floor and machine version before and after),
- * else BATON_ENOTLEADER, BATON_EINVAL (target not one step back, or not
- * in the table, or a member below it), BATON_ESTATE (in progress / none to
- * cancel / a member downgraded already), BATON_EBUSY (a member unknown this
- * term, a version entry or a transfer in flight), with why (NUL-terminated,
+ * else BATON_ENOTLEADER, BATON_EINVAL (target not one step back, not in
+ * the table, before the version rules, a member below it or sharing no
+ * peer protocol with it), BATON_ESTATE (in progress / none to cancel / a
+ * member downgraded already), BATON_EBUSY (a member unknown this term or
+ * silent lately, a version entry or a transfer in flight), with why
+ * (NUL-terminated,
  * `cap` bytes) naming the rule and versions. The state machine's conversion
  * check (machine_from -> machine_to) is the driver's. */
 struct baton_downgrade_plan {

@@ -88,6 +88,14 @@ struct baton_release baton_release_migration_since(void);
 /* The release just before r in the table (one step back: the only target
  * of an explicit downgrade), or NULL when r is the oldest or not in it. */
 const struct baton_profile *baton_release_previous(struct baton_release r);
+/* The highest peer protocol version both profiles speak, in *out: 0, or
+ * BATON_EVERSION when their ranges [proto_min, proto_max] do not meet (or
+ * one is empty), *out then zero. The one protocol-overlap rule: the
+ * handshake (baton_peer_choose_proto), the join check and the downgrade
+ * check call it. Pure and symmetric. */
+int baton_proto_common(const struct baton_profile *a,
+		       const struct baton_profile *b,
+		       struct baton_proto_version *out);
 
 /* ---- the version facts of the log -------------------------------------- */
 

@@ -212,6 +212,10 @@ struct baton_raft {
 	uint64_t info_seq;	       /* the last info round sent */
 	uint64_t info_deadline_ms;     /* next round (unknown or behind) */
 	uint64_t info_all_deadline_ms; /* next round asking every member */
+	/* The rounds that asked every member, newest first (0: none yet
+	 * this term): a member that answered neither has been silent for
+	 * over an election timeout (downgrade.c). */
+	uint64_t info_all_seq[2];
 
 	/* A snapshot arriving in chunks (follower). */
 	struct baton_snapshot_meta incoming;
@@ -361,6 +365,10 @@ int baton__versions_entry(struct baton_raft *r,
 
 /* What the leader knows of member id this term (itself: its own profile),
  * or NULL while it is unknown. */
+/* Has member `id` answered an info request lately (one of the last two
+ * rounds that asked every member, or any this term before there were
+ * two)? The leader itself always has. */
+bool baton__upgrade_heard_lately(const struct baton_raft *r, baton_node_id id);
 const struct baton_profile *baton__upgrade_known(const struct baton_raft *r,
 						 baton_node_id id);
 /* A new leader: forget the live table, ask every member. */

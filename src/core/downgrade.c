@@ -28,14 +28,48 @@ __attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap,
 	va_end(ap);
 }
 
-/* Every member known this term: 0, or the first unknown member's id. */
+/* Every member known this term and heard from lately: 0, or the first
+ * member that is not. A member that stopped answering may have been
+ * restarted on another release meanwhile (one that cannot even reach this
+ * leader, say): what the table says of it is no longer news. */
 static baton_node_id first_unknown(const struct baton_raft *r)
 {
 	BATON_ASSERT(r->role == BATON_LEADER);
 	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
-	for (uint32_t i = 0; i < r->config.n; i++)
-		if (baton__upgrade_known(r, r->config.members[i].id) == NULL)
+	for (uint32_t i = 0; i < r->config.n; i++) {
+		baton_node_id id = r->config.members[i].id;
+		if (baton__upgrade_known(r, id) == NULL ||
+		    !baton__upgrade_heard_lately(r, id))
+			return id;
+	}
+	return 0;
+}
+
+/* The first release with the version rules: an older one neither sends
+ * nor answers the info request, so a leader could never see every member
+ * run it, and a downgrade to it would never end. */
+static const struct baton_release rules_since = {1, 0, 0};
+
+/* The first member (the leader included) that speaks no peer protocol
+ * version in common with release `t`, or 0: a node restarted on `t` could
+ * not reach it, nor it the node. */
+static baton_node_id first_apart(const struct baton_raft *r,
+				 const struct baton_profile *t,
+				 const struct baton_profile **p_out)
+{
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(t->proto_min.value <= t->proto_max.value);
+	for (uint32_t i = 0; i < r->config.n; i++) {
+		const struct baton_profile *p =
+			baton__upgrade_known(r, r->config.members[i].id);
+		if (p == NULL)
+			continue;
+		struct baton_proto_version v;
+		if (baton_proto_common(p, t, &v) != 0) {
+			*p_out = p;
 			return r->config.members[i].id;
+		}
+	}
 	return 0;
 }
 
@@ -80,6 +114,15 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 		    "is nothing to downgrade from");
 		return BATON_ESTATE;
 	}
+	if (baton_release_find(target) == NULL) {
+		say(why, cap,
+		    "release %s is not a release this binary knows (see "
+		    "'batond --version'): the release floor %s goes back only "
+		    "to the release before it",
+		    baton_release_format(target, a),
+		    baton_release_format(v->floor, b));
+		return BATON_EINVAL;
+	}
 	const struct baton_profile *prev = baton_release_previous(v->floor);
 	if (prev == NULL) {
 		say(why, cap,
@@ -97,10 +140,18 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 		    baton_release_format(target, c));
 		return BATON_EINVAL;
 	}
+	if (baton_release_compare(target, rules_since) < 0) {
+		say(why, cap,
+		    "release %s predates the version rules (%s): it answers "
+		    "no info request, so the downgrade could never end",
+		    baton_release_format(target, a),
+		    baton_release_format(rules_since, b));
+		return BATON_EINVAL;
+	}
 	baton_node_id id = first_unknown(r);
 	if (id != 0) {
 		say(why, cap,
-		    "member %llu has not answered an info request this term: "
+		    "member %llu has not answered an info request lately: "
 		    "every member must be reachable",
 		    (unsigned long long)id);
 		return BATON_EBUSY;
@@ -112,6 +163,22 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 		    "member %llu runs release %s, below the target %s",
 		    (unsigned long long)id, baton_release_format(rel, a),
 		    baton_release_format(target, b));
+		return BATON_EINVAL;
+	}
+	const struct baton_profile *apart = NULL;
+	id = first_apart(r, prev, &apart);
+	if (id != 0) {
+		say(why, cap,
+		    "release %s speaks peer protocol versions %u..%u and "
+		    "member %llu (release %s) speaks %u..%u: no version in "
+		    "common, so a node restarted on %s could not reach it; "
+		    "between such releases a cluster moves only through a "
+		    "relay migration (docs/relay.md)",
+		    baton_release_format(target, a), prev->proto_min.value,
+		    prev->proto_max.value, (unsigned long long)id,
+		    baton_release_format(apart->release, b),
+		    apart->proto_min.value, apart->proto_max.value,
+		    baton_release_format(target, c));
 		return BATON_EINVAL;
 	}
 	out->target = target;
@@ -165,9 +232,10 @@ static int check_cancel(const struct baton_raft *r, struct baton_release target,
 	baton_node_id id = first_unknown(r);
 	if (id != 0) {
 		say(why, cap,
-		    "member %llu has not answered an info request this term: "
-		    "cannot tell whether it was downgraded already",
-		    (unsigned long long)id);
+		    "member %llu has not answered an info request lately: "
+		    "cannot tell whether it runs %s already (a node restarted "
+		    "on it may be unable to reach this leader)",
+		    (unsigned long long)id, baton_release_format(target, a));
 		return BATON_EBUSY;
 	}
 	struct baton_release rel;

@@ -38,6 +38,19 @@ const struct baton_profile *baton__upgrade_known(const struct baton_raft *r,
 	return l != NULL ? &l->profile : NULL;
 }
 
+bool baton__upgrade_heard_lately(const struct baton_raft *r, baton_node_id id)
+{
+	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->info_all_seq[1] <= r->info_all_seq[0]);
+	if (id == r->o.id)
+		return true;
+	const struct baton__live *l = live_find(r, id);
+	/* The older of the last two all-rounds went out at least an election
+	 * timeout ago: an answer to it (or later) is recent; before a second
+	 * round, any answer of this term is. */
+	return l != NULL && l->seq >= r->info_all_seq[1];
+}
+
 static bool profile_equal(const struct baton_profile *a,
 			  const struct baton_profile *b)
 {
@@ -84,6 +97,10 @@ static void info_round(struct baton_raft *r, bool all)
 	BATON_ASSERT(r->role == BATON_LEADER);
 	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
 	r->info_seq++;
+	if (all) {
+		r->info_all_seq[1] = r->info_all_seq[0];
+		r->info_all_seq[0] = r->info_seq;
+	}
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		baton_node_id id = r->config.members[i].id;
 		if (id == r->o.id)
@@ -104,6 +121,7 @@ void baton__upgrade_start(struct baton_raft *r)
 	/* Answers of earlier terms say nothing of now: members may have
 	 * restarted on other releases meanwhile. */
 	r->n_live = 0;
+	memset(r->info_all_seq, 0, sizeof r->info_all_seq);
 	r->info_deadline_ms = r->now_ms + r->o.heartbeat_interval_ms;
 	r->info_all_deadline_ms = r->now_ms + r->o.election_timeout_ms;
 	info_round(r, true);

@@ -213,6 +213,26 @@ const struct baton_profile *baton_release_previous(struct baton_release r)
 	return p - 1;
 }
 
+int baton_proto_common(const struct baton_profile *a,
+		       const struct baton_profile *b,
+		       struct baton_proto_version *out)
+{
+	BATON_ASSERT(a != NULL && b != NULL && out != NULL);
+	uint32_t lo = a->proto_min.value > b->proto_min.value
+			      ? a->proto_min.value
+			      : b->proto_min.value;
+	uint32_t hi = a->proto_max.value < b->proto_max.value
+			      ? a->proto_max.value
+			      : b->proto_max.value;
+	out->value = 0;
+	if (hi == 0 || lo > hi)
+		return BATON_EVERSION;
+	out->value = hi;
+	BATON_ASSERT(out->value >= 1 && out->value <= a->proto_max.value &&
+		     out->value <= b->proto_max.value);
+	return 0;
+}
+
 /* ---- the version state -------------------------------------------------- */
 
 void baton_version_state_initial(struct baton_version_state *out)
@@ -423,7 +443,11 @@ static int join_protocols(const struct baton_version_state *s, baton_node_id id,
 		    hi->profile.proto_min.value, chi);
 		return BATON_EVERSION;
 	}
-	if (j->proto_min.value <= chi && clo <= j->proto_max.value)
+	struct baton_profile common = *j;
+	common.proto_min.value = clo;
+	common.proto_max.value = chi;
+	struct baton_proto_version v;
+	if (baton_proto_common(j, &common, &v) == 0)
 		return 0;
 	/* The member that leaves the joiner out. */
 	const struct baton_member_versions *m =

@@ -58,17 +58,21 @@ static int leader_op(const struct ctl_opts *o, const char *op,
 		rv = CTL_EXIT_ERROR;
 	} else if (strcmp(op, "VALIDATE") == 0 && ctl_map_valid(r)) {
 		char f0[CTL_VALUE_MAX], f1[CTL_VALUE_MAX], m0[CTL_VALUE_MAX],
-			m1[CTL_VALUE_MAX], lose[CTL_VALUE_MAX];
+			m1[CTL_VALUE_MAX], lost[CTL_VALUE_MAX],
+			loss[CTL_ERR_MAX];
 		field(r, "floor_from", f0, sizeof f0);
 		field(r, "floor_to", f1, sizeof f1);
 		field(r, "machine_from", m0, sizeof m0);
 		field(r, "machine_to", m1, sizeof m1);
-		field(r, "keys_losing_ttl", lose, sizeof lose);
+		field(r, "keys_lost", lost, sizeof lost);
+		field(r, "loss", loss, sizeof loss);
 		printf("downgrade to %s is valid: release floor %s -> %s, "
 		       "machine version %s -> %s",
 		       release, f0, f1, m0, m1);
-		if (strcmp(lose, "0") != 0 && strcmp(lose, "-") != 0)
-			printf("; %s keys lose their TTL (--force)", lose);
+		/* The machine's own words: what is lost and what --force
+		 * does. */
+		if (strcmp(lost, "0") != 0 && strcmp(lost, "-") != 0)
+			printf("; with --force: %s", loss);
 		printf("\n");
 	} else if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0 &&
 		   strcmp(op, "VALIDATE") != 0) {

@@ -22,7 +22,9 @@
  * alone, so every node converts alike, and it cannot fail.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "baton/assert.h"
 #include "internal.h"
@@ -41,43 +43,164 @@ static bool drops(struct baton_machine_version from,
 	return from.value >= version && to.value < version;
 }
 
-/* What a conversion loses: live hash keys (deleted), and the other live
- * keys with an expiry (made persistent). */
-struct loss {
-	uint64_t hashes, ttls;
+/* ---- what a conversion down loses ---------------------------------------
+ *
+ * One row per structure a machine version brought, newest first: a later
+ * version that adds one (lists, say) adds a row here, and validate, enable
+ * and batonctl report it with no change of theirs. Each live key is
+ * counted once, by the first row that loses it (a hash with a TTL is a
+ * hash deleted, not a TTL dropped): a later row says "other keys". */
+
+struct loss_row {
+	const char *name; /* baton_machine_loss_kind.name */
+	uint32_t since;	  /* the version that brought the structure */
+	uint64_t (*count)(const struct baton_kv *kv,
+			  struct baton_machine_version from,
+			  struct baton_machine_version to);
+	/* "<n> key is a hash" / "<n> keys are hashes" */
+	const char *one, *many;
+	const char *what; /* ", which machine version %u cannot hold" */
+	/* What FORCE does to them: alone, one or many; and in a list. */
+	const char *force_one, *force_many, *force_listed;
 };
 
-static struct loss loss_of(const struct baton_kv *kv,
+/* Live hash keys (deleted). */
+static uint64_t count_hashes(const struct baton_kv *kv,
+			     struct baton_machine_version from,
+			     struct baton_machine_version to)
+{
+	(void)from;
+	(void)to;
+	const struct kv__table *t = &kv->table;
+	uint64_t n = 0;
+	if (t->hashes == 0)
+		return 0;
+	uint64_t cursor = 0;
+	do {
+		const struct kv__entry *e = kv__table_bucket(t, cursor);
+		for (; e != NULL; e = kv__table_after(t, e))
+			n += kv__is_hash(e) && !kv__expired(e, kv->now_ms);
+		cursor = kv__table_next(t, cursor);
+	} while (cursor != 0);
+	BATON_ASSERT(n <= t->hashes);
+	return n;
+}
+
+/* Live keys with an expiry that no earlier row loses (made persistent). */
+static uint64_t count_ttls(const struct baton_kv *kv,
 			   struct baton_machine_version from,
 			   struct baton_machine_version to)
 {
-	struct loss l = {0, 0};
-	const struct kv__table *t = &kv->table;
-	if (drops(from, to, 3) && t->hashes > 0) {
-		uint64_t cursor = 0;
-		do {
-			const struct kv__entry *e = kv__table_bucket(t, cursor);
-			for (; e != NULL; e = kv__table_after(t, e))
-				l.hashes += kv__is_hash(e) &&
-					    !kv__expired(e, kv->now_ms);
-			cursor = kv__table_next(t, cursor);
-		} while (cursor != 0);
+	const struct kv__heap *h = &kv->table.expiring;
+	bool hashes_go = drops(from, to, 3);
+	uint64_t n = 0;
+	for (size_t i = 0; i < h->n; i++)
+		n += !kv__expired(h->v[i], kv->now_ms) &&
+		     !(hashes_go && kv__is_hash(h->v[i]));
+	return n;
+}
+
+static const struct loss_row loss_rows[] = {
+	{"hashes_deleted", 3, count_hashes, "key is a hash", "keys are hashes",
+	 ", which machine version %u cannot hold", "it is deleted",
+	 "they are deleted", "the hashes are deleted"},
+	{"ttls_dropped", 2, count_ttls, "key has a TTL", "keys have a TTL",
+	 " that machine version %u cannot keep", "it becomes persistent",
+	 "they become persistent", "the keys with a TTL become persistent"},
+};
+
+#define N_LOSS_ROWS ((uint32_t)(sizeof loss_rows / sizeof loss_rows[0]))
+_Static_assert(N_LOSS_ROWS <= BATON_MACHINE_LOSS_KINDS_MAX,
+	       "a loss kind per row");
+
+/* Append to buf (cut to cap, always terminated); *used counts what was
+ * asked for, so a cut text stays cut. */
+__attribute__((format(printf, 4, 5))) static void
+put(char *buf, size_t cap, size_t *used, const char *fmt, ...)
+{
+	BATON_ASSERT(cap > 0);
+	size_t at = *used < cap ? *used : cap - 1;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + at, cap - at, fmt, ap);
+	va_end(ap);
+	BATON_ASSERT(n >= 0);
+	*used = at + (size_t)n;
+}
+
+/* The row a kind came from (names are the rows' own pointers). */
+static const struct loss_row *row_of(const char *name)
+{
+	for (uint32_t j = 0; j < N_LOSS_ROWS; j++)
+		if (loss_rows[j].name == name)
+			return &loss_rows[j];
+	BATON_ASSERT(!"a kind of a row");
+	return NULL;
+}
+
+static void word(const struct baton_machine_loss *l,
+		 struct baton_machine_version to, char *buf, size_t cap)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < l->n; i++) {
+		const struct loss_row *r = row_of(l->kinds[i].name);
+		uint64_t k = l->kinds[i].items;
+		put(buf, cap, &used, "%s%" PRIu64 " %s%s",
+		    i > 0 ? ", and " : "", k, i > 0 ? "other " : "",
+		    k == 1 ? r->one : r->many);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		put(buf, cap, &used, r->what, to.value);
+#pragma GCC diagnostic pop
 	}
-	if (drops(from, to, 2)) {
-		const struct kv__heap *h = &t->expiring;
-		for (size_t i = 0; i < h->n; i++)
-			l.ttls += !kv__expired(h->v[i], kv->now_ms) &&
-				  !(drops(from, to, 3) && kv__is_hash(h->v[i]));
+	if (l->n == 0)
+		return;
+	put(buf, cap, &used, "; with FORCE ");
+	for (uint32_t i = 0; i < l->n; i++) {
+		const struct loss_row *r = row_of(l->kinds[i].name);
+		if (l->n == 1)
+			put(buf, cap, &used, "%s",
+			    l->kinds[i].items == 1 ? r->force_one
+						   : r->force_many);
+		else
+			put(buf, cap, &used, "%s%s", i > 0 ? " and " : "",
+			    r->force_listed);
 	}
-	return l;
+}
+
+int kv_convert_loss_describe(const struct baton_kv *kv,
+			     struct baton_machine_version from,
+			     struct baton_machine_version to,
+			     struct baton_machine_loss *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!known(from) || !known(to))
+		return BATON_EVERSION;
+	for (uint32_t i = 0; i < N_LOSS_ROWS; i++) {
+		const struct loss_row *r = &loss_rows[i];
+		if (!drops(from, to, r->since))
+			continue;
+		uint64_t k = r->count(kv, from, to);
+		if (k == 0)
+			continue;
+		BATON_ASSERT(out->n < BATON_MACHINE_LOSS_KINDS_MAX);
+		out->kinds[out->n++] = (struct baton_machine_loss_kind){
+			r->name, {r->since}, k};
+		out->items += k;
+	}
+	word(out, to, out->text, sizeof out->text);
+	return 0;
 }
 
 uint64_t kv_convert_loss(const struct baton_kv *kv,
 			 struct baton_machine_version from,
 			 struct baton_machine_version to)
 {
-	struct loss l = loss_of(kv, from, to);
-	return l.hashes + l.ttls;
+	struct baton_machine_loss l;
+	if (kv_convert_loss_describe(kv, from, to, &l) != 0)
+		return 0;
+	return l.items;
 }
 
 void kv_convert_loss_text(const struct baton_kv *kv,
@@ -86,28 +209,11 @@ void kv_convert_loss_text(const struct baton_kv *kv,
 			  size_t cap)
 {
 	BATON_ASSERT(cap > 0);
-	struct loss l = loss_of(kv, from, to);
+	struct baton_machine_loss l;
 	buf[0] = '\0';
-	const char *are = l.hashes == 1 ? " is a hash" : "s are hashes";
-	const char *have = l.ttls == 1 ? " has" : "s have";
-	if (l.hashes > 0 && l.ttls > 0)
-		snprintf(buf, cap,
-			 "%" PRIu64 " key%s, which machine version %u cannot "
-			 "hold, and %" PRIu64 " other key%s a TTL that it "
-			 "cannot keep; with FORCE the hashes are deleted and "
-			 "the other keys become persistent",
-			 l.hashes, are, to.value, l.ttls, have);
-	else if (l.hashes > 0)
-		snprintf(buf, cap,
-			 "%" PRIu64 " key%s, which machine version %u cannot "
-			 "hold; with FORCE %s deleted",
-			 l.hashes, are, to.value,
-			 l.hashes == 1 ? "it is" : "they are");
-	else if (l.ttls > 0)
-		snprintf(buf, cap,
-			 "%" PRIu64 " key%s a TTL that machine version %u "
-			 "cannot keep; with FORCE they become persistent",
-			 l.ttls, have, to.value);
+	if (kv_convert_loss_describe(kv, from, to, &l) != 0)
+		return;
+	word(&l, to, buf, cap);
 }
 
 /* Delete every hash key. A walk in SCAN's order that deletes as it goes:

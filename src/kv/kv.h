@@ -35,6 +35,7 @@
 
 #include "baton/raft.h"
 #include "baton/buf.h"
+#include "baton/machine.h"
 
 /* The machine versions kv_apply() knows. Version 2 adds expiry,
  * transactions and stamped payloads; version 3 hashes and TYPE
@@ -275,6 +276,18 @@ bool kv_expiry_next(const struct baton_kv *kv, uint64_t *at_ms);
  * from or to is not a version kv implements. */
 int kv_convert(struct baton_kv *kv, struct baton_machine_version from,
 	       struct baton_machine_version to);
+
+/* What kv_convert(from, to) would lose now, kind by kind (docs/kv.md,
+ * "Converting down"): "hashes_deleted", the live hash keys, when
+ * converting below version 3; "ttls_dropped", the other live keys with
+ * an expiry, when converting below version 2; each key counted once, and
+ * a kind listed only when it loses something. The text says it all and
+ * what FORCE does. 0, or BATON_EVERSION (*out empty) when from or to is
+ * not a version kv implements. */
+int kv_convert_loss_describe(const struct baton_kv *kv,
+			     struct baton_machine_version from,
+			     struct baton_machine_version to,
+			     struct baton_machine_loss *out);
 
 /* What kv_convert(from, to) would lose now: the number of keys live at
  * machine time that are hashes, when converting below version 3 (they are

@@ -62,9 +62,12 @@ static void stall(struct baton_pipeline *p, baton_index index, baton_term term,
 	if (again)
 		return;
 	text(p->stalled_why, sizeof p->stalled_why, "%s", why);
-	pl_requests_stalled(p);
+	/* Told first: the requests failed next are answered by callbacks
+	 * that look at the stall (a node that needs a newer release sends
+	 * its clients' reads on to the leader instead of failing them). */
 	if (p->env.stalled != NULL)
 		p->env.stalled(p->env.data, index, p->stalled_why);
+	pl_requests_stalled(p);
 }
 
 static void clear_stall(struct baton_pipeline *p)

@@ -90,6 +90,20 @@ void server_publish_founders(struct server *s)
 
 /* ---- the stall ----------------------------------------------------------- */
 
+/* Stalled for want of a newer release (the log's machine version or
+ * release floor is above this node's): a node of a newer release serves
+ * what this one cannot, and a rolling upgrade (or an explicit downgrade)
+ * ends it. Rare, so the full status is fine here. */
+static bool stalled_for_a_release(struct server *s)
+{
+	static struct baton_node_status st;
+	baton_node_status(s->node, &st);
+	const struct baton_release *r = &st.raft.needs_release;
+	return st.stalled_index != 0 &&
+	       (st.raft.needs_machine.value != 0 || r->major != 0 ||
+		r->minor != 0 || r->patch != 0);
+}
+
 bool server_reply_if_stalled(struct server *s, struct baton_buf *b)
 {
 	if (server_reply_if_removed(s, b))
@@ -98,6 +112,18 @@ bool server_reply_if_stalled(struct server *s, struct baton_buf *b)
 	baton_index at = baton_node_stalled(s->node, &why);
 	if (at == 0)
 		return false;
+	if (stalled_for_a_release(s)) {
+		/* Only where the command cannot be passed on (docs/clients.md,
+		 * "Retryable errors"): the node will apply again once it, or
+		 * the cluster, changes release; another node serves now. */
+		resp_error(b,
+			   "TRYAGAIN this node waits for a newer release "
+			   "(stopped applying at index %" PRIu64
+			   ") and cannot pass this command on now; retry, "
+			   "here or on another node",
+			   at);
+		return true;
+	}
 	/* The text usually starts "stopped applying at index N: ...". */
 	if (strncmp(why, "stopped applying", 16) == 0)
 		resp_error(b, "STALLED this node %s", why);
@@ -109,20 +135,22 @@ bool server_reply_if_stalled(struct server *s, struct baton_buf *b)
 	return true;
 }
 
-bool server_stall_forwards(struct server *s)
+bool server_stall_routes(struct server *s)
 {
 	const char *why;
-	if (baton_node_stalled(s->node, &why) == 0 || s->leader == 0 ||
-	    s->leader == s->cfg.id || s->identity.removed)
+	if (baton_node_stalled(s->node, &why) == 0 || s->identity.removed)
 		return false;
 	/* Only a stall for want of a newer release: the leader runs one and
 	 * serves what this node cannot (an entry no release knows stalls
-	 * the leader too). Rare, so the full status is fine here. */
-	static struct baton_node_status st;
-	baton_node_status(s->node, &st);
-	const struct baton_release *r = &st.raft.needs_release;
-	return st.raft.needs_machine.value != 0 || r->major != 0 ||
-	       r->minor != 0 || r->patch != 0;
+	 * the leader too). With no leader known (a hand-over, an election)
+	 * the command waits for one like any follower's write. */
+	return stalled_for_a_release(s);
+}
+
+bool server_stalled_here(struct server *s)
+{
+	const char *why;
+	return baton_node_stalled(s->node, &why) != 0;
 }
 
 void server_reply_error(struct server *s, struct baton_buf *b, int code)
@@ -171,13 +199,14 @@ static void peer_down(void *data, baton_node_id id)
 
 static void converted(void *data, baton_index index,
 		      struct baton_machine_version from,
-		      struct baton_machine_version to, uint64_t dropped)
+		      struct baton_machine_version to,
+		      const struct baton_machine_loss *lost)
 {
 	(void)data;
 	LOG_INFO("machine version %u -> %u at index %" PRIu64
-		 ": converted down; %" PRIu64 " keys lost their expiry and "
-		 "persist, keys already expired were deleted",
-		 from.value, to.value, index, dropped);
+		 ": converted down; %s",
+		 from.value, to.value, index,
+		 lost->n > 0 ? lost->text : "no live key lost anything");
 }
 
 static void kv_applied(void *data, baton_index index, const uint8_t *payload,

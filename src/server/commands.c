@@ -391,6 +391,20 @@ static void on_read_ready(void *data, int status)
 		read_ctx_free(r);
 		return;
 	}
+	/* This node stopped applying, for want of a newer release, while the
+	 * read waited: the leader serves it. Only while none of the
+	 * connection's writes is unanswered (the read joins their chain,
+	 * and must not go after one sent later); otherwise the retryable
+	 * refusal of server_reply_error. */
+	if (status == BATON_ESTALLED && !slot_abandoned(r->sl) &&
+	    r->cs->writes.head == NULL && server_stall_routes(r->s)) {
+		struct kv_txn_command one = {
+			r->argc, (const uint8_t *const *)r->argv, r->lens};
+		struct write_req w = {false, 0, NULL, 1, &one};
+		route_write(r->s, r->cs, r->sl, &w);
+		read_ctx_free(r);
+		return;
+	}
 	if (status != 0) {
 		server_reply_error(r->s, slot_buf(r->sl), status);
 		slot_done(r->sl);
@@ -426,7 +440,7 @@ static int kv_command(struct command_ctx *x, const struct kv_command *c)
 	 * other reason it says so at once rather than let the client time
 	 * out. Stale reads serve what it applied. */
 	if (!stale || (c->flags & KV_WRITE)) {
-		if (server_stall_forwards(x->s)) {
+		if (server_stall_routes(x->s)) {
 			route_write(x->s, x->cs, x->sl, &w);
 			return 0;
 		}

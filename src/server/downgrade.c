@@ -5,8 +5,13 @@
  *   VALIDATE <release> [FORCE]  on the leader: the core's checks
  *       (baton_node_downgrade_check: one step back, every member reachable
  *       this term and at or above the target, nothing in flight), then the
- *       state machine's: converting the machine version in use down must
- *       lose nothing, or FORCE (kv: keys with a TTL become persistent);
+ *       state machine's (its convert_loss hook, machine.h): converting
+ *       the machine version in use down must lose nothing, or FORCE,
+ *       which does exactly what the machine's text says (kv: hashes
+ *       deleted below version 3, TTLs dropped below 2); a conversion the
+ *       machine cannot make is refused, FORCE or not; and a leader run
+ *       with --strict-release, whose transport would refuse a node
+ *       restarted on the target, refuses;
  *   ENABLE <release> [FORCE]    the same checks, then the version entry
  *       that lowers the floor and the machine version at one index (kv
  *       converts there); +OK once it is applied here;
@@ -23,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "baton/assert.h"
 #include "log.h"
 #include "server.h"
 
@@ -67,10 +73,35 @@ static int refuse_check(struct command_ctx *x, const struct downgrade_args *a,
 	return command_done(x);
 }
 
-/* VALIDATE and ENABLE: both halves of the check. 0 with *plan and the
- * keys that lose a TTL in *loss, or -1 after replying. */
+/* The state machine's half: what converting down would lose, counted
+ * and worded by the machine (machine.h, convert_loss); nothing for a
+ * machine without the hook. 0, or BATON_EVERSION with why. */
+static int machine_loss(struct server *s, const struct baton_downgrade_plan *p,
+			struct baton_machine_loss *loss, char *why, size_t cap)
+{
+	struct baton_machine *m = &s->machine.base;
+	memset(loss, 0, sizeof *loss);
+	if (p->machine_to.value == p->machine_from.value ||
+	    m->ops->convert_loss == NULL)
+		return 0;
+	int rv = m->ops->convert_loss(m, p->machine_from, p->machine_to, loss);
+	if (rv != 0) {
+		const char *e =
+			m->ops->errmsg != NULL ? m->ops->errmsg(m) : NULL;
+		snprintf(why, cap, "%s",
+			 e != NULL && e[0] != '\0' ? e : baton_strerror(rv));
+		return rv;
+	}
+	BATON_ASSERT(loss->n <= BATON_MACHINE_LOSS_KINDS_MAX);
+	BATON_ASSERT(loss->items == 0 || loss->text[0] != '\0');
+	return 0;
+}
+
+/* VALIDATE and ENABLE: both halves of the check. 0 with *plan and what
+ * the conversion loses in *loss, or -1 after replying. */
 static int check(struct command_ctx *x, const struct downgrade_args *a,
-		 struct baton_downgrade_plan *plan, uint64_t *loss)
+		 struct baton_downgrade_plan *plan,
+		 struct baton_machine_loss *loss)
 {
 	struct server *s = x->s;
 	char why[WHY_MAX] = "";
@@ -80,15 +111,28 @@ static int check(struct command_ctx *x, const struct downgrade_args *a,
 		refuse_check(x, a, rv, why);
 		return -1;
 	}
-	*loss = kv_convert_loss(s->machine.kv, plan->machine_from,
-				plan->machine_to);
-	if (*loss > 0 && !a->force) {
+	if (s->cfg.strict_release) {
+		/* The transport refuses every peer of another release: a node
+		 * restarted on the target would reach no one. */
 		char t[BATON_RELEASE_STR_MAX];
-		versions_loss_text(*loss, plan->machine_to, why, sizeof why);
+		snprintf(
+			why, sizeof why,
+			"this leader runs with --strict-release, which refuses "
+			"peers of another release: a node restarted on %s "
+			"could not reach it; restart the members without "
+			"--strict-release first",
+			baton_release_format(a->target, t));
+		refuse_check(x, a, BATON_EINVAL, why);
+		return -1;
+	}
+	rv = machine_loss(s, plan, loss, why, sizeof why);
+	if (rv != 0 || (loss->items > 0 && !a->force)) {
+		char t[BATON_RELEASE_STR_MAX];
+		const char *text = rv != 0 ? why : loss->text;
 		LOG_INFO("downgrade %s %s refused: %s", sub_name(a->sub),
-			 baton_release_format(a->target, t), why);
+			 baton_release_format(a->target, t), text);
 		resp_error(command_out(x), "ERR downgrade %s to %s refused: %s",
-			   sub_name(a->sub), t, why);
+			   sub_name(a->sub), t, text);
 		command_done(x);
 		return -1;
 	}
@@ -98,13 +142,14 @@ static int check(struct command_ctx *x, const struct downgrade_args *a,
 static int validate(struct command_ctx *x, const struct downgrade_args *a)
 {
 	struct baton_downgrade_plan plan;
-	uint64_t loss;
+	struct baton_machine_loss loss;
 	if (check(x, a, &plan, &loss) != 0)
 		return 0;
 	char t[BATON_RELEASE_STR_MAX], f0[BATON_RELEASE_STR_MAX],
-		f1[BATON_RELEASE_STR_MAX];
+		f1[BATON_RELEASE_STR_MAX], kinds[WHY_MAX];
+	versions_loss_kinds(&loss, kinds, sizeof kinds);
 	struct baton_buf *b = command_out(x);
-	resp_array(b, 2 * 7);
+	resp_array(b, 2 * 9);
 	admin_map_field(b, "target", "%s", baton_release_format(a->target, t));
 	admin_map_field(b, "floor_from", "%s",
 			versions_floor_text(plan.floor_from, f0));
@@ -112,8 +157,11 @@ static int validate(struct command_ctx *x, const struct downgrade_args *a)
 			versions_floor_text(plan.floor_to, f1));
 	admin_map_field(b, "machine_from", "%u", plan.machine_from.value);
 	admin_map_field(b, "machine_to", "%u", plan.machine_to.value);
-	admin_map_field(b, "keys_losing_ttl", "%" PRIu64, loss);
-	admin_map_field(b, "valid", "%s", loss > 0 ? "yes, with FORCE" : "yes");
+	admin_map_field(b, "keys_lost", "%" PRIu64, loss.items);
+	admin_map_field(b, "loss", "%s", loss.items > 0 ? loss.text : "none");
+	admin_map_field(b, "loss_kinds", "%s", kinds);
+	admin_map_field(b, "valid", "%s",
+			loss.items > 0 ? "yes, with FORCE" : "yes");
 	return command_done(x);
 }
 
@@ -158,17 +206,18 @@ static int record(struct command_ctx *x, const struct downgrade_args *a,
 static int enable(struct command_ctx *x, const struct downgrade_args *a)
 {
 	struct baton_downgrade_plan plan;
-	uint64_t loss;
+	struct baton_machine_loss loss;
 	if (check(x, a, &plan, &loss) != 0)
 		return 0;
 	char t[BATON_RELEASE_STR_MAX], f0[BATON_RELEASE_STR_MAX],
-		f1[BATON_RELEASE_STR_MAX];
+		f1[BATON_RELEASE_STR_MAX], kinds[WHY_MAX];
+	versions_loss_kinds(&loss, kinds, sizeof kinds);
 	LOG_WARN("downgrade to %s: enabling (floor %s -> %s, machine version "
-		 "%u -> %u; %" PRIu64 " keys lose their TTL%s)",
+		 "%u -> %u; lost: %s%s)",
 		 baton_release_format(a->target, t),
 		 versions_floor_text(plan.floor_from, f0),
 		 versions_floor_text(plan.floor_to, f1),
-		 plan.machine_from.value, plan.machine_to.value, loss,
+		 plan.machine_from.value, plan.machine_to.value, kinds,
 		 a->force ? ", forced" : "");
 	return record(x, a, BATON_DOWNGRADE_ENABLE);
 }

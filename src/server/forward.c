@@ -12,7 +12,7 @@
  * is unknown.
  *
  * A node that stopped applying for want of a newer release forwards its
- * clients' reads the same way (server_stall_forwards): the leader runs
+ * clients' reads the same way (server_stall_routes): the leader runs
  * them after a read index and sends the reply back.
  */
 #include <inttypes.h>
@@ -96,6 +96,15 @@ static void on_proposed(void *data, int status, const uint8_t *reply,
 		free(p);
 		return;
 	}
+	if (status == BATON_ESTALLED &&
+	    (p->rw != NULL || server_stall_routes(p->s)))
+		/* This leader stopped applying with the write proposed: it
+		 * hands leadership over, and the next leader may commit the
+		 * entry or overwrite it. A client's write (here, or one a
+		 * follower forwarded, when the stall is for want of a newer
+		 * release) is never answered -STALLED for that: its outcome
+		 * is unknown, and retryable (docs/clients.md). */
+		status = BATON_ELEADERCHANGED;
 	struct baton_buf err;
 	baton_buf_init(&err);
 	if (status != 0) {
@@ -291,6 +300,16 @@ static int propose(struct server *s, struct proposal_ctx *p,
 	}
 	if (rv == BATON_ENOTLEADER && p->rw != NULL)
 		return rv;
+	if (rv == BATON_ESTALLED && server_stall_routes(s)) {
+		/* Never appended: this leader stopped applying for want of a
+		 * newer release and hands leadership over. A local write
+		 * waits for the next leader; a follower's gets the "not
+		 * appended" reply it routes again on (route.c). */
+		if (p->rw != NULL)
+			return BATON_ENOTLEADER;
+		server_reply_error(s, err, BATON_ENOLEADER);
+		return -1;
+	}
 	if (rv != 0) {
 		server_reply_error(s, err, rv);
 		return -1;
@@ -493,7 +512,7 @@ static void on_forward_reply(struct server *s, baton_node_id from,
 }
 
 /* A read from a node that stalled for want of a newer release
- * (server_stall_forwards): run here after a read index, as a local client's
+ * (server_stall_routes): run here after a read index, as a local client's
  * read, and send the reply back. The arguments are copied: the frame is
  * gone once this returns. */
 struct forwarded_read {

@@ -563,10 +563,10 @@ static int machine_restore(struct baton_machine *bm,
 	return 0;
 }
 
-/* Up (1 to 2) needs no conversion: kv applies each entry under the
- * version in force (format-1 payloads included) and writes snapshots of
- * the version asked for. Down (2 to 1, an explicit downgrade's entry) kv
- * converts: every expiry dropped, the same on every node (kv_convert). A
+/* Up needs no conversion: kv applies each entry under the version in
+ * force (format-1 payloads included) and writes snapshots of the version
+ * asked for. Down (an explicit downgrade's entry) kv converts, the same on
+ * every node, exactly as machine_convert_loss said (kv_convert). A
  * version beyond kv's stops the node here (the core stalls on such a
  * version entry before; this is the backstop). */
 static int machine_version_changed(struct baton_machine *bm, baton_index index,
@@ -581,7 +581,9 @@ static int machine_version_changed(struct baton_machine *bm, baton_index index,
 			      "this release implements %u..%u",
 			      index, to.value, KV_MACHINE_VERSION_MIN,
 			      KV_MACHINE_VERSION_MAX);
-	uint64_t dropped = kv_convert_loss(m->kv, from, to);
+	struct baton_machine_loss lost;
+	if (kv_convert_loss_describe(m->kv, from, to, &lost) != 0)
+		memset(&lost, 0, sizeof lost);
 	m->map_replaced++; /* kv_convert ends an open view */
 	int rv = kv_convert(m->kv, from, to);
 	if (rv != 0)
@@ -590,7 +592,23 @@ static int machine_version_changed(struct baton_machine *bm, baton_index index,
 			      "from %u to %u: %s",
 			      index, from.value, to.value, kv_errmsg(m->kv));
 	if (to.value < from.value && m->converted != NULL)
-		m->converted(m->data, index, from, to, dropped);
+		m->converted(m->data, index, from, to, &lost);
+	return 0;
+}
+
+/* The downgrade's question (machine.h): kv counts and words it. */
+static int machine_convert_loss(struct baton_machine *bm,
+				struct baton_machine_version from,
+				struct baton_machine_version to,
+				struct baton_machine_loss *loss)
+{
+	struct server_machine *m = (struct server_machine *)bm;
+	if (kv_convert_loss_describe(m->kv, from, to, loss) != 0)
+		return refuse(m, BATON_EVERSION,
+			      "cannot convert the map from machine version %u "
+			      "to %u: this release implements %u..%u",
+			      from.value, to.value, KV_MACHINE_VERSION_MIN,
+			      KV_MACHINE_VERSION_MAX);
 	return 0;
 }
 
@@ -603,6 +621,7 @@ static const char *machine_errmsg(const struct baton_machine *bm)
 static const struct baton_machine_ops ops = {
 	.apply = machine_apply,
 	.version_changed = machine_version_changed,
+	.convert_loss = machine_convert_loss,
 	.snapshot = machine_snapshot,
 	.snapshot_begin = machine_snapshot_begin,
 	.snapshot_step = machine_snapshot_step,

@@ -88,11 +88,11 @@ struct server_machine {
 	void (*address_changed)(void *data, const struct book_entry *e);
 	/* Told of each conversion down (version_changed to a lower machine
 	 * version, docs/kv.md "Converting down") once done: the index and
-	 * how many keys lost an expiry; may be NULL. */
+	 * what it lost; may be NULL. */
 	void (*converted)(void *data, baton_index index,
 			  struct baton_machine_version from,
 			  struct baton_machine_version to,
-			  uint64_t expiries_dropped);
+			  const struct baton_machine_loss *lost);
 	/* Told of each kv payload applied (the migration's export,
 	 * migration_export.c); may be NULL. */
 	void (*kv_applied)(void *data, baton_index index,

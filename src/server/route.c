@@ -303,13 +303,16 @@ static bool send_to(struct routed_write *rw, baton_node_id to)
 }
 
 /* Where parked writes can go now: the leader, if known, able to take
- * them, and the chain not in flight elsewhere. 0: nowhere. */
+ * them, and the chain not in flight elsewhere. 0: nowhere. A leader that
+ * stopped applying (it hands leadership over, baton__stall_handover)
+ * could append but never answer: its own writes wait for the next one. */
 static baton_node_id usable_leader(const struct route_chain *ch,
-				   const struct server *s)
+				   struct server *s)
 {
 	baton_node_id to = s->leader;
 	if (to == 0 || s->routing_closed ||
-	    (ch->in_flight > 0 && ch->dest != to))
+	    (ch->in_flight > 0 && ch->dest != to) ||
+	    (to == s->cfg.id && server_stalled_here(s)))
 		return 0;
 	return to;
 }

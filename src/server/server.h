@@ -260,14 +260,18 @@ void server_addresses_to_transport(struct server *s);
 const struct book_entry *server_address(struct server *s, baton_node_id id);
 /* On becoming leader: put founders' addresses into the replicated book. */
 void server_publish_founders(struct server *s);
-/* If this node stopped applying, append the -STALLED error naming the
- * index and why to b and return true. */
+/* If this node stopped applying, append the error naming the index and
+ * why to b and return true: the retryable -TRYAGAIN when it stopped for
+ * want of a newer release (a command that cannot be passed on), else
+ * -STALLED. */
 bool server_reply_if_stalled(struct server *s, struct baton_buf *b);
 /* This node stopped applying because it needs a newer release (the log's
- * machine version or release floor is above its own) and knows another
- * node leads: its clients' commands, reads included, go to the leader
- * (forward_write) instead of failing with -STALLED. */
-bool server_stall_forwards(struct server *s);
+ * machine version or release floor is above its own): its clients'
+ * commands, reads included, are routed to the leader (route_write; parked
+ * while no leader is known, as any follower's write) instead of failing. */
+bool server_stall_routes(struct server *s);
+/* This node stopped applying, for any reason. */
+bool server_stalled_here(struct server *s);
 /* The RESP error for a BATON_E* code, the stall's text for ESTALLED. */
 void server_reply_error(struct server *s, struct baton_buf *b, int code);
 
@@ -548,10 +552,10 @@ const char *versions_policy_name(uint32_t policy);
 void versions_pending_text(const struct baton_version_state *s,
 			   const struct baton_config *c,
 			   struct baton_release target, char *buf, size_t cap);
-/* "N keys have a TTL that machine version 1 cannot keep; with FORCE they
- * become persistent". */
-void versions_loss_text(uint64_t keys, struct baton_machine_version to,
-			char *buf, size_t cap);
+/* A machine's loss kind by kind, "hashes_deleted:1 ttls_dropped:3", or
+ * "none" (cut to cap, always terminated). */
+void versions_loss_kinds(const struct baton_machine_loss *l, char *buf,
+			 size_t cap);
 
 enum downgrade_sub {
 	DOWNGRADE_VALIDATE = 1,

@@ -296,7 +296,7 @@ int txn_exec(struct command_ctx *x)
 	}
 	/* The log's version fell back (a follower whose uncommitted version
 	 * entry was overwritten): refuse rather than forward. */
-	if ((!server_stall_forwards(x->s) &&
+	if ((!server_stall_routes(x->s) &&
 	     server_reply_if_stalled(x->s, command_out(x))) ||
 	    !gate(x, "exec")) {
 		end(cs);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "baton/assert.h"
 #include "server.h"
 
 static bool release_none(struct baton_release r)
@@ -85,13 +86,21 @@ void versions_pending_text(const struct baton_version_state *s,
 	}
 }
 
-void versions_loss_text(uint64_t keys, struct baton_machine_version to,
-			char *buf, size_t cap)
+void versions_loss_kinds(const struct baton_machine_loss *l, char *buf,
+			 size_t cap)
 {
-	snprintf(buf, cap,
-		 "%" PRIu64 " key%s a TTL that machine version %u cannot "
-		 "keep; with FORCE they become persistent",
-		 keys, keys == 1 ? " has" : "s have", to.value);
+	BATON_ASSERT(cap > 0);
+	BATON_ASSERT(l->n <= BATON_MACHINE_LOSS_KINDS_MAX);
+	snprintf(buf, cap, "none");
+	size_t used = 0;
+	for (uint32_t i = 0; i < l->n && used < cap; i++) {
+		int k = snprintf(buf + used, cap - used, "%s%s:%" PRIu64,
+				 i > 0 ? " " : "", l->kinds[i].name,
+				 l->kinds[i].items);
+		if (k < 0)
+			break;
+		used += (size_t)k;
+	}
 }
 
 /* ---- BATON.DOWNGRADE's arguments ----------------------------------------- */

@@ -44,7 +44,7 @@ void reply_needs_version(struct baton_buf *b, const char *command,
 			 uint32_t need, uint32_t have);
 /* Send a routed write to the leader s->leader as a Forward frame (a
  * follower's write, or a read of a node that stalled for want of a newer
- * release: server_stall_forwards). 0: sent (its reply comes back to
+ * release: server_stall_routes). 0: sent (its reply comes back to
  * route.c) or answered already (refused here); BATON_ENOTFOUND: no
  * connection to the leader, nothing sent. */
 int forward_routed(struct server *s, struct routed_write *rw);

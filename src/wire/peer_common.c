@@ -44,18 +44,12 @@ int baton_peer_choose_proto(struct baton_profile mine,
 			    struct baton_proto_version *out)
 {
 	BATON_ASSERT(out != NULL);
-	uint32_t lo = mine.proto_min.value > theirs.proto_min.value
-			      ? mine.proto_min.value
-			      : theirs.proto_min.value;
-	uint32_t hi = mine.proto_max.value < theirs.proto_max.value
-			      ? mine.proto_max.value
-			      : theirs.proto_max.value;
-	out->value = 0;
-	if (hi == 0 || lo > hi)
-		return BATON_EVERSION;
-	out->value = hi;
-	BATON_ASSERT(out->value >= 1 && out->value <= mine.proto_max.value);
-	return 0;
+	/* The rule is the core's, so the join and downgrade checks agree
+	 * with what a connection will do. */
+	int rv = baton_proto_common(&mine, &theirs, out);
+	BATON_ASSERT(rv != 0 ||
+		     (out->value >= 1 && out->value <= mine.proto_max.value));
+	return rv;
 }
 
 int baton_peer_check_choice(struct baton_profile mine,

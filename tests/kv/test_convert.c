@@ -310,9 +310,9 @@ Test(convert, down_from_3_to_1_deletes_hashes_and_drops_expiries)
 	kv_convert_loss_text(kv, V3, V1, text, sizeof text);
 	cr_assert_str_eq(text,
 			 "2 keys are hashes, which machine version 1 cannot "
-			 "hold, and 2 other keys have a TTL that it cannot "
-			 "keep; with FORCE the hashes are deleted and the "
-			 "other keys become persistent");
+			 "hold, and 2 other keys have a TTL that machine "
+			 "version 1 cannot keep; with FORCE the hashes are "
+			 "deleted and the keys with a TTL become persistent");
 	cr_assert_eq(kv_convert(kv, V3, V1), 0);
 	cr_assert_eq(kv_expiry_count(kv), 0);
 	cr_assert_eq(kv->table.hashes, 0);
@@ -340,7 +340,7 @@ Test(convert, loss_texts_in_the_singular)
 	run(kv, "DEL h", ":1\r\n");
 	kv_convert_loss_text(kv, V3, V1, text, sizeof text);
 	cr_assert_str_eq(text, "1 key has a TTL that machine version 1 "
-			       "cannot keep; with FORCE they become "
+			       "cannot keep; with FORCE it becomes "
 			       "persistent");
 	/* Cut to the room given, always terminated. */
 	kv_convert_loss_text(kv, V3, V1, text, 8);

@@ -13,7 +13,7 @@
 
 #include "machine.h"
 
-static const struct baton_machine_version V1 = {1}, V2 = {2};
+static const struct baton_machine_version V1 = {1}, V2 = {2}, V3 = {3};
 /* A version kv does not implement, and how its refusals name it. */
 static const struct baton_machine_version V_UNKNOWN = {KV_MACHINE_VERSION_MAX +
 						       1};
@@ -425,19 +425,20 @@ static baton_index converted_at;
 
 static void converted(void *data, baton_index index,
 		      struct baton_machine_version from,
-		      struct baton_machine_version to, uint64_t dropped)
+		      struct baton_machine_version to,
+		      const struct baton_machine_loss *lost)
 {
 	(void)data;
 	cr_assert_eq(from.value, 2);
 	cr_assert_eq(to.value, 1);
 	conversions++;
 	converted_at = index;
-	dropped_seen = dropped;
+	dropped_seen = lost->items;
 }
 
-static void apply_v2(struct server_machine *sm, uint64_t stamp, const char *a0,
-		     const char *a1, const char *a2, const char *a3,
-		     const char *a4)
+static void apply_at(struct server_machine *sm, struct baton_machine_version v,
+		     uint64_t stamp, const char *a0, const char *a1,
+		     const char *a2, const char *a3, const char *a4)
 {
 	const char *args[] = {a0, a1, a2, a3, a4};
 	const uint8_t *argv[5];
@@ -451,8 +452,15 @@ static void apply_v2(struct server_machine *sm, uint64_t stamp, const char *a0,
 	baton_buf_init(&p);
 	cr_assert_eq(baton_buf_append(&p, "K", 1), 0);
 	cr_assert_eq(kv_encode_v2(stamp, argc, argv, lens, &p), 0);
-	cr_assert_eq(apply_bytes(sm, V2, p.data, p.len, NULL), 0);
+	cr_assert_eq(apply_bytes(sm, v, p.data, p.len, NULL), 0);
 	baton_buf_free(&p);
+}
+
+static void apply_v2(struct server_machine *sm, uint64_t stamp, const char *a0,
+		     const char *a1, const char *a2, const char *a3,
+		     const char *a4)
+{
+	apply_at(sm, V2, stamp, a0, a1, a2, a3, a4);
 }
 
 /* Down to version 1 (a downgrade's entry): every expiry dropped, keys kept
@@ -503,6 +511,63 @@ Test(machine, version_change_down_converts_alike)
 	baton_buf_free(&sb);
 	server_machine_free(&a);
 	server_machine_free(&b);
+}
+
+/* The downgrade's question goes to the machine (convert_loss): one hash
+ * and no TTL is a hash deleted below version 3, not a TTL, and the
+ * conversion then does exactly what the answer said. */
+Test(machine, convert_loss_says_what_the_conversion_does)
+{
+	struct server_machine a;
+	cr_assert_eq(server_machine_init(&a), 0);
+	const struct baton_machine_ops *ops = a.base.ops;
+	cr_assert_not_null(ops->convert_loss);
+	apply_at(&a, V3, T0, "HSET", "h", "f", "1", NULL);
+	apply_at(&a, V3, T0, "SET", "s", "1", NULL, NULL);
+	struct baton_machine_loss l;
+	cr_assert_eq(ops->convert_loss(&a.base, V3, V2, &l), 0);
+	cr_assert_eq(l.n, 1);
+	cr_assert_eq(l.items, 1);
+	cr_assert_str_eq(l.kinds[0].name, "hashes_deleted");
+	cr_assert_eq(l.kinds[0].since.value, 3);
+	cr_assert_eq(l.kinds[0].items, 1);
+	cr_assert_str_eq(l.text, "1 key is a hash, which machine version 2 "
+				 "cannot hold; with FORCE it is deleted");
+	cr_assert(strstr(l.text, "TTL") == NULL, "%s", l.text);
+	/* Nothing changed by asking. */
+	cr_assert_eq(kv_dbsize(a.kv), 2);
+	/* A TTL is kept at version 2, dropped at 1, and the hash counted
+	 * once (as a hash) even with a TTL of its own. */
+	apply_at(&a, V3, T0, "SET", "t", "1", "PX", "100000");
+	apply_at(&a, V3, T0, "PEXPIRE", "h", "100000", NULL, NULL);
+	cr_assert_eq(ops->convert_loss(&a.base, V3, V2, &l), 0);
+	cr_assert_eq(l.items, 1);
+	cr_assert_eq(ops->convert_loss(&a.base, V3, V1, &l), 0);
+	cr_assert_eq(l.n, 2);
+	cr_assert_eq(l.items, 2);
+	cr_assert_str_eq(l.kinds[1].name, "ttls_dropped");
+	cr_assert_eq(l.kinds[1].items, 1);
+	cr_assert_str_eq(l.text, "1 key is a hash, which machine version 1 "
+				 "cannot hold, and 1 other key has a TTL "
+				 "that machine version 1 cannot keep; with "
+				 "FORCE the hashes are deleted and the keys "
+				 "with a TTL become persistent");
+	/* A conversion the machine cannot make: refused with why. */
+	cr_assert_eq(ops->convert_loss(&a.base, V_UNKNOWN, V2, &l),
+		     BATON_EVERSION);
+	cr_assert(strstr(ops->errmsg(&a.base), V_UNKNOWN_TEXT) != NULL, "%s",
+		  ops->errmsg(&a.base));
+	/* Forced: exactly that. The hash goes, the TTL of 't' stays at 2. */
+	cr_assert_eq(ops->convert_loss(&a.base, V3, V2, &l), 0);
+	cr_assert_eq(l.items, 1);
+	uint64_t before = kv_dbsize(a.kv);
+	cr_assert_eq(ops->version_changed(&a.base, 7, V3, V2), 0);
+	cr_assert_eq(kv_dbsize(a.kv), before - l.kinds[0].items);
+	cr_assert_eq(kv_expiry_count(a.kv), 1);
+	cr_assert_eq(ops->convert_loss(&a.base, V3, V2, &l), 0);
+	cr_assert_eq(l.items, 0);
+	cr_assert_str_eq(l.text, "");
+	server_machine_free(&a);
 }
 
 /* The release table says which machine versions each release advertises;

@@ -88,17 +88,20 @@ Test(versions, pending_names_members_on_another_release)
 	cr_assert_str_eq(buf, "");
 }
 
-Test(versions, loss_text)
+Test(versions, loss_kinds)
 {
 	char buf[160];
-	struct baton_machine_version v1 = {1};
-	versions_loss_text(12, v1, buf, sizeof buf);
-	cr_assert_str_eq(buf, "12 keys have a TTL that machine version 1 "
-			      "cannot keep; with FORCE they become "
-			      "persistent");
-	versions_loss_text(1, v1, buf, sizeof buf);
-	cr_assert_str_eq(buf, "1 key has a TTL that machine version 1 cannot "
-			      "keep; with FORCE they become persistent");
+	struct baton_machine_loss l;
+	memset(&l, 0, sizeof l);
+	versions_loss_kinds(&l, buf, sizeof buf);
+	cr_assert_str_eq(buf, "none");
+	l.n = 2;
+	l.kinds[0] = (struct baton_machine_loss_kind){"hashes_deleted", {3}, 1};
+	l.kinds[1] = (struct baton_machine_loss_kind){"ttls_dropped", {2}, 12};
+	versions_loss_kinds(&l, buf, sizeof buf);
+	cr_assert_str_eq(buf, "hashes_deleted:1 ttls_dropped:12");
+	versions_loss_kinds(&l, buf, 10);
+	cr_assert_str_eq(buf, "hashes_de");
 }
 
 /* ---- BATON.DOWNGRADE's arguments ---- */

@@ -529,3 +529,98 @@ Test(downgrade, a_node_rolled_back_before_enable_is_not_left_stuck)
 	cr_assert_eq(h.applied[3], h_status(&h, 1).commit_index);
 	h_free(&h);
 }
+
+/* ---- downgrades that could never finish ----------------------------------
+ */
+
+/* 2.0.0 speaks peer protocol 4 only, 1.3.0 speaks 2..3: a node restarted on
+ * 1.3.0 in a 2.0.0 cluster would hear no leader. */
+Test(downgrade, check_refuses_a_target_with_no_protocol_in_common)
+{
+	for (baton_node_id i = 1; i <= 3; i++)
+		runs[i] = rel(2, 0);
+	slow[2] = slow[3] = 1000;
+	struct harness h;
+	h_init(&h, 3, tweak);
+	h.info = true;
+	cr_assert_eq(h_elect(&h), 1);
+	h_run(&h, 300);
+	cr_assert(same(h_status(&h, 1).versions.floor, r3(2, 0, 0)));
+	char why[512];
+	cr_assert_eq(check(&h, 1, BATON_DOWNGRADE_ENABLE, r3(1, 3, 0), NULL,
+			   why, sizeof why),
+		     BATON_EINVAL, "%s", why);
+	cr_assert(strstr(why, "peer protocol") != NULL, "%s", why);
+	cr_assert(strstr(why, "2..3") != NULL, "%s", why);
+	cr_assert(strstr(why, "4..4") != NULL, "%s", why);
+	cr_assert(strstr(why, "relay") != NULL, "%s", why);
+	baton_index last = h_status(&h, 1).last_index;
+	cr_assert_eq(downgrade(&h, 1, BATON_DOWNGRADE_ENABLE, r3(1, 3, 0)),
+		     BATON_EINVAL);
+	cr_assert_eq(h_status(&h, 1).last_index, last, "nothing appended");
+	h_free(&h);
+}
+
+/* A 1.0.0 cluster has nothing to go back to: 0.1.0 answers no info
+ * request, so the leader could never see every member run it. */
+Test(downgrade, check_refuses_a_target_before_the_version_rules)
+{
+	for (baton_node_id i = 1; i <= 3; i++)
+		runs[i] = rel(1, 0);
+	slow[2] = slow[3] = 1000;
+	struct harness h;
+	h_init(&h, 3, tweak);
+	h.info = true;
+	cr_assert_eq(h_elect(&h), 1);
+	h_run(&h, 300);
+	cr_assert(same(h_status(&h, 1).versions.floor, r3(1, 0, 0)));
+	char why[512];
+	cr_assert_eq(check(&h, 1, BATON_DOWNGRADE_ENABLE, r3(0, 1, 0), NULL,
+			   why, sizeof why),
+		     BATON_EINVAL, "%s", why);
+	cr_assert(strstr(why, "version rules") != NULL, "%s", why);
+	h_free(&h);
+}
+
+/* An unknown release is named as such, not as "not one step back". */
+Test(downgrade, check_names_an_unknown_release)
+{
+	struct harness h;
+	cluster(&h);
+	char why[512];
+	cr_assert_eq(check(&h, 1, BATON_DOWNGRADE_ENABLE, r3(1, 0, 5), NULL,
+			   why, sizeof why),
+		     BATON_EINVAL);
+	cr_assert(strstr(why, "not a release this binary knows") != NULL, "%s",
+		  why);
+	h_free(&h);
+}
+
+/* A member that stopped answering may have been restarted on the target
+ * (on a release that cannot reach this leader, even): what the table
+ * still says of it is stale, and cancel cannot tell it is allowed. */
+Test(downgrade, cancel_is_refused_while_a_member_is_silent)
+{
+	struct harness h;
+	cluster(&h);
+	enable(&h);
+	h.down[3] = true;
+	h_run(&h, 500); /* several election timeouts of the leader */
+	cr_assert_eq(h_leader(&h), 1);
+	char why[512];
+	cr_assert_eq(check(&h, 1, BATON_DOWNGRADE_CANCEL, r3(1, 0, 0), NULL,
+			   why, sizeof why),
+		     BATON_EBUSY, "%s", why);
+	cr_assert(strstr(why, "member 3") != NULL, "%s", why);
+	cr_assert(strstr(why, "1.0.0") != NULL, "%s", why);
+	cr_assert_eq(downgrade(&h, 1, BATON_DOWNGRADE_CANCEL, r3(1, 0, 0)),
+		     BATON_EBUSY);
+	assert_downgrading(&h, 1);
+	/* It answers again (on the old release): cancel may go. */
+	h.down[3] = false;
+	h_run(&h, 300);
+	cr_assert_eq(check(&h, 1, BATON_DOWNGRADE_CANCEL, r3(1, 0, 0), NULL,
+			   why, sizeof why),
+		     0, "%s", why);
+	h_free(&h);
+}

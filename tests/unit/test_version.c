@@ -152,6 +152,40 @@ static void assert_state_eq(const struct baton_version_state *a,
 	}
 }
 
+/* The one protocol-overlap rule: the highest version both speak, none
+ * between 2.0.0 (4 only) and the 1.x releases. */
+Test(release, proto_common_is_the_highest_both_speak)
+{
+	const struct {
+		struct baton_release a, b;
+		uint32_t want; /* 0: none */
+	} cases[] = {
+		{{1, 0, 0}, {1, 1, 0}, 1}, {{1, 1, 0}, {1, 2, 0}, 2},
+		{{1, 2, 0}, {1, 3, 0}, 3}, {{1, 0, 0}, {1, 2, 0}, 0},
+		{{1, 3, 0}, {2, 0, 0}, 0}, {{2, 0, 0}, {2, 0, 0}, 4},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const struct baton_profile *a = baton_release_find(cases[i].a);
+		const struct baton_profile *b = baton_release_find(cases[i].b);
+		cr_assert(a != NULL && b != NULL, "case %zu", i);
+		struct baton_proto_version ab, ba;
+		int r1 = baton_proto_common(a, b, &ab);
+		int r2 = baton_proto_common(b, a, &ba);
+		cr_assert_eq(r1, r2, "case %zu: symmetric", i);
+		cr_assert_eq(ab.value, ba.value, "case %zu", i);
+		cr_assert_eq(ab.value, cases[i].want, "case %zu", i);
+		cr_assert_eq(r1, cases[i].want ? 0 : BATON_EVERSION, "case %zu",
+			     i);
+	}
+	struct baton_profile empty = *baton_release_current();
+	empty.proto_min.value = 0;
+	empty.proto_max.value = 0;
+	struct baton_proto_version v;
+	cr_assert_eq(baton_proto_common(&empty, baton_release_current(), &v),
+		     BATON_EVERSION);
+	cr_assert_eq(v.value, 0);
+}
+
 Test(version_state, initial_is_machine_one_without_floor_or_table)
 {
 	struct baton_version_state s;
