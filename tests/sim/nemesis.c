@@ -11,6 +11,7 @@
 
 void sim_heal(struct sim_world *w)
 {
+	sim_steady_heal(w);
 	memset(w->blocked, 0, sizeof w->blocked);
 }
 

@@ -299,10 +299,29 @@ struct sim_stats {
 		downgrade_ends, rules_steps, snapshot_slices,
 		applied_mid_snapshot, closes, spurious_closes, fast_failovers,
 		slow_failovers, clock_skews, clock_bars;
+	/* Leaders deposed while running (steady.c); the operator's careless
+	 * requests (careless.c): made, refused as they must be, accepted. */
+	uint64_t deposals, careless, careless_refused, careless_accepted;
 	/* The longest waits the liveness checks of the rules saw (rules.c),
 	 * in thousandths of their bounds: for a leader, for leadership to
 	 * reach the majority release. */
 	uint64_t leader_wait_per_mille, majority_wait_per_mille;
+};
+
+/* Leader stability (steady.c): when each node and each way of each link
+ * was last impaired (a time, possibly in the future: an impairment's end),
+ * the losses of each way since its last message sent, each node's last
+ * TIMEOUT_NOW and configuration entry, and when it last won (with the
+ * highest term any node held then). */
+struct sim_steady {
+	uint64_t node_bad_ms[SIM_MAX_NODES + 1];
+	uint64_t pair_bad_ms[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	uint64_t last_ok_ms[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	bool loss_open[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	uint64_t transfer_ms[SIM_MAX_NODES + 1];
+	uint64_t config_ms[SIM_MAX_NODES + 1];
+	uint64_t won_ms[SIM_MAX_NODES + 1];
+	baton_term high_at_win[SIM_MAX_NODES + 1];
 };
 
 struct sim_event;   /* world.c */
@@ -368,6 +387,10 @@ struct sim_world {
 	 * machine-time stamp of the run. */
 	struct sim_rng clock_rng;
 	uint64_t clock_machine_ms;
+	/* Leader stability (steady.c); the careless operator's own random
+	 * stream (careless.c), so that the other draws stay as they were. */
+	struct sim_steady steady;
+	struct sim_rng careless_rng;
 	/* Clients and their recorded history (workload.c). */
 	struct sim_history *history;
 	struct sim_stats stats;
@@ -613,6 +636,24 @@ bool sim_downgrade_ready(const struct sim_node *n,
 /* The liveness phase: cancel a downgrade left in progress (every node was
  * upgraded again), retrying while it is not done. */
 void sim_downgrade_cancel_left(struct sim_world *w, struct sim_node *l);
+
+/* ---- steady.c: leader stability ------------------------------------------
+ */
+
+/* Node n was impaired (booted, crashed) until `until`. */
+void sim_steady_node(struct sim_world *w, const struct sim_node *n,
+		     uint64_t until);
+/* Node n submitted a write that completes at done_ms. */
+void sim_steady_disk(struct sim_world *w, const struct sim_node *n,
+		     uint64_t done_ms);
+/* Every cut link heals now. */
+void sim_steady_heal(struct sim_world *w);
+/* A node sent m (lost: dropped by chance or by the network's bound). */
+void sim_steady_sent(struct sim_world *w, const struct baton_msg *m, bool lost);
+/* Every step of node n (n->role the role before it): a leader deposed by
+ * nothing but spurious events fails the run. */
+void sim_steady_step(struct sim_world *w, struct sim_node *n,
+		     const struct baton_update *u);
 
 /* world.c */
 void sim_params_swarm(struct sim_params *p, struct sim_rng *g);
