@@ -327,6 +327,10 @@ void sim_node_boot(struct sim_world *w, struct sim_node *n)
 						     w->p.disk_slowest_factor);
 	n->w = w;
 	n->incarnation++;
+	if (!n->exists || n->boot_release != n->release) {
+		n->boot_release = n->release;
+		n->release_since_ms = w->now_ms;
+	}
 	n->alive = true;
 	n->exists = true;
 	sim_steady_node(w, n, w->now_ms);

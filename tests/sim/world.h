@@ -140,6 +140,9 @@ struct sim_params {
 	 * chance that a run sets one node's wall clock far off (then back). */
 	uint32_t max_clock_offset_ms;
 	uint32_t clock_skew_per_mille;
+	/* The careless operator (careless.c): the mean gap between its
+	 * requests (0: none), drawn from its own stream. */
+	uint32_t careless_every_ms;
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
 	/* The workload: the safety phase is extended (by a quarter at a
@@ -287,6 +290,10 @@ struct sim_node {
 	uint64_t clock_owed_since_ms;
 	uint64_t clock_right_since_ms; /* set right again then (0: never off) */
 	bool was_barred;
+	/* The release it booted last, and since when it runs it (careless.c:
+	 * what a leader must know of it). */
+	uint32_t boot_release;
+	uint64_t release_since_ms;
 };
 
 struct sim_stats {
@@ -391,6 +398,8 @@ struct sim_world {
 	 * stream (careless.c), so that the other draws stay as they were. */
 	struct sim_steady steady;
 	struct sim_rng careless_rng;
+	uint32_t careless_last_op; /* its last accepted request, to repeat */
+	struct baton_release careless_last_target;
 	/* Clients and their recorded history (workload.c). */
 	struct sim_history *history;
 	struct sim_stats stats;
@@ -429,6 +438,7 @@ enum sim_event_kind {
 	EV_PEER_CLOSED, /* a node's connection to a peer closed */
 	EV_FAILOVER,	/* the failover scenario kills the leader */
 	EV_CLOCK,	/* a node's wall clock is set off, or right (clock.c) */
+	EV_CARELESS,	/* the careless operator's next request (careless.c) */
 };
 
 /* Queue an event `delay` ms from now. An event for a node (node != 0) is
@@ -654,6 +664,16 @@ void sim_steady_sent(struct sim_world *w, const struct baton_msg *m, bool lost);
  * nothing but spurious events fails the run. */
 void sim_steady_step(struct sim_world *w, struct sim_node *n,
 		     const struct baton_update *u);
+
+/* ---- careless.c: the careless operator ------------------------------------
+ */
+
+/* Draw whether and how often the careless operator acts (its own stream),
+ * and schedule its first request. */
+void sim_careless_start(struct sim_world *w);
+/* EV_CARELESS: one request of any kind on a random node, judged by the
+ * model of the documented rules; and the next one scheduled. */
+void sim_careless(struct sim_world *w);
 
 /* world.c */
 void sim_params_swarm(struct sim_params *p, struct sim_rng *g);
