@@ -15,7 +15,9 @@
  *     submitted done within a quarter of an election timeout), its wall
  *     clock right, its release not below the floor of its log, and it
  *     sent no TIMEOUT_NOW and appended no configuration (an explicit
- *     transfer, a hand-over of the release rules, a membership change);
+ *     transfer, a hand-over of the release rules, a membership change),
+ *     and it is still a voter of its configuration (a leader that
+ *     removed itself steps down once the removal commits);
  *   - a majority of the voters of its configuration, itself included,
  *     were kept both ways: each ran unpaused with its disk within bounds,
  *     no link between it and L was cut either way, they speak a common
@@ -183,7 +185,8 @@ void sim_steady_step(struct sim_world *w, struct sim_node *n,
 	w->stats.deposals++;
 	/* A deposal: is it owed to anything but spurious events? */
 	uint64_t t = w->now_ms, win = window_ms(w);
-	if (t < s->won_ms[id] + win || u->term <= s->high_at_win[id])
+	if (t < s->won_ms[id] + win ||
+	    (u->term > n->term && u->term <= s->high_at_win[id]))
 		return;
 	if (!node_steady(w, n) || recent(w, s->transfer_ms[id]) ||
 	    recent(w, s->config_ms[id]))
@@ -193,16 +196,26 @@ void sim_steady_step(struct sim_world *w, struct sim_node *n,
 	if (baton_release_compare(sim_profile(w, n)->release,
 				  st.versions.floor) < 0)
 		return;
+	bool voter = false;
+	for (uint32_t i = 0; i < st.config.n; i++)
+		if (st.config.members[i].id == n->id &&
+		    st.config.members[i].role == BATON_VOTER)
+			voter = true;
+	if (!voter)
+		return; /* it removed itself: the removal committed */
 	uint32_t voters, kept = kept_voters(w, n, &st.config, &voters);
 	if (2 * kept <= voters)
 		return;
 	sim_fail(w,
 		 "leader stability: leader %llu of term %llu (leading for "
-		 "%llu ms) deposed by term %llu although it kept %u of %u "
-		 "voters both ways and nothing but spurious events touched "
-		 "it or them in the last %llu ms",
+		 "%llu ms) stepped down (now %s of term %llu) although it "
+		 "kept %u of %u voters both ways and nothing but spurious "
+		 "events touched it or them in the last %llu ms",
 		 (unsigned long long)n->id, (unsigned long long)n->term,
 		 (unsigned long long)(t - s->won_ms[id]),
+		 u->role == BATON_CANDIDATE	  ? "candidate"
+		 : u->role == BATON_PRE_CANDIDATE ? "pre-candidate"
+						  : "follower",
 		 (unsigned long long)u->term, kept, voters,
 		 (unsigned long long)win);
 }
