@@ -23,6 +23,10 @@
  *            upgrade of the liveness phase)
  * downgrade.c explicit downgrades by the operator: enable, restarts at the
  *            target release, cancels
+ * careless.c the careless operator: requests of every kind at any moment,
+ *            judged by a model of the documented rules
+ * steady.c   leader stability: no leader that keeps a majority is deposed
+ *            by a spurious event
  * main.c     the command line: seeds, swarm mode, replay, summaries
  */
 #ifndef BATON_SIM_WORLD_H
