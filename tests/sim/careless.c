@@ -45,9 +45,13 @@
 #include <string.h>
 
 /* A target with no peer protocol in common with a member (issue 28: a
- * downgrade that cannot finish). The docs say validate refuses it; the
- * core does not yet, so the model names it but does not send it. */
+ * downgrade that cannot finish). Validate must refuse it; the core does
+ * not yet, so by default the model names it but neither checks validate's
+ * answer nor sends it (build with -DSIM_CARELESS_PROTOCOL_RULE=1 to check
+ * it, and make that the default once the core refuses it). */
+#ifndef SIM_CARELESS_PROTOCOL_RULE
 #define SIM_CARELESS_PROTOCOL_RULE 0
+#endif
 
 /* Unknown operations and releases the table does not contain. */
 #define CARELESS_BAD_OP 77u
