@@ -100,8 +100,9 @@ void sim_crash_closes(struct sim_world *w, struct sim_node *n)
 	}
 }
 
-/* A connection to the leader resets while both ends live: the follower
- * must not depose it (pre-vote and the other followers' leases). */
+/* A connection to the leader resets while both ends live, and both learn
+ * it: the follower must not depose the leader (pre-vote and the other
+ * followers' leases), nor the leader step down. */
 static void spurious_close(struct sim_world *w)
 {
 	struct sim_node *l = sim_find_leader(w);
@@ -113,6 +114,10 @@ static void spurious_close(struct sim_world *w)
 		  (unsigned long long)f->id, (unsigned long long)l->id);
 	sim_schedule_close(w, sim_range(&w->rng, 0, w->p.net_max_ms),
 			   (uint32_t)f->id, (uint32_t)l->id);
+	/* A reset reaches both ends: the leader must not step down either
+	 * (steady.c). */
+	sim_schedule_close(w, sim_range(&w->rng, 0, w->p.net_max_ms),
+			   (uint32_t)l->id, (uint32_t)f->id);
 }
 
 void sim_failover_kill(struct sim_world *w)
