@@ -176,6 +176,7 @@ void sim_nemesis(struct sim_world *w)
 			uint64_t t = w->p.election_timeout_ms;
 			p->paused_until_ms =
 				w->now_ms + sim_range(&w->rng, t, 4 * t);
+			sim_steady_node(w, p, p->paused_until_ms);
 			sim_trace(w, "nemesis: pause node %llu until %llu",
 				  (unsigned long long)p->id,
 				  (unsigned long long)p->paused_until_ms);

@@ -12,7 +12,7 @@
  *     L's leadership, as a node left behind a partition at a higher term,
  *     deposes it legitimately);
  *   - L ran, unpaused, with its disk within bounds (every write it
- *     submitted done within a quarter of an election timeout), its wall
+ *     submitted done within a fifth of an election timeout), its wall
  *     clock right, its release not below the floor of its log, and it
  *     sent no TIMEOUT_NOW and appended no configuration (an explicit
  *     transfer, a hand-over of the release rules, a membership change),
@@ -21,9 +21,13 @@
  *   - a majority of the voters of its configuration, itself included,
  *     were kept both ways: each ran unpaused with its disk within bounds,
  *     no link between it and L was cut either way, they speak a common
- *     peer protocol, and neither way lost messages for longer than half
- *     an election timeout (losses with deliveries in between are
- *     spurious);
+ *     peer protocol, and neither way lost messages for longer than a
+ *     fifth of an election timeout (losses with deliveries in between
+ *     are spurious);
+ *   - the network is within bounds: the seed's longest delay is at most
+ *     a fifth of an election timeout (else the check does not apply to
+ *     the seed: delays alone may keep a leader's answers apart for longer
+ *     than the election timeout over which it counts them).
  *
  * Spurious, then, is everything else: a reset connection, duplicated,
  * reordered and delayed messages, sparse losses, a follower of the
@@ -33,19 +37,31 @@
  */
 #include "world.h"
 
+#include <stdio.h>
+
 static uint64_t window_ms(const struct sim_world *w)
 {
 	return 4 * (uint64_t)w->p.election_timeout_ms;
 }
 
+/* The bounds within which a slow disk, a delay and losses are spurious:
+ * a fifth of an election timeout each. A leader counts a voter as live
+ * when an answer of it arrived within the last election timeout; its
+ * answers come at most a loss gap, twice the spread of the delays and the
+ * disk's time apart, four fifths of the timeout. */
 static uint64_t disk_bound_ms(const struct sim_world *w)
 {
-	return w->p.election_timeout_ms / 4;
+	return w->p.election_timeout_ms / 5;
 }
 
 static uint64_t loss_gap_ms(const struct sim_world *w)
 {
-	return w->p.election_timeout_ms / 2;
+	return w->p.election_timeout_ms / 5;
+}
+
+static bool network_within_bounds(const struct sim_world *w)
+{
+	return 5 * (uint64_t)w->p.net_max_ms <= w->p.election_timeout_ms;
 }
 
 static void bad(uint64_t *at, uint64_t until)
@@ -132,20 +148,28 @@ static bool pair_kept(const struct sim_world *w, const struct sim_node *l,
 /* The voters of l's configuration kept both ways (l counts itself), and
  * how many voters there are. */
 static uint32_t kept_voters(const struct sim_world *w, const struct sim_node *l,
-			    const struct baton_config *c, uint32_t *voters)
+			    const struct baton_config *c, uint32_t *voters,
+			    char *ids, size_t cap)
 {
 	uint32_t kept = 0;
+	size_t len = 0;
 	*voters = 0;
+	ids[0] = '\0';
 	for (uint32_t i = 0; i < c->n; i++) {
 		if (c->members[i].role != BATON_VOTER)
 			continue;
 		(*voters)++;
 		baton_node_id id = c->members[i].id;
-		if (id == l->id)
-			kept++;
-		else if (id <= SIM_MAX_NODES && w->nodes[id].exists &&
-			 pair_kept(w, l, &w->nodes[id]))
-			kept++;
+		bool k = id == l->id ||
+			 (id <= SIM_MAX_NODES && w->nodes[id].exists &&
+			  pair_kept(w, l, &w->nodes[id]));
+		kept += k;
+		if (len < cap) {
+			int n = snprintf(ids + len, cap - len, "%s%llu%s",
+					 len > 0 ? " " : "",
+					 (unsigned long long)id, k ? "" : "-");
+			len += n > 0 ? (size_t)n : 0;
+		}
 	}
 	return kept;
 }
@@ -185,6 +209,8 @@ void sim_steady_step(struct sim_world *w, struct sim_node *n,
 	w->stats.deposals++;
 	/* A deposal: is it owed to anything but spurious events? */
 	uint64_t t = w->now_ms, win = window_ms(w);
+	if (!network_within_bounds(w))
+		return; /* delays alone may outlast a lease */
 	if (t < s->won_ms[id] + win ||
 	    (u->term > n->term && u->term <= s->high_at_win[id]))
 		return;
@@ -203,19 +229,22 @@ void sim_steady_step(struct sim_world *w, struct sim_node *n,
 			voter = true;
 	if (!voter)
 		return; /* it removed itself: the removal committed */
-	uint32_t voters, kept = kept_voters(w, n, &st.config, &voters);
+	char ids[128];
+	uint32_t voters,
+		kept = kept_voters(w, n, &st.config, &voters, ids, sizeof ids);
 	if (2 * kept <= voters)
 		return;
 	sim_fail(w,
 		 "leader stability: leader %llu of term %llu (leading for "
 		 "%llu ms) stepped down (now %s of term %llu) although it "
 		 "kept %u of %u voters both ways and nothing but spurious "
-		 "events touched it or them in the last %llu ms",
+		 "events touched it or them in the last %llu ms (voters: "
+		 "%s; '-': not kept)",
 		 (unsigned long long)n->id, (unsigned long long)n->term,
 		 (unsigned long long)(t - s->won_ms[id]),
 		 u->role == BATON_CANDIDATE	  ? "candidate"
 		 : u->role == BATON_PRE_CANDIDATE ? "pre-candidate"
 						  : "follower",
 		 (unsigned long long)u->term, kept, voters,
-		 (unsigned long long)win);
+		 (unsigned long long)win, ids);
 }
