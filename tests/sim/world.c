@@ -248,7 +248,7 @@ static const char *const kind_names[] = {
 	"?",	 "tick",     "deliver",	 "disk",       "restart",  "nemesis",
 	"heal",	 "client",   "read",	 "member",     "transfer", "read-at",
 	"phase", "liveness", "crash",	 "member-now", "upgrade",  "downgrade",
-	"work",	 "closed",   "failover", "clock",
+	"work",	 "closed",   "failover", "clock",      "careless",
 };
 
 struct sim_event {
