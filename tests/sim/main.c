@@ -213,6 +213,10 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 {
 	t->steps += s->steps;
 	t->proposals += s->proposals;
+	t->deposals += s->deposals;
+	t->careless += s->careless;
+	t->careless_refused += s->careless_refused;
+	t->careless_accepted += s->careless_accepted;
 	t->committed += s->committed;
 	t->elections += s->elections;
 	t->crashes += s->crashes;
@@ -257,6 +261,12 @@ static void totals_add(struct sim_stats *t, const struct sim_stats *s)
 
 static void print_stats(const char *what, const struct sim_stats *s)
 {
+	printf("%s: %llu leaders deposed while running; careless operator: "
+	       "%llu requests, %llu refused, %llu accepted\n",
+	       what, (unsigned long long)s->deposals,
+	       (unsigned long long)s->careless,
+	       (unsigned long long)s->careless_refused,
+	       (unsigned long long)s->careless_accepted);
 	printf("%s: %llu proposals accepted, %llu entries committed, %llu "
 	       "elections, %llu crashes, %llu partitions, %llu snapshots "
 	       "taken (%llu slices, %llu commands applied between them), "

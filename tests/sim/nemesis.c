@@ -11,6 +11,7 @@
 
 void sim_heal(struct sim_world *w)
 {
+	sim_steady_heal(w);
 	memset(w->blocked, 0, sizeof w->blocked);
 }
 
@@ -99,8 +100,9 @@ void sim_crash_closes(struct sim_world *w, struct sim_node *n)
 	}
 }
 
-/* A connection to the leader resets while both ends live: the follower
- * must not depose it (pre-vote and the other followers' leases). */
+/* A connection to the leader resets while both ends live, and both learn
+ * it: the follower must not depose the leader (pre-vote and the other
+ * followers' leases), nor the leader step down. */
 static void spurious_close(struct sim_world *w)
 {
 	struct sim_node *l = sim_find_leader(w);
@@ -112,6 +114,10 @@ static void spurious_close(struct sim_world *w)
 		  (unsigned long long)f->id, (unsigned long long)l->id);
 	sim_schedule_close(w, sim_range(&w->rng, 0, w->p.net_max_ms),
 			   (uint32_t)f->id, (uint32_t)l->id);
+	/* A reset reaches both ends: the leader must not step down either
+	 * (steady.c). */
+	sim_schedule_close(w, sim_range(&w->rng, 0, w->p.net_max_ms),
+			   (uint32_t)l->id, (uint32_t)f->id);
 }
 
 void sim_failover_kill(struct sim_world *w)
@@ -170,6 +176,7 @@ void sim_nemesis(struct sim_world *w)
 			uint64_t t = w->p.election_timeout_ms;
 			p->paused_until_ms =
 				w->now_ms + sim_range(&w->rng, t, 4 * t);
+			sim_steady_node(w, p, p->paused_until_ms);
 			sim_trace(w, "nemesis: pause node %llu until %llu",
 				  (unsigned long long)p->id,
 				  (unsigned long long)p->paused_until_ms);

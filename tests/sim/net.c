@@ -179,13 +179,19 @@ void sim_net_send(struct sim_world *w, struct sim_packet *p)
 		sim_packet_free(p);
 		return;
 	}
-	if (to == 0 || to > w->n_ids || w->blocked[from][to] ||
-	    w->in_flight >= SIM_MAX_IN_FLIGHT ||
-	    sim_chance(&w->rng, w->p.loss_per_mille)) {
+	if (to == 0 || to > w->n_ids || w->blocked[from][to]) {
 		w->stats.msgs_lost++;
 		sim_packet_free(p);
 		return;
 	}
+	if (w->in_flight >= SIM_MAX_IN_FLIGHT ||
+	    sim_chance(&w->rng, w->p.loss_per_mille)) {
+		w->stats.msgs_lost++;
+		sim_steady_sent(w, &p->m, true);
+		sim_packet_free(p);
+		return;
+	}
+	sim_steady_sent(w, &p->m, false);
 	if (sim_chance(&w->rng, w->p.dup_per_mille)) {
 		struct sim_packet *dup = sim_packet_copy(&p->m);
 		dup->sender_release = p->sender_release;

@@ -184,6 +184,7 @@ static void env_observe(void *data, const struct baton_event *ev, int rv,
 		n->refusal_seq = seq;
 	}
 	sim_buggify_update(w, n, u);
+	sim_steady_step(w, n, u);
 	sim_workload_observe(w, n, ev, rv, u);
 	sim_check_update(w, n, u);
 	sim_check_rules(w, n, ev, u);
@@ -209,6 +210,7 @@ static void on_submit(void *data)
 	if (done < n->last_write_done_ms)
 		done = n->last_write_done_ms;
 	n->last_write_done_ms = done;
+	sim_steady_disk(w, n, done);
 	sim_schedule(w, done - w->now_ms, EV_DISK, (uint32_t)n->id, NULL);
 }
 
@@ -325,8 +327,13 @@ void sim_node_boot(struct sim_world *w, struct sim_node *n)
 						     w->p.disk_slowest_factor);
 	n->w = w;
 	n->incarnation++;
+	if (!n->exists || n->boot_release != n->release) {
+		n->boot_release = n->release;
+		n->release_since_ms = w->now_ms;
+	}
 	n->alive = true;
 	n->exists = true;
+	sim_steady_node(w, n, w->now_ms);
 	n->role = BATON_FOLLOWER;
 	n->commit = 0;
 	n->work_scheduled = false;
@@ -396,6 +403,7 @@ void sim_node_crash(struct sim_world *w, struct sim_node *n)
 	if (!n->alive)
 		return;
 	sim_crash_closes(w, n);
+	sim_steady_node(w, n, w->now_ms);
 	n->alive = false;
 	/* The disk first: what it had not made durable is lost, a snapshot
 	 * commit in flight included (the pipeline's destroy then finds it

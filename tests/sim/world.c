@@ -248,7 +248,7 @@ static const char *const kind_names[] = {
 	"?",	 "tick",     "deliver",	 "disk",       "restart",  "nemesis",
 	"heal",	 "client",   "read",	 "member",     "transfer", "read-at",
 	"phase", "liveness", "crash",	 "member-now", "upgrade",  "downgrade",
-	"work",	 "closed",   "failover", "clock",
+	"work",	 "closed",   "failover", "clock",      "careless",
 };
 
 struct sim_event {
@@ -479,6 +479,9 @@ static void dispatch(struct sim_world *w, struct sim_event *e)
 	case EV_DOWNGRADE:
 		sim_downgrade(w);
 		return;
+	case EV_CARELESS:
+		sim_careless(w);
+		return;
 	case EV_PEER_CLOSED:
 		if (current)
 			sim_node_peer_closed(w, n, e->arg);
@@ -525,6 +528,7 @@ int sim_run(struct sim_world *w)
 	if (w->p.failover_every_ms > 0)
 		sim_schedule(w, w->p.failover_every_ms, EV_FAILOVER, 0, NULL);
 	sim_clock_start(w);
+	sim_careless_start(w);
 	sim_schedule(w, w->p.safety_ms, EV_PHASE, 0, NULL);
 	while (!w->done && w->heap_n > 0) {
 		if (++w->events > SIM_MAX_EVENTS) {

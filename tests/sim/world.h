@@ -23,6 +23,10 @@
  *            upgrade of the liveness phase)
  * downgrade.c explicit downgrades by the operator: enable, restarts at the
  *            target release, cancels
+ * careless.c the careless operator: requests of every kind at any moment,
+ *            judged by a model of the documented rules
+ * steady.c   leader stability: no leader that keeps a majority is deposed
+ *            by a spurious event
  * main.c     the command line: seeds, swarm mode, replay, summaries
  */
 #ifndef BATON_SIM_WORLD_H
@@ -140,6 +144,9 @@ struct sim_params {
 	 * chance that a run sets one node's wall clock far off (then back). */
 	uint32_t max_clock_offset_ms;
 	uint32_t clock_skew_per_mille;
+	/* The careless operator (careless.c): the mean gap between its
+	 * requests (0: none), drawn from its own stream. */
+	uint32_t careless_every_ms;
 	uint64_t safety_ms;
 	uint64_t liveness_ms;
 	/* The workload: the safety phase is extended (by a quarter at a
@@ -287,6 +294,10 @@ struct sim_node {
 	uint64_t clock_owed_since_ms;
 	uint64_t clock_right_since_ms; /* set right again then (0: never off) */
 	bool was_barred;
+	/* The release it booted last, and since when it runs it (careless.c:
+	 * what a leader must know of it). */
+	uint32_t boot_release;
+	uint64_t release_since_ms;
 };
 
 struct sim_stats {
@@ -299,10 +310,29 @@ struct sim_stats {
 		downgrade_ends, rules_steps, snapshot_slices,
 		applied_mid_snapshot, closes, spurious_closes, fast_failovers,
 		slow_failovers, clock_skews, clock_bars;
+	/* Leaders deposed while running (steady.c); the operator's careless
+	 * requests (careless.c): made, refused as they must be, accepted. */
+	uint64_t deposals, careless, careless_refused, careless_accepted;
 	/* The longest waits the liveness checks of the rules saw (rules.c),
 	 * in thousandths of their bounds: for a leader, for leadership to
 	 * reach the majority release. */
 	uint64_t leader_wait_per_mille, majority_wait_per_mille;
+};
+
+/* Leader stability (steady.c): when each node and each way of each link
+ * was last impaired (a time, possibly in the future: an impairment's end),
+ * the losses of each way since its last message sent, each node's last
+ * TIMEOUT_NOW and configuration entry, and when it last won (with the
+ * highest term any node held then). */
+struct sim_steady {
+	uint64_t node_bad_ms[SIM_MAX_NODES + 1];
+	uint64_t pair_bad_ms[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	uint64_t last_ok_ms[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	bool loss_open[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	uint64_t transfer_ms[SIM_MAX_NODES + 1];
+	uint64_t config_ms[SIM_MAX_NODES + 1];
+	uint64_t won_ms[SIM_MAX_NODES + 1];
+	baton_term high_at_win[SIM_MAX_NODES + 1];
 };
 
 struct sim_event;   /* world.c */
@@ -368,6 +398,12 @@ struct sim_world {
 	 * machine-time stamp of the run. */
 	struct sim_rng clock_rng;
 	uint64_t clock_machine_ms;
+	/* Leader stability (steady.c); the careless operator's own random
+	 * stream (careless.c), so that the other draws stay as they were. */
+	struct sim_steady steady;
+	struct sim_rng careless_rng;
+	uint32_t careless_last_op; /* its last accepted request, to repeat */
+	struct baton_release careless_last_target;
 	/* Clients and their recorded history (workload.c). */
 	struct sim_history *history;
 	struct sim_stats stats;
@@ -406,6 +442,7 @@ enum sim_event_kind {
 	EV_PEER_CLOSED, /* a node's connection to a peer closed */
 	EV_FAILOVER,	/* the failover scenario kills the leader */
 	EV_CLOCK,	/* a node's wall clock is set off, or right (clock.c) */
+	EV_CARELESS,	/* the careless operator's next request (careless.c) */
 };
 
 /* Queue an event `delay` ms from now. An event for a node (node != 0) is
@@ -613,6 +650,34 @@ bool sim_downgrade_ready(const struct sim_node *n,
 /* The liveness phase: cancel a downgrade left in progress (every node was
  * upgraded again), retrying while it is not done. */
 void sim_downgrade_cancel_left(struct sim_world *w, struct sim_node *l);
+
+/* ---- steady.c: leader stability ------------------------------------------
+ */
+
+/* Node n was impaired (booted, crashed) until `until`. */
+void sim_steady_node(struct sim_world *w, const struct sim_node *n,
+		     uint64_t until);
+/* Node n submitted a write that completes at done_ms. */
+void sim_steady_disk(struct sim_world *w, const struct sim_node *n,
+		     uint64_t done_ms);
+/* Every cut link heals now. */
+void sim_steady_heal(struct sim_world *w);
+/* A node sent m (lost: dropped by chance or by the network's bound). */
+void sim_steady_sent(struct sim_world *w, const struct baton_msg *m, bool lost);
+/* Every step of node n (n->role the role before it): a leader deposed by
+ * nothing but spurious events fails the run. */
+void sim_steady_step(struct sim_world *w, struct sim_node *n,
+		     const struct baton_update *u);
+
+/* ---- careless.c: the careless operator ------------------------------------
+ */
+
+/* Draw whether and how often the careless operator acts (its own stream),
+ * and schedule its first request. */
+void sim_careless_start(struct sim_world *w);
+/* EV_CARELESS: one request of any kind on a random node, judged by the
+ * model of the documented rules; and the next one scheduled. */
+void sim_careless(struct sim_world *w);
 
 /* world.c */
 void sim_params_swarm(struct sim_params *p, struct sim_rng *g);
