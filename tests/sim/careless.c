@@ -44,15 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A target with no peer protocol in common with a member (issue 28: a
- * downgrade that cannot finish). Validate must refuse it; the core does
- * not yet, so by default the model names it but neither checks validate's
- * answer nor sends it (build with -DSIM_CARELESS_PROTOCOL_RULE=1 to check
- * it, and make that the default once the core refuses it). */
-#ifndef SIM_CARELESS_PROTOCOL_RULE
-#define SIM_CARELESS_PROTOCOL_RULE 0
-#endif
-
 /* Unknown operations and releases the table does not contain. */
 #define CARELESS_BAD_OP 77u
 
@@ -71,7 +62,6 @@ static bool protocols_meet(const struct baton_profile *a,
 /* The model's verdict: why the request must be refused, or NULL. */
 struct verdict {
 	const char *why;
-	bool protocol_only; /* refused only by the peer protocol rule */
 };
 
 /* Index in the table of release r, or UINT32_MAX (walked here, not
@@ -140,7 +130,6 @@ static void judge_enable(const struct sim_world *w, const struct sim_node *l,
 	if (protocol) {
 		v->why = "a member speaks no peer protocol in common with the "
 			 "target";
-		v->protocol_only = true;
 	}
 }
 
@@ -172,7 +161,7 @@ static struct verdict judge(const struct sim_world *w, const struct sim_node *n,
 			    const struct baton_raft_status *s, uint32_t op,
 			    struct baton_release target)
 {
-	struct verdict v = {NULL, false};
+	struct verdict v = {NULL};
 	if (s->role != BATON_LEADER)
 		v.why = "not the leader";
 	else if (op == BATON_DOWNGRADE_ENABLE)
@@ -302,8 +291,7 @@ static void downgrade_request(struct sim_world *w, struct sim_node *n,
 	struct baton_raft_status s;
 	baton_raft_status(n->raft, &s);
 	struct verdict v = judge(w, n, &s, op, target);
-	bool refuse = v.why != NULL &&
-		      (SIM_CARELESS_PROTOCOL_RULE || !v.protocol_only);
+	bool refuse = v.why != NULL;
 	w->stats.careless++;
 	struct baton_downgrade_plan plan;
 	int rv = baton_raft_downgrade_check(n->raft, op, target, &plan, why,
