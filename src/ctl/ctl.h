@@ -210,6 +210,8 @@ int ctl_cmd_downgrade(const struct ctl_opts *o, const struct ctl_args *a);
 int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a);
 int ctl_cmd_migrate(const struct ctl_opts *o, const struct ctl_args *a);
 int ctl_cmd_snapshot(const struct ctl_opts *o, const struct ctl_args *a);
+/* upgrade_hold.c: `upgrade status|finalize`, the burn-in hold. */
+int ctl_upgrade_hold(const struct ctl_opts *o, const struct ctl_args *a);
 
 /* Report an error on stderr: "batonctl: <msg>". */
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

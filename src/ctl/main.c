@@ -110,6 +110,20 @@ static const struct command commands[] = {
 	 "did not answer (status RELEASE: no downgrade to RELEASE in progress\n"
 	 "or done); 2 bad usage.\n",
 	 ctl_downgrade_options, 1, 2, ctl_cmd_downgrade},
+	{"upgrade", "status|finalize",
+	 "The burn-in hold of 'batond --machine-upgrade manual' (see\n"
+	 "docs/upgrading.md, \"Hold and finalize\"): the release floor and\n"
+	 "the effective machine version stay where they are until finalized.\n"
+	 "Sent to the leader.\n"
+	 "  status    whether the hold is on, what a finalize would change\n"
+	 "      (release floor and machine version, from -> to) and what\n"
+	 "      blocks it (a member not heard from, or on an older release\n"
+	 "      than the newest a member runs; a downgrade in progress).\n"
+	 "  finalize  raise both now (retried for 5 s while a member has not\n"
+	 "      answered the leader yet).\n"
+	 "Exit status: 0 done; 1 refused or blocked, or no answer; 2 bad\n"
+	 "usage.\n",
+	 NULL, 1, 1, ctl_upgrade_hold},
 	{"roll", "--to RELEASE --restart 'COMMAND {id}' [OPTIONS]",
 	 "Roll every member to RELEASE, one node at a time (see\n"
 	 "docs/upgrading.md, \"batonctl roll\"). Pre-checks first: every\n"
