@@ -337,6 +337,12 @@ static void desired(const struct baton_raft *r, bool finalize,
 	 * every leader, lifted for one entry by a finalize (and for good
 	 * when this leader is not under MANUAL). */
 	bool held = !finalize && (r->versions.held || manual);
+	/* A fresh log (no floor yet) is not an upgrade to hold: it takes
+	 * its first floor and machine version together, once every member
+	 * answered (so a quick majority does not fix the floor while the
+	 * machine version waits for the last member, then held). */
+	if (held && baton_release_none(r->versions.floor) && ready_all(r) != 0)
+		held = false;
 	s.held = finalize ? manual : held;
 	/* The release floor (DESIGN.md, Halon's rule): the newest release
 	 * a majority of the voters runs, up to ours. Not while a downgrade

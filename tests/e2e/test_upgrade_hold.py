@@ -1,0 +1,214 @@
+"""The burn-in hold (docs/upgrading.md, "Hold and finalize"): with
+`--machine-upgrade manual` the release floor and the effective machine
+version stay where they are after every node runs the new release, across
+leader changes, until `batonctl upgrade finalize`; `batonctl upgrade
+status` says what a finalize would change and what blocks it; and while
+held, rolling the binaries back is a plain roll (restarts, no downgrade).
+
+Releases are emulated with --as-release: 1.0.0 {protocol 1, machine 1}
+and 1.1.0 {1-2, machine 2} talk to each other, so a 1.0.0 cluster rolls
+to 1.1.0 by restarts.
+"""
+
+import time
+
+import redis
+
+from conftest import Deadline, POLL_S, retry
+
+OLD, NEW = "1.0.0", "1.1.0"
+WAIT_S = 30.0
+# Long enough for many info rounds and version ticks (heartbeats of the
+# harness's timings): a raise that was going to happen has happened.
+SETTLE_S = 3.0
+
+
+def info_versions(node):
+    c = node.client(timeout=2.0)
+    c.set_response_callback("INFO", lambda r, **kw: r)
+    out, inside = {}, False
+    for line in c.execute_command("INFO").splitlines():
+        if line.startswith("#"):
+            inside = line[1:].strip() == "Versions"
+        elif inside and ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def wait_for(what, fn, timeout=WAIT_S):
+    d = Deadline(timeout, what)
+    last = None
+    while not d.expired():
+        try:
+            v = fn()
+            if v:
+                return v
+            last = v
+        except (redis.ConnectionError, redis.TimeoutError,
+                redis.ResponseError) as e:
+            last = e
+        time.sleep(POLL_S * 2)
+    d.fail(f"last: {last!r}")
+
+
+def start_held(cluster, release=OLD, manual=True):
+    """3 nodes at `release` (in each node's own args, so that restart_at
+    can change it), all with --machine-upgrade manual."""
+    extra = ["--as-release", release]
+    if manual:
+        extra += ["--machine-upgrade", "manual"]
+    lead = cluster.start(3, extra=extra)
+    i = cluster.common_args.index("--as-release")
+    del cluster.common_args[i:i + 2]
+    for m in cluster.nodes.values():
+        m.args += ["--as-release", release]
+    return lead
+
+
+def restart_at(cluster, node, release):
+    """One step of a plain roll: SIGTERM, restart on the same data at
+    `release`, wait until it has caught up with the leader's commit."""
+    assert node.terminate() == 0
+    args = list(node.args)
+    i = args.index("--as-release")
+    del args[i:i + 2]
+    node.start(args + ["--as-release", release])
+    wait_for(f"{node} to report {release}",
+             lambda: info_versions(node)["release"] == release)
+    commit = int(cluster.leader().info()["commit"])
+    cluster.wait_applied(node, commit)
+
+
+def roll(cluster, release):
+    for node_id in sorted(cluster.nodes):
+        restart_at(cluster, cluster.node(node_id), release)
+
+
+def versions_everywhere(cluster):
+    return {m.id: (info_versions(m)["release_floor"],
+                   info_versions(m)["machine_version"])
+            for m in cluster.alive()}
+
+
+def assert_held(cluster, floor, machine):
+    want = {m.id: (floor, str(machine)) for m in cluster.alive()}
+    assert versions_everywhere(cluster) == want
+    for m in cluster.alive():
+        v = info_versions(m)
+        assert v["upgrade_hold"] == "yes", (m, v)
+        assert v["needs_upgrade"] == "no", (m, v)
+        assert v["downgrade"] == "none", (m, v)
+
+
+def status(cluster):
+    r = cluster.batonctl("upgrade", "status")
+    return r.stdout
+
+
+def test_hold_keeps_floor_and_machine_until_finalize(cluster):
+    start_held(cluster)
+    wait_for("the hold in every node's log", lambda: all(
+        info_versions(m)["upgrade_hold"] == "yes" for m in cluster.alive()))
+    wait_for("the release floor 1.0.0", lambda: all(
+        info_versions(m)["release_floor"] == OLD for m in cluster.alive()))
+    c = cluster.leader().client()
+    for i in range(20):
+        retry(lambda i=i: c.set(f"before:{i}", str(i)))
+
+    roll(cluster, NEW)
+    # Every node runs 1.1.0 and the leader has heard from all: a finalize
+    # would raise both, and nothing blocks it, but nothing rises.
+    wait_for("status to show a finalize unblocked", lambda: (
+        "blocked by: nothing" in status(cluster)))
+    out = status(cluster)
+    assert "hold: on" in out, out
+    assert f"release floor {OLD} -> {NEW}, machine version 1 -> 2" in out, out
+    time.sleep(SETTLE_S)
+    assert_held(cluster, OLD, 1)
+
+    # The hold is in the log: a new leader keeps it.
+    old_leader = cluster.leader()
+    cluster.batonctl("transfer")
+    wait_for("another leader", lambda: cluster.find_leader() not in
+             (None, old_leader))
+    time.sleep(SETTLE_S)
+    assert_held(cluster, OLD, 1)
+    c = cluster.leader().client()
+    retry(lambda: c.set("held", "still"))
+
+    # Finalize: both rise at one index, on every node.
+    r = cluster.batonctl("upgrade", "finalize")
+    assert "upgrade finalized" in r.stdout, r.stdout
+    wait_for("floor 1.1.0 and machine version 2 everywhere", lambda: (
+        set(versions_everywhere(cluster).values()) == {(NEW, "2")}))
+    out = status(cluster)
+    assert f"release floor {NEW} -> {NEW}, machine version 2 -> 2 " \
+        "(nothing to raise)" in out, out
+    # Still held for the next upgrade (every node still runs manual).
+    assert all(info_versions(m)["upgrade_hold"] == "yes"
+               for m in cluster.alive())
+    c = cluster.leader().client()
+    for i in range(20):
+        assert retry(lambda i=i: c.get(f"before:{i}")) == str(i)
+
+
+def test_while_held_rolling_back_is_a_plain_roll(cluster):
+    start_held(cluster)
+    wait_for("the release floor 1.0.0", lambda: all(
+        info_versions(m)["release_floor"] == OLD for m in cluster.alive()))
+    c = cluster.leader().client()
+    for i in range(20):
+        retry(lambda i=i: c.set(f"old:{i}", str(i)))
+    roll(cluster, NEW)
+    c = cluster.leader().client()
+    for i in range(20):
+        retry(lambda i=i: c.set(f"new:{i}", str(i)))
+    time.sleep(SETTLE_S)
+    assert_held(cluster, OLD, 1)
+
+    # Back to 1.0.0 by restarts alone: no downgrade, nothing held back.
+    roll(cluster, OLD)
+    lead = cluster.leader()
+    c = lead.client()
+    retry(lambda: c.set("after", "rollback"))
+    commit = int(lead.info()["commit"])
+    for m in cluster.alive():
+        cluster.wait_applied(m, commit)
+        v = info_versions(m)
+        assert v["release"] == OLD, (m, v)
+        assert v["needs_upgrade"] == "no", (m, v)
+        assert v["leader_eligible"].startswith("yes"), (m, v)
+    assert_held(cluster, OLD, 1)
+    for m in cluster.alive():
+        mc = m.client()
+        for i in range(20):
+            assert mc.get(f"old:{i}") == str(i)
+            assert mc.get(f"new:{i}") == str(i)
+
+
+def test_status_names_what_blocks_and_finalize_refuses(cluster):
+    start_held(cluster)
+    wait_for("the hold in the log", lambda: all(
+        info_versions(m)["upgrade_hold"] == "yes" for m in cluster.alive()))
+    # One node of three on 1.1.0: the roll is not over.
+    restart_at(cluster, cluster.node(3), NEW)
+    wait_for("status to name a 1.0.0 member", lambda: (
+        f"release {OLD}, not yet {NEW}" in status(cluster)))
+    r = cluster.batonctl("upgrade", "finalize", check=False)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"not yet {NEW}" in r.stderr, r.stderr
+    time.sleep(1.0)
+    assert_held(cluster, OLD, 1)
+    r = cluster.batonctl("upgrade", "bogus", check=False)
+    assert r.returncode == 2, r.stderr
+
+
+def test_without_manual_there_is_nothing_to_finalize(cluster):
+    start_held(cluster, manual=False)
+    wait_for("status to answer", lambda: "hold: off" in status(cluster))
+    r = cluster.batonctl("upgrade", "finalize", check=False)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "nothing is held" in r.stderr, r.stderr
+    assert all(info_versions(m)["upgrade_hold"] == "no"
+               for m in cluster.alive())
