@@ -1,6 +1,7 @@
 /*
  * Leader eligibility (DESIGN.md, "Leader eligibility", "Release floor",
- * "Future data"): a new leader raises the release floor; rule 1 (a node
+ * "Future data"): the release floor rises to what a majority runs (Halon's
+ * rule: never because a minority leader runs it); rule 1 (a node
  * below the floor of its log never stands, is refused by voters and
  * stalls); rule 2 (a node not of a majority release waits before
  * standing, and a leader of such a release hands over); Halon's stages of
