@@ -9,7 +9,8 @@
  *   peer protocol     negotiated per connection: the highest both ends speak;
  *   machine version   the semantics of the replicated state machine; the
  *                     effective one is a fact of the log (a version entry);
- *   release floor     the newest release that has led the cluster, also a
+ *   release floor     the release below which no node may lead: the newest
+ *                     one a majority of the voters has run (Halon), also a
  *                     fact of the log.
  *
  * The effective machine version, the release floor and the version table
@@ -118,7 +119,8 @@ struct baton_version_state {
 	/* The effective machine version: every entry is applied with the
 	 * version in force at its index. */
 	struct baton_machine_version machine;
-	/* The newest release that has led the cluster (0.0.0: none yet). */
+	/* The release floor: the newest release a majority of the voters has
+	 * run, as a leader of it or newer recorded it (0.0.0: none yet). */
 	struct baton_release floor;
 	struct baton_downgrade downgrade;
 	/* The burn-in hold (docs/upgrading.md, "Hold and finalize"): while

@@ -485,9 +485,9 @@ int baton_join_check(const struct baton_version_state *s, baton_node_id id,
 	if (baton_release_compare(joiner->release, s->floor) < 0) {
 		say(why, cap,
 		    "release %s is below the cluster's release floor %s (the "
-		    "newest release that has led it): it could neither lead "
-		    "nor apply; join with release %s or newer, or downgrade "
-		    "the cluster first",
+		    "newest release a majority of it has run): it could "
+		    "neither lead nor apply; join with release %s or newer, or "
+		    "downgrade the cluster first",
 		    baton_release_format(joiner->release, a),
 		    baton_release_format(s->floor, b),
 		    baton_release_format(s->floor, b));
