@@ -212,3 +212,40 @@ def test_without_manual_there_is_nothing_to_finalize(cluster):
     assert "nothing is held" in r.stderr, r.stderr
     assert all(info_versions(m)["upgrade_hold"] == "no"
                for m in cluster.alive())
+
+
+def test_batonctl_roll_forward_and_back_while_held_under_load(cluster,
+                                                               tmp_path):
+    """The operator's way: `batonctl roll --to 1.1.0` under client load,
+    which does not wait for a held machine version, then `batonctl roll
+    --to 1.0.0` back: a plain roll, no downgrade, no acknowledged write
+    lost."""
+    # The roll harness of test_roll.py (restarts served by this process).
+    from test_roll import Restarter, Writer, check_acked, roll as run_roll
+    start_held(cluster)
+    wait_for("the release floor 1.0.0", lambda: all(
+        info_versions(m)["release_floor"] == OLD for m in cluster.alive()))
+    writer = Writer(cluster)
+    writer.start()
+    try:
+        fwd = Restarter(cluster, tmp_path / "fwd", NEW)
+        r = run_roll(cluster, fwd, to=NEW)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert "held (machine_upgrade manual)" in r.stdout, r.stdout
+        assert not fwd.errors, fwd.errors
+        assert {int(m.id): info_versions(m)["release"]
+                for m in cluster.alive()} == {1: NEW, 2: NEW, 3: NEW}
+        time.sleep(SETTLE_S)
+        assert_held(cluster, OLD, 1)
+        back = Restarter(cluster, tmp_path / "back", OLD)
+        r = run_roll(cluster, back, to=OLD)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert not back.errors, back.errors
+    finally:
+        writer.stop.set()
+        writer.join(timeout=10)
+    assert {int(m.id): info_versions(m)["release"]
+            for m in cluster.alive()} == {1: OLD, 2: OLD, 3: OLD}
+    assert_held(cluster, OLD, 1)
+    assert len(writer.acked) > 0
+    check_acked(cluster, writer.acked)
