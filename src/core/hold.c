@@ -33,6 +33,7 @@ __attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap,
 static struct baton_release newest_known(const struct baton_raft *r)
 {
 	struct baton_release top = r->o.profile.release;
+	BATON_ASSERT(r->role == BATON_LEADER);
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		const struct baton_profile *p =
 			baton__upgrade_known(r, r->config.members[i].id);
@@ -51,6 +52,7 @@ static int blockers(const struct baton_raft *r, char *why, size_t cap)
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
 	struct baton_release top = newest_known(r);
 	BATON_ASSERT(r->role == BATON_LEADER);
+	BATON_ASSERT(r->config.n <= BATON_MAX_MEMBERS);
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		baton_node_id id = r->config.members[i].id;
 		const struct baton_profile *p = baton__upgrade_known(r, id);
@@ -120,6 +122,7 @@ int baton__finalize(struct baton_raft *r)
 		return rv;
 	struct baton_version_state s;
 	baton__upgrade_final(r, &s);
+	BATON_ASSERT(baton_version_state_valid(&s));
 	/* Nothing to raise and the hold as it is: no entry (the caller's
 	 * wait ends at the version entry already there). */
 	if (baton_release_compare(s.floor, r->versions.floor) == 0 &&

@@ -272,6 +272,7 @@ static uint32_t floor_holders_max(const struct baton_raft *r,
 				  struct baton_release floor)
 {
 	uint32_t v = 0;
+	BATON_ASSERT(r->role == BATON_LEADER);
 	for (uint32_t i = 0; i < r->config.n; i++) {
 		const struct baton_profile *p =
 			baton__upgrade_known(r, r->config.members[i].id);
@@ -337,13 +338,13 @@ static void desired(const struct baton_raft *r, bool finalize,
 	 * every leader, lifted for one entry by a finalize (and for good
 	 * when this leader is not under MANUAL). */
 	bool held = !finalize && (r->versions.held || manual);
+	s.held = finalize ? manual : held;
 	/* A fresh log (no floor yet) is not an upgrade to hold: it takes
 	 * its first floor and machine version together, once every member
 	 * answered (so a quick majority does not fix the floor while the
 	 * machine version waits for the last member, then held). */
 	if (held && baton_release_none(r->versions.floor) && ready_all(r) != 0)
-		held = false;
-	s.held = finalize ? manual : held;
+		held = false; /* recorded all the same */
 	/* The release floor (DESIGN.md, Halon's rule): the newest release
 	 * a majority of the voters runs, up to ours. Not while a downgrade
 	 * lowers it on purpose, nor during a hold. */
@@ -373,13 +374,20 @@ static void desired(const struct baton_raft *r, bool finalize,
 void baton__upgrade_desired(const struct baton_raft *r,
 			    struct baton_version_state *out)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
 	desired(r, false, out);
+	BATON_ASSERT(out->held ==
+		     (r->versions.held ||
+		      r->o.machine_upgrade == BATON_UPGRADE_MANUAL));
 }
 
 void baton__upgrade_final(const struct baton_raft *r,
 			  struct baton_version_state *out)
 {
+	BATON_ASSERT(r->role == BATON_LEADER);
 	desired(r, true, out);
+	BATON_ASSERT(out->held ==
+		     (r->o.machine_upgrade == BATON_UPGRADE_MANUAL));
 }
 
 void baton__upgrade_tick(struct baton_raft *r)
