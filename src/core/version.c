@@ -15,7 +15,8 @@
  *   u8  1, u16 x3 target, u16 x3 previous floor, u32 previous machine,
  *   u64 the index of the entry that enabled it
  *   then, only while the burn-in hold is on (docs/upgrading.md, "Hold and
- *   finalize"), its tail: u8 2, u8 flags (bit 0: held; the others 0)
+ *   finalize"), its tail: u8 2, u8 flags (1: held; nothing else is valid,
+ *   a later release appends a tail of its own)
  * Each tail begins with its tag, in increasing order. A release before the
  * hold reads the tag 2 as "what a later release appended" and stops there
  * (where there is no downgrade tail) or never reaches it (after one).
@@ -378,13 +379,15 @@ int baton_version_state_decode(const uint8_t *buf, size_t len,
 			return BATON_ECORRUPT;
 		more = baton_le_read_bytes(&rd, 1, &tag);
 	}
-	/* The hold's tail; flags this release does not know are a later
-	 * release's, and ignored like any appended field. */
+	/* The hold's tail, written only while held: its flags are exactly
+	 * that (a later release appends a tail of its own instead, so what
+	 * is decoded encodes again to a prefix of the input). */
 	if (more && *tag == VERSION_HOLD_TAG) {
 		const uint8_t *flags;
-		if (!baton_le_read_bytes(&rd, 1, &flags))
+		if (!baton_le_read_bytes(&rd, 1, &flags) ||
+		    *flags != VERSION_HOLD_HELD)
 			return BATON_ECORRUPT;
-		s.held = (*flags & VERSION_HOLD_HELD) != 0;
+		s.held = true;
 	}
 	if (!baton_version_state_valid(&s))
 		return BATON_ECORRUPT;
