@@ -10,11 +10,13 @@ and 1.1.0 {1-2, machine 2} talk to each other, so a 1.0.0 cluster rolls
 to 1.1.0 by restarts.
 """
 
+import subprocess
 import time
+from pathlib import Path
 
 import redis
 
-from conftest import Deadline, POLL_S, retry
+from conftest import Deadline, POLL_S, build_dir, retry, rolling_target
 
 OLD, NEW = "1.0.0", "1.1.0"
 WAIT_S = 30.0
@@ -249,3 +251,107 @@ def test_batonctl_roll_forward_and_back_while_held_under_load(cluster,
     assert_held(cluster, OLD, 1)
     assert len(writer.acked) > 0
     check_acked(cluster, writer.acked)
+
+
+# ---- the previous release's real binary -------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_TIMEOUT_S = 900  # scripts/build-release: batond and batonctl, -j2
+
+
+def previous_real_release():
+    """(version, batond) of the newest release RELEASES records that the
+    tree's binary can roll from, built from history by
+    scripts/build-release (cached in $BATON_BUILD/releases/VERSION, as
+    tests/jepsen/test_real_upgrade.py does). Fails, never skips."""
+    own = [int(x) for x in rolling_target().split(".")]
+    recorded = []
+    for line in (REPO / "RELEASES").read_text().splitlines():
+        words = line.split()
+        if len(words) == 2 and not words[0].startswith("#"):
+            recorded.append(words[0])
+    older = [v for v in recorded if [int(x) for x in v.split(".")] < own]
+    assert older, "RELEASES records no release older than " \
+        f"{rolling_target()}"
+    version = max(older, key=lambda v: [int(x) for x in v.split(".")])
+    outdir = build_dir() / "releases" / version
+    p = subprocess.run([str(REPO / "scripts" / "build-release"), version,
+                        str(outdir)], capture_output=True, text=True,
+                       timeout=BUILD_TIMEOUT_S)
+    assert p.returncode == 0, f"build-release {version}:\n{p.stderr}"
+    return version, outdir / "batond"
+
+
+def restart_on(cluster, node, binary, args):
+    """Restart `node` on `binary` (None: the tree's) with its founding
+    args plus `args`, on the same data; wait until it caught up."""
+    assert node.terminate() == 0
+    node.binary = binary
+    base = [a for a in node.args if a.startswith("--bootstrap")
+            or "=" in a]
+    node.start(base + list(args))
+    commit = int(cluster.leader().info()["commit"])
+    cluster.wait_applied(node, commit)
+
+
+def test_the_real_previous_release_reads_the_hold_and_rolls_back(
+        cluster, monkeypatch):
+    """Real binaries of the previous release (RELEASES) in a held cluster:
+    a node still on it decodes the version entries that carry the hold
+    (an appended tail) and keeps applying; after the roll to the newest
+    release it reaches, every node goes back to the real old binary by a
+    plain restart, on data the new release wrote (version entries with the
+    hold, snapshots with its flag), and serves everything written."""
+    import conftest
+    old, old_bin = previous_real_release()
+    new = rolling_target()
+    monkeypatch.setattr(conftest, "BATOND", old_bin)
+    cluster.start(3, snapshot_entries=40)
+    monkeypatch.undo()
+    for m in cluster.nodes.values():
+        m.binary = old_bin
+    wait_for(f"the release floor {old}", lambda: all(
+        info_versions(m)["release_floor"] == old for m in cluster.alive()))
+    c = cluster.leader().client()
+    for i in range(60):
+        retry(lambda i=i: c.set(f"old:{i}", str(i)))
+
+    held = ["--as-release", new, "--machine-upgrade", "manual"]
+    restart_on(cluster, cluster.node(1), None, held)
+    restart_on(cluster, cluster.node(2), None, held)
+    # Two of three on the new release: one of them leads and records the
+    # hold; node 3, still the real old binary, reads it and applies on.
+    wait_for("the hold in the log", lambda: all(
+        info_versions(m)["upgrade_hold"] == "yes"
+        for m in (cluster.node(1), cluster.node(2))))
+    c = cluster.leader().client()
+    for i in range(60):
+        retry(lambda i=i: c.set(f"mixed:{i}", str(i)))
+    commit = int(cluster.leader().info()["commit"])
+    cluster.wait_applied(cluster.node(3), commit)
+    v3 = info_versions(cluster.node(3))
+    assert v3["release"] == old and v3["needs_upgrade"] == "no", v3
+    restart_on(cluster, cluster.node(3), None, held)
+    c = cluster.leader().client()
+    for i in range(120):  # snapshots of the held state on every node
+        retry(lambda i=i: c.set(f"new:{i}", str(i)))
+    time.sleep(SETTLE_S)
+    for m in cluster.alive():
+        v = info_versions(m)
+        assert (v["release"], v["release_floor"], v["upgrade_hold"]) == \
+            (new, old, "yes"), (m, v)
+
+    # Back to the real old binary, node by node: a plain roll.
+    for node_id in sorted(cluster.nodes):
+        restart_on(cluster, cluster.node(node_id), old_bin, [])
+    lead = cluster.leader()
+    retry(lambda: lead.client().set("after", "rollback"))
+    commit = int(lead.info()["commit"])
+    for m in cluster.alive():
+        cluster.wait_applied(m, commit)
+        v = info_versions(m)
+        assert v["release"] == old and v["needs_upgrade"] == "no", (m, v)
+        mc = m.client()
+        for prefix, n in (("old", 60), ("mixed", 60), ("new", 120)):
+            got = mc.mget([f"{prefix}:{i}" for i in range(n)])
+            assert got == [str(i) for i in range(n)], (m, prefix)
