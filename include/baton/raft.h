@@ -739,10 +739,11 @@ const char *baton_raft_last_refusal(const struct baton_raft *r,
  *   FINALIZE (target ignored): the floor and machine version a finalize
  *     of the burn-in hold would raise to; refused with BATON_ESTATE while
  *     a downgrade is in progress or when there is no hold (none in the
- *     log and the leader not under BATON_UPGRADE_MANUAL), BATON_EBUSY
- *     while a member has not answered this term or runs a release below
- *     the newest one a member runs (the roll is not over: the floor would
- *     rise above it); 0 with from == to when there is nothing to raise;
+ *     log and the leader not under BATON_UPGRADE_MANUAL) or while a
+ *     member runs a release below the newest one a member runs (the roll
+ *     is not over: the floor would rise above it), BATON_EBUSY while a
+ *     member has not answered this term; 0 with from == to when there is
+ *     nothing to raise;
  *   ENABLE: no downgrade in progress; target is the release one step back
  *     from the floor (baton_release_previous) and this binary contains
  *     it; every member answered an info request this term (reachable) and

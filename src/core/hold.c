@@ -44,9 +44,11 @@ static struct baton_release newest_known(const struct baton_raft *r)
 	return top;
 }
 
-/* What keeps a finalize waiting: a member not heard from this term, or one
- * on a release below the newest one a member runs (the roll is not over).
- * 0, or BATON_EBUSY with why naming the first such member. */
+/* What keeps a finalize waiting: a member not heard from this term
+ * (BATON_EBUSY: the next info round may tell), or one on a release below
+ * the newest one a member runs (BATON_ESTATE: the roll is not over, and
+ * the floor would rise above it). 0, or the error with why naming the
+ * first such member. */
 static int blockers(const struct baton_raft *r, char *why, size_t cap)
 {
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
@@ -71,7 +73,7 @@ static int blockers(const struct baton_raft *r, char *why, size_t cap)
 			    (unsigned long long)id,
 			    baton_release_format(p->release, a),
 			    baton_release_format(top, b));
-			return BATON_EBUSY;
+			return BATON_ESTATE;
 		}
 	}
 	return 0;

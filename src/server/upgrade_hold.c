@@ -8,9 +8,9 @@
  *             version, from and to) and what blocks it now;
  *   FINALIZE  a version entry raising both to that; +OK once it is
  *             applied here. Refused (-TRYAGAIN) while a member has not
- *             answered this term or runs a release below the newest one a
- *             member runs, (-ERR) while a downgrade is in progress or
- *             when nothing is held.
+ *             answered this term, (-ERR) while a member runs a release
+ *             below the newest one a member runs, a downgrade is in
+ *             progress, or nothing is held.
  *
  * The hold itself is a fact of the log (the version state's `held`), so
  * it outlives the leader that recorded it.

@@ -203,9 +203,13 @@ def test_status_names_what_blocks_and_finalize_refuses(cluster):
     restart_at(cluster, cluster.node(3), NEW)
     wait_for("status to name a 1.0.0 member", lambda: (
         f"release {OLD}, not yet {NEW}" in status(cluster)))
+    t0 = time.monotonic()
     r = cluster.batonctl("upgrade", "finalize", check=False)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert f"not yet {NEW}" in r.stderr, r.stderr
+    assert "ERR upgrade finalize refused" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 4.0, "not retried: it will not pass soon"
+
     time.sleep(1.0)
     assert_held(cluster, OLD, 1)
     r = cluster.batonctl("upgrade", "bogus", check=False)

@@ -180,10 +180,19 @@ Test(hold, finalize_refuses_mid_roll_during_a_downgrade_and_without_hold)
 	l = h_leader(&h);
 	struct baton_downgrade_plan plan;
 	char why[256];
-	cr_assert_eq(finalize(&h, l, &plan, why, sizeof why), BATON_EBUSY);
+	cr_assert_eq(finalize(&h, l, &plan, why, sizeof why), BATON_ESTATE);
 	cr_assert(strstr(why, "not yet 1.1.0") != NULL, "%s", why);
 	/* The plan is still told: what it would raise. */
 	cr_assert_eq(plan.floor_from.minor, 0);
+	h_free(&h);
+
+	/* A member the leader has not heard from: try again later. */
+	h_init(&h, 3, tweak);
+	h_elect(&h);
+	h_run(&h, 300); /* info replies dropped */
+	l = h_leader(&h);
+	cr_assert_eq(finalize(&h, l, &plan, why, sizeof why), BATON_EBUSY);
+	cr_assert(strstr(why, "has not answered") != NULL, "%s", why);
 	h_free(&h);
 
 	/* No hold: ALL, and no hold in the log. */
