@@ -334,6 +334,12 @@ enum baton_event_type {
 enum baton_downgrade_op {
 	BATON_DOWNGRADE_ENABLE = 1,
 	BATON_DOWNGRADE_CANCEL = 2,
+	/* Not a downgrade but the same kind of request (target ignored):
+	 * end the burn-in hold's wait, raising the floor and the machine
+	 * version to what the rules allow now (baton_raft_downgrade_check
+	 * says what and what blocks it). The hold stays recorded under
+	 * BATON_UPGRADE_MANUAL (for the next upgrade), else it ends. */
+	BATON_UPGRADE_FINALIZE = 3,
 };
 
 struct baton_buffer {
@@ -474,6 +480,11 @@ enum baton_machine_upgrade {
 	/* Once a quorum of voters (the leader among them) does; members
 	 * behind stop applying (needs-upgrade). */
 	BATON_UPGRADE_QUORUM = 2,
+	/* The burn-in hold: the leader records a hold in the log (struct
+	 * baton_version_state, held) and neither the machine version nor
+	 * the release floor rises until an operator finalizes
+	 * (BATON_UPGRADE_FINALIZE), which raises both as ALL would. */
+	BATON_UPGRADE_MANUAL = 3,
 };
 
 /* Who may lead (DESIGN.md, "Leader eligibility"). */
@@ -484,7 +495,10 @@ enum baton_election_policy {
 	 * majority release among the voters of the version table waits
 	 * BATON_MINORITY_WAIT_TIMEOUTS election timeouts before standing; a
 	 * leader that stops meeting it hands leadership to a preferred voter.
-	 * A leader above the floor raises it. */
+	 * The floor rises to a release only once a majority of the voters
+	 * (the leader counting) told this leader they run it or newer, and
+	 * never above the leader's own release: a leader of a minority
+	 * release serves but does not raise it (Halon's rule). */
 	BATON_ELECTION_VERSION_AWARE = 1,
 	/* Plain Raft: any voter stands and is voted for, whatever its
 	 * release; the floor is still raised and recorded but not enforced. */
@@ -722,6 +736,14 @@ const char *baton_raft_last_refusal(const struct baton_raft *r,
 
 /* What an explicit downgrade to `target` would do, checked by the leader
  * (DESIGN.md, "Downgrade"; op as in BATON_EVENT_DOWNGRADE):
+ *   FINALIZE (target ignored): the floor and machine version a finalize
+ *     of the burn-in hold would raise to; refused with BATON_ESTATE while
+ *     a downgrade is in progress or when there is no hold (none in the
+ *     log and the leader not under BATON_UPGRADE_MANUAL) or while a
+ *     member runs a release below the newest one a member runs (the roll
+ *     is not over: the floor would rise above it), BATON_EBUSY while a
+ *     member has not answered this term; 0 with from == to when there is
+ *     nothing to raise;
  *   ENABLE: no downgrade in progress; target is in this binary's table,
  *     the release one step back from the floor (baton_release_previous),
  *     and not older than the version rules (1.0.0); every member answered

@@ -9,7 +9,8 @@
  *   peer protocol     negotiated per connection: the highest both ends speak;
  *   machine version   the semantics of the replicated state machine; the
  *                     effective one is a fact of the log (a version entry);
- *   release floor     the newest release that has led the cluster, also a
+ *   release floor     the release below which no node may lead: the newest
+ *                     one a majority of the voters has run (Halon), also a
  *                     fact of the log.
  *
  * The effective machine version, the release floor and the version table
@@ -126,9 +127,15 @@ struct baton_version_state {
 	/* The effective machine version: every entry is applied with the
 	 * version in force at its index. */
 	struct baton_machine_version machine;
-	/* The newest release that has led the cluster (0.0.0: none yet). */
+	/* The release floor: the newest release a majority of the voters has
+	 * run, as a leader of it or newer recorded it (0.0.0: none yet). */
 	struct baton_release floor;
 	struct baton_downgrade downgrade;
+	/* The burn-in hold (docs/upgrading.md, "Hold and finalize"): while
+	 * true no leader raises the floor or the machine version; only a
+	 * finalize (BATON_UPGRADE_FINALIZE) does. Leaders under
+	 * BATON_UPGRADE_MANUAL record it; every leader honours it. */
+	bool held;
 	/* The version table, one row per known member, by increasing id. */
 	uint32_t n;
 	struct baton_member_versions members[BATON_MAX_MEMBERS];
@@ -153,9 +160,10 @@ bool baton_version_state_valid(const struct baton_version_state *s);
 /* Encoding of a BATON_ENTRY_VERSION payload (docs/core.md, "The version
  * entry"): a format byte, then the fields, little endian; later formats
  * only append. A downgrade in progress is an optional 25-byte tail after
- * the rows (format 1 decoders before it ignore it). At most
- * 12 + 26 * BATON_MAX_MEMBERS + 25 bytes: */
-#define BATON_VERSION_STATE_BYTES_MAX (12u + 26u * BATON_MAX_MEMBERS + 25u)
+ * the rows, a hold an optional 2-byte tail after that (format 1 decoders
+ * before them ignore them). At most
+ * 12 + 26 * BATON_MAX_MEMBERS + 25 + 2 bytes: */
+#define BATON_VERSION_STATE_BYTES_MAX (12u + 26u * BATON_MAX_MEMBERS + 25u + 2u)
 /* Encoded size in bytes (s->n <= BATON_MAX_MEMBERS). */
 size_t baton_version_state_encoded_len(const struct baton_version_state *s);
 /* BATON_ETOOBIG if cap is too small, BATON_EINVAL if the state is not

@@ -378,6 +378,14 @@ void baton__upgrade_start(struct baton_raft *r);
  * version raised as the strategy allows. */
 void baton__upgrade_desired(const struct baton_raft *r,
 			    struct baton_version_state *out);
+/* The same, a burn-in hold lifted (a finalize): floor and machine version
+ * raised as the rules allow, the hold kept only under MANUAL. */
+void baton__upgrade_final(const struct baton_raft *r,
+			  struct baton_version_state *out);
+/* Halon's rule: the release floor the leader may record now, the log's or
+ * the newest release that a majority of the voters (itself counted) told
+ * it this term they run or newer, capped at its own release. */
+struct baton_release baton__upgrade_floor_allowed(const struct baton_raft *r);
 /* Leader tick: append the desired state if it differs from the log's (one
  * uncommitted version entry at a time). */
 void baton__upgrade_tick(struct baton_raft *r);
@@ -409,6 +417,15 @@ void baton__eligibility_leader_check(struct baton_raft *r);
 
 int baton__downgrade(struct baton_raft *r, uint32_t op,
 		     struct baton_release target);
+/* ---- hold.c ------------------------------------------------------------ */
+
+/* BATON_UPGRADE_FINALIZE: baton_raft_downgrade_check's half, and the
+ * version entry. */
+int baton__finalize_check(const struct baton_raft *r,
+			  struct baton_downgrade_plan *out, char *why,
+			  size_t cap);
+int baton__finalize(struct baton_raft *r);
+
 /* For upgrade_desired: whether the downgrade in progress is over (every
  * member known this term runs the target). */
 bool baton__downgrade_done(const struct baton_raft *r);

@@ -284,6 +284,8 @@ int baton_raft_downgrade_check(const struct baton_raft *r, uint32_t op,
 		return check_enable(r, target, out, why, cap);
 	if (op == BATON_DOWNGRADE_CANCEL)
 		return check_cancel(r, target, out, why, cap);
+	if (op == BATON_UPGRADE_FINALIZE)
+		return baton__finalize_check(r, out, why, cap);
 	say(why, cap, "unknown downgrade operation %u", op);
 	return BATON_EINVAL;
 }
@@ -297,6 +299,8 @@ int baton__downgrade(struct baton_raft *r, uint32_t op,
 					    sizeof why);
 	if (rv != 0)
 		return rv;
+	if (op == BATON_UPGRADE_FINALIZE)
+		return baton__finalize(r); /* hold.c */
 	struct baton_version_state s;
 	baton__upgrade_desired(r, &s);
 	s.floor = plan.floor_to;

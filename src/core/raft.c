@@ -44,7 +44,8 @@ static bool options_valid(const struct baton_raft_options *o)
 	       o->profile.proto_min.value <= o->profile.proto_max.value &&
 	       o->profile.machine_max.value >= 1 &&
 	       (o->machine_upgrade == BATON_UPGRADE_ALL ||
-		o->machine_upgrade == BATON_UPGRADE_QUORUM) &&
+		o->machine_upgrade == BATON_UPGRADE_QUORUM ||
+		o->machine_upgrade == BATON_UPGRADE_MANUAL) &&
 	       (o->election_policy == BATON_ELECTION_VERSION_AWARE ||
 		o->election_policy == BATON_ELECTION_ANY);
 }

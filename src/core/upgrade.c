@@ -69,6 +69,7 @@ static bool state_equal(const struct baton_version_state *a,
 	BATON_ASSERT(baton_version_state_valid(b));
 	if (a->machine.value != b->machine.value ||
 	    baton_release_compare(a->floor, b->floor) != 0 || a->n != b->n ||
+	    a->held != b->held ||
 	    memcmp(&a->downgrade, &b->downgrade, sizeof a->downgrade) != 0)
 		return false;
 	for (uint32_t i = 0; i < a->n; i++)
@@ -243,13 +244,78 @@ static uint32_t ready_quorum(const struct baton_raft *r, uint32_t now)
 	return 0;
 }
 
-/* The effective machine version the strategy allows now (never lower). */
-static struct baton_machine_version machine_allowed(const struct baton_raft *r)
+/* ---- the release floor (Halon's rule) ------------------------------------ */
+
+struct baton_release baton__upgrade_floor_allowed(const struct baton_raft *r)
+{
+	BATON_ASSERT(r->role == BATON_LEADER);
+	/* The releases of the voters that told us this term (ourselves
+	 * included), newest first. */
+	struct baton_release rel[BATON_MAX_MEMBERS];
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < r->config.n; i++) {
+		const struct baton_member *mb = &r->config.members[i];
+		const struct baton_profile *p = baton__upgrade_known(r, mb->id);
+		if (mb->role != BATON_VOTER || p == NULL)
+			continue;
+		uint32_t at = n++;
+		while (at > 0 &&
+		       baton_release_compare(rel[at - 1], p->release) < 0) {
+			rel[at] = rel[at - 1];
+			at--;
+		}
+		rel[at] = p->release;
+	}
+	uint32_t quorum = baton__voter_count(r) / 2 + 1;
+	BATON_ASSERT(n <= baton__voter_count(r));
+	struct baton_release floor = r->versions.floor;
+	if (n < quorum)
+		return floor; /* no majority heard from: nothing proven */
+	/* The newest release a majority runs (or newer): the quorum-th
+	 * newest. A row of the log is not enough: a member that answered
+	 * a past leader may since have been rolled back. And never above
+	 * our own release: a floor we could not lead under. */
+	struct baton_release to = rel[quorum - 1];
+	if (baton_release_compare(to, r->o.profile.release) > 0)
+		to = r->o.profile.release;
+	return baton_release_compare(to, floor) > 0 ? to : floor;
+}
+
+/* The lowest machine_max of the members known to run `floor` or newer
+ * (0: none known). Under QUORUM the machine version stays within it, so
+ * every node the floor lets lead can apply what it leads: the floor no
+ * longer follows the leader's release up (Halon's rule), so a release
+ * between the floor and the leader's may lack what a quorum has. */
+static uint32_t floor_holders_max(const struct baton_raft *r,
+				  struct baton_release floor)
+{
+	uint32_t v = 0;
+	BATON_ASSERT(r->role == BATON_LEADER);
+	for (uint32_t i = 0; i < r->config.n; i++) {
+		const struct baton_profile *p =
+			baton__upgrade_known(r, r->config.members[i].id);
+		if (p == NULL || baton_release_compare(p->release, floor) < 0)
+			continue;
+		if (v == 0 || p->machine_max.value < v)
+			v = p->machine_max.value;
+	}
+	BATON_ASSERT(v <= r->o.profile.machine_max.value ||
+		     baton_release_compare(r->o.profile.release, floor) < 0);
+	return v;
+}
+
+/* The effective machine version the strategy allows now (never lower),
+ * under release floor `floor`. */
+static struct baton_machine_version machine_allowed(const struct baton_raft *r,
+						    struct baton_release floor)
 {
 	struct baton_machine_version now = r->versions.machine;
 	uint32_t v = r->o.machine_upgrade == BATON_UPGRADE_QUORUM
 			     ? ready_quorum(r, now.value)
 			     : ready_all(r);
+	uint32_t cap = floor_holders_max(r, floor);
+	if (v > cap)
+		v = cap;
 	if (v > now.value)
 		now.value = v;
 	BATON_ASSERT(now.value >= r->versions.machine.value);
@@ -274,8 +340,8 @@ static void put_row(struct baton_version_state *s, baton_node_id id,
 	s->n++;
 }
 
-void baton__upgrade_desired(const struct baton_raft *r,
-			    struct baton_version_state *out)
+static void desired(const struct baton_raft *r, bool finalize,
+		    struct baton_version_state *out)
 {
 	BATON_ASSERT(r->role == BATON_LEADER);
 	struct baton_version_state s;
@@ -285,11 +351,23 @@ void baton__upgrade_desired(const struct baton_raft *r,
 	if (baton__downgrade_done(r))
 		memset(&s.downgrade, 0, sizeof s.downgrade);
 	bool downgrading = !baton_release_none(s.downgrade.target);
-	/* The release floor (DESIGN.md): the newest release that has led.
-	 * Not while a downgrade lowers it on purpose. */
-	if (!downgrading &&
-	    baton_release_compare(r->o.profile.release, s.floor) > 0)
-		s.floor = r->o.profile.release;
+	bool manual = r->o.machine_upgrade == BATON_UPGRADE_MANUAL;
+	/* The burn-in hold: recorded by a leader under MANUAL, honoured by
+	 * every leader, lifted for one entry by a finalize (and for good
+	 * when this leader is not under MANUAL). */
+	bool held = !finalize && (r->versions.held || manual);
+	s.held = finalize ? manual : held;
+	/* A fresh log (no floor yet) is not an upgrade to hold: it takes
+	 * its first floor and machine version together, once every member
+	 * answered (so a quick majority does not fix the floor while the
+	 * machine version waits for the last member, then held). */
+	if (held && baton_release_none(r->versions.floor) && ready_all(r) != 0)
+		held = false; /* recorded all the same */
+	/* The release floor (DESIGN.md, Halon's rule): the newest release
+	 * a majority of the voters runs, up to ours. Not while a downgrade
+	 * lowers it on purpose, nor during a hold. */
+	if (!downgrading && !held)
+		s.floor = baton__upgrade_floor_allowed(r);
 	/* One row per member: what it told us this term, else the row the
 	 * log has (an unknown member keeps its old row), else none. Rows of
 	 * non-members go. */
@@ -303,9 +381,31 @@ void baton__upgrade_desired(const struct baton_raft *r,
 		if (p != NULL)
 			put_row(&s, id, p);
 	}
-	s.machine = downgrading ? r->versions.machine : machine_allowed(r);
+	s.machine = downgrading || held ? r->versions.machine
+					: machine_allowed(r, s.floor);
 	BATON_ASSERT(baton_version_state_valid(&s));
+	BATON_ASSERT(baton_release_compare(s.floor, r->versions.floor) >= 0 ||
+		     downgrading);
 	*out = s;
+}
+
+void baton__upgrade_desired(const struct baton_raft *r,
+			    struct baton_version_state *out)
+{
+	BATON_ASSERT(r->role == BATON_LEADER);
+	desired(r, false, out);
+	BATON_ASSERT(out->held ==
+		     (r->versions.held ||
+		      r->o.machine_upgrade == BATON_UPGRADE_MANUAL));
+}
+
+void baton__upgrade_final(const struct baton_raft *r,
+			  struct baton_version_state *out)
+{
+	BATON_ASSERT(r->role == BATON_LEADER);
+	desired(r, true, out);
+	BATON_ASSERT(out->held ==
+		     (r->o.machine_upgrade == BATON_UPGRADE_MANUAL));
 }
 
 void baton__upgrade_tick(struct baton_raft *r)

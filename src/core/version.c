@@ -14,6 +14,12 @@
  *   then, only while an explicit downgrade is in progress, its tail:
  *   u8  1, u16 x3 target, u16 x3 previous floor, u32 previous machine,
  *   u64 the index of the entry that enabled it
+ *   then, only while the burn-in hold is on (docs/upgrading.md, "Hold and
+ *   finalize"), its tail: u8 2, u8 flags (1: held; nothing else is valid,
+ *   a later release appends a tail of its own)
+ * Each tail begins with its tag, in increasing order. A release before the
+ * hold reads the tag 2 as "what a later release appended" and stops there
+ * (where there is no downgrade tail) or never reaches it (after one).
  * A later format only appends, so a decoder of format 1 ignores bytes after
  * the fields it knows; a higher format byte is a format it does not know.
  */
@@ -28,8 +34,11 @@
 #define VERSION_ROW_LEN 26u
 #define VERSION_DOWNGRADE_LEN 25u
 #define VERSION_DOWNGRADE_TAG 1u
+#define VERSION_HOLD_LEN 2u
+#define VERSION_HOLD_TAG 2u
+#define VERSION_HOLD_HELD 1u
 _Static_assert(VERSION_HEADER_LEN + VERSION_ROW_LEN * BATON_MAX_MEMBERS +
-			       VERSION_DOWNGRADE_LEN ==
+			       VERSION_DOWNGRADE_LEN + VERSION_HOLD_LEN ==
 		       BATON_VERSION_STATE_BYTES_MAX,
 	       "version.h states the largest encoding");
 
@@ -258,7 +267,8 @@ size_t baton_version_state_encoded_len(const struct baton_version_state *s)
 	return VERSION_HEADER_LEN + (size_t)s->n * VERSION_ROW_LEN +
 	       (baton_release_none(s->downgrade.target)
 			? 0
-			: VERSION_DOWNGRADE_LEN);
+			: VERSION_DOWNGRADE_LEN) +
+	       (s->held ? VERSION_HOLD_LEN : 0);
 }
 
 /* A downgrade is all zero, or lowers the floor below what it was and the
@@ -328,6 +338,10 @@ int baton_version_state_encode(const struct baton_version_state *s,
 		baton_le_put_u64(p + 4, s->downgrade.since);
 		p += 12;
 	}
+	if (s->held) {
+		*p++ = VERSION_HOLD_TAG;
+		*p++ = VERSION_HOLD_HELD;
+	}
 	BATON_ASSERT((size_t)(p - buf) == len);
 	BATON_ASSERT(len <= BATON_VERSION_STATE_BYTES_MAX);
 	*len_out = len;
@@ -374,8 +388,8 @@ int baton_version_state_decode(const uint8_t *buf, size_t len,
 	/* The downgrade tail, when there is one; an unknown tag is what a
 	 * later release appended after the fields we know. */
 	const uint8_t *tag;
-	if (baton_le_read_bytes(&rd, 1, &tag) &&
-	    *tag == VERSION_DOWNGRADE_TAG) {
+	bool more = baton_le_read_bytes(&rd, 1, &tag);
+	if (more && *tag == VERSION_DOWNGRADE_TAG) {
 		struct baton_downgrade *d = &s.downgrade;
 		if (!read_release(&rd, &d->target) ||
 		    !read_release(&rd, &d->prev_floor) ||
@@ -383,6 +397,17 @@ int baton_version_state_decode(const uint8_t *buf, size_t len,
 		    !baton_le_read_u64(&rd, &d->since) ||
 		    baton_release_none(d->target))
 			return BATON_ECORRUPT;
+		more = baton_le_read_bytes(&rd, 1, &tag);
+	}
+	/* The hold's tail, written only while held: its flags are exactly
+	 * that (a later release appends a tail of its own instead, so what
+	 * is decoded encodes again to a prefix of the input). */
+	if (more && *tag == VERSION_HOLD_TAG) {
+		const uint8_t *flags;
+		if (!baton_le_read_bytes(&rd, 1, &flags) ||
+		    *flags != VERSION_HOLD_HELD)
+			return BATON_ECORRUPT;
+		s.held = true;
 	}
 	if (!baton_version_state_valid(&s))
 		return BATON_ECORRUPT;
@@ -487,9 +512,9 @@ int baton_join_check(const struct baton_version_state *s, baton_node_id id,
 	if (baton_release_compare(joiner->release, s->floor) < 0) {
 		say(why, cap,
 		    "release %s is below the cluster's release floor %s (the "
-		    "newest release that has led it): it could neither lead "
-		    "nor apply; join with release %s or newer, or downgrade "
-		    "the cluster first",
+		    "newest release a majority of it has run): it could "
+		    "neither lead nor apply; join with release %s or newer, or "
+		    "downgrade the cluster first",
 		    baton_release_format(joiner->release, a),
 		    baton_release_format(s->floor, b),
 		    baton_release_format(s->floor, b));

@@ -146,7 +146,7 @@ struct ctl_option {
 };
 
 /* Limits of a command's table and of its positional arguments. */
-#define CTL_OPTIONS_MAX 8u
+#define CTL_OPTIONS_MAX 16u
 #define CTL_POSITIONALS_MAX 4u
 
 /* A command's arguments once read. Strings point into argv. */
@@ -215,6 +215,8 @@ int ctl_cmd_snapshot(const struct ctl_opts *o, const struct ctl_args *a);
 int ctl_cmd_relay(const struct ctl_opts *o, const struct ctl_args *a);
 /* upgrade_path.c: batonctl upgrade --to RELEASE. */
 int ctl_cmd_upgrade(const struct ctl_opts *o, const struct ctl_args *a);
+/* upgrade_hold.c: `upgrade status|finalize`, the burn-in hold. */
+int ctl_upgrade_hold(const struct ctl_opts *o, const struct ctl_args *a);
 
 /* Report an error on stderr: "batonctl: <msg>". */
 void ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -144,7 +144,9 @@ static const struct command commands[] = {
 	 "(nothing changed); 4 rolled, but the effective machine version did\n"
 	 "not rise in time (says what holds it back).\n",
 	 ctl_roll_options, 0, 0, ctl_cmd_roll},
-	{"upgrade", "--to RELEASE [--restart 'COMMAND {id}'] [OPTIONS]",
+	{"upgrade",
+	 "--to RELEASE [--restart 'COMMAND {id}'] [OPTIONS] | status | "
+	 "finalize",
 	 "Take the cluster from the releases its members run to RELEASE in\n"
 	 "one command (see docs/upgrading.md, \"batonctl upgrade\"). It plans\n"
 	 "the path from what the members report: rolls (batonctl roll, with\n"
@@ -170,8 +172,21 @@ static const struct command commands[] = {
 	 "SIGUSR1) and the old nodes started with --relay and --migrate-to.\n"
 	 "Exit status: 0 done (or a dry run); 1 a step failed (says which;\n"
 	 "rerun to resume); 2 bad usage; 3 refused (nothing changed); 4 as\n"
-	 "roll's.\n",
-	 ctl_upgrade_options, 0, 0, ctl_cmd_upgrade},
+	 "roll's.\n"
+	 "\nupgrade status | finalize: the burn-in hold of\n"
+	 "'batond --machine-upgrade manual' (see\n"
+	 "docs/upgrading.md, \"Hold and finalize\"): the release floor and\n"
+	 "the effective machine version stay where they are until finalized.\n"
+	 "Sent to the leader.\n"
+	 "  status    whether the hold is on, what a finalize would change\n"
+	 "      (release floor and machine version, from -> to) and what\n"
+	 "      blocks it (a member not heard from, or on an older release\n"
+	 "      than the newest a member runs; a downgrade in progress).\n"
+	 "  finalize  raise both now (retried for 5 s while a member has not\n"
+	 "      answered the leader yet).\n"
+	 "Exit status: 0 done; 1 refused or blocked, or no answer; 2 bad\n"
+	 "usage.\n",
+	 ctl_upgrade_options, 0, 1, ctl_cmd_upgrade},
 	{"migrate",
 	 "[--dry-run] [--handoff] [--wait-s N] | abort | resume | unfence",
 	 "Follow a migration between two clusters through baton-relay (see\n"

@@ -343,6 +343,19 @@ int roll_wait_machine(struct roll *r)
 			}
 		}
 		effective = l ? l->machine_version : 0;
+		if (ok && strcmp(l->machine_upgrade, "manual") == 0) {
+			/* The burn-in hold: nothing rises until 'batonctl
+			 * upgrade finalize' (docs/upgrading.md). */
+			struct roll_field f[] = {
+				ROLL_F_NUM("machine_version", effective),
+				ROLL_F_STR("release_floor", l->release_floor)};
+			roll_emit(&r->out, "machine_version", f, 2,
+				  "held (machine_upgrade manual): machine "
+				  "version %" PRIu64 ", release floor %s until "
+				  "'batonctl upgrade finalize'",
+				  effective, l->release_floor);
+			return CTL_EXIT_OK;
+		}
 		for (size_t i = 0; ok && i < v->n; i++) {
 			const struct roll_member *m = &v->m[i];
 			if (m->machine_version < allowed) {

@@ -190,7 +190,8 @@ static int parse_args(const struct ctl_args *a, struct upgrade_migration *m,
 		return rc;
 	m->step_timeout_s = (int)timeout_s;
 	if (m->to_text == NULL)
-		return ctl_usage_error("upgrade: --to RELEASE is required");
+		return ctl_usage_error(
+			"upgrade: give --to RELEASE, or status or finalize");
 	struct baton_release to;
 	if (!roll_release(m->to_text, &to))
 		return ctl_args_bad_value(a, "to",
@@ -343,6 +344,16 @@ static int finish_after_authority(struct upgrade_migration *m, bool dry_run)
 
 int ctl_cmd_upgrade(const struct ctl_opts *o, const struct ctl_args *a)
 {
+	/* `upgrade status|finalize`: the burn-in hold (upgrade_hold.c), which
+	 * takes none of the path's options. */
+	if (a->n_positional > 0) {
+		for (size_t i = 0; a->options[i].name != NULL; i++)
+			if (a->values[i] != NULL)
+				return ctl_usage_error(
+					"upgrade %s takes no --%s",
+					a->positional[0], a->options[i].name);
+		return ctl_upgrade_hold(o, a);
+	}
 	static struct upgrade_migration m;
 	memset(&m, 0, sizeof m);
 	m.o = o;

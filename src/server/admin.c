@@ -132,7 +132,9 @@ static void versions_view(struct server *s, const struct baton_node_status *st,
 	baton_release_format(v->profile->release, v->release);
 	v->machine = st->applied_versions.machine.value;
 	v->strategy = s->cfg.machine_upgrade == BATON_UPGRADE_QUORUM ? "quorum"
-								     : "all";
+		      : s->cfg.machine_upgrade == BATON_UPGRADE_MANUAL
+			      ? "manual"
+			      : "all";
 	upgrade_waits(s, st, v);
 	char r[BATON_RELEASE_STR_MAX];
 	if (st->raft.needs_machine.value != 0)
@@ -172,12 +174,12 @@ void admin_info_versions(struct server *s, const struct baton_node_status *st,
 		"\r\nupgrade_waits_for:%s\r\nneeds_upgrade:%s"
 		"\r\nstrict_release:%s\r\nrelease_floor:%s"
 		"\r\nleader_eligible:%s\r\nelection_policy:%s"
-		"\r\ndowngrade:%s\r\n",
+		"\r\ndowngrade:%s\r\nupgrade_hold:%s\r\n",
 		v.release, v.profile->proto_min.value,
 		v.profile->proto_max.value, v.profile->machine_max.value,
 		v.machine, v.strategy, v.waits, v.needs,
 		s->cfg.strict_release ? "yes" : "no", v.floor, v.eligible,
-		v.policy, v.downgrade);
+		v.policy, v.downgrade, st->raft.versions.held ? "yes" : "no");
 	if (n > 0)
 		baton_buf_append(b, text,
 				 (size_t)n < sizeof text ? (size_t)n

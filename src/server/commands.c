@@ -531,6 +531,7 @@ static const struct local_command local_commands[] = {
 	{"BATON.REMOVE", admin_remove, false, false, -1, ADMIN},
 	{"BATON.TRANSFER", admin_transfer, false, false, -1, ADMIN},
 	{"BATON.DOWNGRADE", admin_downgrade, false, false, -1, ADMIN},
+	{"BATON.UPGRADE", admin_upgrade, false, false, -1, ADMIN},
 	{"BATON.STALE", cmd_stale, false, false, -1, ADMIN},
 	{"BATON.MIGRATION", admin_migration, false, false, -1, ADMIN},
 	/* Before AUTH: a proxy asks it before it sends its password. */

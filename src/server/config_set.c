@@ -417,7 +417,7 @@ static int raft_timing(struct server_config *c, const struct config_origin *o)
 
 static int policies(struct server_config *c, const struct config_origin *o)
 {
-	static const char *const upgrades[] = {"all", "quorum", NULL};
+	static const char *const upgrades[] = {"all", "quorum", "manual", NULL};
 	static const char *const elections[] = {"version-aware", "any", NULL};
 	static const char *const formats[] = {"text", "json", NULL};
 	static const char *const levels[] = {"debug", "info", "warn", "error",
@@ -427,8 +427,9 @@ static int policies(struct server_config *c, const struct config_origin *o)
 	if (strcmp(n, "machine-upgrade") == 0) {
 		if (one_of(o, upgrades, &i) != 0)
 			return -1;
-		c->machine_upgrade =
-			i == 0 ? BATON_UPGRADE_ALL : BATON_UPGRADE_QUORUM;
+		c->machine_upgrade = i == 0   ? BATON_UPGRADE_ALL
+				     : i == 1 ? BATON_UPGRADE_QUORUM
+					      : BATON_UPGRADE_MANUAL;
 		return 0;
 	}
 	if (strcmp(n, "election-policy") == 0) {

@@ -236,6 +236,8 @@ static int run(struct server *s)
 		 s->cfg.strict_release ? ", strict release" : "",
 		 s->cfg.machine_upgrade == BATON_UPGRADE_QUORUM
 			 ? ", machine upgrade by quorum"
+		 : s->cfg.machine_upgrade == BATON_UPGRADE_MANUAL
+			 ? ", machine upgrade held until finalized"
 			 : "",
 		 s->cfg.election_policy == BATON_ELECTION_ANY
 			 ? ", election policy any"

@@ -533,6 +533,9 @@ const char *server_member_versions(const struct baton_node_status *st,
 /* BATON.DOWNGRADE VALIDATE|ENABLE <release> [FORCE] | CANCEL <release> |
  * STATUS (docs/batond.md, "Downgrade"). */
 int admin_downgrade(struct command_ctx *x);
+/* ---- upgrade_hold.c ---- */
+/* BATON.UPGRADE STATUS|FINALIZE: the burn-in hold (docs/batond.md). */
+int admin_upgrade(struct command_ctx *x);
 
 /* ---- versions.c: the version facts as operators read them (pure) ---- */
 /* "1.1.0", or "none" for 0.0.0; returns buf. */

@@ -80,7 +80,10 @@
 /* ---- snapshot: snapshot ----------------------------------------------------
  *   0 magic "BATONSNP"  8 format u32  12 header_len u32
  *  16 index u64  24 term u64  32 config_index u64
- *  40 machine version u32  44 floor major u16, minor u16, patch u16, pad u16
+ *  40 machine version u32  44 floor major u16, minor u16, patch u16,
+ *     50 flags u16 (bit 0: the burn-in hold, baton_version_state.held;
+ *     a pad before it, always 0, so releases before it ignore it and
+ *     read the same state without the hold: every format)
  *  52 n_versions u32  56 data_len u64  64 data_checksum u64
  *  72 config_len u32  76 reserved u32  80 config (baton_config_encode),
  *     zero-padded to 8
@@ -106,6 +109,7 @@
 #define SNAP_FIXED_LEN 80u
 #define SNAP_VERSION_ENTRY_LEN 32u
 #define SNAP_DOWNGRADE_LEN 32u
+#define SNAP_FLAG_HELD 1u /* the flags at 50: the burn-in hold */
 
 static inline size_t pad8(size_t n)
 {

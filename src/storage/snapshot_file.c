@@ -92,6 +92,7 @@ static void encode_header(const struct baton_snapshot_header *h,
 	baton_le_put_u16(b + 44, v->floor.major);
 	baton_le_put_u16(b + 46, v->floor.minor);
 	baton_le_put_u16(b + 48, v->floor.patch);
+	baton_le_put_u16(b + 50, v->held ? SNAP_FLAG_HELD : 0);
 	baton_le_put_u32(b + 52, v->n);
 	baton_le_put_u64(b + 56, data_len);
 	baton_le_put_u64(b + 64, data_checksum);
@@ -309,6 +310,8 @@ static int decode_header(const uint8_t *b, size_t len, uint32_t format,
 	v->floor.major = baton_le_get_u16(b + 44);
 	v->floor.minor = baton_le_get_u16(b + 46);
 	v->floor.patch = baton_le_get_u16(b + 48);
+	/* Other flag bits are a later release's: ignored. */
+	v->held = (baton_le_get_u16(b + 50) & SNAP_FLAG_HELD) != 0;
 	uint32_t n_versions = baton_le_get_u32(b + 52);
 	uint32_t config_len = baton_le_get_u32(b + 72);
 	if (n_versions > BATON_MAX_MEMBERS || config_len > len ||

@@ -119,6 +119,7 @@ int baton__peer_versions_out(const Batonpeer__VersionState *v,
 		if (rv != 0)
 			return rv;
 	}
+	out->held = v->held; /* absent (a release before it): false */
 	return downgrade_out(v->downgrade, out, why);
 }
 

@@ -119,7 +119,7 @@ static bool release_none(struct baton_release r)
 static bool versions_initial(const struct baton_version_state *s)
 {
 	return s->machine.value == 1 && s->n == 0 && release_none(s->floor) &&
-	       release_none(s->downgrade.target);
+	       release_none(s->downgrade.target) && !s->held;
 }
 
 /* The downgrade in progress, or NULL when there is none: the field is
@@ -158,6 +158,7 @@ static Batonpeer__VersionState *versions_in(struct versions_pb *pb,
 	pb->state.n_members = s->n;
 	pb->state.members = pb->row_ptrs;
 	pb->state.downgrade = downgrade_in(pb, &s->downgrade);
+	pb->state.held = s->held; /* false: not sent, as before it existed */
 	return &pb->state;
 }
 

@@ -318,19 +318,22 @@ static void core_seeds(void)
 {
 	static const uint32_t rows[] = {0, 1, 3, BATON_MAX_MEMBERS};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-		for (int down = 0; down <= 1; down++) {
+		/* Bit 0: a downgrade in progress; bit 1: the burn-in hold. */
+		for (int k = 0; k <= 3; k++) {
+			bool down = (k & 1) != 0, held = (k & 2) != 0;
 			struct baton_version_state s;
 			fix_versions(rows[i], &s);
 			if (down)
 				fix_downgrade(&s);
+			s.held = held;
 			uint8_t buf[BATON_VERSION_STATE_BYTES_MAX + 1];
 			size_t len = 0;
 			if (baton_version_state_encode(&s, buf, sizeof buf,
 						       &len) != 0)
 				continue;
 			char name[64];
-			snprintf(name, sizeof name, "rows-%u%s", rows[i],
-				 down ? "-downgrade" : "");
+			snprintf(name, sizeof name, "rows-%u%s%s", rows[i],
+				 down ? "-downgrade" : "", held ? "-held" : "");
 			seed("core_version_state", name, -1, buf, len);
 		}
 		struct baton_config c = {.n = rows[i]};

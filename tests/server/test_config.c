@@ -114,6 +114,8 @@ Test(config, strict_release_and_machine_upgrade)
 	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_QUORUM);
 	cr_assert_eq(PARSE("--join", "--machine-upgrade", "all"), 0);
 	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_ALL);
+	cr_assert_eq(PARSE("--join", "--machine-upgrade", "manual"), 0);
+	cr_assert_eq(c.machine_upgrade, BATON_UPGRADE_MANUAL);
 	cr_assert_eq(PARSE("--join", "--machine-upgrade", "most"), -1);
 	cr_assert_eq(PARSE("--join", "--machine-upgrade", "ALL"), -1);
 }

@@ -26,6 +26,7 @@
  * Everything is incremental (hash tables and arrays indexed by term or log
  * index), so checking after every step stays cheap.
  */
+#include "halon.h"
 #include "world.h"
 
 #include <stdlib.h>
@@ -505,8 +506,10 @@ void sim_check_update(struct sim_world *w, struct sim_node *n,
 		check_log_entry(w, n, e, prev);
 		if (e->type == BATON_ENTRY_CONFIG)
 			check_config_entry(w, n, u, e);
-		else if (e->type == BATON_ENTRY_VERSION)
+		else if (e->type == BATON_ENTRY_VERSION) {
 			sim_check_version_entry(w, n, u, e);
+			sim_check_halon(w, n, u, e);
+		}
 	}
 	if (u->snapshot != NULL)
 		check_after_snapshot(w, n, u->snapshot);

@@ -35,9 +35,8 @@
  *     downgrade is in progress no entry raises either or changes its
  *     target; the entry that clears it either restores what it recorded
  *     (cancel) or keeps both (the end: every member runs the target);
- *   - a leader opens its term with a version entry whose floor is at
- *     least its own release, unless a downgrade is in progress (the floor
- *     raise: the newest release that has led);
+ *   - the floor rises only to a release a majority of the voters runs
+ *     (Halon's rule: halon.c);
  *   - no node's machine is made to apply, convert to, restore or write a
  *     snapshot under a machine version its release does not implement
  *     (machine.c asks sim_check_machine_version first).
@@ -517,29 +516,16 @@ static void check_transition(struct sim_world *w, const struct sim_node *n,
 			 id, bm, vm, i, t);
 }
 
-/* The leader's own view of the entry it appended: the floor raise on the
- * entry opening its term, and what the run counts. */
+/* The leader's own view of the entry it appended: what the run counts. */
 static void leader_entry(struct sim_world *w, struct sim_node *n,
 			 const struct baton_entry *e, bool known,
 			 const struct baton_version_state *b,
 			 const struct baton_version_state *v)
 {
 	char x[BATON_RELEASE_STR_MAX], y[BATON_RELEASE_STR_MAX];
-	struct baton_release mine = sim_profile(w, n)->release;
-	if (n->opened_term != e->term) {
-		n->opened_term = e->term;
-		if (!downgrading(v) &&
-		    baton_release_compare(v->floor, mine) < 0)
-			sim_fail(w,
-				 "version safety: leader %llu (release %s) "
-				 "opened term %llu with a version entry at "
-				 "%llu whose release floor is %s, below its "
-				 "release",
-				 (unsigned long long)n->id, rel_str(mine, x),
-				 (unsigned long long)e->term,
-				 (unsigned long long)e->index,
-				 rel_str(v->floor, y));
-	}
+	/* Halon's rule: a new leader raises the floor only to what a
+	 * majority runs (halon.c), so its term may open below its release. */
+	n->opened_term = e->term;
 	if (!known)
 		return;
 	bool was = downgrading(b), is = downgrading(v);

@@ -1,6 +1,7 @@
 /*
  * Leader eligibility (DESIGN.md, "Leader eligibility", "Release floor",
- * "Future data"): a new leader raises the release floor; rule 1 (a node
+ * "Future data"): the release floor rises to what a majority runs (Halon's
+ * rule: never because a minority leader runs it); rule 1 (a node
  * below the floor of its log never stands, is refused by voters and
  * stalls); rule 2 (a node not of a majority release waits before
  * standing, and a leader of such a release hands over); Halon's stages of
@@ -228,7 +229,10 @@ Test(majority, learners_are_ignored)
 
 /* ---- the release floor ---------------------------------------------------*/
 
-Test(floor, a_new_leader_raises_it_in_its_first_entry)
+/* Halon's rule (issue 28, problem 6): the floor rises to a release once a
+ * majority of the voters told the leader they run it or newer, and never
+ * because the leader alone runs it. */
+Test(floor, it_rises_once_a_majority_of_the_voters_runs_the_release)
 {
 	for (baton_node_id i = 1; i <= 3; i++)
 		runs[i] = rel(1, 1);
@@ -237,36 +241,99 @@ Test(floor, a_new_leader_raises_it_in_its_first_entry)
 	struct baton_raft_status s = h_status(&h, 1);
 	cr_assert(same(s.versions.floor, r3(0, 0, 0)), "no floor yet");
 	baton_node_id l = h_elect(&h);
-	s = h_status(&h, l);
 	/* Its first entry (after the configuration at 1) is a version
-	 * entry with its own release as the floor. */
-	cr_assert_eq(s.versions_index, 2);
-	assert_floor(&h, l, r3(1, 1, 0));
-	h_run(&h, 100);
-	for (baton_node_id i = 1; i <= 3; i++) {
+	 * entry; no member has answered yet, so no floor. */
+	cr_assert_eq(h_status(&h, l).versions_index, 2);
+	assert_floor(&h, l, r3(0, 0, 0));
+	h_run(&h, 300);
+	assert_floor(&h, l, r3(0, 0, 0)); /* info replies dropped */
+	h.info = true;
+	h_run(&h, 300);
+	for (baton_node_id i = 1; i <= 3; i++)
 		assert_floor(&h, i, r3(1, 1, 0));
-		cr_assert_eq(h_status(&h, i).versions_index, 2);
-		cr_assert_geq(h.applied[i], 2);
-	}
-	/* A later leader of a newer release raises it again; one of the
-	 * same release writes the same floor. */
-	restart_on(&h, other_than(l, 0), rel(1, 2));
+	/* A leader of a newer release, alone on it: serves, and the floor
+	 * stays (a majority runs 1.1.0, and rolling it back is a restart). */
+	baton_node_id b = other_than(l, 0);
+	restart_on(&h, b, rel(1, 2));
 	struct baton_event ev = {.type = BATON_EVENT_TRANSFER};
-	ev.u.transfer.target = other_than(l, 0);
+	ev.u.transfer.target = b;
 	cr_assert_eq(h_step(&h, l, &ev), 0);
 	h_run(&h, 300);
 	baton_node_id l2 = h_leader(&h);
-	cr_assert_eq(l2, other_than(l, 0));
-	s = h_status(&h, l2);
+	cr_assert_neq(l2, 0);
+	h_run(&h, 300);
+	for (baton_node_id i = 1; i <= 3; i++) {
+		assert_floor(&h, i, r3(1, 1, 0));
+		cr_assert_eq(h_status(&h, i).stalled_index, 0);
+	}
+	/* A second one on 1.2.0: a majority, and the floor follows as soon
+	 * as a 1.2.0 leader heard from both. */
+	baton_node_id c = other_than(l, b);
+	restart_on(&h, c, rel(1, 2));
+	h_run(&h, 300);
+	l2 = h_leader(&h);
+	if (same(h_status(&h, l2).versions.floor, r3(1, 1, 0)) && l2 == l) {
+		/* The 1.1.0 node still leads: rule 2 hands over. */
+		h_run(&h, 600);
+		l2 = h_leader(&h);
+	}
+	cr_assert_neq(l2, l, "a 1.2.0 node leads");
+	h_run(&h, 300);
 	assert_floor(&h, l2, r3(1, 2, 0));
-	/* ... in the first entry of its term. */
-	baton_index at = first_floor_above(&h, l2, r3(1, 1, 0));
-	cr_assert_neq(at, 0);
-	baton_term t;
-	cr_assert(baton_raft_term_at(h.r[l2], at, &t));
-	cr_assert_eq(t, s.term);
-	cr_assert(baton_raft_term_at(h.r[l2], at - 1, &t));
-	cr_assert_lt(t, s.term, "the entry before is of an earlier term");
+	h_free(&h);
+}
+
+/* A leader whose release is above the majority's never raises the floor
+ * above what the majority runs; a leader below the majority's never above
+ * its own. */
+Test(floor, it_is_the_newest_release_a_majority_runs_up_to_the_leaders)
+{
+	runs[1] = rel(1, 2);
+	runs[2] = rel(1, 2);
+	runs[3] = rel(1, 1);
+	runs[4] = rel(1, 1);
+	runs[5] = rel(1, 0);
+	slow[2] = slow[3] = slow[4] = slow[5] = 100000;
+	struct harness h;
+	h_init(&h, 5, tweak);
+	h.info = true;
+	cr_assert_eq(h_elect(&h), 1);
+	h_run(&h, 300);
+	/* 1.2.0 x2, 1.1.0 x2, 1.0.0: three run 1.1.0 or newer. */
+	for (baton_node_id i = 1; i <= 4; i++)
+		assert_floor(&h, i, r3(1, 1, 0));
+	cr_assert_eq(h_status(&h, 5).stalled_index != 0, true,
+		     "1.0.0 is below the floor");
+	h_free(&h);
+
+	/* Led by a 1.1.0 node while three run 1.2.0: 1.1.0, not above
+	 * (rule 2 soon hands over to a 1.2.0 node, which raises it). */
+	runs[1] = rel(1, 1);
+	runs[2] = rel(1, 2);
+	runs[3] = rel(1, 2);
+	runs[4] = rel(1, 2);
+	runs[5] = rel(1, 1);
+	h_init(&h, 5, tweak);
+	h.info = true;
+	cr_assert_eq(h_elect(&h), 1);
+	baton_term t1 = h_status(&h, 1).term;
+	h_run(&h, 300);
+	struct baton_raft_status st = h_status(&h, 1);
+	uint32_t raised = 0;
+	for (baton_index i = st.first_index; i <= st.last_index; i++) {
+		const struct baton_entry *e = baton_raft_entry(h.r[1], i);
+		struct baton_version_state v;
+		if (e == NULL || e->type != BATON_ENTRY_VERSION ||
+		    baton_version_state_decode(e->buf, e->len, &v) != 0)
+			continue;
+		if (e->term == t1) {
+			cr_assert_leq(
+				baton_release_compare(v.floor, r3(1, 1, 0)), 0,
+				"node 1 raised the floor above it");
+			raised += same(v.floor, r3(1, 1, 0));
+		}
+	}
+	cr_assert_gt(raised, 0, "node 1 raised the floor to its own");
 	h_free(&h);
 }
 
@@ -350,8 +417,18 @@ static bool ask_vote(struct harness *h, baton_node_id to, baton_node_id from,
  * Node 3 is slow so that 1 or 2 leads; the voter tests ask node 3. */
 static baton_node_id floored(struct harness *h)
 {
+	/* The newest release, but with the machine versions of the one
+	 * before: the floor rises, the machine version cannot, so a node
+	 * restarted on the release before holds for the floor alone. */
+	static struct baton_profile newest;
+	newest = *baton_release_current();
+	newest.machine_max =
+		baton_release_previous(newest.release)->machine_max;
+	for (baton_node_id i = 1; i <= 3; i++)
+		runs[i] = &newest;
 	slow[3] = 1000;
 	h_init(h, 3, tweak);
+	h->info = true; /* the floor needs a majority's answers */
 	baton_node_id l = h_elect(h);
 	cr_assert_neq(l, 3);
 	h_run(h, 100);
@@ -678,51 +755,103 @@ Test(rule2, a_minority_release_waits_then_stands_and_wins)
 		      "each deferral is a refusal");
 	const char *why = baton_raft_last_refusal(h.r[3], NULL);
 	cr_assert(strstr(why, "rule 2") != NULL, "%s", why);
-	/* Nodes 4 and 5 meet nothing against it: it wins, and raises the
-	 * floor to its release. */
+	/* Nodes 4 and 5 meet nothing against it: it wins, but leaves the
+	 * floor where it is: its release is no majority's (Halon's rule). */
 	h_run(&h, 300);
 	cr_assert_eq(h_leader(&h), 3);
 	h_run(&h, 100);
 	for (baton_node_id i = 3; i <= 5; i++)
-		assert_floor(&h, i, r3(1, 2, 0));
+		assert_floor(&h, i, r3(1, 1, 0));
 	h_free(&h);
 }
 
-/* The issue's end state: the only upgraded node reachable leads, the floor
- * rises to it, the others hold, and leadership stays put although its
- * release is not the majority's: no transfer to a voter below the floor,
- * no write refused. */
-Test(rule2, a_minority_leader_stays_when_no_preferred_voter_can_lead)
+/* The only upgraded node reachable leads (availability), but the floor
+ * stays with the majority's release (Halon's rule, issue 28 problem 6):
+ * nodes 1 and 2 hold nothing when they return, and leadership goes back to
+ * a node of the majority's release. No write refused meanwhile. */
+Test(rule2, a_minority_leader_serves_but_never_raises_the_floor)
 {
 	struct harness h;
 	five(&h);
 	h.down[1] = h.down[2] = true;
 	h_run(&h, 1500);
 	cr_assert_eq(h_leader(&h), 3);
-	h.down[1] = h.down[2] = false;
-	h_run(&h, 300);
-	assert_floor(&h, 3, r3(1, 2, 0));
-	for (baton_node_id i = 1; i <= 5; i++) {
-		if (i == 3)
-			continue;
-		struct baton_raft_status s = h_status(&h, i);
-		cr_assert(same(s.needs_release, r3(1, 2, 0)), "node %llu",
-			  (unsigned long long)i);
-		cr_assert_neq(s.stalled_index, 0);
-		cr_assert_eq(eligibility(&h, i, NULL, 0),
-			     BATON_INELIGIBLE_FLOOR);
-	}
-	cr_assert_eq(eligibility(&h, 3, NULL, 0), BATON_INELIGIBLE_MINORITY);
 	baton_term term = h_status(&h, 3).term;
-	for (int k = 0; k < 40; k++) {
+	for (int k = 0; k < 10; k++) {
 		cr_assert_eq(h_propose(&h, 3, "w"), 0, "write %d refused", k);
 		h_run(&h, 50);
-		cr_assert_eq(h_status(&h, 3).transfer_target, 0,
-			     "a transfer to a node that cannot lead");
 	}
-	cr_assert_eq(h_leader(&h), 3);
-	cr_assert_eq(h_status(&h, 3).term, term, "leadership never moved");
-	cr_assert_eq(h.applied[3], h_status(&h, 3).commit_index);
+	assert_floor(&h, 3, r3(1, 1, 0));
+	h.down[1] = h.down[2] = false;
+	h_run(&h, 1500);
+	for (baton_node_id i = 1; i <= 3; i++) {
+		struct baton_raft_status s = h_status(&h, i);
+		assert_floor(&h, i, r3(1, 1, 0));
+		cr_assert_eq(s.stalled_index, 0, "node %llu holds",
+			     (unsigned long long)i);
+		cr_assert_eq(eligibility(&h, i, NULL, 0) ==
+				     BATON_INELIGIBLE_FLOOR,
+			     false);
+	}
+	baton_node_id l = h_leader(&h);
+	cr_assert(l == 1 || l == 2, "a 1.1.0 node leads again (node %llu)",
+		  (unsigned long long)l);
+	cr_assert_gt(h_status(&h, l).term, term);
+	cr_assert_eq(h_propose(&h, l, "x"), 0);
+	h_run(&h, 100);
+	for (baton_node_id i = 1; i <= 3; i++)
+		cr_assert_eq(h.applied[i], h_status(&h, l).commit_index);
+	h_free(&h);
+}
+
+/* The issue's run: five nodes on 1.1.0, one restarted on 1.2.0, and the
+ * others slow to stand: after BATON_MINORITY_WAIT_TIMEOUTS election
+ * timeouts the lone 1.2.0 node leads. The four old nodes must not stall
+ * (plain rollback stays possible): the floor stays 1.1.0. */
+Test(halon, a_lone_new_release_leader_leaves_the_old_majority_running)
+{
+	for (baton_node_id i = 1; i <= 5; i++) {
+		runs[i] = rel(1, 1);
+		slow[i] = i == 1 ? 0 : 100000;
+	}
+	struct harness h;
+	h_init(&h, 5, tweak);
+	h.info = true;
+	cr_assert_eq(h_elect(&h), 1);
+	h_run(&h, 300);
+	for (baton_node_id i = 1; i <= 5; i++)
+		assert_floor(&h, i, r3(1, 1, 0));
+	h.o[5].election_timeout_ms = 100;
+	restart_on(&h, 5, rel(1, 2));
+	h_run(&h, 300);
+	h.down[1] = true;
+	/* The others restart (no lease left) but are slow to stand. */
+	for (baton_node_id i = 2; i <= 4; i++)
+		h_restart(&h, i, false);
+	bool led = false;
+	for (int t = 0; t < 200 && !led; t++) {
+		h_run(&h, 10);
+		led = h_leader(&h) == 5;
+	}
+	cr_assert(led, "the lone 1.2.0 node leads");
+	/* It serves; it may hand over to a 1.1.0 voter (rule 2), which it
+	 * could not if it had raised the floor above them. */
+	h_run(&h, 500);
+	baton_node_id l = h_leader(&h);
+	cr_assert_neq(l, 0);
+	cr_assert_eq(h_propose(&h, l, "w"), 0);
+	h_run(&h, 200);
+	for (baton_node_id i = 2; i <= 5; i++) {
+		struct baton_raft_status s = h_status(&h, i);
+		assert_floor(&h, i, r3(1, 1, 0));
+		cr_assert_eq(s.stalled_index, 0, "node %llu stalled",
+			     (unsigned long long)i);
+		cr_assert_eq(h.applied[i], h_status(&h, l).commit_index);
+	}
+	/* Plain rollback: node 5 back on 1.1.0 applies everything. */
+	restart_on(&h, 5, rel(1, 1));
+	h_run(&h, 2000);
+	cr_assert_eq(h_status(&h, 5).stalled_index, 0);
 	h_free(&h);
 }
 

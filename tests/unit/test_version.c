@@ -112,6 +112,8 @@ static struct baton_version_state sample(void)
 
 /* The tail a downgrade in progress adds after the rows. */
 #define DOWNGRADE_TAIL_LEN 25u
+/* The tail the burn-in hold adds after that. */
+#define HOLD_TAIL_LEN 2u
 
 /* Golden bytes of sample(): format 1, little endian throughout. */
 static const uint8_t SAMPLE_BYTES[] = {
@@ -140,6 +142,7 @@ static void assert_state_eq(const struct baton_version_state *a,
 	cr_assert_eq(a->downgrade.prev_machine.value,
 		     b->downgrade.prev_machine.value);
 	cr_assert_eq(a->downgrade.since, b->downgrade.since);
+	cr_assert_eq(a->held, b->held);
 	cr_assert_eq(a->n, b->n);
 	for (uint32_t i = 0; i < a->n; i++) {
 		const struct baton_profile *p = &a->members[i].profile;
@@ -241,8 +244,10 @@ Test(version_state, a_full_table_round_trips)
 	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
 	size_t len = 0;
 	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
-	/* Without a downgrade, the largest encoding lacks only its tail. */
-	cr_assert_eq(len, BATON_VERSION_STATE_BYTES_MAX - DOWNGRADE_TAIL_LEN);
+	/* Without a downgrade or a hold, the largest encoding lacks only
+	 * their tails. */
+	cr_assert_eq(len, BATON_VERSION_STATE_BYTES_MAX - DOWNGRADE_TAIL_LEN -
+				  HOLD_TAIL_LEN);
 	cr_assert_eq(baton_version_state_encode(&s, buf, len - 1, &len),
 		     BATON_ETOOBIG);
 	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d), 0);
@@ -252,6 +257,7 @@ Test(version_state, a_full_table_round_trips)
 	s.downgrade.prev_floor = s.floor;
 	s.downgrade.prev_machine = s.machine;
 	s.downgrade.since = UINT64_MAX;
+	s.held = true;
 	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
 	cr_assert_eq(len, BATON_VERSION_STATE_BYTES_MAX);
 	cr_assert_eq(baton_version_state_encode(&s, buf, len - 1, &len),
@@ -601,4 +607,73 @@ Test(release, release_2_0_0_and_1_x_never_form_a_cluster)
 					       "common"),
 				   "%s", why);
 	}
+}
+
+/* ---- the burn-in hold's tail ----------------------------------------------
+ * A 2-byte tail (tag 2, flags) after the rows and the downgrade's tail,
+ * written only while the hold is on: the bytes of a state with it are
+ * those of the same state without it, and then the tail, so a release
+ * before the hold (which ignores what follows the fields it knows, as
+ * later_formats_append_and_higher_formats_are_refused shows) decodes it as
+ * the same state without the hold. */
+
+Test(version_state, a_hold_is_a_tail_after_everything_an_old_release_knows)
+{
+	static const uint8_t tail[HOLD_TAIL_LEN] = {0x02, 0x01};
+	uint8_t buf[BATON_VERSION_STATE_BYTES_MAX];
+	size_t len = 0;
+	struct baton_version_state s = sample(), d;
+	s.held = true;
+	cr_assert_eq(baton_version_state_encoded_len(&s),
+		     sizeof SAMPLE_BYTES + HOLD_TAIL_LEN);
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	cr_assert_eq(len, sizeof SAMPLE_BYTES + HOLD_TAIL_LEN);
+	cr_assert_arr_eq(buf, SAMPLE_BYTES, sizeof SAMPLE_BYTES);
+	cr_assert_arr_eq(buf + sizeof SAMPLE_BYTES, tail, HOLD_TAIL_LEN);
+	cr_assert_eq(baton_version_state_encode(&s, buf, len - 1, &len),
+		     BATON_ETOOBIG);
+	memset(&d, 0xab, sizeof d);
+	cr_assert_eq(baton_version_state_decode(
+			     buf, sizeof SAMPLE_BYTES + HOLD_TAIL_LEN, &d),
+		     0);
+	assert_state_eq(&d, &s);
+	/* The tag where an old release looks for a downgrade: not 1, so
+	 * it reads no downgrade and stops (the tail is "appended"). */
+	cr_assert_neq(buf[sizeof SAMPLE_BYTES], 0x01);
+
+	/* After a downgrade's tail. */
+	s = sample_downgrade();
+	s.held = true;
+	cr_assert_eq(baton_version_state_encode(&s, buf, sizeof buf, &len), 0);
+	cr_assert_eq(len, sizeof DOWNGRADE_BYTES + HOLD_TAIL_LEN);
+	cr_assert_arr_eq(buf, DOWNGRADE_BYTES, sizeof DOWNGRADE_BYTES);
+	cr_assert_arr_eq(buf + sizeof DOWNGRADE_BYTES, tail, HOLD_TAIL_LEN);
+	cr_assert_eq(baton_version_state_decode(buf, len, &d), 0);
+	assert_state_eq(&d, &s);
+
+	/* What a later release appends after it is ignored. */
+	uint8_t more[sizeof DOWNGRADE_BYTES + HOLD_TAIL_LEN + 4];
+	memcpy(more, buf, len);
+	memset(more + len, 0x66, 4);
+	cr_assert_eq(baton_version_state_decode(more, sizeof more, &d), 0);
+	assert_state_eq(&d, &s);
+	/* Flags other than "held" are never written: damage (what decodes
+	 * must encode again to a prefix of the input). */
+	for (unsigned f = 0; f < 256; f++) {
+		if (f == 0x01)
+			continue;
+		buf[len - 1] = (uint8_t)f;
+		cr_assert_eq(baton_version_state_decode(buf, len, &d),
+			     BATON_ECORRUPT, "flags 0x%02x", f);
+	}
+}
+
+Test(version_state, a_cut_hold_tail_is_corrupt)
+{
+	uint8_t buf[sizeof SAMPLE_BYTES + 1];
+	struct baton_version_state d;
+	memcpy(buf, SAMPLE_BYTES, sizeof SAMPLE_BYTES);
+	buf[sizeof SAMPLE_BYTES] = 0x02; /* the tag, without its flags */
+	cr_assert_eq(baton_version_state_decode(buf, sizeof buf, &d),
+		     BATON_ECORRUPT);
 }

@@ -616,6 +616,7 @@ bool fix_versions_eq(const struct baton_version_state *a,
 	SAME(downgrade.prev_floor.patch);
 	SAME(downgrade.prev_machine.value);
 	SAME(downgrade.since);
+	SAME(held);
 	return true;
 }
 
