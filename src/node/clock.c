@@ -130,10 +130,15 @@ void pl_send(struct baton_pipeline *p, const struct baton_msg *m)
 void pl_clock_receive(struct baton_pipeline *p, const struct baton_msg *m)
 {
 	const struct baton_clock_sample *s = sample_of(m);
-	if (p->env.wall_ms == NULL || s == NULL || s->wall_ms == 0)
-		return; /* a peer of an older protocol sends none */
+	if (p->env.wall_ms == NULL || s == NULL)
+		return;
 	uint64_t now = pl_now(p);
 	struct pl_clock_peer *row = peer_row(&p->clock, m->from);
+	/* A peer of an older protocol sends none: remembered, since only
+	 * that lets a leader trust its clock without samples. */
+	row->bare = s->wall_ms == 0;
+	if (row->bare)
+		return;
 	row->last_wall_ms = s->wall_ms;
 	row->last_recv_ms = now;
 	if (s->echo_wall_ms == 0)
@@ -178,7 +183,7 @@ static void judge(struct baton_pipeline *p)
 	struct pl_clock *c = &p->clock;
 	struct baton_raft_status st;
 	baton_raft_status(p->raft, &st);
-	c->voters = c->agree = c->disagree = c->sampling = 0;
+	c->voters = c->agree = c->disagree = c->bare = 0;
 	/* A leader counts only what it measured since it became leader. */
 	c->verdict_as_leader = p->role == BATON_LEADER;
 	for (uint32_t i = 0; i < st.config.n; i++) {
@@ -191,7 +196,7 @@ static void judge(struct baton_pipeline *p)
 			continue;
 		}
 		const struct pl_clock_peer *row = find_peer(c, mb->id);
-		c->sampling += row != NULL && row->last_wall_ms != 0;
+		c->bare += row != NULL && row->bare;
 		enum peer_view pv = view_of(p, row);
 		if (c->verdict_as_leader && pv != PEER_UNKNOWN &&
 		    row->sample_ms < c->leader_since_ms)
@@ -293,9 +298,12 @@ void pl_clock_tick(struct baton_pipeline *p)
  * with our clock (measured since we lead). When neither a majority agrees
  * nor one disagrees yet (a leader just elected), what we saw as a
  * follower decides: whether our old leader's clock agreed with ours. With
- * no evidence either way the wall clock is not trusted, unless no voter
- * sends samples at all (peers of an older protocol: then, after an
- * election timeout as leader, as before the check).
+ * no evidence either way the wall clock is not trusted, unless the voters
+ * that told us they measure nothing (an Append or a result without a
+ * sample: an older protocol) leave too few to make a majority that could
+ * agree with us: then, after an election timeout as leader, as before the
+ * check. Silence is no such evidence: a node just restarted has heard
+ * from nobody, and a bar it had died with it.
  */
 static bool trusted(const struct baton_pipeline *p)
 {
@@ -316,13 +324,30 @@ static bool trusted(const struct baton_pipeline *p)
 		view_of(p, find_peer(&p->clock, p->clock.last_leader));
 	if (before != PEER_UNKNOWN)
 		return before == PEER_AGREES;
-	/* Peers that measure nothing (an older protocol): after an election
-	 * timeout as leader with no sample from any voter, the wall clock as
-	 * before the check. Not ticked since it became leader: it has led
-	 * for no time yet. */
-	if (p->role != BATON_LEADER || !c->was_leader || c->sampling > 0)
+	/* Not ticked since it became leader: it has led for no time yet. */
+	if (p->role != BATON_LEADER || !c->was_leader || !verdict)
+		return false;
+	/* We and the voters that may still measure us make a majority:
+	 * wait for them (the stamps follow the monotonic clock). */
+	if (c->voters - c->bare >= majority(c))
 		return false;
 	return pl_now(p) - c->leader_since_ms >= p->c.raft.election_timeout_ms;
+}
+
+/* Whether the log may hold a stamp that machine_ms, the machine time
+ * applied, does not show yet: a command after the applied index (a node
+ * just restarted leads before it applied what its log holds) or one no
+ * longer held. Asked only while nothing was stamped here. */
+static bool stamps_pending(const struct baton_pipeline *p)
+{
+	struct baton_raft_status st;
+	baton_raft_status(p->raft, &st);
+	for (baton_index i = p->applied + 1; i <= st.last_index; i++) {
+		const struct baton_entry *e = baton_raft_entry(p->raft, i);
+		if (e == NULL || e->type == BATON_ENTRY_COMMAND)
+			return true;
+	}
+	return false;
 }
 
 uint64_t baton_pipeline_machine_stamp(struct baton_pipeline *p,
@@ -346,8 +371,12 @@ uint64_t baton_pipeline_machine_stamp(struct baton_pipeline *p,
 	uint64_t stamp = projected;
 	if (p->env.wall_ms != NULL) {
 		uint64_t wall = wall_now(p);
-		/* Never stamped: nothing has a TTL to cut short yet. */
-		if ((machine_ms == 0 && c->last_stamp_ms == 0) || trusted(p))
+		/* Never stamped (a cluster's first leader, with no samples
+		 * yet): nothing has a TTL to cut short. Machine time 0 is
+		 * no proof of that while commands wait to be applied. */
+		bool never = machine_ms == 0 && c->last_stamp_ms == 0 &&
+			     !stamps_pending(p);
+		if (never || trusted(p))
 			stamp = wall > stamp ? wall : stamp;
 	}
 	if (stamp > INT64_MAX)

@@ -121,6 +121,10 @@ struct pl_clock_peer {
 	/* Our wall clock minus our monotonic clock at the sample: a step of
 	 * our own wall clock since makes the sample stale. */
 	int64_t wall_mono_ms;
+	/* Its last Append or AppendResult carried no clock sample: it
+	 * measures nothing (an older protocol, or no wall clock). Only such
+	 * a message says so: not hearing from a peer says nothing. */
+	bool bare;
 };
 
 struct pl_clock {
@@ -142,9 +146,9 @@ struct pl_clock {
 	/* The voters' verdict on our clock at the last tick (we count as
 	 * agreeing with ourselves). */
 	uint32_t voters, agree, disagree;
-	/* Voters other than us that ever sent a clock sample (0: peers of
-	 * an older protocol, or none heard yet). */
-	uint32_t sampling;
+	/* Voters other than us whose last Append or AppendResult carried
+	 * no clock sample (peers of an older protocol). */
+	uint32_t bare;
 	bool verdict_as_leader; /* judged as leader, from this term's samples */
 	/* Machine-time stamps: the last one and the anchor they move from
 	 * (a stamp and the monotonic time it was made at). */

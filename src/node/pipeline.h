@@ -298,11 +298,12 @@ void baton_pipeline_clock(const struct baton_pipeline *p,
 
 /* The machine-time stamp a leader puts on an entry it proposes now, given
  * the machine time its state machine applied last (`machine_ms`, 0:
- * never stamped). Machine time never goes backwards and, between stamps,
- * moves with this node's monotonic clock; it follows the wall clock only
- * while that clock is trusted (agreed with by a majority, or the check
- * is off, or the node is alone), so a wall clock far ahead cannot expire
- * keys early and one behind a former leader's cannot freeze them
+ * nothing stamped applied; the log counts as never stamped only while no
+ * command waits after the applied index). Machine time never goes backwards
+ * and, between stamps, moves with this node's monotonic clock; it follows the
+ * wall clock only while that clock is trusted (agreed with by a majority, or
+ * the check is off, or the node is alone), so a wall clock far ahead cannot
+ * expire keys early and one behind a former leader's cannot freeze them
  * (docs/kv.md, "Machine time"). */
 uint64_t baton_pipeline_machine_stamp(struct baton_pipeline *p,
 				      uint64_t machine_ms);
