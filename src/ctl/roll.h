@@ -128,6 +128,7 @@ void roll_sleep_ms(int ms);
 
 struct roll_step {
 	uint64_t id;
+	bool done;		  /* node_done said */
 	char from[CTL_VALUE_MAX]; /* its release before the roll */
 	bool led;		  /* it led when the plan was made */
 	uint64_t lag;		  /* behind the leader's commit, then */
@@ -139,10 +140,15 @@ struct roll {
 	const char *to_text;
 	const struct baton_profile *target;
 	const char *restart;
+	const struct ctl_args *args; /* for the resume command */
 	bool dry_run;
+	bool restart_all; /* members already at the target too */
 	int pause_ms;
 	int step_timeout_s;
+	int wait_s; /* bound on each wait for a safe cluster */
 	uint64_t max_lag;
+	uint64_t skip[CTL_MEMBERS_MAX]; /* --skip: not restarted */
+	size_t n_skip;
 	/* State. */
 	struct roll_out out;
 	struct roll_seeds seeds;
@@ -151,6 +157,30 @@ struct roll {
 	size_t n_plan;
 	size_t n_started; /* steps whose restart command ran */
 };
+
+/* ---- roll_safe.c: the check before every restart, the hand-over ---- */
+
+/* Whether node `id` may be restarted now: a fresh view in which every
+ * member answers, knows the leader and is caught up, none is stalled
+ * (but a member below the target: the roll restarts it), and the voters
+ * other than `id` that are so make a majority. If not, `why` says what
+ * is missing and *blocker names the member (0: none in particular). */
+bool roll_safe(struct roll *r, uint64_t id, char *why, size_t len,
+	       uint64_t *blocker);
+
+/* Wait (at most --wait-s) until roll_safe(id), saying once per change
+ * what it waits for (event "waiting"). Returns 0, or the exit code of
+ * roll_fail after the bound. */
+int roll_wait_safe(struct roll *r, uint64_t id);
+
+/* Node `id` leads: hand leadership over, to a voter read as answering and
+ * caught up just before each BATON.TRANSFER, and wait until another node
+ * leads. Returns 0, or an exit code after reporting. */
+int roll_hand_over(struct roll *r, uint64_t id);
+
+/* The command line that resumes this roll: the same options (with
+ * --restart-all, --skip grows by the nodes this run restarted). */
+void roll_resume_command(const struct roll *r, char *out, size_t len);
 
 /* ---- roll_check.c: pre-checks, failure, the machine version ----------- */
 
