@@ -179,7 +179,9 @@ int roll_wait_safe(struct roll *r, uint64_t id);
 int roll_hand_over(struct roll *r, uint64_t id);
 
 /* The command line that resumes this roll: the same options (with
- * --restart-all, --skip grows by the nodes this run restarted). */
+ * --restart-all, --skip grows by the nodes this run restarted and saw
+ * back and caught up). The password is not written: batonctl takes it
+ * from BATON_PASSWORD. */
 void roll_resume_command(const struct roll *r, char *out, size_t len);
 
 /* ---- roll_check.c: pre-checks, failure, the machine version ----------- */

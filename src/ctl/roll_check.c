@@ -278,9 +278,11 @@ int roll_fail(struct roll *r, uint64_t id, const char *fmt, ...)
 		from[128], command[ROLL_REASON_MAX * 4];
 	roll_resume_command(r, command, sizeof command);
 	if (r->restart_all)
-		snprintf(resume, sizeof resume,
-			 "run %s (the nodes this run restarted are skipped)",
-			 command);
+		snprintf(
+			resume, sizeof resume,
+			"run %s (the nodes this run restarted and saw back are "
+			"skipped)",
+			command);
 	else
 		snprintf(resume, sizeof resume,
 			 "rerun the same batonctl roll command (nodes already "

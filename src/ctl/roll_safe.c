@@ -350,8 +350,10 @@ void roll_resume_command(const struct roll *r, char *out, size_t len)
 		n += (size_t)snprintf(ids + n, sizeof ids - n, "%s%" PRIu64,
 				      n ? "," : "", r->skip[i]);
 	for (size_t i = 0; i < r->n_started && i < r->n_plan; i++)
-		n += (size_t)snprintf(ids + n, sizeof ids - n, "%s%" PRIu64,
-				      n ? "," : "", r->plan[i].id);
+		if (r->plan[i].done) /* a node not seen back is done again */
+			n += (size_t)snprintf(ids + n, sizeof ids - n,
+					      "%s%" PRIu64, n ? "," : "",
+					      r->plan[i].id);
 	if (n > 0) {
 		append_word(out, len, &at, "--skip");
 		append_word(out, len, &at, ids);
