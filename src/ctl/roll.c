@@ -25,7 +25,15 @@
 #define DEFAULT_MAX_LAG 1000u
 #define PAUSE_S_MAX 3600.0
 #define COMMAND_MAX 4096u
-#define TRANSFER_RETRY_NS 500000000u
+/* --soak and the health gate's thresholds (docs/upgrading.md, "Health
+ * gates"). */
+#define SOAK_S_MAX 3600u
+#define GATE_RATIO_MAX 1000u
+#define GATE_MS_MAX 3600000u
+#define DEFAULT_GATE_P99_RATIO 3u
+#define DEFAULT_GATE_P99_MIN_MS 50u
+#define DEFAULT_GATE_ERRORS_PCT 1u
+#define DEFAULT_GATE_APPLY_LAG 100u
 
 /* ---- options ---------------------------------------------------------- */
 
@@ -50,6 +58,11 @@ const struct ctl_option ctl_roll_options[] = {
 	{"restart-all", NULL},
 	{"skip", "IDS"},
 	{"wait-s", "SECONDS"},
+	{"soak", "SECONDS"},
+	{"gate-p99-ratio", "N"},
+	{"gate-p99-min-ms", "MS"},
+	{"gate-errors-pct", "N"},
+	{"gate-apply-lag", "ENTRIES"},
 	{NULL, NULL},
 };
 
@@ -108,6 +121,24 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 				  &wait_s);
 	if (rc != 0)
 		return rc;
+	uint64_t soak_s = 0;
+	if (rc == 0)
+		rc = ctl_args_u64(a, "soak", 0, SOAK_S_MAX, "seconds", &soak_s);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-p99-ratio", 1, GATE_RATIO_MAX, NULL,
+				  &r->gate_p99_ratio);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-p99-min-ms", 0, GATE_MS_MAX, "ms",
+				  &r->gate_p99_min_ms);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-errors-pct", 0, 100, "points",
+				  &r->gate_errors_pct);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-apply-lag", 0, UINT64_MAX / 2,
+				  "entries", &r->gate_apply_lag);
+	if (rc != 0)
+		return rc;
+	r->soak_ms = (int)soak_s * 1000;
 	r->step_timeout_s = (int)step_timeout_s;
 	r->wait_s = (int)wait_s;
 	const char *skip = ctl_args_value(a, "skip");
@@ -129,6 +160,13 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 					  "a command that names the node with "
 					  "{id} (e.g. 'systemctl restart "
 					  "baton@{id}')");
+	/* The gate puts a node back on its old release with the same
+	 * command: it must say which release to start. */
+	if (r->soak_ms > 0 && strstr(r->restart, "{release}") == NULL)
+		return ctl_usage_error("roll: with --soak, --restart must name "
+				       "the release with {release} too (the "
+				       "health gate restarts a node on its "
+				       "previous release with it)");
 	struct baton_release to;
 	if (!roll_release(r->to_text, &to))
 		return ctl_args_bad_value(a, "to",
@@ -136,8 +174,8 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 	return CTL_EXIT_OK;
 }
 
-/* The restart template with {id} and {release} replaced. */
-static bool expand(const struct roll *r, uint64_t id, char *out, size_t len)
+bool roll_expand(const struct roll *r, uint64_t id, const char *release,
+		 char *out, size_t len)
 {
 	char id_text[24];
 	snprintf(id_text, sizeof id_text, "%" PRIu64, id);
@@ -149,7 +187,7 @@ static bool expand(const struct roll *r, uint64_t id, char *out, size_t len)
 			with = id_text;
 			skip = 4;
 		} else if (strncmp(p, "{release}", 9) == 0) {
-			with = r->to_text;
+			with = release;
 			skip = 9;
 		}
 		size_t n = with ? strlen(with) : 1;
@@ -366,7 +404,7 @@ static int roll_node(struct roll *r, size_t k)
 	if (rv != 0)
 		return rv == 1 ? 0 : rv;
 	char cmd[COMMAND_MAX], prefix[48], why[ROLL_REASON_MAX];
-	if (!expand(r, s->id, cmd, sizeof cmd))
+	if (!roll_expand(r, s->id, r->to_text, cmd, sizeof cmd))
 		return roll_fail(r, s->id,
 				 "the restart command is longer than %u "
 				 "bytes",
@@ -402,7 +440,7 @@ static int roll_node(struct roll *r, size_t k)
 		  "); node %" PRIu64 " leads",
 		  s->id, r->to_text, m->commit, r->view.leader->id);
 	s->done = true;
-	return 0;
+	return r->soak_ms > 0 ? roll_gate(r, k) : 0;
 }
 
 /* ---- the command --------------------------------------------------------- */
@@ -415,6 +453,10 @@ int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 	r.args = a;
 	r.step_timeout_s = DEFAULT_STEP_TIMEOUT_S;
 	r.max_lag = DEFAULT_MAX_LAG;
+	r.gate_p99_ratio = DEFAULT_GATE_P99_RATIO;
+	r.gate_p99_min_ms = DEFAULT_GATE_P99_MIN_MS;
+	r.gate_errors_pct = DEFAULT_GATE_ERRORS_PCT;
+	r.gate_apply_lag = DEFAULT_GATE_APPLY_LAG;
 	bool json = false;
 	int rv = parse_args(&r, a, &json);
 	if (rv != CTL_EXIT_OK)
@@ -456,7 +498,8 @@ int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 	if (r.dry_run) {
 		for (size_t i = 0; i < r.n_plan; i++) {
 			char cmd[COMMAND_MAX];
-			if (expand(&r, r.plan[i].id, cmd, sizeof cmd))
+			if (roll_expand(&r, r.plan[i].id, r.to_text, cmd,
+					sizeof cmd))
 				roll_say(&r.out, "  would run: %s", cmd);
 		}
 		roll_emit(&r.out, "done", NULL, 0,
@@ -465,6 +508,8 @@ int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 	}
 	if (r.n_plan == 0)
 		roll_say(&r.out, "every member already runs %s", r.to_text);
+	if (r.soak_ms > 0 && r.n_plan > 0)
+		roll_gate_baseline(&r);
 	for (size_t k = 0; k < r.n_plan; k++) {
 		rv = roll_node(&r, k);
 		if (rv != 0)

@@ -149,6 +149,19 @@ struct roll {
 	uint64_t max_lag;
 	uint64_t skip[CTL_MEMBERS_MAX]; /* --skip: not restarted */
 	size_t n_skip;
+	/* The health gate (roll_gate.c): --soak (0: none) and its
+	 * thresholds, and the figures measured before the roll. */
+	int soak_ms;
+	uint64_t gate_p99_ratio;  /* p99 may grow this many times */
+	uint64_t gate_p99_min_ms; /* ... and at least this much */
+	uint64_t gate_errors_pct; /* error replies: percentage points */
+	uint64_t gate_apply_lag;  /* entries beyond the baseline's */
+	struct roll_gate_base {
+		bool p99_known;
+		uint64_t p99_usec;
+		uint64_t commands, errors;
+		uint64_t apply_lag_max;
+	} base;
 	/* State. */
 	struct roll_out out;
 	struct roll_seeds seeds;
@@ -158,7 +171,18 @@ struct roll {
 	size_t n_started; /* steps whose restart command ran */
 };
 
+/* The restart template with {id} and {release} replaced; false if it
+ * does not fit in len bytes. */
+bool roll_expand(const struct roll *r, uint64_t id, const char *release,
+		 char *out, size_t len);
+
 /* ---- roll_safe.c: the check before every restart, the hand-over ---- */
+
+/* Whether member m may stay as it is while another restarts: it
+ * answers, follows the leader of v (which must have one), is caught up
+ * and applies (a member stalled below the target is fine). Else `why`. */
+bool roll_member_ok(const struct roll *r, const struct roll_view *v,
+		    const struct roll_member *m, char *why, size_t len);
 
 /* Whether node `id` may be restarted now: a fresh view in which every
  * member answers, knows the leader and is caught up, none is stalled
@@ -183,6 +207,19 @@ int roll_hand_over(struct roll *r, uint64_t id);
  * back and caught up). The password is not written: batonctl takes it
  * from BATON_PASSWORD. */
 void roll_resume_command(const struct roll *r, char *out, size_t len);
+
+/* ---- roll_gate.c: the health gate (--soak) --------------------------- */
+
+/* Before the first restart: measure every member for the soak period
+ * (r->base). */
+void roll_gate_baseline(struct roll *r);
+
+/* After plan step k's node is back: watch it for the soak period and
+ * compare with r->base. Returns 0 when it passes; otherwise puts the node
+ * back on its previous release when the release floor allows (a plain
+ * restart) or says how to (a downgrade), and returns the exit code of
+ * roll_fail. */
+int roll_gate(struct roll *r, size_t k);
 
 /* ---- roll_check.c: pre-checks, failure, the machine version ----------- */
 

@@ -28,12 +28,10 @@
 
 /* ---- is it safe to restart a node now? ---------------------------------- */
 
-/* Whether member m may stay as it is while another restarts: answers,
- * knows the leader, caught up, applies. Else `why`. A member stalled
- * below the target release is fine: it keeps acknowledging entries, and
- * the roll restarts it. */
-static bool member_ok(const struct roll *r, const struct roll_view *v,
-		      const struct roll_member *m, char *why, size_t len)
+/* A member stalled below the target release is fine: it keeps
+ * acknowledging entries, and the roll restarts it. */
+bool roll_member_ok(const struct roll *r, const struct roll_view *v,
+		    const struct roll_member *m, char *why, size_t len)
 {
 	const struct roll_member *l = v->leader;
 	if (!m->up) {
@@ -111,7 +109,7 @@ bool roll_safe(struct roll *r, uint64_t id, char *why, size_t len,
 		voters += m->voter;
 		if (m == target)
 			continue;
-		if (!member_ok(r, v, m, why, len)) {
+		if (!roll_member_ok(r, v, m, why, len)) {
 			*blocker = m->id;
 			return false;
 		}
@@ -175,7 +173,7 @@ static const struct roll_member *successor(struct roll *r, uint64_t leader)
 	for (size_t i = 0; i < r->view.n; i++) {
 		const struct roll_member *m = &r->view.m[i];
 		if (m->id == leader || !m->voter || m->stalled_index != 0 ||
-		    !member_ok(r, &r->view, m, why, sizeof why))
+		    !roll_member_ok(r, &r->view, m, why, sizeof why))
 			continue;
 		bool better =
 			best == NULL ||
