@@ -181,3 +181,29 @@ def test_soak_needs_release_in_the_restart_command(cluster):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "with --soak, --restart must name the release with {release}" \
         in r.stderr, r.stderr
+
+
+def test_info_counts_key_value_commands_errors_and_latency(cluster):
+    """The figures the gate reads (INFO, docs/clients.md "# Stats"): the
+    key-value commands only, their error replies and latency buckets."""
+    lead = cluster.start(3)
+    c = lead.client()
+    before = c.info("stats")
+    for i in range(30):
+        c.set(f"k{i}", "v")
+    try:
+        c.execute_command("INCR", "k0")  # "v" is not a number: an error
+    except redis.ResponseError:
+        pass
+    c.ping()
+    c.execute_command("BATON.NODE")
+    after = c.info("stats")
+    assert after["kv_commands_processed"] - \
+        before["kv_commands_processed"] == 31, (before, after)
+    assert after["kv_error_replies"] - before["kv_error_replies"] == 1
+    assert after["total_error_replies"] >= before["total_error_replies"] + 1
+    buckets = after["kv_latency_usec"]
+    assert buckets["inf"] == after["kv_commands_processed"], buckets
+    counts = [v for k, v in buckets.items() if k != "inf"]
+    assert counts == sorted(counts), buckets  # cumulative
+    assert after["kv_latency_p99_usec"] > 0
