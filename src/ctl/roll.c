@@ -25,6 +25,10 @@
 #define DEFAULT_MAX_LAG 1000u
 #define PAUSE_S_MAX 3600.0
 #define COMMAND_MAX 4096u
+/* before_restart(): the node is already at the target (never an exit
+ * code). */
+#define SKIP (-1)
+
 /* --soak and the health gate's thresholds (docs/upgrading.md, "Health
  * gates"). */
 #define SOAK_S_MAX 3600u
@@ -357,7 +361,7 @@ static bool wait_ready(struct roll *r, uint64_t id, char *why, size_t len)
 }
 
 /* Before node k's restart: wait until the cluster can spare it, and move
- * leadership away from it. Returns 1 when it is to be skipped, 0 when it
+ * leadership away from it. Returns SKIP when it is to be skipped, 0 when it
  * may be restarted now, or an exit code after reporting. */
 static int before_restart(struct roll *r, size_t k)
 {
@@ -375,7 +379,7 @@ static int before_restart(struct roll *r, size_t k)
 			roll_say(&r->out,
 				 "node %" PRIu64 " already runs %s: skipped",
 				 s->id, r->to_text);
-			return 1;
+			return SKIP;
 		}
 		if (r->view.leader == m) {
 			rv = roll_hand_over(r, s->id);
@@ -402,7 +406,7 @@ static int roll_node(struct roll *r, size_t k)
 	struct roll_step *s = &r->plan[k];
 	int rv = before_restart(r, k);
 	if (rv != 0)
-		return rv == 1 ? 0 : rv;
+		return rv == SKIP ? 0 : rv;
 	char cmd[COMMAND_MAX], prefix[48], why[ROLL_REASON_MAX];
 	if (!roll_expand(r, s->id, r->to_text, cmd, sizeof cmd))
 		return roll_fail(r, s->id,

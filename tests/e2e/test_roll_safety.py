@@ -27,6 +27,7 @@ and states, never durations:
 """
 
 import json
+import shlex
 import subprocess
 import threading
 import time
@@ -285,3 +286,83 @@ def test_roll_waits_for_a_killed_member(cluster, tmp_path, moment):
             f"no leader from {first:.3f} to {last:.3f} (before: node " \
             f"{before[0]} term {before[1]}; after: {after}); kills " \
             f"{kills}\n{text}"
+
+
+def test_wait_is_bounded_and_says_how_to_resume(cluster, tmp_path):
+    """A member killed during the pause and not started again: the roll
+    waits at most --wait-s, restarts nothing more, exits 1 and prints the
+    command that resumes it; that command, run once the member is back,
+    completes the roll."""
+    start_at(cluster, PREVIOUS)
+    restarter = KillingRestarter(cluster, tmp_path / "requests", NEWEST)
+    node = cluster.nodes[min(cluster.nodes)]
+    cmd = [str(BATONCTL), "-p", str(node.client_port), "roll", "--to",
+           NEWEST, "--json", "--pause", str(PAUSE_S), "--wait-s", "2",
+           "--step-timeout-s", str(STEP_TIMEOUT_S), "--restart",
+           restarter.command()]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    d = Deadline(ROLL_TIMEOUT_S, "batonctl roll to end")
+    killed = None
+    while proc.poll() is None:
+        if d.expired():
+            proc.kill()  # our own child
+            proc.wait()
+            d.fail("".join(lines))
+        restarter.serve()
+        for line in list(lines):
+            ev = json.loads(line)
+            if ev["event"] == "node_done" and killed is None:
+                killed = cluster.node(ev["node"])
+                restarter.kill(killed)
+        time.sleep(POLL_S)
+    reader.join(timeout=10)
+    err = proc.stderr.read()
+    evs = [json.loads(x) for x in lines if x.strip()]
+    text = "".join(lines) + err
+    assert proc.returncode == 1, text
+    assert killed is not None, text
+    assert [e["event"] for e in evs].count("restart") == 1, text
+    waiting = [e for e in evs if e["event"] == "waiting"]
+    assert waiting and waiting[0]["member"] == killed.id, text
+    assert f"node {killed.id} does not answer" in waiting[0]["message"]
+    failed = evs[-1]
+    assert failed["event"] == "failed" and "--wait-s" in failed["reason"], \
+        text
+    resume = failed["resume_command"]
+    assert resume.startswith("batonctl -h 127.0.0.1 -p "), resume
+    assert f"to resume: {failed['resume']}" not in text  # JSON: no text
+    # Once the member is back, the printed command completes the roll.
+    restarter.revive(killed.id)
+    argv = shlex.split(resume)
+    proc = subprocess.Popen([str(BATONCTL)] + argv[1:],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    d = Deadline(ROLL_TIMEOUT_S, "the resumed roll to end")
+    while proc.poll() is None:
+        if d.expired():
+            proc.kill()
+            proc.wait()
+            d.fail()
+        restarter.serve()
+        time.sleep(POLL_S)
+    out = proc.stdout.read()
+    assert proc.returncode == 0, out + proc.stderr.read()
+    assert releases_now(cluster) == {1: NEWEST, 2: NEWEST, 3: NEWEST}
+
+
+def test_fewer_than_three_voters_are_refused(cluster, tmp_path):
+    """Restarting one of 1 or 2 voters costs the majority: refused before
+    anything changes."""
+    cluster.start(1, extra=["--as-release", PREVIOUS])
+    restarter = KillingRestarter(cluster, tmp_path / "requests", NEWEST)
+    r = cluster.batonctl("roll", "--to", NEWEST, "--restart",
+                         restarter.command(), check=False)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "the cluster has 1 voter(s): restarting any of them leaves no " \
+        "majority" in r.stdout, r.stdout
+    assert not list((tmp_path / "requests").glob("*")), "a restart ran"
