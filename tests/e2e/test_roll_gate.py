@@ -207,3 +207,53 @@ def test_info_counts_key_value_commands_errors_and_latency(cluster):
     counts = [v for k, v in buckets.items() if k != "inf"]
     assert counts == sorted(counts), buckets  # cumulative
     assert after["kv_latency_p99_usec"] > 0
+
+
+class PerNodeRestarter(Restarter):
+    """Restarts node `slow` (only) at the new release with the planted
+    delay."""
+
+    def __init__(self, cluster, folder, release, slow):
+        super().__init__(cluster, folder, release)
+        self.slow = slow
+        self.stop_timeout_s = STOP_SLOW_S
+
+    def serve(self):
+        slow = self.cluster.node(self.slow)
+        self.flags = {}
+        self.no_wait = set()
+        for req in self.folder.glob("*.req"):
+            words = req.read_text().split()
+            if int(words[0]) == slow.id:
+                self.flags = {NEWEST: ["--test-apply-delay-ms",
+                                       str(DELAY_MS)]}
+                self.no_wait = {NEWEST}
+            break  # one request at a time: batonctl waits for each
+        super().serve()
+
+
+def test_gate_after_the_floor_moved_says_the_downgrade(cluster, tmp_path):
+    """The second node of the plan is the slow one: by the end of its soak
+    the majority runs the new release, whose node leads (rule 2) and has
+    raised the release floor, so the old release would stop at it. The
+    roll restarts nothing, stops and says the downgrade."""
+    start(cluster)
+    dry = cluster.batonctl("roll", "--to", NEWEST, "--dry-run", "--json",
+                           "--restart", "x {id}")
+    order = next(json.loads(x) for x in dry.stdout.splitlines()
+                 if json.loads(x)["event"] == "plan")["order"]
+    restarter = PerNodeRestarter(cluster, tmp_path / "requests", NEWEST,
+                                 slow=order[1])
+    r, evs = roll_with_load(cluster, restarter, tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    gates = [e for e in evs if e["event"] == "gate"]
+    assert [g["ok"] for g in gates] == [True, False], out
+    assert gates[1]["node"] == order[1], out
+    failed = next(e for e in evs if e["event"] == "failed")
+    assert failed["release_floor"] == NEWEST, out
+    assert f"the release floor is {NEWEST} now" in failed["reason"], out
+    assert f"batonctl downgrade validate {PREVIOUS}" in failed["reason"]
+    assert "restore" not in [e["event"] for e in evs], out
+    # Nothing restarted after the gate: the two nodes of the plan once.
+    assert restarter.releases == [(order[0], NEWEST), (order[1], NEWEST)]
