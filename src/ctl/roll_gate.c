@@ -333,8 +333,16 @@ static int restore(struct roll *r, size_t k, const char *verdict)
 				 ": %s; it ran %s before this roll, so there "
 				 "is no older release to put it back on",
 				 s->id, verdict, s->from);
-	if (l == NULL || !roll_release(l->release_floor, &floor) ||
-	    baton_release_compare(floor, from) > 0) {
+	if (l == NULL || !roll_release(l->release_floor, &floor)) {
+		return roll_fail(r, s->id,
+				 "the health gate failed for node %" PRIu64
+				 ": %s; no member leads now, so the release "
+				 "floor is not known: not restarting it on %s; "
+				 "check 'batonctl status' (the release floor) "
+				 "before putting it back",
+				 s->id, verdict, s->from);
+	}
+	if (baton_release_compare(floor, from) > 0) {
 		char cmd[4096];
 		if (!roll_expand(r, s->id, s->from, cmd, sizeof cmd))
 			cmd[0] = '\0';
@@ -345,8 +353,8 @@ static int restore(struct roll *r, size_t k, const char *verdict)
 			"led), so release %s would stop at it: not restarting "
 			"it; to put it back, 'batonctl downgrade validate %s' "
 			"and 'batonctl downgrade enable %s', then %s",
-			s->id, verdict, l ? l->release_floor : "unknown",
-			r->to_text, s->from, s->from, s->from, cmd);
+			s->id, verdict, l->release_floor, r->to_text, s->from,
+			s->from, s->from, cmd);
 	}
 	char cmd[4096], prefix[48], why[ROLL_REASON_MAX];
 	if (!roll_expand(r, s->id, s->from, cmd, sizeof cmd))
