@@ -146,7 +146,7 @@ struct ctl_option {
 };
 
 /* Limits of a command's table and of its positional arguments. */
-#define CTL_OPTIONS_MAX 16u
+#define CTL_OPTIONS_MAX 24u
 #define CTL_POSITIONALS_MAX 4u
 
 /* A command's arguments once read. Strings point into argv. */

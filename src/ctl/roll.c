@@ -25,7 +25,19 @@
 #define DEFAULT_MAX_LAG 1000u
 #define PAUSE_S_MAX 3600.0
 #define COMMAND_MAX 4096u
-#define TRANSFER_RETRY_NS 500000000u
+/* before_restart(): the node is already at the target (never an exit
+ * code). */
+#define SKIP (-1)
+
+/* --soak and the health gate's thresholds (docs/upgrading.md, "Health
+ * gates"). */
+#define SOAK_S_MAX 3600u
+#define GATE_RATIO_MAX 1000u
+#define GATE_MS_MAX 3600000u
+#define DEFAULT_GATE_P99_RATIO 3u
+#define DEFAULT_GATE_P99_MIN_MS 50u
+#define DEFAULT_GATE_ERRORS_PCT 1u
+#define DEFAULT_GATE_APPLY_LAG 100u
 
 /* ---- options ---------------------------------------------------------- */
 
@@ -40,15 +52,58 @@ static bool parse_seconds(const char *s, double max, int *ms_out)
 }
 
 const struct ctl_option ctl_roll_options[] = {
-	{"to", "RELEASE"},	 {"restart", "COMMAND"},
-	{"dry-run", NULL},	 {"pause", "SECONDS"},
-	{"step-timeout-s", "N"}, {"max-lag", "ENTRIES"},
-	{"json", NULL},		 {NULL, NULL},
+	{"to", "RELEASE"},
+	{"restart", "COMMAND"},
+	{"dry-run", NULL},
+	{"pause", "SECONDS"},
+	{"step-timeout-s", "N"},
+	{"max-lag", "ENTRIES"},
+	{"json", NULL},
+	{"restart-all", NULL},
+	{"skip", "IDS"},
+	{"wait-s", "SECONDS"},
+	{"soak", "SECONDS"},
+	{"gate-p99-ratio", "N"},
+	{"gate-p99-min-ms", "MS"},
+	{"gate-errors-pct", "N"},
+	{"gate-apply-lag", "ENTRIES"},
+	{NULL, NULL},
 };
+
+/* --skip 1,3: node ids, at most CTL_MEMBERS_MAX. */
+static bool parse_skip(struct roll *r, const char *text)
+{
+	const char *p = text;
+	while (*p != '\0') {
+		char word[24];
+		size_t n = strcspn(p, ",");
+		uint64_t id;
+		if (n == 0 || n >= sizeof word || r->n_skip == CTL_MEMBERS_MAX)
+			return false;
+		memcpy(word, p, n);
+		word[n] = '\0';
+		if (!ctl_parse_u64(word, &id) || id == 0)
+			return false;
+		r->skip[r->n_skip++] = id;
+		p += n;
+		if (*p == ',' && *++p == '\0')
+			return false;
+	}
+	return r->n_skip > 0;
+}
+
+static bool skipped(const struct roll *r, uint64_t id)
+{
+	for (size_t i = 0; i < r->n_skip; i++)
+		if (r->skip[i] == id)
+			return true;
+	return false;
+}
 
 static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 {
 	r->dry_run = ctl_args_flag(a, "dry-run");
+	r->restart_all = ctl_args_flag(a, "restart-all");
 	*json = ctl_args_flag(a, "json");
 	r->to_text = ctl_args_value(a, "to");
 	r->restart = ctl_args_value(a, "restart");
@@ -64,9 +119,41 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 	if (rc == 0)
 		rc = ctl_args_u64(a, "max-lag", 0, UINT64_MAX, "entries",
 				  &r->max_lag);
+	uint64_t wait_s = step_timeout_s;
+	if (rc == 0)
+		rc = ctl_args_u64(a, "wait-s", 1, STEP_TIMEOUT_S_MAX, "seconds",
+				  &wait_s);
 	if (rc != 0)
 		return rc;
+	uint64_t soak_s = 0;
+	if (rc == 0)
+		rc = ctl_args_u64(a, "soak", 0, SOAK_S_MAX, "seconds", &soak_s);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-p99-ratio", 1, GATE_RATIO_MAX, NULL,
+				  &r->gate_p99_ratio);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-p99-min-ms", 0, GATE_MS_MAX, "ms",
+				  &r->gate_p99_min_ms);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-errors-pct", 0, 100, "points",
+				  &r->gate_errors_pct);
+	if (rc == 0)
+		rc = ctl_args_u64(a, "gate-apply-lag", 0, UINT64_MAX / 2,
+				  "entries", &r->gate_apply_lag);
+	if (rc != 0)
+		return rc;
+	r->soak_ms = (int)soak_s * 1000;
 	r->step_timeout_s = (int)step_timeout_s;
+	r->wait_s = (int)wait_s;
+	const char *skip = ctl_args_value(a, "skip");
+	if (skip != NULL && !r->restart_all)
+		return ctl_usage_error("roll: --skip goes with --restart-all "
+				       "(a roll to a new release skips the "
+				       "members already at it by itself)");
+	if (skip != NULL && !parse_skip(r, skip))
+		return ctl_args_bad_value(a, "skip",
+					  "node ids separated by commas (e.g. "
+					  "1,3)");
 	if (r->to_text == NULL)
 		return ctl_usage_error("roll: --to RELEASE is required");
 	if (r->restart == NULL)
@@ -77,6 +164,13 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 					  "a command that names the node with "
 					  "{id} (e.g. 'systemctl restart "
 					  "baton@{id}')");
+	/* The gate puts a node back on its old release with the same
+	 * command: it must say which release to start. */
+	if (r->soak_ms > 0 && strstr(r->restart, "{release}") == NULL)
+		return ctl_usage_error("roll: with --soak, --restart must name "
+				       "the release with {release} too (the "
+				       "health gate restarts a node on its "
+				       "previous release with it)");
 	struct baton_release to;
 	if (!roll_release(r->to_text, &to))
 		return ctl_args_bad_value(a, "to",
@@ -84,8 +178,8 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 	return CTL_EXIT_OK;
 }
 
-/* The restart template with {id} and {release} replaced. */
-static bool expand(const struct roll *r, uint64_t id, char *out, size_t len)
+bool roll_expand(const struct roll *r, uint64_t id, const char *release,
+		 char *out, size_t len)
 {
 	char id_text[24];
 	snprintf(id_text, sizeof id_text, "%" PRIu64, id);
@@ -97,7 +191,7 @@ static bool expand(const struct roll *r, uint64_t id, char *out, size_t len)
 			with = id_text;
 			skip = 4;
 		} else if (strncmp(p, "{release}", 9) == 0) {
-			with = r->to_text;
+			with = release;
 			skip = 9;
 		}
 		size_t n = with ? strlen(with) : 1;
@@ -129,7 +223,8 @@ static void make_plan(struct roll *r)
 	r->n_plan = 0;
 	for (size_t i = 0; i < v->n; i++) {
 		const struct roll_member *m = &v->m[i];
-		if (roll_at_target(r, m))
+		if (skipped(r, m->id) ||
+		    (!r->restart_all && roll_at_target(r, m)))
 			continue;
 		struct roll_step *s = &r->plan[r->n_plan++];
 		s->id = m->id;
@@ -143,7 +238,7 @@ static void make_plan(struct roll *r)
 static void print_plan(struct roll *r)
 {
 	char order[CTL_MEMBERS_MAX * 24] = "[", text[CTL_MEMBERS_MAX * 48] = "";
-	char skipped[CTL_MEMBERS_MAX * 24] = "[";
+	char skip_ids[CTL_MEMBERS_MAX * 24] = "[";
 	for (size_t i = 0; i < r->n_plan; i++) {
 		const struct roll_step *s = &r->plan[i];
 		snprintf(order + strlen(order), sizeof order - strlen(order),
@@ -156,21 +251,32 @@ static void print_plan(struct roll *r)
 	strcat(order, "]");
 	for (size_t i = 0; i < r->view.n; i++) {
 		const struct roll_member *m = &r->view.m[i];
-		if (!roll_at_target(r, m))
+		bool skip = skipped(r, m->id);
+		if (!skip && (r->restart_all || !roll_at_target(r, m)))
 			continue;
-		snprintf(skipped + strlen(skipped),
-			 sizeof skipped - strlen(skipped), "%s%" PRIu64,
-			 skipped[1] ? ", " : "", m->id);
-		roll_say(&r->out, "node %" PRIu64 " already runs %s: skipped",
-			 m->id, r->to_text);
+		snprintf(skip_ids + strlen(skip_ids),
+			 sizeof skip_ids - strlen(skip_ids), "%s%" PRIu64,
+			 skip_ids[1] ? ", " : "", m->id);
+		if (skip)
+			roll_say(&r->out, "node %" PRIu64 " skipped (--skip)",
+				 m->id);
+		else
+			roll_say(&r->out,
+				 "node %" PRIu64 " already runs %s: skipped",
+				 m->id, r->to_text);
 	}
-	strcat(skipped, "]");
+	strcat(skip_ids, "]");
 	struct roll_field f[] = {ROLL_F_RAW("order", order),
-				 ROLL_F_RAW("skipped", skipped),
+				 ROLL_F_RAW("skipped", skip_ids),
 				 ROLL_F_STR("to", r->to_text)};
-	roll_emit(&r->out, "plan", f, 3, "plan: restart %s at release %s",
-		  text[0] != '\0' ? text : "no node (every member runs it)",
-		  r->to_text);
+	roll_emit(&r->out, "plan", f, 3, "plan: restart %s at release %s%s",
+		  text[0] != '\0'  ? text
+		  : r->restart_all ? "no node (every member skipped)"
+				   : "no node (every member runs it)",
+		  r->to_text,
+		  r->restart_all ? " (--restart-all: members already at it "
+				   "too)"
+				 : "");
 }
 
 /* ---- one node ------------------------------------------------------------ */
@@ -254,155 +360,55 @@ static bool wait_ready(struct roll *r, uint64_t id, char *why, size_t len)
 	return true;
 }
 
-/* Wait until some member reports leading; false at the step timeout. */
-static bool wait_leader(struct roll *r)
+/* Before node k's restart: wait until the cluster can spare it, and move
+ * leadership away from it. Returns SKIP when it is to be skipped, 0 when it
+ * may be restarted now, or an exit code after reporting. */
+static int before_restart(struct roll *r, size_t k)
 {
-	uint64_t end =
-		roll_now_ns() + (uint64_t)r->step_timeout_s * 1000000000u;
-	while (r->view.leader == NULL) {
-		if (roll_now_ns() >= end)
-			return false;
-		roll_sleep_ms(ROLL_POLL_MS);
-		roll_refresh(r);
-	}
-	return true;
-}
-
-/* The voter to hand leadership to: up to date, applying, of the target
- * release if any is (the preferred release), the highest match. */
-static const struct roll_member *successor(struct roll *r, uint64_t leader)
-{
-	const struct roll_member *best = NULL;
-	for (size_t i = 0; i < r->view.n; i++) {
-		const struct roll_member *m = &r->view.m[i];
-		if (m->id == leader || !m->voter || !m->up ||
-		    m->stalled_index != 0 || roll_lag(&r->view, m) > r->max_lag)
-			continue;
-		bool better =
-			best == NULL ||
-			(roll_at_target(r, m) && !roll_at_target(r, best)) ||
-			(roll_at_target(r, m) == roll_at_target(r, best) &&
-			 m->match > best->match);
-		if (better)
-			best = m;
-	}
-	return best;
-}
-
-/* Node `id` leads: hand leadership over and wait until another node leads.
- * Returns 0, or an exit code after reporting. */
-static int hand_over(struct roll *r, uint64_t id)
-{
-	const struct roll_member *to = successor(r, id);
-	if (to == NULL) {
-		roll_emit(&r->out, "transfer",
-			  (struct roll_field[]){ROLL_F_NUM("from", id)}, 1,
-			  "node %" PRIu64 " leads and no other voter is up to "
-			  "date: restarting it without a hand-over (no leader "
-			  "until it is back)",
-			  id);
-		return 0;
-	}
-	uint64_t to_id = to->id;
-	char to_release[CTL_VALUE_MAX], arg[24], why[ROLL_REASON_MAX] = "";
-	snprintf(to_release, sizeof to_release, "%s", to->release);
-	snprintf(arg, sizeof arg, "%" PRIu64, to_id);
-	struct roll_field f[] = {ROLL_F_NUM("from", id),
-				 ROLL_F_NUM("to", to_id),
-				 ROLL_F_STR("to_release", to_release)};
-	roll_emit(&r->out, "transfer", f, 3,
-		  "node %" PRIu64 " leads: handing leadership to node %" PRIu64
-		  " (release %s)",
-		  id, to_id, to_release);
-	uint64_t end =
-		roll_now_ns() + (uint64_t)r->step_timeout_s * 1000000000u;
-	/* The cluster may be moving leadership itself (a node of the
-	 * majority release takes over: "a leadership transfer is in
-	 * progress"): a refusal is asked again, until the step timeout. */
-	bool sent = false;
-	uint64_t next_ask = 0;
+	struct roll_step *s = &r->plan[k];
+	bool said_no_handover = false;
 	for (;;) {
-		const struct roll_member *l = r->view.leader;
-		if (l != NULL && l->id != id) {
-			roll_emit(&r->out, "transfer", f, 3,
-				  "node %" PRIu64 " leads now (term %" PRIu64
-				  ")",
-				  l->id, l->term);
-			return 0;
+		/* Read again now (after the last node, after the pause): a
+		 * member may have died meanwhile. */
+		int rv = roll_wait_safe(r, s->id);
+		if (rv != 0)
+			return rv;
+		const struct roll_member *m = roll_find(&r->view, s->id);
+		assert(m != NULL && r->view.leader != NULL);
+		if (!r->restart_all && roll_at_target(r, m)) {
+			roll_say(&r->out,
+				 "node %" PRIu64 " already runs %s: skipped",
+				 s->id, r->to_text);
+			return SKIP;
 		}
-		if (l != NULL && !sent && roll_now_ns() >= next_ask) {
-			struct ctl_conn c;
-			const char *argv[] = {"BATON.TRANSFER", arg};
-			redisReply *rep = NULL;
-			if (ctl_conn_open(&c, r->o, l->client_addr) == 0)
-				rep = ctl_conn_call(&c, 2, argv);
-			if (rep == NULL)
-				snprintf(why, sizeof why, "%s", c.err);
-			else if (rep->type == REDIS_REPLY_ERROR)
-				snprintf(why, sizeof why,
-					 "BATON.TRANSFER %" PRIu64 ": %s",
-					 to_id, rep->str);
-			else
-				sent = true;
-			freeReplyObject(rep);
-			ctl_conn_close(&c);
-			next_ask = roll_now_ns() + TRANSFER_RETRY_NS;
+		if (r->view.leader == m) {
+			rv = roll_hand_over(r, s->id);
+			if (rv != 0)
+				return rv;
+			continue; /* and check again: no member is lost */
 		}
-		if (roll_now_ns() >= end)
-			return roll_fail(
-				r, id,
-				"leadership did not move to node %" PRIu64
-				" within %d s%s%s",
-				to_id, r->step_timeout_s, why[0] ? ": " : "",
-				why);
-		roll_sleep_ms(ROLL_POLL_MS);
-		roll_refresh(r);
+		if (s->led && !said_no_handover) {
+			const struct roll_member *l = r->view.leader;
+			struct roll_field f[] = {ROLL_F_NUM("from", s->id),
+						 ROLL_F_NUM("to", l->id)};
+			roll_emit(&r->out, "transfer", f, 2,
+				  "node %" PRIu64 " no longer leads (node "
+				  "%" PRIu64 " does): no hand-over needed",
+				  s->id, l->id);
+			said_no_handover = true;
+		}
+		return 0;
 	}
 }
 
 static int roll_node(struct roll *r, size_t k)
 {
 	struct roll_step *s = &r->plan[k];
-	roll_refresh(r);
-	struct roll_member *m = roll_find(&r->view, s->id);
-	if (m == NULL)
-		return roll_fail(r, s->id,
-				 "node %" PRIu64 " is no longer a member",
-				 s->id);
-	if (roll_at_target(r, m)) {
-		roll_say(&r->out, "node %" PRIu64 " already runs %s: skipped",
-			 s->id, r->to_text);
-		return 0;
-	}
-	/* Mid-election (the majority release taking over, a leader that
-	 * just stepped down) no member reports leading, and the node may
-	 * win: wait for a leader before deciding whether to hand over. */
-	if (!wait_leader(r))
-		return roll_fail(r, s->id,
-				 "no member reports leading within %d s: "
-				 "not restarting node %" PRIu64
-				 " into a cluster without a leader",
-				 r->step_timeout_s, s->id);
-	m = roll_find(&r->view, s->id);
-	if (m == NULL)
-		return roll_fail(r, s->id,
-				 "node %" PRIu64 " is no longer a member",
-				 s->id);
-	if (r->view.leader == m) {
-		int rv = hand_over(r, s->id);
-		if (rv != 0)
-			return rv;
-	} else if (s->led) {
-		const struct roll_member *l = r->view.leader;
-		struct roll_field f[] = {ROLL_F_NUM("from", s->id),
-					 ROLL_F_NUM("to", l->id)};
-		roll_emit(&r->out, "transfer", f, 2,
-			  "node %" PRIu64 " no longer leads (node %" PRIu64
-			  " does): no hand-over needed",
-			  s->id, l->id);
-	}
+	int rv = before_restart(r, k);
+	if (rv != 0)
+		return rv == SKIP ? 0 : rv;
 	char cmd[COMMAND_MAX], prefix[48], why[ROLL_REASON_MAX];
-	if (!expand(r, s->id, cmd, sizeof cmd))
+	if (!roll_expand(r, s->id, r->to_text, cmd, sizeof cmd))
 		return roll_fail(r, s->id,
 				 "the restart command is longer than %u "
 				 "bytes",
@@ -415,6 +421,7 @@ static int roll_node(struct roll *r, size_t k)
 		  "restarting node %" PRIu64 " (%s -> %s): %s", s->id, s->from,
 		  r->to_text, cmd);
 	r->n_started = k + 1;
+	s->done = false;
 	int code = roll_run_command(&r->out, cmd, prefix,
 				    r->step_timeout_s * 1000, why, sizeof why);
 	if (code != 0)
@@ -427,7 +434,7 @@ static int roll_node(struct roll *r, size_t k)
 	if (!wait_ready(r, s->id, why, sizeof why))
 		return roll_fail(r, s->id, "not ready within %d s: %s",
 				 r->step_timeout_s, why);
-	m = roll_find(&r->view, s->id);
+	const struct roll_member *m = roll_find(&r->view, s->id);
 	assert(m != NULL && r->view.leader != NULL);
 	struct roll_field d[] = {ROLL_F_NUM("node", s->id),
 				 ROLL_F_STR("release", r->to_text),
@@ -436,7 +443,8 @@ static int roll_node(struct roll *r, size_t k)
 		  "node %" PRIu64 " runs %s, caught up (commit %" PRIu64
 		  "); node %" PRIu64 " leads",
 		  s->id, r->to_text, m->commit, r->view.leader->id);
-	return 0;
+	s->done = true;
+	return r->soak_ms > 0 ? roll_gate(r, k) : 0;
 }
 
 /* ---- the command --------------------------------------------------------- */
@@ -446,8 +454,13 @@ int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 	static struct roll r;
 	memset(&r, 0, sizeof r);
 	r.o = o;
+	r.args = a;
 	r.step_timeout_s = DEFAULT_STEP_TIMEOUT_S;
 	r.max_lag = DEFAULT_MAX_LAG;
+	r.gate_p99_ratio = DEFAULT_GATE_P99_RATIO;
+	r.gate_p99_min_ms = DEFAULT_GATE_P99_MIN_MS;
+	r.gate_errors_pct = DEFAULT_GATE_ERRORS_PCT;
+	r.gate_apply_lag = DEFAULT_GATE_APPLY_LAG;
 	bool json = false;
 	int rv = parse_args(&r, a, &json);
 	if (rv != CTL_EXIT_OK)
@@ -489,7 +502,8 @@ int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 	if (r.dry_run) {
 		for (size_t i = 0; i < r.n_plan; i++) {
 			char cmd[COMMAND_MAX];
-			if (expand(&r, r.plan[i].id, cmd, sizeof cmd))
+			if (roll_expand(&r, r.plan[i].id, r.to_text, cmd,
+					sizeof cmd))
 				roll_say(&r.out, "  would run: %s", cmd);
 		}
 		roll_emit(&r.out, "done", NULL, 0,
@@ -498,12 +512,17 @@ int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 	}
 	if (r.n_plan == 0)
 		roll_say(&r.out, "every member already runs %s", r.to_text);
+	if (r.soak_ms > 0 && r.n_plan > 0)
+		roll_gate_baseline(&r);
 	for (size_t k = 0; k < r.n_plan; k++) {
 		rv = roll_node(&r, k);
 		if (rv != 0)
 			return rv;
 		if (r.pause_ms > 0 && k + 1 < r.n_plan) {
-			roll_say(&r.out, "pausing %.1f s", r.pause_ms / 1000.0);
+			struct roll_field pf[] = {
+				ROLL_F_NUM("ms", (uint64_t)r.pause_ms)};
+			roll_emit(&r.out, "pause", pf, 1, "pausing %.1f s",
+				  r.pause_ms / 1000.0);
 			roll_sleep_ms(r.pause_ms);
 		}
 	}

@@ -128,6 +128,7 @@ void roll_sleep_ms(int ms);
 
 struct roll_step {
 	uint64_t id;
+	bool done;		  /* node_done said */
 	char from[CTL_VALUE_MAX]; /* its release before the roll */
 	bool led;		  /* it led when the plan was made */
 	uint64_t lag;		  /* behind the leader's commit, then */
@@ -139,10 +140,28 @@ struct roll {
 	const char *to_text;
 	const struct baton_profile *target;
 	const char *restart;
+	const struct ctl_args *args; /* for the resume command */
 	bool dry_run;
+	bool restart_all; /* members already at the target too */
 	int pause_ms;
 	int step_timeout_s;
+	int wait_s; /* bound on each wait for a safe cluster */
 	uint64_t max_lag;
+	uint64_t skip[CTL_MEMBERS_MAX]; /* --skip: not restarted */
+	size_t n_skip;
+	/* The health gate (roll_gate.c): --soak (0: none) and its
+	 * thresholds, and the figures measured before the roll. */
+	int soak_ms;
+	uint64_t gate_p99_ratio;  /* p99 may grow this many times */
+	uint64_t gate_p99_min_ms; /* ... and at least this much */
+	uint64_t gate_errors_pct; /* error replies: percentage points */
+	uint64_t gate_apply_lag;  /* entries beyond the baseline's */
+	struct roll_gate_base {
+		bool p99_known;
+		uint64_t p99_usec;
+		uint64_t commands, errors;
+		uint64_t apply_lag_max;
+	} base;
 	/* State. */
 	struct roll_out out;
 	struct roll_seeds seeds;
@@ -151,6 +170,56 @@ struct roll {
 	size_t n_plan;
 	size_t n_started; /* steps whose restart command ran */
 };
+
+/* The restart template with {id} and {release} replaced; false if it
+ * does not fit in len bytes. */
+bool roll_expand(const struct roll *r, uint64_t id, const char *release,
+		 char *out, size_t len);
+
+/* ---- roll_safe.c: the check before every restart, the hand-over ---- */
+
+/* Whether member m may stay as it is while another restarts: it
+ * answers, follows the leader of v (which must have one), is caught up
+ * and applies (a member stalled below the target is fine). Else `why`. */
+bool roll_member_ok(const struct roll *r, const struct roll_view *v,
+		    const struct roll_member *m, char *why, size_t len);
+
+/* Whether node `id` may be restarted now: a fresh view in which every
+ * member answers, knows the leader and is caught up, none is stalled
+ * (but a member below the target: the roll restarts it), and the voters
+ * other than `id` that are so make a majority. If not, `why` says what
+ * is missing and *blocker names the member (0: none in particular). */
+bool roll_safe(struct roll *r, uint64_t id, char *why, size_t len,
+	       uint64_t *blocker);
+
+/* Wait (at most --wait-s) until roll_safe(id), saying once per change
+ * what it waits for (event "waiting"). Returns 0, or the exit code of
+ * roll_fail after the bound. */
+int roll_wait_safe(struct roll *r, uint64_t id);
+
+/* Node `id` leads: hand leadership over, to a voter read as answering and
+ * caught up just before each BATON.TRANSFER, and wait until another node
+ * leads. Returns 0, or an exit code after reporting. */
+int roll_hand_over(struct roll *r, uint64_t id);
+
+/* The command line that resumes this roll: the same options (with
+ * --restart-all, --skip grows by the nodes this run restarted and saw
+ * back and caught up). The password is not written: batonctl takes it
+ * from BATON_PASSWORD. */
+void roll_resume_command(const struct roll *r, char *out, size_t len);
+
+/* ---- roll_gate.c: the health gate (--soak) --------------------------- */
+
+/* Before the first restart: measure every member for the soak period
+ * (r->base). */
+void roll_gate_baseline(struct roll *r);
+
+/* After plan step k's node is back: watch it for the soak period and
+ * compare with r->base. Returns 0 when it passes; otherwise puts the node
+ * back on its previous release when the release floor allows (a plain
+ * restart) or says how to (a downgrade), and returns the exit code of
+ * roll_fail. */
+int roll_gate(struct roll *r, size_t k);
 
 /* ---- roll_check.c: pre-checks, failure, the machine version ----------- */
 

@@ -172,8 +172,20 @@ size_t roll_precheck(struct roll *r)
 		refuse(r, &refused,
 		       "no member reports leading: wait for an election "
 		       "(batonctl status) and rerun");
-	for (size_t i = 0; i < v->n; i++)
+	size_t voters = 0;
+	for (size_t i = 0; i < v->n; i++) {
 		check_member(r, &v->m[i], &refused);
+		voters += v->m[i].voter;
+	}
+	/* Restarting one of 1 or 2 voters leaves no majority: the roll
+	 * would cost the cluster its leader, which it never does. */
+	if (voters < 3)
+		refuse(r, &refused,
+		       "the cluster has %zu voter(s): restarting any of them "
+		       "leaves no majority (no leader until it is back); add "
+		       "voters first (docs/operations.md, 'Growing and "
+		       "shrinking') or restart the node(s) by hand",
+		       voters);
 	if (l == NULL)
 		return refused;
 	if (l->downgrade[0] != '\0' && strcmp(l->downgrade, "none") != 0)
@@ -262,11 +274,20 @@ int roll_fail(struct roll *r, uint64_t id, const char *fmt, ...)
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
 	roll_refresh(r);
-	char resume[256], rollback[ROLL_REASON_MAX], ids[256], from[128];
-	snprintf(resume, sizeof resume,
-		 "rerun the same batonctl roll command: nodes already at %s "
-		 "are skipped",
-		 r->to_text);
+	char resume[ROLL_REASON_MAX * 5], rollback[ROLL_REASON_MAX], ids[256],
+		from[128], command[ROLL_REASON_MAX * 4];
+	roll_resume_command(r, command, sizeof command);
+	if (r->restart_all)
+		snprintf(
+			resume, sizeof resume,
+			"run %s (the nodes this run restarted and saw back are "
+			"skipped)",
+			command);
+	else
+		snprintf(resume, sizeof resume,
+			 "rerun the same batonctl roll command (nodes already "
+			 "at %s are skipped): %s",
+			 r->to_text, command);
 	rolled_nodes(r, ids, sizeof ids, from, sizeof from);
 	struct baton_release floor;
 	const struct roll_member *l = r->view.leader;
@@ -303,6 +324,7 @@ int roll_fail(struct roll *r, uint64_t id, const char *fmt, ...)
 		l ? ROLL_F_NUM("machine_version", l->machine_version)
 		  : ROLL_F_RAW("machine_version", "null"),
 		ROLL_F_STR("resume", resume),
+		ROLL_F_STR("resume_command", command),
 		ROLL_F_STR("rollback", rollback),
 	};
 	roll_emit(&r->out, "failed", f, sizeof f / sizeof f[0],

@@ -65,7 +65,10 @@ void roll_emit(const struct roll_out *out, const char *event,
 		fflush(stdout);
 		return;
 	}
-	printf("{\"t\": %.3f, \"event\": ", t);
+	/* "mono": the system's CLOCK_MONOTONIC, comparable with what other
+	 * processes of this machine read from it (a test's own record). */
+	printf("{\"t\": %.3f, \"mono\": %.6f, \"event\": ", t,
+	       (double)roll_now_ns() / 1e9);
 	ctl_json_string(event);
 	fputs(", \"message\": ", stdout);
 	ctl_json_string(msg);

@@ -277,8 +277,8 @@ static void run(struct client *c, const struct resp_command *cmd,
 	c->s->stats.commands++;
 	sl->metrics_slot =
 		metrics_command_slot(c->s, cmd->argv[0], cmd->lens[0]);
-	if (sl->metrics_slot >= 0)
-		sl->started_ns = uv_hrtime();
+	sl->kv_command = kv_lookup(cmd->argv[0], cmd->lens[0]) != NULL;
+	sl->started_ns = uv_hrtime();
 	command_dispatch(c->s, &c->st, sl, cmd->argc, cmd->argv, cmd->lens);
 }
 

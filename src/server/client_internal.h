@@ -34,9 +34,11 @@ struct slot {
 	bool *resp3_maps;
 	uint32_t n_resp3_maps;
 	bool done;
-	/* --metrics: the command's counter (-1: none) and arrival time. */
+	/* --metrics: the command's counter (-1: none); its arrival time;
+	 * whether it is a key-value command (stats.kv_latency). */
 	int metrics_slot;
 	uint64_t started_ns;
+	bool kv_command;
 	struct slot *next;
 };
 

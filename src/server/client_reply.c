@@ -301,9 +301,16 @@ void slot_done(struct slot *sl)
 	BATON_ASSERT(!sl->done && c->in_flight > 0);
 	sl->done = true;
 	c->in_flight--;
+	uint64_t took_ns = uv_hrtime() - sl->started_ns;
 	if (sl->metrics_slot >= 0)
-		metrics_command_done(c->s, sl->metrics_slot,
-				     uv_hrtime() - sl->started_ns);
+		metrics_command_done(c->s, sl->metrics_slot, took_ns);
+	/* An error reply starts with '-' (RESP2, before any rewrite). */
+	bool error = sl->buf.len > 0 && sl->buf.data[0] == '-';
+	c->s->stats.error_replies += error;
+	if (sl->kv_command) {
+		c->s->stats.kv_error_replies += error;
+		baton_histogram_observe_ns(&c->s->stats.kv_latency, took_ns);
+	}
 	if (sl->order == ORDER_READ || sl->order == ORDER_READ_ALONE) {
 		BATON_ASSERT(c->reads_in_flight > 0);
 		c->reads_in_flight--;

@@ -16,6 +16,9 @@
 /* --max-clock-offset: as CockroachDB's default max offset. */
 #define SERVER_MAX_CLOCK_OFFSET_MS_DEFAULT 500u
 #define SERVER_PASSWORD_MAX 256u
+/* --test-apply-delay-ms: a delay a test plants, small enough that the
+ * node stays a member that answers. */
+#define CONFIG_TEST_APPLY_DELAY_MS_MAX 100u
 /* Replies one client, and all clients together, may have queued unread
  * before a client is cut off (a slow reader): --max-client-output-bytes,
  * --max-total-output-bytes. */
@@ -61,6 +64,9 @@ struct server_config {
 	 * BATON.ADD. Off by default: until peers prove they hold the
 	 * cluster's secret, anyone who reaches the peer port could ask. */
 	bool accept_joins;
+	/* --test-apply-delay-ms: for tests only (a planted slow release),
+	 * at most CONFIG_TEST_APPLY_DELAY_MS_MAX; 0 off. */
+	uint32_t test_apply_delay_ms;
 	uint32_t machine_upgrade; /* enum baton_machine_upgrade */
 	uint32_t election_policy; /* enum baton_election_policy */
 	uint32_t n_founders;

@@ -121,6 +121,10 @@ void config_usage(FILE *f)
 	      "(--join-seeds)\n"
 	      "  --as-release X.Y.Z      run as an older release this binary "
 	      "contains (tests)\n"
+	      "  --test-apply-delay-ms MS  for tests only: sleep MS (at most "
+	      "100) before\n"
+	      "                          applying each key-value entry (a "
+	      "slow release)\n"
 	      "  --help\n"
 	      "  --version               the release, its versions and the "
 	      "releases contained\n",

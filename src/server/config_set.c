@@ -60,6 +60,7 @@ const struct config_option config_options[] = {
 	{"metrics", "HOST:PORT"},
 	{"max-clock-offset", "MS"},
 	{"maxmemory", "BYTES"},
+	{"test-apply-delay-ms", "MS"},
 };
 const size_t config_n_options =
 	sizeof config_options / sizeof config_options[0];
@@ -552,6 +553,9 @@ int config_set(struct server_config *c, const struct config_origin *o)
 		return clock_offset(c, o);
 	if (strcmp(n, "maxmemory") == 0)
 		return parse_maxmemory(c, o);
+	if (strcmp(n, "test-apply-delay-ms") == 0)
+		return number32(o, 0, CONFIG_TEST_APPLY_DELAY_MS_MAX,
+				&c->test_apply_delay_ms);
 	if (strncmp(n, "max-", 4) == 0 ||
 	    strcmp(n, "client-idle-timeout-s") == 0)
 		return client_limits(c, o);

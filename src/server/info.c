@@ -143,6 +143,8 @@ static uint64_t ops_per_sec(struct server *s)
 	return rate;
 }
 
+static void kv_latency(struct info_ctx *c);
+
 static void section_stats(struct info_ctx *c)
 {
 	struct server *s = c->s;
@@ -173,6 +175,35 @@ static void section_stats(struct info_ctx *c)
 	    st->transport.auth_failed, st->transport.bad_checksums,
 	    st->peer_msgs_dropped_not_member,
 	    st->storage_failed ? "no" : "yes");
+	add(c, "total_error_replies:%" PRIu64 "\r\n", s->stats.error_replies);
+	kv_latency(c);
+}
+
+/* The key-value commands' latency since the start: the count, cumulative
+ * counts per upper bound in microseconds (what a tool needs to compute a
+ * percentile over any window between two INFOs), and the 99th percentile
+ * as the upper bound of its bucket (0 before any command; above the last
+ * bound, that bound). */
+static void kv_latency(struct info_ctx *c)
+{
+	struct baton_histogram_snapshot snap;
+	const struct baton_histogram *h = &c->s->stats.kv_latency;
+	baton_histogram_read(h, &snap);
+	uint64_t p99 = 0;
+	uint64_t rank = snap.count - snap.count / 100; /* ceil(0.99 n) */
+	for (size_t i = 0; i < snap.n_bounds && snap.count > 0; i++) {
+		p99 = (uint64_t)(h->bounds[i] * 1e6 + 0.5);
+		if (snap.cumulative[i] >= rank)
+			break;
+	}
+	add(c,
+	    "kv_commands_processed:%" PRIu64 "\r\nkv_error_replies:%" PRIu64
+	    "\r\nkv_latency_p99_usec:%" PRIu64 "\r\nkv_latency_usec:",
+	    snap.count, c->s->stats.kv_error_replies, p99);
+	for (size_t i = 0; i < snap.n_bounds; i++)
+		add(c, "le%" PRIu64 "=%" PRIu64 ",",
+		    (uint64_t)(h->bounds[i] * 1e6 + 0.5), snap.cumulative[i]);
+	add(c, "inf=%" PRIu64 "\r\n", snap.count);
 }
 
 static void section_replication(struct info_ctx *c)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "baton/assert.h"
 #include "le.h"
@@ -257,6 +258,14 @@ static int apply_kv(struct server_machine *m, struct baton_machine_version v,
 		    const struct baton_entry *e, struct baton_buf *reply)
 {
 	size_t mark = reply != NULL ? reply->len : 0;
+	if (m->test_apply_delay_ms > 0) {
+		struct timespec ts = {
+			.tv_sec = m->test_apply_delay_ms / 1000,
+			.tv_nsec = (long)(m->test_apply_delay_ms % 1000) *
+				   1000000L};
+		while (nanosleep(&ts, &ts) != 0) {
+		}
+	}
 	int rv = kv_apply(m->kv, v, e->buf + 1, e->len - 1, reply);
 	if (rv == 0) {
 		if (m->kv_applied != NULL)

@@ -104,6 +104,10 @@ struct server_machine {
 	 * a backup out for good. */
 	bool (*snapshot_yields)(void *data);
 	void *data;
+	/* --test-apply-delay-ms (tests only: a planted slow release for
+	 * batonctl roll --soak): every key-value entry applied first
+	 * sleeps this long, holding the loop as a slow apply would. */
+	uint32_t test_apply_delay_ms;
 	/* The index of the last entry applied, or of the snapshot restored. */
 	baton_index applied_index;
 	/* Counts restores and conversions, each of which ends the map's open

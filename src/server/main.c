@@ -122,6 +122,15 @@ static int run(struct server *s)
 		LOG_ERROR("out of memory");
 		return SERVER_EXIT_FAILED;
 	}
+	s->machine.test_apply_delay_ms = s->cfg.test_apply_delay_ms;
+	baton_histogram_init(&s->stats.kv_latency,
+			     baton_histogram_latency_bounds,
+			     BATON_HISTOGRAM_LATENCY_N_BOUNDS);
+	if (s->cfg.test_apply_delay_ms > 0)
+		LOG_WARN("--test-apply-delay-ms %" PRIu32 ": every key-value "
+			 "entry is applied that much late (a switch for tests "
+			 "only)",
+			 s->cfg.test_apply_delay_ms);
 	/* A backup to restore is checked whole before anything is written. */
 	if (backup_restore_load(s) != 0) {
 		backup_stop(s);

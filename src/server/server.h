@@ -30,6 +30,7 @@
 #include "baton/raft.h"
 #include "baton/buf.h"
 #include "config.h"
+#include "histogram.h"
 #include "write_path.h"
 #include "id_index.h"
 #include "kv.h"
@@ -222,6 +223,16 @@ struct server {
 		uint64_t writes_parked;	  /* waited for a leader */
 		uint64_t writes_rerouted; /* not appended, sent on */
 		uint64_t leader_changes;  /* to another known leader */
+		/* Replies that were errors, every command (INFO
+		 * total_error_replies, as Redis 7). */
+		uint64_t error_replies;
+		/* Key-value commands only (not INFO, PING or the admin
+		 * commands a tool polls with): their error replies and the
+		 * time from arrival to reply, always kept (INFO
+		 * kv_error_replies, kv_latency_usec; batonctl roll --soak
+		 * compares them before and after a restart). */
+		uint64_t kv_error_replies;
+		struct baton_histogram kv_latency;
 	} stats;
 	/* --metrics: the HTTP endpoint (http.c) and the figures only it
 	 * shows (metrics.c); NULL without --metrics. */

@@ -60,16 +60,24 @@ def start_at(cluster, release):
     return lead
 
 
-def restart(node, release):
-    """SIGTERM, then start again on the same data at `release`."""
-    assert node.terminate() == 0
+# batond flags a restart sets anew (a test's per-release extra flags).
+RESTART_FLAGS = ("--as-release", "--test-apply-delay-ms")
+
+
+def restart(node, release, flags=(), wait=True, stop_timeout_s=None):
+    """SIGTERM, then start again on the same data at `release`, with
+    `flags` (e.g. a planted slow release's); wait=False returns once it
+    is started, before it answers (the roll waits for it)."""
+    kw = {} if stop_timeout_s is None else {"timeout": stop_timeout_s}
+    assert node.terminate(**kw) == 0
     args = list(node.args)
-    if "--as-release" in args:
-        i = args.index("--as-release")
-        del args[i:i + 2]
+    for name in RESTART_FLAGS:
+        if name in args:
+            i = args.index(name)
+            del args[i:i + 2]
     if release != OWN:
         args += ["--as-release", release]
-    node.start(args)
+    node.start(args + list(flags), wait=wait)
 
 
 class Restarter:
@@ -85,6 +93,16 @@ class Restarter:
         self.release = release
         self.restarts = []
         self.errors = []
+        # With command(with_release=True) the roll names the release
+        # ({release}); extra batond flags per release (a planted slow
+        # release) and (node id, release) of every restart.
+        self.flags = {}
+        self.releases = []
+        # Releases started without waiting for PING (a slow one may not
+        # answer for a while), and a longer SIGTERM grace (None: the
+        # default), for a node busy applying.
+        self.no_wait = set()
+        self.stop_timeout_s = None
 
     def led(self, node):
         try:
@@ -95,13 +113,18 @@ class Restarter:
 
     def serve(self):
         for req in sorted(self.folder.glob("*.req")):
-            node = self.cluster.node(int(req.read_text()))
+            words = req.read_text().split()
+            node = self.cluster.node(int(words[0]))
+            release = words[1] if len(words) > 1 else self.release
             answer = req.with_suffix(".done")
             req.unlink()
             try:
                 self.restarts.append((node.id, self.led(node)))
-                restart(node, self.release)
-                text = f"0 node {node.id} restarted at {self.release}"
+                self.releases.append((node.id, release))
+                restart(node, release, self.flags.get(release, []),
+                        wait=release not in self.no_wait,
+                        stop_timeout_s=self.stop_timeout_s)
+                text = f"0 node {node.id} restarted at {release}"
             except Exception as e:  # said to batonctl and the test
                 self.errors.append(repr(e))
                 text = f"1 restarting node {node.id} failed: {e!r}"
@@ -109,9 +132,10 @@ class Restarter:
             tmp.write_text(text)
             tmp.rename(answer)
 
-    def command(self):
+    def command(self, with_release=False):
         return f"{sys.executable} {shlex.quote(str(HELPER))} " \
-               f"{shlex.quote(str(self.folder))} {{id}}"
+               f"{shlex.quote(str(self.folder))} {{id}}" + \
+               (" {release}" if with_release else "")
 
 
 class Writer(threading.Thread):
