@@ -46,6 +46,13 @@ bool mig_cluster_in_view(const struct migration *g, const char *cluster)
 	return false;
 }
 
+bool mig_unsealed_with(const struct migration *g, const char *cluster)
+{
+	const struct server_config *c = &g->s->cfg;
+	return c->has_unsealed_release && mig_is_new_side(g) &&
+	       strcmp(cluster, c->migrate_from) == 0;
+}
+
 void mig_kv_state(const struct migration *g, struct kv_migration *out)
 {
 	kv_migration_state(g->s->machine.kv, out);
@@ -65,13 +72,19 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	/* Every message a number above the last: the receiver refuses one
 	 * at or below the last it accepted from this node (a replay). */
 	m.seq = ++g->seq_next;
-	int rv = migration_msg_seal(&g->keys, &m, &b);
+	bool unsealed = mig_unsealed_with(g, to_cluster);
+	/* Only to the cluster the operator named as predating sealing:
+	 * format 1 in clear, as its release reads it. */
+	int rv = unsealed ? migration_msg_encode_v1(&m, &b)
+			  : migration_msg_seal(&g->keys, &m, &b);
 	if (rv == 0)
 		rv = relay_client_send(g->relay, to_cluster, to_node, b.data,
 				       b.len);
 	baton_buf_free(&b);
 	if (rv == 0)
 		g->stats.msgs_out++;
+	if (rv == 0 && unsealed)
+		g->stats.unsealed_out++;
 	return rv;
 }
 
@@ -91,6 +104,7 @@ static void on_view(void *arg, uint64_t number,
 			 nodes[i].cluster_id);
 		v->id = nodes[i].node_id;
 		v->incarnation = nodes[i].incarnation;
+		v->release = nodes[i].release;
 		snprintf(v->address, sizeof v->address, "%s", nodes[i].address);
 		v->connected = nodes[i].connected;
 	}
@@ -137,6 +151,76 @@ static bool sender_allowed(const struct migration *g, const char *cluster)
 	return c->migrate_to[0] != '\0' && strcmp(cluster, c->migrate_to) == 0;
 }
 
+/* The release node `id` of `cluster` registered with, or none. */
+static struct baton_release view_release(const struct migration *g,
+					 const char *cluster, baton_node_id id)
+{
+	for (uint32_t i = 0; i < g->n_view; i++)
+		if (g->view[i].id == id &&
+		    strcmp(g->view[i].cluster, cluster) == 0)
+			return g->view[i].release;
+	return (struct baton_release){0, 0, 0};
+}
+
+/* A format-1 message from the cluster named by --migrate-from-unsealed
+ * (docs/relay.md, "Migrating from 1.3.0"): nothing authenticates it, so
+ * it is taken only from a node registered with a release before sealing
+ * (a node of a sealing release never speaks format 1: its operator gave
+ * it a migration secret), and only of the types an old leader sends to
+ * an importer: never AUTHORITY, EXPORT_REQ, ACK or HANDOFF. The sender
+ * is the one the relay names. false (counted and logged) if dropped. */
+static bool accept_unsealed(struct migration *g, const char *from_cluster,
+			    baton_node_id from_node, const uint8_t *payload,
+			    size_t len, struct migration_msg *m)
+{
+	const struct server_config *c = &g->s->cfg;
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
+	struct baton_release r = view_release(g, from_cluster, from_node);
+	struct baton_release sealed = baton_release_sealed_migration_since();
+	if (baton_release_none(r) || baton_release_compare(r, sealed) >= 0) {
+		g->stats.refused++;
+		LOG_WARN_LIMITED(
+			"migration: a message from node %" PRIu64
+			" of cluster %s refused: it registered at the relay "
+			"as release %s, which seals its messages (%s and "
+			"later); --migrate-from-unsealed %s speaks the "
+			"unsealed format only to a release before %s",
+			from_node, from_cluster,
+			baton_release_none(r) ? "(none)"
+					      : baton_release_format(r, a),
+			baton_release_format(sealed, b),
+			baton_release_format(c->unsealed_release, a),
+			baton_release_format(sealed, b));
+		return false;
+	}
+	int rv = migration_msg_decode_v1(payload, len, m);
+	if (rv != 0) {
+		g->stats.bad_msgs++;
+		LOG_WARN_LIMITED("migration: a malformed migration message "
+				 "(%zu bytes, not format 1, which "
+				 "--migrate-from-unsealed expects of cluster "
+				 "%s) from node %" PRIu64 ": dropped",
+				 len, from_cluster, from_node);
+		return false;
+	}
+	bool exporter_type = m->type != MIG_EXPORT_REQ && m->type != MIG_ACK &&
+			     m->type != MIG_HANDOFF && m->type != MIG_AUTHORITY;
+	if (!exporter_type) {
+		g->stats.refused++;
+		LOG_WARN_LIMITED("migration: an unsealed %s from node %" PRIu64
+				 " of cluster %s refused: only an old "
+				 "leader's stream is taken unsealed",
+				 migration_msg_name(m->type), from_node,
+				 from_cluster);
+		return false;
+	}
+	snprintf(m->from_cluster, sizeof m->from_cluster, "%s", from_cluster);
+	snprintf(m->to_cluster, sizeof m->to_cluster, "%s", c->relay_cluster);
+	m->from_node = from_node;
+	g->stats.unsealed_in++;
+	return true;
+}
+
 /* Open and check a message: false (counted and logged) if it is dropped. */
 static bool accept_msg(struct migration *g, const char *from_cluster,
 		       baton_node_id from_node, const uint8_t *payload,
@@ -151,6 +235,9 @@ static bool accept_msg(struct migration *g, const char *from_cluster,
 				 len, from_node, from_cluster);
 		return false;
 	}
+	if (mig_unsealed_with(g, from_cluster))
+		return accept_unsealed(g, from_cluster, from_node, payload, len,
+				       m);
 	int rv = migration_msg_open(&g->keys, payload, len, m, &g->plain);
 	if (rv == BATON_EINVAL) {
 		g->stats.forged++;
@@ -384,6 +471,19 @@ int migration_start(struct server *s)
 		 s->cfg.relay, s->cfg.id, s->cfg.relay_cluster,
 		 mig_is_new_side(g) ? ", importing from cluster " : "",
 		 s->cfg.migrate_from);
+	if (s->cfg.has_unsealed_release) {
+		char r[BATON_RELEASE_STR_MAX];
+		LOG_WARN("WARNING: --migrate-from-unsealed %s: messages with "
+			 "cluster %s are the unsealed format 1 of release %s: "
+			 "NOT authenticated, NOT encrypted; anyone who can "
+			 "register as cluster %s at the relay can read the "
+			 "import and feed it, and this node proxies its "
+			 "clients (and --password) to such nodes without a "
+			 "proof. This cluster's own messages stay sealed "
+			 "(docs/relay.md, \"Migrating from 1.3.0\")",
+			 baton_release_format(s->cfg.unsealed_release, r),
+			 s->cfg.migrate_from, r, s->cfg.migrate_from);
+	}
 	return 0;
 }
 
@@ -532,6 +632,23 @@ void migration_info(struct server *s, struct baton_buf *b)
 		g->stats.parked);
 	if (n > 0 && (size_t)n < sizeof text)
 		baton_buf_append(b, text, (size_t)n);
+	if (!s->cfg.has_unsealed_release)
+		return;
+	/* Said wherever an operator looks: this link proves nothing. */
+	char r[BATON_RELEASE_STR_MAX];
+	n = snprintf(text, sizeof text,
+		     "migration_unsealed_from:%s"
+		     "\r\nmigration_unsealed_release:%s"
+		     "\r\nmigration_unsealed_warning:messages with cluster %s "
+		     "are NOT authenticated (format 1, --migrate-from-unsealed)"
+		     "\r\nmigration_unsealed_in:%" PRIu64
+		     "\r\nmigration_unsealed_out:%" PRIu64 "\r\n",
+		     s->cfg.migrate_from,
+		     baton_release_format(s->cfg.unsealed_release, r),
+		     s->cfg.migrate_from, g->stats.unsealed_in,
+		     g->stats.unsealed_out);
+	if (n > 0 && (size_t)n < sizeof text)
+		baton_buf_append(b, text, (size_t)n);
 }
 
 static void on_control_applied(void *data, int status, const uint8_t *reply,
@@ -662,7 +779,12 @@ static const char *other_cluster(const struct server *s)
 
 bool migration_proxy_needs_proof(const struct server *s)
 {
-	return s->migration != NULL;
+	/* A new node proxies only to the --migrate-from cluster (before
+	 * authority; after it, it answers itself). A release before sealing
+	 * has no BATON.MIGRATION.PROVE and no migration secret: under
+	 * --migrate-from-unsealed nothing can be proven (docs/relay.md,
+	 * "Migrating from 1.3.0", says what that exposes). */
+	return s->migration != NULL && !s->cfg.has_unsealed_release;
 }
 
 int migration_proof_request(struct server *s, const char *addr,

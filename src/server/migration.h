@@ -167,6 +167,16 @@ int migration_proxy_proof(struct migration_keys *k, const char *prover_cluster,
 			  uint8_t out[MIG_PROOF_BYTES]);
 const char *migration_msg_name(uint8_t type);
 
+/* Format 1 (migration_wire_v1.c): release 1.3.0's unsealed messages,
+ * spoken only with a cluster named by --migrate-from-unsealed. Only
+ * type, session, applied, index, value and data are carried; encoding
+ * takes the types 1..10 (0, or BATON_EINVAL / BATON_ENOMEM); decoding
+ * fills those fields, data pointing into buf (0, or BATON_ECORRUPT). */
+int migration_msg_encode_v1(const struct migration_msg *m,
+			    struct baton_buf *out);
+int migration_msg_decode_v1(const uint8_t *buf, size_t len,
+			    struct migration_msg *out);
+
 /* ---- the node ---------------------------------------------------------- */
 
 /* Start the relay client (after the node started): 0 or an error logged. */

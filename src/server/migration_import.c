@@ -139,6 +139,19 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 		 * under the same name can feed this one later. */
 		struct kv_migration km;
 		mig_kv_state(g, &km);
+		if (mig_unsealed_with(g, from_cluster)) {
+			/* Format 1 (1.3.0) names no UUID: nothing to pin
+			 * (docs/relay.md, "Migrating from 1.3.0"). */
+			if (m->len != 0) {
+				rv = BATON_ECORRUPT;
+				break;
+			}
+			LOG_INFO("migration: importing a snapshot of cluster "
+				 "%s at index %" PRIu64 " (unsealed, format 1)",
+				 from_cluster, m->index);
+			rv = kv_encode_import_begin(m->index, m->value, &kv);
+			break;
+		}
 		if (m->len != KV_CLUSTER_UUID_BYTES) {
 			rv = BATON_ECORRUPT;
 			break;

@@ -54,6 +54,7 @@ struct mig_view_node {
 	char cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id id;
 	uint64_t incarnation;
+	struct baton_release release; /* as it registered */
 	char address[SERVER_ADDR_MAX];
 	bool connected;
 };
@@ -165,6 +166,9 @@ struct migration {
 		 * secret), replayed, or from a cluster not named by the
 		 * operator (or to a node that migrates nothing). */
 		uint64_t forged, replayed, refused;
+		/* Format-1 messages accepted from, and sent to, the cluster
+		 * named by --migrate-from-unsealed. */
+		uint64_t unsealed_in, unsealed_out;
 	} stats;
 };
 
@@ -177,6 +181,9 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	     const struct migration_msg *msg);
 /* Does the view hold a connected node of `cluster`, this one aside? */
 bool mig_cluster_in_view(const struct migration *g, const char *cluster);
+/* Does this node speak the unsealed format 1 with `cluster` (it is the
+ * --migrate-from cluster and --migrate-from-unsealed was given)? */
+bool mig_unsealed_with(const struct migration *g, const char *cluster);
 /* The kv migration state of this node's map. */
 void mig_kv_state(const struct migration *g, struct kv_migration *out);
 
