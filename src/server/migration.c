@@ -91,6 +91,38 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 /* ---- the relay client's callbacks -----------------------------------------
  */
 
+/* A new node that seals (no --migrate-from-unsealed) and an old cluster
+ * of a release before sealing never understand each other: each drops
+ * the other's messages as malformed. Note the flags that make the
+ * migration possible (docs/relay.md, "Migrating from 1.3.0"): said as
+ * migration_not_ready and logged while nothing was imported (a newer
+ * binary emulating that release seals, and answers). */
+static void notice_unsealed_old(struct migration *g)
+{
+	const struct server_config *c = &g->s->cfg;
+	if (!mig_is_new_side(g) || c->has_unsealed_release)
+		return;
+	struct baton_release sealed = baton_release_sealed_migration_since();
+	for (uint32_t i = 0; i < g->n_view; i++) {
+		const struct mig_view_node *v = &g->view[i];
+		if (strcmp(v->cluster, c->migrate_from) != 0 ||
+		    baton_release_none(v->release) ||
+		    baton_release_compare(v->release, sealed) >= 0)
+			continue;
+		g->old_unsealed = v->release;
+		char r[BATON_RELEASE_STR_MAX];
+		baton_release_format(v->release, r);
+		snprintf(g->old_unsealed_why, sizeof g->old_unsealed_why,
+			 "cluster %s registered as release %s, which does "
+			 "not seal its migration messages, and nothing came "
+			 "from it: to migrate from it, start the new nodes "
+			 "with --migrate-from-unsealed %s and the relay with "
+			 "--open-cluster %s (docs/relay.md)",
+			 c->migrate_from, r, r, c->migrate_from);
+		return;
+	}
+}
+
 static void on_view(void *arg, uint64_t number,
 		    const struct relay_view_node *nodes, size_t n)
 {
@@ -128,6 +160,7 @@ static void on_view(void *arg, uint64_t number,
 		g->known[k] = *v;
 	}
 	LOG_INFO("relay: view %" PRIu64 " with %u nodes", number, g->n_view);
+	notice_unsealed_old(g);
 }
 
 static void on_active(void *arg, bool active)
@@ -254,11 +287,24 @@ static bool accept_msg(struct migration *g, const char *from_cluster,
 	}
 	if (rv != 0) {
 		g->stats.bad_msgs++;
-		LOG_WARN_LIMITED("migration: a malformed migration message "
-				 "(%zu bytes, %s) from node %" PRIu64
-				 " of cluster %s: dropped",
-				 len, baton_strerror(rv), from_node,
-				 from_cluster);
+		struct migration_msg v1;
+		if (migration_msg_decode_v1(payload, len, &v1) == 0)
+			LOG_WARN_LIMITED(
+				"migration: an unsealed (format 1) %s message "
+				"from node %" PRIu64 " of cluster %s: dropped; "
+				"this node speaks only sealed messages (format "
+				"2) with that cluster. A cluster of a release "
+				"before sealing (1.3.0) migrates only to nodes "
+				"started with --migrate-from-unsealed RELEASE "
+				"(docs/relay.md, \"Migrating from 1.3.0\")",
+				migration_msg_name(v1.type), from_node,
+				from_cluster);
+		else
+			LOG_WARN_LIMITED("migration: a malformed migration "
+					 "message (%zu bytes, %s) from node "
+					 "%" PRIu64 " of cluster %s: dropped",
+					 len, baton_strerror(rv), from_node,
+					 from_cluster);
 		return false;
 	}
 	/* Authentic: the sealed sender is the one that counts. One the

@@ -276,6 +276,11 @@ bool mig_import_ready(struct migration *g, const char **why)
 		*why = "the relay has not activated this node";
 		return false;
 	}
+	if (!baton_release_none(g->old_unsealed) && km.import_index == 0 &&
+	    g->im.old_applied == 0) {
+		*why = g->old_unsealed_why;
+		return false;
+	}
 	if (!import_close(g, &km, MIG_READY_LAG_MAX)) {
 		*why = "the import is behind the old cluster";
 		return false;
@@ -319,6 +324,10 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 		.data = (const uint8_t *)me,
 		.len = strlen(me),
 	};
+	if (!baton_release_none(g->old_unsealed) && km->import_index == 0 &&
+	    g->stats.sessions > 1)
+		LOG_WARN_LIMITED("migration: nothing imported yet: %s",
+				 g->old_unsealed_why);
 	if (mig_send(g, g->s->cfg.migrate_from, 0, &m) != 0)
 		im->session = 0;
 	else

@@ -140,6 +140,12 @@ struct migration {
 	uint64_t view_number;
 	uint32_t n_view;
 	struct mig_view_node view[BATON_RELAY_NODES_MAX];
+	/* New side without --migrate-from-unsealed: the release of a node of
+	 * the --migrate-from cluster that registered with a release before
+	 * sealing (it cannot read this node's sealed messages, nor this node
+	 * its), or none; said in the log and as migration_not_ready. */
+	struct baton_release old_unsealed;
+	char old_unsealed_why[1024];
 	/* Old side: the new cluster told us it holds authority. */
 	char authority_cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id authority_leader;
