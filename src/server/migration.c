@@ -288,7 +288,18 @@ static bool accept_msg(struct migration *g, const char *from_cluster,
 	if (rv != 0) {
 		g->stats.bad_msgs++;
 		struct migration_msg v1;
-		if (migration_msg_decode_v1(payload, len, &v1) == 0)
+		if (migration_msg_decode_v1(payload, len, &v1) == 0 &&
+		    !mig_is_new_side(g))
+			LOG_WARN_LIMITED(
+				"migration: an unsealed (format 1) %s message "
+				"from node %" PRIu64 " of cluster %s: dropped; "
+				"this node seals and reads only sealed "
+				"messages (format 2): the unsealed format is "
+				"never spoken by a node that has a migration "
+				"secret",
+				migration_msg_name(v1.type), from_node,
+				from_cluster);
+		else if (migration_msg_decode_v1(payload, len, &v1) == 0)
 			LOG_WARN_LIMITED(
 				"migration: an unsealed (format 1) %s message "
 				"from node %" PRIu64 " of cluster %s: dropped; "
