@@ -22,10 +22,14 @@ nodes' PIDs) to restart node {id} on the new binary, same flags and data
   two share a peer protocol; otherwise the newest release the tree's batond
   emulates that does (`--roll-to-release`): 1.x cannot roll to 2.0.0,
   which speaks peer protocol 4 only, so 1.2.0 rolls to 1.3.0 emulated.
-  The newest recorded release, 1.3.0, cannot reach the tree's 2.0.0 with
-  real binaries at all: its migration messages are an older format the
-  tree drops (RELEASES says why), so the tree's 1.3.0 -> 2.0.0 migration
-  is tested emulated (tests/jepsen/test_migration.py).
+- test_relay_migration_from_the_newest_recorded_release: the newest
+  recorded release, 1.3.0, shares no peer protocol with the tree's 2.0.0
+  and predates sealed migration messages: its real binaries migrate under
+  load to the tree's through baton-relay, the new nodes started with
+  --migrate-from-unsealed 1.3.0 (docs/relay.md, "Migrating from 1.3.0").
+- test_a_cluster_before_sealing_migrates_only_when_named: without
+  --open-cluster (relay) and --migrate-from-unsealed (new nodes), real
+  1.3.0 is refused with a message naming them.
 
 Each roll asserts:
 
@@ -368,3 +372,95 @@ def test_relay_migration_from_the_newest_recorded_release(tmp_path):
     for log in sorted((tmp_path / "new").glob("node*.log")):
         assert "WARNING: --migrate-from-unsealed" in log.read_text(
             errors="replace"), log.name
+
+
+def test_a_cluster_before_sealing_migrates_only_when_named(tmp_path):
+    """Real 1.3.0 binaries without the explicit options are refused with a
+    clear message (docs/relay.md, "Migrating from 1.3.0"): a relay with
+    registration secrets refuses the 1.3.0 node (it proves nothing) and
+    names --open-cluster; once the relay names it, a new node without
+    --migrate-from-unsealed imports nothing and says which flag is
+    missing; restarted with it, the new node imports the old node's keys
+    and serves them."""
+    import test_migration
+    require_binaries()
+    build = harness.build_dir()
+    own = roll.binary_release(build / "batond")
+    old = max((v for v in recorded_releases()
+               if release_key(v) < release_key(own)), key=release_key)
+    old_dir = build_release(old, releases_dir() / old)
+    e2e = harness.e2e
+    port = e2e.free_ports(1)[0]
+    relay_addr = f"{test_migration.HOST}:{port}"
+    relay_secret = e2e.make_secret_file(tmp_path / "relay-new")
+    secret = test_migration.migration_secret(tmp_path)
+    relay_log = tmp_path / "relay.log"
+    (tmp_path / "relay-data").mkdir()
+
+    def start_relay(*extra):
+        with open(relay_log, "ab") as log:
+            p = subprocess.Popen(
+                [str(build / "baton-relay"), "--listen", relay_addr,
+                 "--data", str(tmp_path / "relay-data"), "--activate",
+                 "--cluster-secret", f"new={relay_secret}", *extra],
+                stdout=log, stderr=log, preexec_fn=e2e._die_with_parent)
+        return p
+
+    old_c = e2e.Cluster(tmp_path / "old")
+    new_c = e2e.Cluster(tmp_path / "new")
+    relay = start_relay()
+    try:
+        ports = e2e.free_ports(4)
+        a = e2e.Node(old_c, 1, ports[0], ports[1])
+        a.binary = old_dir / "batond"
+        old_c.nodes[1] = a
+        a.start(["--bootstrap", f"1={a.peer_addr}/{a.client_addr}",
+                 "--relay", relay_addr, "--relay-cluster", "old"])
+        keys = {f"k{i}": f"v{i}" for i in range(20)}
+        e2e.retry(lambda: [a.client().set(k, v) for k, v in keys.items()],
+                  what="writes on the old node")
+        d = e2e.Deadline(20, "the relay's refusal of the 1.3.0 node")
+        while "--open-cluster old" not in relay_log.read_text(
+                errors="replace"):
+            if d.expired():
+                d.fail(relay_log.read_text(errors="replace")[-2000:])
+            time.sleep(0.1)
+        assert "authentication failed: the relay has no secret for " \
+               "cluster old" in relay_log.read_text(errors="replace")
+        relay.kill()
+        relay.wait(timeout=10)
+        relay = start_relay("--open-cluster", "old")
+        b = e2e.Node(new_c, 11, ports[2], ports[3])
+        new_c.nodes[11] = b
+        common = ["--relay", relay_addr, "--relay-cluster", "new",
+                  "--relay-secret-file", str(relay_secret),
+                  "--migrate-from", "old", "--cluster-id", "new",
+                  "--migration-secret-file", secret, "--accept-joins",
+                  "--bootstrap", f"11={b.peer_addr}/{b.client_addr}"]
+        b.start(common)
+        d = e2e.Deadline(20, "migration_not_ready naming the flag")
+        st = {}
+        while "--migrate-from-unsealed 1.3.0" not in st.get(
+                "migration_not_ready", ""):
+            if d.expired():
+                d.fail(repr(st))
+            try:
+                st = test_migration.migration_status(b)
+            except Exception as e:  # not answering yet
+                st = {"error": repr(e)}
+            time.sleep(0.1)
+        time.sleep(2.0)  # nothing comes, however long
+        st = test_migration.migration_status(b)
+        assert st["import_index"] == "0" and st["migration_ready"] == "0", st
+        b.terminate()
+        b.start(common + ["--migrate-from-unsealed", old])
+        test_migration.wait_ready(b, f"the {own} node importing from real "
+                                     f"{old}", deadline_s=20.0)
+        for k, v in keys.items():
+            assert b.client().get(k) == v, k
+    finally:
+        old_c.stop_all()
+        new_c.stop_all()
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait(timeout=10)
