@@ -113,10 +113,9 @@ static void notice_unsealed_old(struct migration *g)
 		char r[BATON_RELEASE_STR_MAX];
 		baton_release_format(v->release, r);
 		snprintf(g->old_unsealed_why, sizeof g->old_unsealed_why,
-			 "cluster %s registered as release %s, which does "
-			 "not seal its migration messages, and nothing came "
-			 "from it: to migrate from it, start the new nodes "
-			 "with --migrate-from-unsealed %s and the relay with "
+			 "nothing came from cluster %s (release %s, before "
+			 "sealed messages): start the new nodes with "
+			 "--migrate-from-unsealed %s and the relay with "
 			 "--open-cluster %s (docs/relay.md)",
 			 c->migrate_from, r, r, c->migrate_from);
 		return;
