@@ -410,7 +410,15 @@ static void on_data(void *arg, const char *from_cluster,
 		on_authority_old(g, &m);
 		return;
 	}
-	if (mig_is_new_side(g) && m.type == MIG_FENCED) {
+	/* An unsealed FENCED proves nothing: believed only from the node
+	 * this leader's import session takes its stream from (1.3.0 sends
+	 * it there alone), else anyone registered as the old cluster could
+	 * make this node hold its clients' commands at will. */
+	bool fenced_believed =
+		!mig_unsealed_with(g, m.from_cluster) ||
+		(mig_leads(g) && g->im.session != 0 &&
+		 m.session == g->im.session && m.from_node == g->im.from_node);
+	if (mig_is_new_side(g) && m.type == MIG_FENCED && fenced_believed) {
 		/* The old cluster fenced (its leader told every new node, or
 		 * our leader relayed it): hold clients' commands until our
 		 * authority, rather than send them where they are refused. */

@@ -8,15 +8,17 @@ A stranger registered at the relay stands for a 1.3.0 node on the wire
 1.3.0's format 1, the `unsealed` of test_migration_attacks.py). The real
 1.3.0 binaries migrate in tests/jepsen/test_real_upgrade.py."""
 
+import struct
 import subprocess
 import threading
 import time
 
 import pytest
+import redis
 
 import conftest as e2e
 import relaywire as rw
-from test_migration_attacks import (AUTHORITY, BEGIN, EXPORT_REQ,
+from test_migration_attacks import (AUTHORITY, BEGIN, EXPORT_REQ, FENCED,
                                     FakeServer, Stranger, secret_file,
                                     status, unsealed, wait_status)
 from test_relay import Relay
@@ -58,10 +60,13 @@ def register(port, cluster, node, address, release):
     return s
 
 
-def new_node(tmp_path, relay, *extra):
+def new_node(tmp_path, relay, *extra, password=None):
     new = e2e.Cluster(tmp_path / "new")
     new.common_args = ["--election-timeout-ms", "300", "--heartbeat-ms",
                        "50"]
+    if password is not None:
+        new.password = password
+        new.common_args += ["--password", password]
     cport, pport = e2e.free_ports(2)
     b = e2e.Node(new, 11, cport, pport)
     new.nodes[b.id] = b
@@ -257,4 +262,50 @@ def test_a_sealed_peer_is_never_spoken_to_unsealed(tmp_path):
         if new is not None:
             new.stop_all()
         old.stop_all()
+        relay.kill()
+
+
+def test_an_unsealed_fenced_from_another_node_holds_nothing(tmp_path):
+    """In the unsealed mode a node registered as the old cluster can say
+    anything; a FENCED outside the leader's import session (anyone's)
+    does not make the new node hold its clients' commands: they are still
+    sent to the old cluster. What the mode exposes is as docs/relay.md
+    says: the request is in clear, and the proxy asks no proof, so the
+    node registered as the old cluster gets the command and the password
+    (why the relay port must be reachable only by the two clusters)."""
+    relay = start_relay(tmp_path)
+    fake = FakeServer()
+    s = new = None
+    password = "unsealed-mode-pw"
+    try:
+        s = register(relay.port, "old", 1, fake.addr, (1, 3, 0))
+        new, b = new_node(tmp_path, relay, "--migrate-from-unsealed",
+                          "1.3.0", password=password)
+        req = first_export_req(s, "the new node's EXPORT_REQ")
+        assert req[0] == EXPORT_REQ and req.endswith(b"new"), req[:40]
+        session = struct.unpack_from("<Q", req, 1)[0]
+        s.unicast("new", b.id, unsealed(FENCED, session=session + 1,
+                                        index=5))
+        s.multicast("new", unsealed(FENCED, session=session + 1, index=5))
+        time.sleep(0.5)
+        c = b.client(timeout=10.0)
+        t0 = time.monotonic()
+        with pytest.raises(redis.ResponseError) as err:
+            c.set("k", "v")
+        assert "unknown command" in str(err.value), err.value
+        assert time.monotonic() - t0 < 2.0, "the command was held"
+        st = status(b)
+        assert st["migration_held_total"] == "0", st
+        assert st["import_index"] == "0", st
+        # Sent on (the fake refuses the AUTH, so the SET never follows),
+        # with the password: no proof was asked.
+        assert b"AUTH" in fake.received and password.encode() in \
+            fake.received, fake.received
+        assert b"BATON.MIGRATION.PROVE" not in fake.received
+    finally:
+        if s is not None:
+            s.leave()
+        fake.close()
+        if new is not None:
+            new.stop_all()
         relay.kill()
