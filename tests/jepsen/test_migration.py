@@ -211,7 +211,7 @@ def start_real_old_cluster(old, binary, extra):
 
 
 def replace_old_cluster(tmp_path, seed, traffic, old_binary=None,
-                        unsealed_release=None):
+                        unsealed_release=None, kill_relay=True):
     """The scheduler's migration under load (the module's head). With
     old_binary, the old cluster runs that real release's batond (which
     has no --migrate-to and no migration secret: it exports to whoever
@@ -285,11 +285,12 @@ def replace_old_cluster(tmp_path, seed, traffic, old_binary=None,
                 assert dry.returncode == 0, dry.stdout + dry.stderr
                 assert "side: new" in dry.stdout and "plan:" in dry.stdout, \
                     dry.stdout
-                relay.kill()
-                note("relay killed")
-                time.sleep(1.0)
-                relay.start()
-                note("relay restarted")
+                if kill_relay:
+                    relay.kill()
+                    note("relay killed")
+                    time.sleep(1.0)
+                    relay.start()
+                    note("relay restarted")
             else:
                 if k == 1:
                     handoff_lo = time.monotonic_ns()
