@@ -167,6 +167,21 @@ static void on_active(void *arg, bool active)
 	struct migration *g = arg;
 	if (active != g->active)
 		LOG_INFO("relay: %s", active ? "activated" : "inactive");
+	/* A release before sealing (1.3.0) forgets the messages it has not
+	 * delivered to a node that is out of its view, as this node is
+	 * while the relay restarts, and format 1 has no sequence number to
+	 * show the hole: the rest of its session would be imported past
+	 * entries that never came. So the session ends here; the next one
+	 * resumes after the import index, from the old leader's kept
+	 * entries (docs/relay.md, "Migrating from 1.3.0"). */
+	if (!active && g->active && g->s->cfg.has_unsealed_release &&
+	    mig_is_new_side(g) && g->im.session != 0) {
+		LOG_INFO("migration: the relay link went down: the unsealed "
+			 "import session %" PRIx64 " ends (it resumes after "
+			 "the import index)",
+			 g->im.session);
+		g->im.session = 0;
+	}
 	g->active = active;
 }
 
