@@ -3,7 +3,9 @@
  * node's relay client, the old side's export stream and fence, the new
  * side's import and authority, and which cluster answers a client.
  *
- *   migration.c         the relay client, the view, serving, INFO, ticks
+ *   migration.c         the relay client, the view, ticks, proxy proofs
+ *   migration_admin.c   INFO's migration section, readiness, and
+ *                       BATON.MIGRATION STATUS/HANDOFF/ABORT/RESUME/UNFENCE
  *   migration_wire.c    the messages inside relay DATA payloads (pure)
  *   migration_export.c  the old leader: snapshot, entries, fence
  *   migration_import.c  the new leader: proposing what it receives,
