@@ -86,6 +86,10 @@ struct baton_release baton_release_identity_since(void);
 /* The first release that can be the old side of a migration through the
  * relay (it applies the FENCE entry): docs/relay.md. */
 struct baton_release baton_release_migration_since(void);
+/* The first release that seals its migration messages (format 2); the
+ * releases from baton_release_migration_since() up to it speak the
+ * unsealed format 1 (docs/relay.md, "Migrating from 1.3.0"). */
+struct baton_release baton_release_sealed_migration_since(void);
 /* The release just before r in the table (one step back: the only target
  * of an explicit downgrade), or NULL when r is the oldest or not in it. */
 const struct baton_profile *baton_release_previous(struct baton_release r);

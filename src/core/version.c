@@ -180,6 +180,20 @@ struct baton_release baton_release_migration_since(void)
 	return migration_since;
 }
 
+/* The first release whose migration messages are sealed (format 2,
+ * --migration-secret-file): a new node speaks the unsealed format 1 only
+ * to a cluster of a release before it, when told to
+ * (--migrate-from-unsealed, docs/relay.md "Migrating from 1.3.0"). */
+static const struct baton_release sealed_migration_since = {2, 0, 0};
+
+struct baton_release baton_release_sealed_migration_since(void)
+{
+	BATON_ASSERT(baton_release_find(sealed_migration_since) != NULL);
+	BATON_ASSERT(baton_release_compare(migration_since,
+					   sealed_migration_since) < 0);
+	return sealed_migration_since;
+}
+
 const struct baton_profile *baton_releases(uint32_t *n_out)
 {
 	BATON_ASSERT(N_RELEASES >= 1);

@@ -20,7 +20,8 @@
 #include "upgrade_path.h"
 
 #define STATUS_TEXT_MAX 4096u
-#define FIELD_MAX 128u
+/* One INFO field's value; migration_not_ready may name flags. */
+#define FIELD_MAX 320u
 #define POLL_MS 200
 
 /* ---- --new --------------------------------------------------------------- */
@@ -223,6 +224,30 @@ static bool old_side_ready(const struct upgrade_migration *m,
 			return false;
 		}
 		field(text, "migration_side", side, sizeof side);
+		struct baton_release its;
+		if (strcmp(side, "old") != 0 &&
+		    baton_release_parse(om->release, &its) == 0 &&
+		    baton_release_compare(
+			    its, baton_release_sealed_migration_since()) < 0) {
+			/* Before sealing (1.3.0): it has no --migrate-to and
+			 * no migration secret; the new nodes speak its
+			 * format (docs/relay.md, "Migrating from 1.3.0"). */
+			char r[BATON_RELEASE_STR_MAX];
+			ctl_error("upgrade: node %" PRIu64
+				  " of the old cluster is not set up to "
+				  "migrate (migration_side %s): restart it "
+				  "with --relay HOST:PORT --relay-cluster OLD; "
+				  "a real %s has no --migrate-to and no "
+				  "migration secret: start the new nodes with "
+				  "--migrate-from-unsealed %s (docs/relay.md, "
+				  "\"Migrating from 1.3.0\"); a newer batond "
+				  "emulating it also needs --migrate-to NEW "
+				  "--migration-secret-file FILE; nothing was "
+				  "changed",
+				  om->id, side, baton_release_format(its, r),
+				  r);
+			return false;
+		}
 		if (strcmp(side, "old") != 0) {
 			ctl_error("upgrade: node %" PRIu64
 				  " of the old cluster "

@@ -91,6 +91,13 @@ static void usage(FILE *out)
 		"clusters "
 		"that have none\n"
 		"                            without a proof\n"
+		"  --open-cluster NAME       with secrets, admit cluster NAME "
+		"(which has no\n"
+		"                            secret) without a proof: the old "
+		"cluster of a\n"
+		"                            release whose nodes send none "
+		"(1.3.0); repeatable\n"
+		"                            (at most 8); warned at start\n"
 		"  --proof-max-skew-ms N     refuse a proof whose time is this "
 		"far from the relay's\n"
 		"                            clock (60000)\n"
@@ -144,6 +151,7 @@ static const struct option relay_flags[] = {
 	{"max-unregistered-per-address", required_argument, NULL, 'U'},
 	{"cluster-secret", required_argument, NULL, 'S'},
 	{"allow-open-clusters", no_argument, NULL, 'O'},
+	{"open-cluster", required_argument, NULL, 'o'},
 	{"proof-max-skew-ms", required_argument, NULL, 'K'},
 	{"admin-secret-file", required_argument, NULL, 'A'},
 	{"auto-deactivate-ms", required_argument, NULL, 'D'},
@@ -220,6 +228,23 @@ static bool parse_listen(const char *s, char *host, size_t cap, int *port,
 	snprintf(host, cap, "%s", a.host);
 	*port = a.port;
 	return true;
+}
+
+/* --open-cluster NAME: a cluster id as HELLO carries it (1 to 255 bytes). */
+static int open_cluster_flag(const char *v, struct relay_config *cfg)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n > 255)
+		return bad_usage("--open-cluster '%s': a cluster id of 1 to "
+				 "255 bytes",
+				 v);
+	for (uint32_t i = 0; i < cfg->n_open; i++)
+		if (strcmp(cfg->open_clusters[i], v) == 0)
+			return bad_usage("--open-cluster %s given twice", v);
+	if (cfg->n_open == RELAY_OPEN_CLUSTERS_MAX)
+		return bad_usage("--open-cluster %s: at most 8", v);
+	cfg->open_clusters[cfg->n_open++] = v;
+	return 0;
 }
 
 /* --cluster-secret NAME=FILE: the key of NAME's proofs into secrets[*n]. */
@@ -450,6 +475,9 @@ int main(int argc, char **argv)
 		case 'O':
 			cfg.allow_open_clusters = true;
 			break;
+		case 'o':
+			rc = open_cluster_flag(v, &cfg);
+			break;
 		case 'A':
 			rc = admin_secret_flag(v, &cfg);
 			break;
@@ -471,6 +499,19 @@ int main(int argc, char **argv)
 				       "required");
 	cfg.host = host;
 	BATON_ASSERT(cfg.port > 0 && cfg.port <= 65535);
+	for (uint32_t i = 0; i < cfg.n_open; i++)
+		for (uint32_t k = 0; k < cfg.n_secrets; k++)
+			if (strcmp(cfg.open_clusters[i],
+				   secrets[k].cluster_id) == 0)
+				return bad_usage(
+					"--open-cluster %s: that cluster "
+					"has a --cluster-secret",
+					cfg.open_clusters[i]);
+	if (cfg.n_open > 0 && cfg.n_secrets == 0)
+		return bad_usage("%s", "--open-cluster needs at least one "
+				       "--cluster-secret (the new cluster's): "
+				       "without any, registration is open to "
+				       "every cluster");
 	if (cfg.allow_open_clusters && cfg.n_secrets == 0)
 		return bad_usage("%s", "--allow-open-clusters needs at least "
 				       "one --cluster-secret");
@@ -491,6 +532,15 @@ int main(int argc, char **argv)
 			  "cluster %s: registration needs a proof of its "
 			  "secret",
 			  secrets[i].cluster_id);
+	for (uint32_t i = 0; i < cfg.n_open; i++)
+		relay_log(RELAY_LOG_WARN,
+			  "WARNING: --open-cluster %s: nodes of cluster %s "
+			  "register WITHOUT a proof; anyone who reaches %s can "
+			  "register as one of them (for the old cluster of a "
+			  "release that has no relay secret, docs/relay.md "
+			  "\"Migrating from 1.3.0\")",
+			  cfg.open_clusters[i], cfg.open_clusters[i],
+			  listen_arg);
 	if (cfg.allow_open_clusters)
 		relay_log(RELAY_LOG_WARN,
 			  "--allow-open-clusters: any other cluster id "

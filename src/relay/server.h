@@ -22,6 +22,9 @@ struct relay_cluster_secret {
 /* --cluster-secret given at most this many times. */
 #define RELAY_CLUSTER_SECRETS_MAX 64u
 
+/* The most --open-cluster flags. */
+#define RELAY_OPEN_CLUSTERS_MAX 8u
+
 struct relay_config {
 	const char *host; /* IPv4 or IPv6 number (no brackets) or a name */
 	int port;
@@ -48,6 +51,12 @@ struct relay_config {
 	const struct relay_cluster_secret *secrets;
 	uint32_t n_secrets;
 	bool allow_open_clusters;
+	/* --open-cluster NAME: with secrets, these cluster ids (and only
+	 * these) register without a proof: the old cluster of a release
+	 * whose relay client sends none (docs/relay.md, "Migrating from
+	 * 1.3.0"). Each is not one of the secrets' clusters. */
+	uint32_t n_open;
+	const char *open_clusters[RELAY_OPEN_CLUSTERS_MAX];
 	uint64_t proof_skew_ms;
 	/* Operators' ACTIVATE/DEACTIVATE over the network (a STATUS with an
 	 * ADMIN_REQUEST, batonctl relay): the key of --admin-secret-file;

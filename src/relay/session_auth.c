@@ -24,6 +24,17 @@ secret_of(const struct relay_config *cfg, const struct baton_relay_str *id)
 	return NULL;
 }
 
+/* Did the operator name this cluster with --open-cluster? */
+static bool named_open(const struct relay_config *cfg,
+		       const struct baton_relay_str *id)
+{
+	for (uint32_t i = 0; i < cfg->n_open; i++)
+		if (strlen(cfg->open_clusters[i]) == id->len &&
+		    memcmp(cfg->open_clusters[i], id->ptr, id->len) == 0)
+			return true;
+	return false;
+}
+
 /* The wall clock, as the nodes' proofs carry it. */
 uint64_t session_wall_ms(void)
 {
@@ -71,11 +82,14 @@ uint16_t session_auth_check(struct relay_server *srv,
 		return 0; /* open relay: warned at start */
 	const struct relay_cluster_secret *s = secret_of(cfg, &h->cluster_id);
 	if (s == NULL) {
-		if (cfg->allow_open_clusters)
-			return 0;
+		if (cfg->allow_open_clusters || named_open(cfg, &h->cluster_id))
+			return 0; /* warned at start */
 		snprintf(why, cap,
 			 "authentication failed: the relay has no secret for "
-			 "cluster %.*s (give it --cluster-secret %.*s=FILE)",
+			 "cluster %.*s (give it --cluster-secret %.*s=FILE, or "
+			 "--open-cluster %.*s for the old cluster of a release "
+			 "whose nodes prove nothing: docs/relay.md)",
+			 (int)h->cluster_id.len, h->cluster_id.ptr,
 			 (int)h->cluster_id.len, h->cluster_id.ptr,
 			 (int)h->cluster_id.len, h->cluster_id.ptr);
 		return BATON_RELAY_EREFUSED;

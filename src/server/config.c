@@ -528,6 +528,13 @@ static int relay_options(struct server_config *c)
 		}
 		c->has_migration_secret = true;
 	}
+	if (c->has_unsealed_release && c->migrate_from[0] == '\0') {
+		fprintf(stderr, "batond: --migrate-from-unsealed RELEASE names "
+				"the release of the cluster this node imports "
+				"from: it needs --migrate-from NAME (a new "
+				"node)\n");
+		return -1;
+	}
 	if (c->migrate_from[0] != '\0' && c->migrate_to[0] != '\0') {
 		fprintf(stderr, "batond: --migrate-from (the new side) and "
 				"--migrate-to (the old side) exclude each "

@@ -109,6 +109,12 @@ struct server_config {
 	bool has_relay_secret;
 	struct baton_peer_secret relay_secret;
 	char migrate_from[256];
+	/* --migrate-from-unsealed RELEASE: the --migrate-from cluster runs
+	 * RELEASE, which predates sealing; messages to and from it are the
+	 * unsealed format 1 (docs/relay.md, "Migrating from 1.3.0"). Every
+	 * other cluster's (this node's own) stay sealed. */
+	bool has_unsealed_release;
+	struct baton_release unsealed_release;
 	/* The one cluster this (old) node exports to and fences for. */
 	char migrate_to[256];
 	/* --migration-secret-file: the secret both clusters of a migration

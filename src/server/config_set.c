@@ -54,6 +54,7 @@ const struct config_option config_options[] = {
 	{"relay-cluster", "NAME"},
 	{"relay-secret-file", "PATH"},
 	{"migrate-from", "NAME"},
+	{"migrate-from-unsealed", "X.Y.Z"},
 	{"migrate-to", "NAME"},
 	{"migration-secret-file", "PATH"},
 	{"restore", "FILE"},
@@ -321,6 +322,47 @@ static int parse_bootstrap(struct server_config *c,
 	return founders_distinct(c, o);
 }
 
+/* --migrate-from-unsealed RELEASE: the old cluster runs RELEASE, which
+ * predates sealed migration messages; this node speaks that release's
+ * unsealed format 1 to it (docs/relay.md, "Migrating from 1.3.0"). Only a
+ * release of the table from the first with the relay client up to, not
+ * including, the first that seals. */
+static int parse_unsealed_release(struct server_config *c,
+				  const struct config_origin *o)
+{
+	struct baton_release r;
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
+	struct baton_release from = baton_release_migration_since();
+	struct baton_release sealed = baton_release_sealed_migration_since();
+	if (baton_release_parse(o->value, &r) != 0 ||
+	    baton_release_find(r) == NULL) {
+		char list[256];
+		return config_refuse(o,
+				     "this binary does not contain release "
+				     "'%s'; it contains %s",
+				     o->value,
+				     config_release_list(list, sizeof list, 0));
+	}
+	if (baton_release_compare(r, sealed) >= 0)
+		return config_refuse(
+			o,
+			"release %s seals its migration messages (format 2, "
+			"since %s): migrate from it with "
+			"--migration-secret-file only; the unsealed mode is "
+			"for a cluster of a release before %s",
+			o->value, baton_release_format(sealed, a),
+			baton_release_format(sealed, b));
+	if (baton_release_compare(r, from) < 0)
+		return config_refuse(o,
+				     "release %s has no relay client (the old "
+				     "side of a migration needs %s or later: "
+				     "roll it first)",
+				     o->value, baton_release_format(from, a));
+	c->has_unsealed_release = true;
+	c->unsealed_release = r;
+	return 0;
+}
+
 static int parse_as_release(struct server_config *c,
 			    const struct config_origin *o)
 {
@@ -549,6 +591,8 @@ int config_set(struct server_config *c, const struct config_origin *o)
 		return parse_seeds(c, o);
 	if (strcmp(n, "as-release") == 0)
 		return parse_as_release(c, o);
+	if (strcmp(n, "migrate-from-unsealed") == 0)
+		return parse_unsealed_release(c, o);
 	if (strcmp(n, "max-clock-offset") == 0)
 		return clock_offset(c, o);
 	if (strcmp(n, "maxmemory") == 0)

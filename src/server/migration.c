@@ -1,7 +1,9 @@
 /*
  * The node's side of a migration between two clusters (docs/relay.md): the
- * relay client, the view it installs, which cluster answers a client, and
- * the timer that drives the export (old side) and the import (new side).
+ * relay client, the view it installs, which messages it accepts, the timer
+ * that drives the export (old side) and the import (new side), and the
+ * proofs its proxy asks for. INFO's migration section, the readiness and
+ * BATON.MIGRATION's commands are in migration_admin.c.
  */
 #include <inttypes.h>
 #include <openssl/crypto.h>
@@ -46,6 +48,13 @@ bool mig_cluster_in_view(const struct migration *g, const char *cluster)
 	return false;
 }
 
+bool mig_unsealed_with(const struct migration *g, const char *cluster)
+{
+	const struct server_config *c = &g->s->cfg;
+	return c->has_unsealed_release && mig_is_new_side(g) &&
+	       strcmp(cluster, c->migrate_from) == 0;
+}
+
 void mig_kv_state(const struct migration *g, struct kv_migration *out)
 {
 	kv_migration_state(g->s->machine.kv, out);
@@ -65,18 +74,55 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	/* Every message a number above the last: the receiver refuses one
 	 * at or below the last it accepted from this node (a replay). */
 	m.seq = ++g->seq_next;
-	int rv = migration_msg_seal(&g->keys, &m, &b);
+	bool unsealed = mig_unsealed_with(g, to_cluster);
+	/* Only to the cluster the operator named as predating sealing:
+	 * format 1 in clear, as its release reads it. */
+	int rv = unsealed ? migration_msg_encode_v1(&m, &b)
+			  : migration_msg_seal(&g->keys, &m, &b);
 	if (rv == 0)
 		rv = relay_client_send(g->relay, to_cluster, to_node, b.data,
 				       b.len);
 	baton_buf_free(&b);
 	if (rv == 0)
 		g->stats.msgs_out++;
+	if (rv == 0 && unsealed)
+		g->stats.unsealed_out++;
 	return rv;
 }
 
 /* ---- the relay client's callbacks -----------------------------------------
  */
+
+/* A new node that seals (no --migrate-from-unsealed) and an old cluster
+ * of a release before sealing never understand each other: each drops
+ * the other's messages as malformed. Note the flags that make the
+ * migration possible (docs/relay.md, "Migrating from 1.3.0"): said as
+ * migration_not_ready and logged while nothing was imported (a newer
+ * binary emulating that release seals, and answers). */
+static void notice_unsealed_old(struct migration *g)
+{
+	const struct server_config *c = &g->s->cfg;
+	if (!mig_is_new_side(g) || c->has_unsealed_release)
+		return;
+	struct baton_release sealed = baton_release_sealed_migration_since();
+	for (uint32_t i = 0; i < g->n_view; i++) {
+		const struct mig_view_node *v = &g->view[i];
+		if (strcmp(v->cluster, c->migrate_from) != 0 ||
+		    baton_release_none(v->release) ||
+		    baton_release_compare(v->release, sealed) >= 0)
+			continue;
+		g->old_unsealed = v->release;
+		char r[BATON_RELEASE_STR_MAX];
+		baton_release_format(v->release, r);
+		snprintf(g->old_unsealed_why, sizeof g->old_unsealed_why,
+			 "nothing came from cluster %s (release %s, before "
+			 "sealed messages): start the new nodes with "
+			 "--migrate-from-unsealed %s and the relay with "
+			 "--open-cluster %s (docs/relay.md)",
+			 c->migrate_from, r, r, c->migrate_from);
+		return;
+	}
+}
 
 static void on_view(void *arg, uint64_t number,
 		    const struct relay_view_node *nodes, size_t n)
@@ -91,6 +137,7 @@ static void on_view(void *arg, uint64_t number,
 			 nodes[i].cluster_id);
 		v->id = nodes[i].node_id;
 		v->incarnation = nodes[i].incarnation;
+		v->release = nodes[i].release;
 		snprintf(v->address, sizeof v->address, "%s", nodes[i].address);
 		v->connected = nodes[i].connected;
 	}
@@ -114,6 +161,7 @@ static void on_view(void *arg, uint64_t number,
 		g->known[k] = *v;
 	}
 	LOG_INFO("relay: view %" PRIu64 " with %u nodes", number, g->n_view);
+	notice_unsealed_old(g);
 }
 
 static void on_active(void *arg, bool active)
@@ -121,6 +169,21 @@ static void on_active(void *arg, bool active)
 	struct migration *g = arg;
 	if (active != g->active)
 		LOG_INFO("relay: %s", active ? "activated" : "inactive");
+	/* A release before sealing (1.3.0) forgets the messages it has not
+	 * delivered to a node that is out of its view, as this node is
+	 * while the relay restarts, and format 1 has no sequence number to
+	 * show the hole: the rest of its session would be imported past
+	 * entries that never came. So the session ends here; the next one
+	 * resumes after the import index, from the old leader's kept
+	 * entries (docs/relay.md, "Migrating from 1.3.0"). */
+	if (!active && g->active && g->s->cfg.has_unsealed_release &&
+	    mig_is_new_side(g) && g->im.session != 0) {
+		LOG_INFO("migration: the relay link went down: the unsealed "
+			 "import session %" PRIx64 " ends (it resumes after "
+			 "the import index)",
+			 g->im.session);
+		g->im.session = 0;
+	}
 	g->active = active;
 }
 
@@ -137,6 +200,76 @@ static bool sender_allowed(const struct migration *g, const char *cluster)
 	return c->migrate_to[0] != '\0' && strcmp(cluster, c->migrate_to) == 0;
 }
 
+/* The release node `id` of `cluster` registered with, or none. */
+static struct baton_release view_release(const struct migration *g,
+					 const char *cluster, baton_node_id id)
+{
+	for (uint32_t i = 0; i < g->n_view; i++)
+		if (g->view[i].id == id &&
+		    strcmp(g->view[i].cluster, cluster) == 0)
+			return g->view[i].release;
+	return (struct baton_release){0, 0, 0};
+}
+
+/* A format-1 message from the cluster named by --migrate-from-unsealed
+ * (docs/relay.md, "Migrating from 1.3.0"): nothing authenticates it, so
+ * it is taken only from a node registered with a release before sealing
+ * (a node of a sealing release never speaks format 1: its operator gave
+ * it a migration secret), and only of the types an old leader sends to
+ * an importer: never AUTHORITY, EXPORT_REQ, ACK or HANDOFF. The sender
+ * is the one the relay names. false (counted and logged) if dropped. */
+static bool accept_unsealed(struct migration *g, const char *from_cluster,
+			    baton_node_id from_node, const uint8_t *payload,
+			    size_t len, struct migration_msg *m)
+{
+	const struct server_config *c = &g->s->cfg;
+	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
+	struct baton_release r = view_release(g, from_cluster, from_node);
+	struct baton_release sealed = baton_release_sealed_migration_since();
+	if (baton_release_none(r) || baton_release_compare(r, sealed) >= 0) {
+		g->stats.refused++;
+		LOG_WARN_LIMITED(
+			"migration: a message from node %" PRIu64
+			" of cluster %s refused: it registered at the relay "
+			"as release %s, which seals its messages (%s and "
+			"later); --migrate-from-unsealed %s speaks the "
+			"unsealed format only to a release before %s",
+			from_node, from_cluster,
+			baton_release_none(r) ? "(none)"
+					      : baton_release_format(r, a),
+			baton_release_format(sealed, b),
+			baton_release_format(c->unsealed_release, a),
+			baton_release_format(sealed, b));
+		return false;
+	}
+	int rv = migration_msg_decode_v1(payload, len, m);
+	if (rv != 0) {
+		g->stats.bad_msgs++;
+		LOG_WARN_LIMITED("migration: a malformed migration message "
+				 "(%zu bytes, not format 1, which "
+				 "--migrate-from-unsealed expects of cluster "
+				 "%s) from node %" PRIu64 ": dropped",
+				 len, from_cluster, from_node);
+		return false;
+	}
+	bool exporter_type = m->type != MIG_EXPORT_REQ && m->type != MIG_ACK &&
+			     m->type != MIG_HANDOFF && m->type != MIG_AUTHORITY;
+	if (!exporter_type) {
+		g->stats.refused++;
+		LOG_WARN_LIMITED("migration: an unsealed %s from node %" PRIu64
+				 " of cluster %s refused: only an old "
+				 "leader's stream is taken unsealed",
+				 migration_msg_name(m->type), from_node,
+				 from_cluster);
+		return false;
+	}
+	snprintf(m->from_cluster, sizeof m->from_cluster, "%s", from_cluster);
+	snprintf(m->to_cluster, sizeof m->to_cluster, "%s", c->relay_cluster);
+	m->from_node = from_node;
+	g->stats.unsealed_in++;
+	return true;
+}
+
 /* Open and check a message: false (counted and logged) if it is dropped. */
 static bool accept_msg(struct migration *g, const char *from_cluster,
 		       baton_node_id from_node, const uint8_t *payload,
@@ -151,6 +284,9 @@ static bool accept_msg(struct migration *g, const char *from_cluster,
 				 len, from_node, from_cluster);
 		return false;
 	}
+	if (mig_unsealed_with(g, from_cluster))
+		return accept_unsealed(g, from_cluster, from_node, payload, len,
+				       m);
 	int rv = migration_msg_open(&g->keys, payload, len, m, &g->plain);
 	if (rv == BATON_EINVAL) {
 		g->stats.forged++;
@@ -167,11 +303,35 @@ static bool accept_msg(struct migration *g, const char *from_cluster,
 	}
 	if (rv != 0) {
 		g->stats.bad_msgs++;
-		LOG_WARN_LIMITED("migration: a malformed migration message "
-				 "(%zu bytes, %s) from node %" PRIu64
-				 " of cluster %s: dropped",
-				 len, baton_strerror(rv), from_node,
-				 from_cluster);
+		struct migration_msg v1;
+		if (migration_msg_decode_v1(payload, len, &v1) == 0 &&
+		    !mig_is_new_side(g))
+			LOG_WARN_LIMITED(
+				"migration: an unsealed (format 1) %s message "
+				"from node %" PRIu64 " of cluster %s: dropped; "
+				"this node seals and reads only sealed "
+				"messages (format 2): the unsealed format is "
+				"never spoken by a node that has a migration "
+				"secret",
+				migration_msg_name(v1.type), from_node,
+				from_cluster);
+		else if (migration_msg_decode_v1(payload, len, &v1) == 0)
+			LOG_WARN_LIMITED(
+				"migration: an unsealed (format 1) %s message "
+				"from node %" PRIu64 " of cluster %s: dropped; "
+				"this node speaks only sealed messages (format "
+				"2) with that cluster. A cluster of a release "
+				"before sealing (1.3.0) migrates only to nodes "
+				"started with --migrate-from-unsealed RELEASE "
+				"(docs/relay.md, \"Migrating from 1.3.0\")",
+				migration_msg_name(v1.type), from_node,
+				from_cluster);
+		else
+			LOG_WARN_LIMITED("migration: a malformed migration "
+					 "message (%zu bytes, %s) from node "
+					 "%" PRIu64 " of cluster %s: dropped",
+					 len, baton_strerror(rv), from_node,
+					 from_cluster);
 		return false;
 	}
 	/* Authentic: the sealed sender is the one that counts. One the
@@ -267,7 +427,15 @@ static void on_data(void *arg, const char *from_cluster,
 		on_authority_old(g, &m);
 		return;
 	}
-	if (mig_is_new_side(g) && m.type == MIG_FENCED) {
+	/* An unsealed FENCED proves nothing: believed only from the node
+	 * this leader's import session takes its stream from (1.3.0 sends
+	 * it there alone), else anyone registered as the old cluster could
+	 * make this node hold its clients' commands at will. */
+	bool fenced_believed =
+		!mig_unsealed_with(g, m.from_cluster) ||
+		(mig_leads(g) && g->im.session != 0 &&
+		 m.session == g->im.session && m.from_node == g->im.from_node);
+	if (mig_is_new_side(g) && m.type == MIG_FENCED && fenced_believed) {
 		/* The old cluster fenced (its leader told every new node, or
 		 * our leader relayed it): hold clients' commands until our
 		 * authority, rather than send them where they are refused. */
@@ -384,6 +552,19 @@ int migration_start(struct server *s)
 		 s->cfg.relay, s->cfg.id, s->cfg.relay_cluster,
 		 mig_is_new_side(g) ? ", importing from cluster " : "",
 		 s->cfg.migrate_from);
+	if (s->cfg.has_unsealed_release) {
+		char r[BATON_RELEASE_STR_MAX];
+		LOG_WARN("WARNING: --migrate-from-unsealed %s: messages with "
+			 "cluster %s are the unsealed format 1 of release %s: "
+			 "NOT authenticated, NOT encrypted; anyone who can "
+			 "register as cluster %s at the relay can read the "
+			 "import and feed it, and this node proxies its "
+			 "clients (and --password) to such nodes without a "
+			 "proof. This cluster's own messages stay sealed "
+			 "(docs/relay.md, \"Migrating from 1.3.0\")",
+			 baton_release_format(s->cfg.unsealed_release, r),
+			 s->cfg.migrate_from, r, s->cfg.migrate_from);
+	}
 	return 0;
 }
 
@@ -449,203 +630,6 @@ bool migration_writes_frozen(const struct server *s)
 	return km.fenced || km.importing;
 }
 
-/* ---- INFO and BATON.MIGRATION ------------------------------------------- */
-
-static const char *phase(struct migration *g, const struct kv_migration *km)
-{
-	if (km->aborted && !km->authority && !km->sealed)
-		return "aborted";
-	if (mig_is_new_side(g)) {
-		if (km->authority)
-			return "authority";
-		if (g->im.fenced_at != 0 || g->im.handoff_sent_ms != 0)
-			return "handoff";
-		if (km->snapshot_open)
-			return "snapshot";
-		if (km->importing)
-			return "mirror";
-		return g->active ? "requesting" : "waiting-for-activation";
-	}
-	if (km->fenced || g->authority_leader != 0)
-		return "fenced";
-	if (g->ex.open)
-		return g->ex.snap_running ? "exporting-snapshot" : "exporting";
-	return g->active ? "idle" : "waiting-for-activation";
-}
-
-bool migration_ready(struct server *s, const char **why)
-{
-	struct migration *g = s->migration;
-	*why = "";
-	if (g == NULL || !mig_is_new_side(g))
-		return true;
-	return mig_import_ready(g, why);
-}
-
-void migration_info(struct server *s, struct baton_buf *b)
-{
-	struct migration *g = s->migration;
-	if (g == NULL)
-		return;
-	struct kv_migration km;
-	mig_kv_state(g, &km);
-	struct relay_client_status rs;
-	relay_client_status(g->relay, &rs);
-	struct proxy_stats ps;
-	proxy_stats(s, &ps);
-	const char *why = "";
-	bool ready = migration_ready(s, &why);
-	char text[4096];
-	int n = snprintf(
-		text, sizeof text,
-		"\r\n# Migration\r\nmigration_side:%s\r\nmigration_phase:%s"
-		"\r\nmigration_ready:%d\r\nmigration_not_ready:%s"
-		"\r\nrelay:%s\r\nrelay_cluster:%s\r\nrelay_connected:%d"
-		"\r\nrelay_active:%d\r\nrelay_view:%" PRIu64
-		"\r\nrelay_view_nodes:%u\r\nimport_index:%" PRIu64
-		"\r\nimport_old_applied:%" PRIu64
-		"\r\nimport_authority_from:%" PRIu64
-		"\r\nexport_session:%" PRIu64 "\r\nexport_acked:%" PRIu64
-		"\r\nexport_sent:%" PRIu64 "\r\nfence_index:%" PRIu64
-		"\r\nfenced:%d\r\nmigration_msgs_in:%" PRIu64
-		"\r\nmigration_msgs_out:%" PRIu64
-		"\r\nmigration_bad_msgs:%" PRIu64
-		"\r\nmigration_forged:%" PRIu64
-		"\r\nmigration_replayed:%" PRIu64
-		"\r\nmigration_refused:%" PRIu64
-		"\r\nmigration_sessions:%" PRIu64
-		"\r\nmigration_snapshots:%" PRIu64 "\r\nrelay_resent:%" PRIu64
-		"\r\nrelay_reconnects:%" PRIu64 "\r\nrelay_last_error:%s"
-		"\r\nproxy_commands:%" PRIu64 "\r\nproxy_errors:%" PRIu64
-		"\r\nproxy_upstreams_open:%" PRIu64
-		"\r\nmigration_held:%u\r\nmigration_held_total:%" PRIu64 "\r\n",
-		mig_is_new_side(g) ? "new" : "old", phase(g, &km),
-		ready ? 1 : 0, why, s->cfg.relay, s->cfg.relay_cluster,
-		rs.connected ? 1 : 0, rs.active ? 1 : 0, g->view_number,
-		g->n_view, km.import_index, g->im.old_applied,
-		km.authority_from, g->ex.session, g->ex.acked, g->ex.sent_index,
-		g->ex.fence_index, km.fenced ? 1 : 0, g->stats.msgs_in,
-		g->stats.msgs_out, g->stats.bad_msgs, g->stats.forged,
-		g->stats.replayed, g->stats.refused, g->stats.sessions,
-		g->stats.snapshots, rs.resent, rs.reconnects, rs.last_error,
-		ps.commands, ps.errors, ps.upstreams_open, g->parked.n,
-		g->stats.parked);
-	if (n > 0 && (size_t)n < sizeof text)
-		baton_buf_append(b, text, (size_t)n);
-}
-
-static void on_control_applied(void *data, int status, const uint8_t *reply,
-			       size_t len)
-{
-	struct slot *sl = data;
-	if (status != 0) {
-		slot_error(sl, status);
-		return;
-	}
-	/* The map's reply: +OK, or its -ERR saying why it refused. */
-	int rv = baton_buf_append(slot_buf(sl), reply, len);
-	if (rv != 0) {
-		slot_error(sl, rv);
-		return;
-	}
-	slot_done(sl);
-}
-
-/* BATON.MIGRATION ABORT | RESUME | UNFENCE: a CONTROL entry, proposed by
- * the leader; the reply is the map's. */
-static int admin_control(struct command_ctx *x, enum kv_control_op op)
-{
-	struct server *s = x->s;
-	struct migration *g = s->migration;
-	const char *refusal = NULL;
-	/* A fenced node restarted without the migration's flags may still
-	 * be unfenced: the SEAL in its log refuses it once authority
-	 * followed. */
-	if (g == NULL && op != KV_CONTROL_UNFENCE)
-		refusal = "ERR this node takes part in no migration (no "
-			  "--relay)";
-	else if (g == NULL)
-		refusal = NULL;
-	else if (!mig_is_new_side(g) && s->cfg.migrate_to[0] == '\0' &&
-		 op != KV_CONTROL_UNFENCE)
-		refusal = "ERR this node takes part in no migration (no "
-			  "--migrate-to or --migrate-from)";
-	else if (op == KV_CONTROL_UNFENCE && mig_is_new_side(g))
-		refusal = "ERR unfence is for the old cluster (a node started "
-			  "with --migrate-to)";
-	else if (op == KV_CONTROL_UNFENCE &&
-		 (g->ex.authority_seen || g->authority_leader != 0))
-		refusal = "ERR unfence refused: the new cluster announced "
-			  "write authority after this fence; lifting it would "
-			  "give two clusters write authority";
-	if (refusal != NULL) {
-		resp_error(command_out(x), "%s", refusal);
-		return command_done(x);
-	}
-	if (!admin_require_leader(x))
-		return 0;
-	struct baton_release its;
-	baton_node_id old = mig_member_without_fence(s, &its);
-	if (old != 0) {
-		char r[BATON_RELEASE_STR_MAX];
-		resp_error(command_out(x),
-			   "ERR member %" PRIu64 " runs release %s, which "
-			   "does not know this entry; upgrade it first",
-			   old, baton_release_format(its, r));
-		return command_done(x);
-	}
-	int rv = mig_propose_control(s, op, on_control_applied, x->sl);
-	if (rv != 0)
-		slot_error(x->sl, rv);
-	else
-		LOG_WARN("migration: %s asked by a client: proposed",
-			 op == KV_CONTROL_ABORT	   ? "abort"
-			 : op == KV_CONTROL_RESUME ? "resume"
-						   : "unfence");
-	return 0;
-}
-
-int admin_migration(struct command_ctx *x)
-{
-	if (x->argc == 2 && command_arg_is(x, 1, "ABORT"))
-		return admin_control(x, KV_CONTROL_ABORT);
-	if (x->argc == 2 && command_arg_is(x, 1, "RESUME"))
-		return admin_control(x, KV_CONTROL_RESUME);
-	if (x->argc == 2 && command_arg_is(x, 1, "UNFENCE"))
-		return admin_control(x, KV_CONTROL_UNFENCE);
-	if (x->argc >= 2 && command_arg_is(x, 1, "ATTACH"))
-		return migration_attach(x);
-	struct server *s = x->s;
-	struct migration *g = s->migration;
-	if (x->argc == 2 && command_arg_is(x, 1, "STATUS")) {
-		struct baton_buf text;
-		baton_buf_init(&text);
-		if (g == NULL)
-			baton_buf_append(&text, "migration_side:none\r\n", 21);
-		else
-			migration_info(s, &text);
-		resp_bulk(command_out(x), text.data, text.len);
-		baton_buf_free(&text);
-		return command_done(x);
-	}
-	if (x->argc == 2 && command_arg_is(x, 1, "HANDOFF")) {
-		if (g == NULL || !mig_is_new_side(g)) {
-			resp_error(command_out(x),
-				   "ERR this node imports nothing: hand-off is "
-				   "asked of the new cluster (a node started "
-				   "with --migrate-from)");
-			return command_done(x);
-		}
-		g->im.handoff_asked = true;
-		resp_simple(command_out(x), "OK");
-		return command_done(x);
-	}
-	resp_error(command_out(x), "ERR usage: BATON.MIGRATION STATUS | "
-				   "HANDOFF | ABORT | RESUME | UNFENCE | "
-				   "ATTACH ...");
-	return command_done(x);
-}
-
 /* ---- proofs for the proxy (docs/relay.md, "Proxying") ---------------- */
 
 static bool has_keys(const struct migration *g)
@@ -662,7 +646,12 @@ static const char *other_cluster(const struct server *s)
 
 bool migration_proxy_needs_proof(const struct server *s)
 {
-	return s->migration != NULL;
+	/* A new node proxies only to the --migrate-from cluster (before
+	 * authority; after it, it answers itself). A release before sealing
+	 * has no BATON.MIGRATION.PROVE and no migration secret: under
+	 * --migrate-from-unsealed nothing can be proven (docs/relay.md,
+	 * "Migrating from 1.3.0", says what that exposes). */
+	return s->migration != NULL && !s->cfg.has_unsealed_release;
 }
 
 int migration_proof_request(struct server *s, const char *addr,

@@ -3,7 +3,9 @@
  * node's relay client, the old side's export stream and fence, the new
  * side's import and authority, and which cluster answers a client.
  *
- *   migration.c         the relay client, the view, serving, INFO, ticks
+ *   migration.c         the relay client, the view, ticks, proxy proofs
+ *   migration_admin.c   INFO's migration section, readiness, and
+ *                       BATON.MIGRATION STATUS/HANDOFF/ABORT/RESUME/UNFENCE
  *   migration_wire.c    the messages inside relay DATA payloads (pure)
  *   migration_export.c  the old leader: snapshot, entries, fence
  *   migration_import.c  the new leader: proposing what it receives,
@@ -166,6 +168,16 @@ int migration_proxy_proof(struct migration_keys *k, const char *prover_cluster,
 			  size_t nonce_len, const char *address,
 			  uint8_t out[MIG_PROOF_BYTES]);
 const char *migration_msg_name(uint8_t type);
+
+/* Format 1 (migration_wire_v1.c): release 1.3.0's unsealed messages,
+ * spoken only with a cluster named by --migrate-from-unsealed. Only
+ * type, session, applied, index, value and data are carried; encoding
+ * takes the types 1..10 (0, or BATON_EINVAL / BATON_ENOMEM); decoding
+ * fills those fields, data pointing into buf (0, or BATON_ECORRUPT). */
+int migration_msg_encode_v1(const struct migration_msg *m,
+			    struct baton_buf *out);
+int migration_msg_decode_v1(const uint8_t *buf, size_t len,
+			    struct migration_msg *out);
 
 /* ---- the node ---------------------------------------------------------- */
 

@@ -139,6 +139,19 @@ void mig_import_on_msg(struct migration *g, const char *from_cluster,
 		 * under the same name can feed this one later. */
 		struct kv_migration km;
 		mig_kv_state(g, &km);
+		if (mig_unsealed_with(g, from_cluster)) {
+			/* Format 1 (1.3.0) names no UUID: nothing to pin
+			 * (docs/relay.md, "Migrating from 1.3.0"). */
+			if (m->len != 0) {
+				rv = BATON_ECORRUPT;
+				break;
+			}
+			LOG_INFO("migration: importing a snapshot of cluster "
+				 "%s at index %" PRIu64 " (unsealed, format 1)",
+				 from_cluster, m->index);
+			rv = kv_encode_import_begin(m->index, m->value, &kv);
+			break;
+		}
 		if (m->len != KV_CLUSTER_UUID_BYTES) {
 			rv = BATON_ECORRUPT;
 			break;
@@ -263,6 +276,11 @@ bool mig_import_ready(struct migration *g, const char **why)
 		*why = "the relay has not activated this node";
 		return false;
 	}
+	if (!baton_release_none(g->old_unsealed) && km.import_index == 0 &&
+	    g->im.old_applied == 0) {
+		*why = g->old_unsealed_why;
+		return false;
+	}
 	if (!import_close(g, &km, MIG_READY_LAG_MAX)) {
 		*why = "the import is behind the old cluster";
 		return false;
@@ -306,6 +324,10 @@ static void request_stream(struct migration *g, const struct kv_migration *km)
 		.data = (const uint8_t *)me,
 		.len = strlen(me),
 	};
+	if (!baton_release_none(g->old_unsealed) && km->import_index == 0 &&
+	    g->stats.sessions > 1)
+		LOG_WARN_LIMITED("migration: nothing imported yet: %s",
+				 g->old_unsealed_why);
 	if (mig_send(g, g->s->cfg.migrate_from, 0, &m) != 0)
 		im->session = 0;
 	else

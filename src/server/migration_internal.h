@@ -54,6 +54,7 @@ struct mig_view_node {
 	char cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id id;
 	uint64_t incarnation;
+	struct baton_release release; /* as it registered */
 	char address[SERVER_ADDR_MAX];
 	bool connected;
 };
@@ -139,6 +140,12 @@ struct migration {
 	uint64_t view_number;
 	uint32_t n_view;
 	struct mig_view_node view[BATON_RELAY_NODES_MAX];
+	/* New side without --migrate-from-unsealed: the release of a node of
+	 * the --migrate-from cluster that registered with a release before
+	 * sealing (it cannot read this node's sealed messages, nor this node
+	 * its), or none; said in the log and as migration_not_ready. */
+	struct baton_release old_unsealed;
+	char old_unsealed_why[1024];
 	/* Old side: the new cluster told us it holds authority. */
 	char authority_cluster[MIG_CLUSTER_MAX + 1];
 	baton_node_id authority_leader;
@@ -165,6 +172,9 @@ struct migration {
 		 * secret), replayed, or from a cluster not named by the
 		 * operator (or to a node that migrates nothing). */
 		uint64_t forged, replayed, refused;
+		/* Format-1 messages accepted from, and sent to, the cluster
+		 * named by --migrate-from-unsealed. */
+		uint64_t unsealed_in, unsealed_out;
 	} stats;
 };
 
@@ -177,6 +187,9 @@ int mig_send(struct migration *g, const char *to_cluster, baton_node_id to_node,
 	     const struct migration_msg *msg);
 /* Does the view hold a connected node of `cluster`, this one aside? */
 bool mig_cluster_in_view(const struct migration *g, const char *cluster);
+/* Does this node speak the unsealed format 1 with `cluster` (it is the
+ * --migrate-from cluster and --migrate-from-unsealed was given)? */
+bool mig_unsealed_with(const struct migration *g, const char *cluster);
 /* The kv migration state of this node's map. */
 void mig_kv_state(const struct migration *g, struct kv_migration *out);
 

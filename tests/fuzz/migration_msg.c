@@ -5,6 +5,9 @@
  * authenticate); an opened message has a known type, both cluster ids
  * and its data within the input; and sealing it again with the nonce it
  * came with gives exactly its input bytes (the format is canonical).
+ * The same input read as format 1 (1.3.0's unsealed messages,
+ * migration_wire_v1.c, which a node reads under --migrate-from-unsealed):
+ * refused as BATON_ECORRUPT, or canonical too; never both formats.
  * Seeds: one message of every type sealed with that secret (make_seeds.c),
  * so mutations reach past the header into the authentication. */
 #include <string.h>
@@ -26,10 +29,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   "keys");
 		ready = true;
 	}
+	struct migration_msg v1;
+	int rv1 = migration_msg_decode_v1(data, size, &v1);
+	FUZZ_CHECK(rv1 == 0 || rv1 == BATON_ECORRUPT, "format 1: %d", rv1);
+	if (rv1 == 0) {
+		struct baton_buf b1;
+		baton_buf_init(&b1);
+		FUZZ_CHECK(migration_msg_encode_v1(&v1, &b1) == 0,
+			   "format 1 not encoded again");
+		FUZZ_CHECK(b1.len == size && memcmp(b1.data, data, size) == 0,
+			   "format 1 not canonical");
+		baton_buf_free(&b1);
+	}
 	struct migration_msg m;
 	struct baton_buf plain;
 	baton_buf_init(&plain);
 	int rv = migration_msg_open(&keys, data, size, &m, &plain);
+	FUZZ_CHECK(rv != 0 || rv1 != 0, "both a sealed and a format-1 message");
 	if (rv != 0) {
 		FUZZ_CHECK(rv == BATON_ECORRUPT || rv == BATON_EVERSION ||
 				   rv == BATON_EINVAL,

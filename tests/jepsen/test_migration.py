@@ -187,6 +187,37 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
     ready, as a scheduler's service does; "at-start" as soon as it
     answers PING (its clients then wait while it learns where the old
     nodes are, which after the relay restart can take a while)."""
+    replace_old_cluster(tmp_path, seed, traffic)
+
+
+def start_real_old_cluster(old, binary, extra):
+    """Three nodes of a real release's batond (binary), bootstrapped
+    together as e2e.Cluster.start does with the tree's."""
+    old.common_args = ["--election-timeout-ms",
+                       str(e2e.ELECTION_TIMEOUT_MS), "--heartbeat-ms",
+                       str(e2e.HEARTBEAT_MS)] + list(extra)
+    ports = e2e.free_ports(6)
+    for i in range(3):
+        n = e2e.Node(old, i + 1, ports[2 * i], ports[2 * i + 1])
+        n.binary = binary
+        old.nodes[n.id] = n
+    boot = ",".join(f"{m.id}={m.peer_addr}/{m.client_addr}"
+                    for m in old.nodes.values())
+    for m in old.nodes.values():
+        m.start(["--bootstrap", boot], wait=False)
+    for m in old.nodes.values():
+        m.wait_ready()
+    old.leader()
+
+
+def replace_old_cluster(tmp_path, seed, traffic, old_binary=None,
+                        unsealed_release=None, kill_relay=True):
+    """The scheduler's migration under load (the module's head). With
+    old_binary, the old cluster runs that real release's batond (which
+    has no --migrate-to and no migration secret: it exports to whoever
+    asks, unsealed), and the new nodes are started with
+    --migrate-from-unsealed unsealed_release (docs/relay.md, "Migrating
+    from 1.3.0"). Returns the final INFO of the first new node."""
     e2e.require_binary(e2e.BATOND)
     build = e2e.build_dir()
     checker = harness.find_checker(build)
@@ -204,15 +235,22 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
         timeline.append(((time.monotonic_ns() - t0) / 1e9, what))
 
     try:
-        old.start(3, extra=["--as-release", OLD_RELEASE, "--relay",
-                            relay_addr, "--relay-cluster", "old",
-                            "--migrate-to", "new",
-                            "--migration-secret-file", secret])
-        note("old cluster of 3 at " + OLD_RELEASE)
-        # batonctl refuses to follow a migration from the old side.
-        wrong = batonctl(old.nodes[1], "migrate", "--dry-run")
-        assert wrong.returncode == 1 and "old side" in wrong.stderr, \
-            wrong.stdout + wrong.stderr
+        if old_binary is None:
+            old.start(3, extra=["--as-release", OLD_RELEASE, "--relay",
+                                relay_addr, "--relay-cluster", "old",
+                                "--migrate-to", "new",
+                                "--migration-secret-file", secret])
+            note("old cluster of 3 at " + OLD_RELEASE)
+            # batonctl refuses to follow a migration from the old side.
+            wrong = batonctl(old.nodes[1], "migrate", "--dry-run")
+            assert wrong.returncode == 1 and "old side" in wrong.stderr, \
+                wrong.stdout + wrong.stderr
+        else:
+            start_real_old_cluster(old, old_binary,
+                                   ["--relay", relay_addr,
+                                    "--relay-cluster", "old"])
+            note(f"old cluster of 3 real {unsealed_release} nodes "
+                 f"({old_binary})")
         load.nodes = list(old.alive())
         load.start()
         time.sleep(1.0)
@@ -226,6 +264,8 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
                   "--migrate-from", "old", "--cluster-id", "new",
                   "--migration-secret-file", secret,
                   "--election-timeout-ms", "300", "--heartbeat-ms", "50"]
+        if unsealed_release is not None:
+            common += ["--migrate-from-unsealed", unsealed_release]
         victims = list(old.nodes.values())
         rng.shuffle(victims)
         for k, b in enumerate(b_nodes):
@@ -245,11 +285,12 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
                 assert dry.returncode == 0, dry.stdout + dry.stderr
                 assert "side: new" in dry.stdout and "plan:" in dry.stdout, \
                     dry.stdout
-                relay.kill()
-                note("relay killed")
-                time.sleep(1.0)
-                relay.start()
-                note("relay restarted")
+                if kill_relay:
+                    relay.kill()
+                    note("relay killed")
+                    time.sleep(1.0)
+                    relay.start()
+                    note("relay restarted")
             else:
                 if k == 1:
                     handoff_lo = time.monotonic_ns()
@@ -321,6 +362,7 @@ def test_scheduler_replaces_old_cluster_through_relay(tmp_path, seed,
         assert counts["ok"] > 100, counts
         final = migration_status(b_nodes[0])
         assert final["migration_phase"] == "authority", final
+        return final
     except AssertionError as e:
         logs = old.logs_tail() + "\n" + new.logs_tail()
         relay_log = relay.log_path.read_text(errors="replace")[-3000:]

@@ -397,3 +397,124 @@ def test_upgrade_refuses_a_migration_without_its_commands(tmp_path):
             r.stdout + r.stderr
     finally:
         old.stop_all()
+
+
+def test_upgrade_from_real_1_3_0_binaries_in_one_command(tmp_path):
+    """`batonctl upgrade --to NEWEST` on a cluster of real 1.3.0 binaries
+    (RELEASES; started with --relay, all that 1.3.0 has), under load: the
+    plan is the migration alone. Its --start-new command must give the new
+    nodes --migrate-from-unsealed 1.3.0 (docs/relay.md, "Migrating from
+    1.3.0"); a first run whose command does not fails its wait with the
+    node's reason naming that flag, and the run with it finishes: every
+    old node stopped, the marker written at 1.3.0 on every new node, the
+    history linearizable with no acknowledged write lost."""
+    import test_migration
+    import test_real_upgrade
+    e2e.require_binary(e2e.BATOND)
+    checker = harness.find_checker(e2e.build_dir())
+    newest = newest_release()
+    recorded = test_real_upgrade.recorded_releases()
+    assert "1.3.0" in recorded, "RELEASES records 1.3.0"
+    old_dir = test_real_upgrade.build_release(
+        "1.3.0", test_real_upgrade.releases_dir() / "1.3.0")
+    seed = 6
+    relay = Relay(tmp_path, e2e.free_ports(1)[0]).start()
+    relay_addr = f"{HOST}:{relay.port}"
+    secret = migration_secret(tmp_path)
+    old = e2e.Cluster(tmp_path / "old")
+    new = e2e.Cluster(tmp_path / "new")
+    load = Load(seed)
+    op = None
+    try:
+        test_migration.start_real_old_cluster(
+            old, old_dir / "batond",
+            ["--relay", relay_addr, "--relay-cluster", "old"])
+        ports = e2e.free_ports(6)
+        for k in range(3):
+            b = e2e.Node(new, 11 + k, ports[2 * k], ports[2 * k + 1])
+            new.nodes[b.id] = b
+        op = Operator(tmp_path, old, new, load, relay_addr, secret)
+        new_arg = ",".join(f"{b.id}={b.client_addr}"
+                           for b in new.nodes.values())
+
+        def args(timeout_s):
+            return ["upgrade", "--to", newest, "--new", new_arg,
+                    "--start-new", op.command("start"), "--stop-old",
+                    op.command("stop"), "--step-timeout-s", str(timeout_s)]
+
+        def run(timeout_s):
+            proc = subprocess.Popen(
+                [str(e2e.build_dir() / "batonctl"), "-h", HOST, "-p",
+                 str(old.nodes[1].client_port), *args(timeout_s)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = op.serve(proc, time.monotonic() + RUN_TIMEOUT_S)
+            print(out, err)
+            return proc.returncode, out, err
+
+        dry = batonctl(old.nodes[1], *args(STEP_TIMEOUT_S), "--dry-run")
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert "1 step(s)" in dry.stdout and f"migrate through the relay " \
+            f"to a new cluster of {newest}" in dry.stdout, dry.stdout
+        markers = {}
+        mark(markers, old.nodes[2], "at real 1.3.0")
+        load.nodes = list(old.alive())
+        load.start()
+        time.sleep(1.0)
+
+        # Without the flag: the new node never becomes ready, and says why.
+        code, out, err = run(5)
+        assert code == 1, out + err
+        assert "--migrate-from-unsealed 1.3.0" in out + err, out + err
+        assert len(list(old.alive())) == 3
+        new.nodes[11].terminate()
+        load.nodes = op.live()
+
+        # With it (the operator's start command gives it).
+        op.new_flags += ["--migrate-from-unsealed", "1.3.0"]
+        code, out, err = run(STEP_TIMEOUT_S)
+        assert code == 0, out + err
+        assert "upgrade done" in out, out
+        time.sleep(1.0)
+        load.finish()
+        assert not list(old.alive())
+        for b in new.nodes.values():
+            assert node_release(b) == newest
+        final_reads(new.nodes[11], load)
+        for key, value in markers.items():
+            for b in new.nodes.values():
+                got = e2e.retry(lambda: b.client().get(key),
+                                what=f"reading {key}")
+                assert got in (value, value.encode()), (key, value, got, b)
+        all_ops = load.rec.ops()
+        counts = harness.count_ops(all_ops)
+        checked, lost = harness.lost_writes(all_ops)
+        assert not lost, lost
+        history = tmp_path / "history.txt"
+
+        class R:  # what write_history's header names
+            pass
+        r = R()
+        r.seed, r.n_nodes, r.n_clients = seed, 6, len(load.threads)
+        r.keys = type("K", (), {"all": KEYS})()
+        r.args = type("A", (), {"keys": len(KEYS), "nemesis": "upgrade"})()
+        r.stale_reads = False
+        harness.write_history(all_ops, history, r)
+        p = subprocess.run([str(checker), "--format", "baton",
+                            "--timeout-s", "120", str(history)],
+                           capture_output=True, text=True, timeout=200)
+        print(f"upgrade real 1.3.0 -> {newest}: ops {counts}")
+        assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+        assert counts["ok"] > 100, counts
+    except AssertionError as e:
+        logs = old.logs_tail() + "\n" + new.logs_tail()
+        relay_log = relay.log_path.read_text(errors="replace")[-3000:]
+        raise AssertionError(f"{e}\n{logs}\n==== relay\n{relay_log}") \
+            from None
+    finally:
+        load.stop.set()
+        load.finish()
+        old.stop_all()
+        new.stop_all()
+        relay.kill()
+        if op is not None:
+            op.srv.close()
