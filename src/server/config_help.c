@@ -149,9 +149,11 @@ void config_usage(FILE *f)
 	      "afterwards\n",
 	      f);
 	fputs("\nMonitoring (docs/metrics.md):\n"
-	      "  --metrics HOST:PORT     serve Prometheus /metrics and an "
-	      "HTTP /health here\n"
-	      "                          (default: off)\n",
+	      "  --metrics HOST:PORT     serve Prometheus /metrics and HTTP "
+	      "/health and /ready\n"
+	      "                          here (default: off; /ready follows "
+	      "migration_ready\n"
+	      "                          during a relay migration)\n",
 	      f);
 	fputs("\nMemory (docs/operations.md, \"Memory\"):\n"
 	      "  --maxmemory BYTES       above it, writes that grow memory "
