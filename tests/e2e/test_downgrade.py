@@ -1,5 +1,5 @@
 """Explicit downgrades an operator can trust (docs/upgrading.md, "Explicit
-downgrade"; issue 28, problems 2 and 3):
+downgrade"):
 
 - a target the procedure could never finish is refused by validate and
   enable, with the reason: one that speaks no peer protocol in common with
@@ -64,7 +64,7 @@ def wait_machine(cluster, v):
 
 
 def test_a_target_sharing_no_peer_protocol_is_refused(cluster):
-    """Issue 28, problem 2: a cluster of the binary's own release (2.0.0,
+    """A cluster of the binary's own release (2.0.0,
     protocol 4 only) cannot go back to 1.3.0 (2..3) by restarts. Validate
     and enable say so, name both ranges and the relay, and say nothing of
     TTLs; enable --force changes nothing and the hash stays."""
@@ -101,7 +101,7 @@ def test_an_unknown_release_is_named_as_such(cluster):
 
 
 def test_loss_is_the_machines_and_force_does_what_it_says(cluster):
-    """Issue 28, problem 3: the refusal and the validate map say what the
+    """The refusal and the validate map say what the
     machine's conversion loses, kind by kind; --force then does exactly
     that (here: one key keeps its value and loses its TTL; the others are
     untouched)."""

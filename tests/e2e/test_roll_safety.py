@@ -8,7 +8,8 @@ kill -9, by the PID this test started, at one moment of the roll:
 - before a restart: while the roll's restart command for the first node
   runs, the next node of the plan is killed;
 - during a pause (--pause): right after the roll says the first node runs
-  the new release and caught up (the moment of issue 28, problem 1);
+  the new release and caught up (the moment a roll used to restart the
+  next node anyway);
 - during the hand-over: right after the roll says to which node it hands
   the leadership, that node is killed.
 
@@ -182,7 +183,7 @@ def run_roll(cluster, restarter, moment):
                         lambda _id, v=victim: restarter.kill(v)
             elif kind == "node_done" and moment == "pause" and \
                     killed is None and ev["node"] == plan[0]:
-                killed = cluster.node(plan[0])  # just rolled, as issue 28
+                killed = cluster.node(plan[0])  # the node just rolled
                 restarter.kill(killed)
             elif kind == "transfer" and moment == "handover" and \
                     killed is None and "to_release" in ev:

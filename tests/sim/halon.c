@@ -1,5 +1,5 @@
 /*
- * Halon's rule (DESIGN.md, "Release floor"; issue 28, problem 6): a leader
+ * Halon's rule (DESIGN.md, "Release floor"): a leader
  * whose release is not the majority's may serve, but the release floor
  * rises to a release only once a majority of the voters run it or newer.
  * Otherwise the old nodes, a majority, would be left below the floor

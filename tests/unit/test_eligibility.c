@@ -229,7 +229,7 @@ Test(majority, learners_are_ignored)
 
 /* ---- the release floor ---------------------------------------------------*/
 
-/* Halon's rule (issue 28, problem 6): the floor rises to a release once a
+/* Halon's rule: the floor rises to a release once a
  * majority of the voters told the leader they run it or newer, and never
  * because the leader alone runs it. */
 Test(floor, it_rises_once_a_majority_of_the_voters_runs_the_release)
@@ -766,7 +766,7 @@ Test(rule2, a_minority_release_waits_then_stands_and_wins)
 }
 
 /* The only upgraded node reachable leads (availability), but the floor
- * stays with the majority's release (Halon's rule, issue 28 problem 6):
+ * stays with the majority's release (Halon's rule):
  * nodes 1 and 2 hold nothing when they return, and leadership goes back to
  * a node of the majority's release. No write refused meanwhile. */
 Test(rule2, a_minority_leader_serves_but_never_raises_the_floor)
