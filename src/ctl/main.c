@@ -278,7 +278,8 @@ static const struct command commands[] = {
 	 "    --migration-secret-file PATH   absolute, on the node's host\n"
 	 "    --relay-secret-file PATH       the same (optional)\n"
 	 "Exit status: 0 done; 1 refused (no or a wrong secret, a relay\n"
-	 "without --admin-secret-file or too old) or no answer; 2 bad usage.\n",
+	 "without --admin-secret-file or too old; attach: the node's reason)\n"
+	 "or no answer; 2 bad usage (attach: a secret path not absolute).\n",
 	 ctl_relay_options, 1, 1, ctl_cmd_relay},
 };
 
