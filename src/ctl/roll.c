@@ -163,7 +163,7 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 		return ctl_args_bad_value(a, "restart",
 					  "a command that names the node with "
 					  "{id} (e.g. 'systemctl restart "
-					  "baton@{id}')");
+					  "batond@{id}')");
 	/* The gate puts a node back on its old release with the same
 	 * command: it must say which release to start. */
 	if (r->soak_ms > 0 && strstr(r->restart, "{release}") == NULL)

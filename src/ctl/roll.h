@@ -39,6 +39,7 @@ struct roll_member {
 	char machine_upgrade[CTL_VALUE_MAX];
 	char release_floor[CTL_VALUE_MAX];
 	char downgrade[CTL_ERR_MAX];
+	bool upgrade_hold; /* the log holds the burn-in hold */
 };
 
 struct roll_view {

@@ -197,8 +197,8 @@ size_t roll_precheck(struct roll *r)
 	if (roll_release(l->release_floor, &floor) &&
 	    baton_release_compare(r->target->release, floor) < 0)
 		refuse(r, &refused,
-		       "release %s is below the release floor %s (release %s "
-		       "has led the cluster): that is a downgrade; use "
+		       "release %s is below the release floor %s (a majority "
+		       "of the voters ran %s): that is a downgrade; use "
 		       "'batonctl downgrade validate %s' and then 'enable' "
 		       "(docs/upgrading.md, 'Explicit downgrade')",
 		       r->to_text, l->release_floor, l->release_floor,
@@ -305,8 +305,9 @@ int roll_fail(struct roll *r, uint64_t id, const char *fmt, ...)
 			 ids, from);
 	else
 		snprintf(rollback, sizeof rollback,
-			 "the release floor is already %s (an upgraded node "
-			 "has led): an older binary would stop at it; go back "
+			 "the release floor is already %s (a majority of the "
+			 "voters ran it): an older binary would stop at it; go "
+			 "back "
 			 "with 'batonctl downgrade validate %s' and 'enable', "
 			 "then restart node(s) %s at %s",
 			 l->release_floor, from, ids, from);
@@ -365,14 +366,16 @@ int roll_wait_machine(struct roll *r)
 			}
 		}
 		effective = l ? l->machine_version : 0;
-		if (ok && strcmp(l->machine_upgrade, "manual") == 0) {
+		if (ok && (l->upgrade_hold ||
+			   strcmp(l->machine_upgrade, "manual") == 0)) {
 			/* The burn-in hold: nothing rises until 'batonctl
-			 * upgrade finalize' (docs/upgrading.md). */
+			 * upgrade finalize' (docs/upgrading.md), whether the
+			 * log holds it already or the manual leader will. */
 			struct roll_field f[] = {
 				ROLL_F_NUM("machine_version", effective),
 				ROLL_F_STR("release_floor", l->release_floor)};
 			roll_emit(&r->out, "machine_version", f, 2,
-				  "held (machine_upgrade manual): machine "
+				  "held (the burn-in hold): machine "
 				  "version %" PRIu64 ", release floor %s until "
 				  "'batonctl upgrade finalize'",
 				  effective, l->release_floor);

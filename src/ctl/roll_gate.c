@@ -349,8 +349,9 @@ static int restore(struct roll *r, size_t k, const char *verdict)
 		return roll_fail(
 			r, s->id,
 			"the health gate failed for node %" PRIu64
-			": %s; the release floor is %s now (a node of %s has "
-			"led), so release %s would stop at it: not restarting "
+			": %s; the release floor is %s now (a majority of the "
+			"voters ran %s), so release %s would stop at it: not "
+			"restarting "
 			"it; to put it back, 'batonctl downgrade validate %s' "
 			"and 'batonctl downgrade enable %s', then %s",
 			s->id, verdict, l->release_floor, r->to_text, s->from,

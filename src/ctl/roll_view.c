@@ -130,6 +130,9 @@ static void read_node(struct roll_member *m, const redisReply *r)
 	ctl_map_str(r, "release_floor", m->release_floor,
 		    sizeof m->release_floor);
 	ctl_map_str(r, "downgrade", m->downgrade, sizeof m->downgrade);
+	char hold[CTL_VALUE_MAX];
+	ctl_map_str(r, "upgrade_hold", hold, sizeof hold);
+	m->upgrade_hold = strcmp(hold, "yes") == 0;
 }
 
 static void probe(const struct ctl_opts *o, struct roll_member *m)

@@ -110,7 +110,7 @@ static void stall_floor(struct baton_pipeline *p, baton_index index,
 	const struct baton_profile *pr = &p->c.raft.profile;
 	text(why, sizeof why,
 	     "future data: the release floor of this log is %s (release %s "
-	     "or newer has led the cluster), from index %" PRIu64
+	     "or newer ran on a majority of the voters), from index %" PRIu64
 	     ", and release %s may neither lead nor apply under it; restart "
 	     "this node with release %s or newer, or run an explicit "
 	     "downgrade (batonctl downgrade) before running older releases",

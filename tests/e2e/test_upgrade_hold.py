@@ -243,7 +243,7 @@ def test_batonctl_roll_forward_and_back_while_held_under_load(cluster,
         fwd = Restarter(cluster, tmp_path / "fwd", NEW)
         r = run_roll(cluster, fwd, to=NEW)
         assert r.returncode == 0, (r.stdout, r.stderr)
-        assert "held (machine_upgrade manual)" in r.stdout, r.stdout
+        assert "held (the burn-in hold)" in r.stdout, r.stdout
         assert not fwd.errors, fwd.errors
         assert {int(m.id): info_versions(m)["release"]
                 for m in cluster.alive()} == {1: NEW, 2: NEW, 3: NEW}
