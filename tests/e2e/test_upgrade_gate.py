@@ -18,19 +18,54 @@ import subprocess
 import tempfile
 import time
 
+import redis
+
 from conftest import BATONCTL, Deadline, POLL_S, free_ports, require_binary
 from test_roll import NEWEST, OWN, PREVIOUS, Restarter, releases_now, start_at
-from test_roll_gate import (APPLY_LAG, DELAY_MS, MAX_LAG, P99_MIN_MS,
-                            STOP_SLOW_S, Loader, start)
+from test_roll_gate import (APPLY_LAG, DELAY_MS, LOAD_OPS_MAX, MAX_LAG,
+                            P99_MIN_MS, STOP_SLOW_S, Loader, start)
 
-UPGRADE_TIMEOUT_S = 180
-STEP_TIMEOUT_S = 60
+UPGRADE_TIMEOUT_S = 240
+# Above STOP_SLOW_S: putting the slow node back waits for its SIGTERM.
+STEP_TIMEOUT_S = STOP_SLOW_S + 30
 SOAK_S = 3  # the baseline and each node's watch
+# Once the gate has judged, the load stops: the slow node's backlog (each
+# entry DELAY_MS to apply, all applied before it exits) stops growing, so
+# putting it back takes a bounded time.
+VERDICT = "clearly worse than before the roll"
+# Each loader's pause between two SET+GET: the cluster takes a little more
+# than the slow release applies (1000 / DELAY_MS entries/s), so the slow
+# node falls behind steadily but not so fast that its catch-up after the
+# restart and its drain before exiting take long.
+LOAD_PAUSE_S = 0.04
+
+
+class PacedLoader(Loader):
+    """test_roll_gate's loader (SET then GET of its own keys through one
+    node, bounded), at this test's pace."""
+
+    def run(self):
+        c = None
+        n = 0
+        while not self.stop.is_set() and n < LOAD_OPS_MAX:
+            n += 1
+            try:
+                if c is None:
+                    c = self.node.client(timeout=2.0)
+                key = f"upgate-{self.tag}-{n % 50}"
+                c.set(key, str(n))
+                c.get(key)
+                self.ok += 1
+            except (redis.ConnectionError, redis.TimeoutError,
+                    redis.ResponseError):
+                self.failed += 1
+                c = None
+            time.sleep(LOAD_PAUSE_S)
 
 
 def upgrade_with_load(cluster, restarter, tmp_path):
     require_binary(BATONCTL)
-    loaders = [Loader(m, m.id) for m in cluster.nodes.values()]
+    loaders = [PacedLoader(m, m.id) for m in cluster.nodes.values()]
     for t in loaders:
         t.start()
     node = cluster.nodes[min(cluster.nodes)]
@@ -52,6 +87,11 @@ def upgrade_with_load(cluster, restarter, tmp_path):
                     proc.wait()
                     d.fail()
                 restarter.serve()
+                if not loaders[0].stop.is_set():
+                    out.seek(0)
+                    if VERDICT in out.read():
+                        for t in loaders:
+                            t.stop.set()
                 time.sleep(POLL_S)
             out.seek(0)
             err.seek(0)
@@ -84,7 +124,7 @@ def test_upgrade_stops_at_the_gate_and_restores_the_slow_node(cluster,
     first = restarter.releases[0][0]
     assert restarter.releases == [(first, NEWEST), (first, PREVIOUS)], out
     assert f"watching node {first} for {SOAK_S:.1f} s (--soak)" in out, out
-    assert "clearly worse than before the roll" in out, out
+    assert VERDICT in out, out
     assert f"node {first} runs {PREVIOUS} again" in out, out
     assert f"the health gate failed for node {first} at release {NEWEST}" \
         in out, out
