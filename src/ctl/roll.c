@@ -29,11 +29,8 @@
  * code). */
 #define SKIP (-1)
 
-/* --soak and the health gate's thresholds (docs/upgrading.md, "Health
- * gates"). */
-#define SOAK_S_MAX 3600u
-#define GATE_RATIO_MAX 1000u
-#define GATE_MS_MAX 3600000u
+/* The health gate's default thresholds (docs/upgrading.md, "Health
+ * gates"; the bounds are in roll.h). */
 #define DEFAULT_GATE_P99_RATIO 3u
 #define DEFAULT_GATE_P99_MIN_MS 50u
 #define DEFAULT_GATE_ERRORS_PCT 1u
@@ -127,13 +124,14 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 		return rc;
 	uint64_t soak_s = 0;
 	if (rc == 0)
-		rc = ctl_args_u64(a, "soak", 0, SOAK_S_MAX, "seconds", &soak_s);
+		rc = ctl_args_u64(a, "soak", 0, ROLL_SOAK_S_MAX, "seconds",
+				  &soak_s);
 	if (rc == 0)
-		rc = ctl_args_u64(a, "gate-p99-ratio", 1, GATE_RATIO_MAX, NULL,
-				  &r->gate_p99_ratio);
+		rc = ctl_args_u64(a, "gate-p99-ratio", 1, ROLL_GATE_RATIO_MAX,
+				  NULL, &r->gate_p99_ratio);
 	if (rc == 0)
-		rc = ctl_args_u64(a, "gate-p99-min-ms", 0, GATE_MS_MAX, "ms",
-				  &r->gate_p99_min_ms);
+		rc = ctl_args_u64(a, "gate-p99-min-ms", 0, ROLL_GATE_MS_MAX,
+				  "ms", &r->gate_p99_min_ms);
 	if (rc == 0)
 		rc = ctl_args_u64(a, "gate-errors-pct", 0, 100, "points",
 				  &r->gate_errors_pct);
@@ -449,10 +447,19 @@ static int roll_node(struct roll *r, size_t k)
 
 /* ---- the command --------------------------------------------------------- */
 
+/* The last roll run in this process, for roll_stopped_by_gate(). */
+static const struct roll *last_roll;
+
+bool roll_stopped_by_gate(void)
+{
+	return last_roll != NULL && last_roll->gate_failed;
+}
+
 int ctl_cmd_roll(const struct ctl_opts *o, const struct ctl_args *a)
 {
 	static struct roll r;
 	memset(&r, 0, sizeof r);
+	last_roll = &r;
 	r.o = o;
 	r.args = a;
 	r.step_timeout_s = DEFAULT_STEP_TIMEOUT_S;

@@ -127,6 +127,12 @@ void roll_sleep_ms(int ms);
 #define ROLL_POLL_MS 100
 #define ROLL_REASON_MAX 1024u
 
+/* Bounds of --soak and the health gate's thresholds (docs/upgrading.md,
+ * "Health gates"), shared with batonctl upgrade, which passes them on. */
+#define ROLL_SOAK_S_MAX 3600u
+#define ROLL_GATE_RATIO_MAX 1000u
+#define ROLL_GATE_MS_MAX 3600000u
+
 struct roll_step {
 	uint64_t id;
 	bool done;		  /* node_done said */
@@ -157,6 +163,7 @@ struct roll {
 	uint64_t gate_p99_min_ms; /* ... and at least this much */
 	uint64_t gate_errors_pct; /* error replies: percentage points */
 	uint64_t gate_apply_lag;  /* entries beyond the baseline's */
+	bool gate_failed;	  /* the gate found a node clearly worse */
 	struct roll_gate_base {
 		bool p99_known;
 		uint64_t p99_usec;
@@ -221,6 +228,11 @@ void roll_gate_baseline(struct roll *r);
  * restart) or says how to (a downgrade), and returns the exit code of
  * roll_fail. */
 int roll_gate(struct roll *r, size_t k);
+
+/* roll.c: whether the last batonctl roll run in this process stopped
+ * because the health gate found a node clearly worse (batonctl upgrade
+ * says so when it stops at that roll). */
+bool roll_stopped_by_gate(void);
 
 /* ---- roll_check.c: pre-checks, failure, the machine version ----------- */
 

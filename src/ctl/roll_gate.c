@@ -424,5 +424,8 @@ int roll_gate(struct roll *r, size_t k)
 		  " key-value commands, apply lag at most %" PRIu64 ": %s%s",
 		  s->id, r->to_text, p99, w.errors, w.commands, w.lag_max,
 		  bad ? "clearly worse than before the roll: " : "passes", why);
-	return bad ? restore(r, k, why) : 0;
+	if (!bad)
+		return 0;
+	r->gate_failed = true;
+	return restore(r, k, why);
 }

@@ -210,11 +210,18 @@ static size_t old_members(const struct upgrade_migration *m,
 }
 
 /* Every old member must run with --relay and --migrate-to, or nothing
- * would ever reach the new cluster. */
+ * would ever reach the new cluster. A member without them gets them in
+ * one of two ways: a restart with the flags (batonctl roll skips the
+ * members already at its target unless --restart-all), or, running,
+ * batonctl relay attach (docs/relay.md, "Attaching a running old node");
+ * the refusal names both and every member that lacks them. */
 static bool old_side_ready(const struct upgrade_migration *m,
 			   const struct roll_view *v)
 {
 	char text[STATUS_TEXT_MAX], err[CTL_ERR_MAX], side[FIELD_MAX];
+	char lacking[UPGRADE_REASON_MAX] = "", release[CTL_VALUE_MAX] = "";
+	bool unsealed = false;
+	size_t n_lacking = 0;
 	for (size_t i = 0; i < v->n; i++) {
 		const struct roll_member *om = &v->m[i];
 		if (!ask_status(m->o, om->client_addr, text, sizeof text, err,
@@ -224,44 +231,63 @@ static bool old_side_ready(const struct upgrade_migration *m,
 			return false;
 		}
 		field(text, "migration_side", side, sizeof side);
+		if (strcmp(side, "old") == 0)
+			continue;
 		struct baton_release its;
-		if (strcmp(side, "old") != 0 &&
-		    baton_release_parse(om->release, &its) == 0 &&
+		/* Before sealing (1.3.0): no --migrate-to and no migration
+		 * secret; the new nodes speak its format (docs/relay.md,
+		 * "Migrating from 1.3.0"). */
+		if (baton_release_parse(om->release, &its) == 0 &&
 		    baton_release_compare(
-			    its, baton_release_sealed_migration_since()) < 0) {
-			/* Before sealing (1.3.0): it has no --migrate-to and
-			 * no migration secret; the new nodes speak its
-			 * format (docs/relay.md, "Migrating from 1.3.0"). */
-			char r[BATON_RELEASE_STR_MAX];
-			ctl_error("upgrade: node %" PRIu64
-				  " of the old cluster is not set up to "
-				  "migrate (migration_side %s): restart it "
-				  "with --relay HOST:PORT --relay-cluster OLD; "
-				  "a real %s has no --migrate-to and no "
-				  "migration secret: start the new nodes with "
-				  "--migrate-from-unsealed %s (docs/relay.md, "
-				  "\"Migrating from 1.3.0\"); a newer batond "
-				  "emulating it also needs --migrate-to NEW "
-				  "--migration-secret-file FILE; nothing was "
-				  "changed",
-				  om->id, side, baton_release_format(its, r),
-				  r);
-			return false;
-		}
-		if (strcmp(side, "old") != 0) {
-			ctl_error("upgrade: node %" PRIu64
-				  " of the old cluster "
-				  "is not set up to migrate (migration_side "
-				  "%s): restart it with --relay HOST:PORT "
-				  "--migrate-to NEW_CLUSTER "
-				  "--migration-secret-file FILE (the --restart "
-				  "command of the last roll can add them; "
-				  "docs/relay.md); nothing was changed",
-				  om->id, side);
-			return false;
-		}
+			    its, baton_release_sealed_migration_since()) < 0)
+			unsealed = true;
+		snprintf(release, sizeof release, "%s", om->release);
+		size_t at = strlen(lacking);
+		snprintf(lacking + at, sizeof lacking - at,
+			 "%snode %" PRIu64 " at %s (migration_side %s)",
+			 n_lacking ? ", " : "", om->id, om->client_addr, side);
+		n_lacking++;
 	}
-	return true;
+	if (n_lacking == 0)
+		return true;
+	ctl_error("upgrade: the old cluster is not set up to migrate: %s; "
+		  "nothing was changed",
+		  lacking);
+	if (unsealed)
+		ctl_error(
+			"upgrade: give every old node the old side's flags "
+			"--relay HOST:PORT --relay-cluster OLD, either by "
+			"restarting them with the flags, 'batonctl roll --to "
+			"%s --restart-all --restart COMMAND' (roll skips "
+			"the members already at its target without "
+			"--restart-all), or, without a restart, 'batonctl -h "
+			"HOST -p PORT relay attach --relay HOST:PORT "
+			"--cluster OLD --migrate-to NEW "
+			"--migration-secret-file FILE' on each (docs/relay.md, "
+			"\"Attaching a running old node\"; not in a real %s "
+			"binary). A real %s has no --migrate-to and no "
+			"migration secret: start the new nodes with "
+			"--migrate-from-unsealed %s (docs/relay.md, "
+			"\"Migrating from 1.3.0\"); a newer batond emulating "
+			"it also needs --migrate-to NEW "
+			"--migration-secret-file FILE",
+			release, release, release, release);
+	else
+		ctl_error(
+			"upgrade: give every old node the old side's flags "
+			"--relay HOST:PORT --relay-cluster OLD --migrate-to "
+			"NEW --migration-secret-file FILE (docs/relay.md), "
+			"either by restarting them with the flags, 'batonctl "
+			"roll --to %s --restart-all --restart COMMAND' (roll "
+			"skips the members already at its target without "
+			"--restart-all), or, without a restart, 'batonctl -h "
+			"HOST -p PORT relay attach --relay HOST:PORT "
+			"--cluster OLD --migrate-to NEW "
+			"--migration-secret-file FILE' on each (docs/relay.md, "
+			"\"Attaching a running old node\"), then run this "
+			"command again",
+			release);
+	return false;
 }
 
 /* A new node must run the release the upgrade goes to: --start-new
@@ -318,8 +344,9 @@ static bool wait_new_ready(const struct upgrade_migration *m,
 		roll_sleep_ms(POLL_MS);
 	}
 	ctl_error("upgrade: new node %" PRIu64 " (%s) not ready within %d s "
-		  "(%s); if the relay is not active, start it with --activate "
-		  "or send it SIGUSR1 (docs/relay.md)",
+		  "(%s); if the relay is not active, activate it with "
+		  "'batonctl relay activate --relay HOST:PORT --secret-file "
+		  "FILE' (docs/batonctl.md)",
 		  n->id, n->client_addr, m->step_timeout_s, last);
 	return false;
 }

@@ -133,11 +133,45 @@ int upgrade_plan(const struct baton_profile *const *from, size_t n_from,
 /* ---- options ---------------------------------------------------------- */
 
 const struct ctl_option ctl_upgrade_options[] = {
-	{"to", "RELEASE"},	     {"restart", "COMMAND"},
-	{"dry-run", NULL},	     {"step-timeout-s", "N"},
-	{"new", "ID=HOST:PORT,..."}, {"start-new", "COMMAND"},
-	{"stop-old", "COMMAND"},     {NULL, NULL},
+	{"to", "RELEASE"},
+	{"restart", "COMMAND"},
+	{"dry-run", NULL},
+	{"step-timeout-s", "N"},
+	{"new", "ID=HOST:PORT,..."},
+	{"start-new", "COMMAND"},
+	{"stop-old", "COMMAND"},
+	/* Passed on to every roll step as given (ROLL_PASSED below). */
+	{"soak", "SECONDS"},
+	{"gate-p99-ratio", "N"},
+	{"gate-p99-min-ms", "MS"},
+	{"gate-errors-pct", "N"},
+	{"gate-apply-lag", "ENTRIES"},
+	{"wait-s", "SECONDS"},
+	{"max-lag", "ENTRIES"},
+	{NULL, NULL},
 };
+
+_Static_assert(sizeof ctl_upgrade_options / sizeof ctl_upgrade_options[0] <=
+		       CTL_OPTIONS_MAX + 1u,
+	       "batonctl upgrade's options fit a ctl_args");
+
+/* The options a roll step takes from the upgrade's command line, checked
+ * here with roll's own bounds so that a bad value is refused before the
+ * first step rather than at a later one. */
+static const struct passed {
+	const char *name;
+	uint64_t min, max;
+	const char *unit;
+} ROLL_PASSED[] = {
+	{"soak", 0, ROLL_SOAK_S_MAX, "seconds"},
+	{"gate-p99-ratio", 1, ROLL_GATE_RATIO_MAX, NULL},
+	{"gate-p99-min-ms", 0, ROLL_GATE_MS_MAX, "ms"},
+	{"gate-errors-pct", 0, 100, "points"},
+	{"gate-apply-lag", 0, UINT64_MAX / 2, "entries"},
+	{"wait-s", 1, STEP_TIMEOUT_S_MAX, "seconds"},
+	{"max-lag", 0, UINT64_MAX, "entries"},
+};
+#define N_PASSED (sizeof ROLL_PASSED / sizeof ROLL_PASSED[0])
 
 bool upgrade_expand(const char *templ, uint64_t id, const char *release,
 		    char *out, size_t len)
@@ -200,6 +234,24 @@ static int parse_args(const struct ctl_args *a, struct upgrade_migration *m,
 	    (rc = need_id(a, "start-new")) != CTL_EXIT_OK ||
 	    (rc = need_id(a, "stop-old")) != CTL_EXIT_OK)
 		return rc;
+	uint64_t soak_s = 0;
+	for (size_t i = 0; i < N_PASSED; i++) {
+		const struct passed *p = &ROLL_PASSED[i];
+		uint64_t v = 0;
+		if ((rc = ctl_args_u64(a, p->name, p->min, p->max, p->unit,
+				       &v)) != CTL_EXIT_OK)
+			return rc;
+		if (strcmp(p->name, "soak") == 0)
+			soak_s = v;
+	}
+	/* As roll's: the gate puts a node back on its previous release with
+	 * the restart command. */
+	if (soak_s > 0 && *restart != NULL &&
+	    strstr(*restart, "{release}") == NULL)
+		return ctl_usage_error("upgrade: with --soak, --restart must "
+				       "name the release with {release} too "
+				       "(the health gate restarts a node on "
+				       "its previous release with it)");
 	const char *new_text = ctl_args_value(a, "new");
 	char why[UPGRADE_REASON_MAX];
 	if (new_text != NULL &&
@@ -228,11 +280,12 @@ static const char *step_text(const struct upgrade_step *s, char *buf,
 	return buf;
 }
 
-/* batonctl roll --to REL --restart CMD --step-timeout-s N, through roll's
- * own entry point: its options are filled in by name, so its table may
- * grow. */
-static int run_roll(const struct ctl_opts *o, const struct upgrade_step *s,
-		    const char *restart, int step_timeout_s)
+/* batonctl roll --to REL --restart CMD --step-timeout-s N and the options
+ * of ROLL_PASSED given to the upgrade, through roll's own entry point:
+ * its options are filled in by name, so its table may grow. */
+static int run_roll(const struct ctl_opts *o, const struct ctl_args *a,
+		    const struct upgrade_step *s, const char *restart,
+		    int step_timeout_s)
 {
 	char to[BATON_RELEASE_STR_MAX], timeout[24];
 	baton_release_format(s->to->release, to);
@@ -241,9 +294,17 @@ static int run_roll(const struct ctl_opts *o, const struct upgrade_step *s,
 	memset(&ra, 0, sizeof ra);
 	ra.cmd = "roll";
 	ra.options = ctl_roll_options;
-	const char *want[][2] = {
+	const char *want[3 + N_PASSED][2] = {
 		{"to", to}, {"restart", restart}, {"step-timeout-s", timeout}};
-	for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+	size_t n_want = 3;
+	for (size_t i = 0; i < N_PASSED; i++) {
+		const char *v = ctl_args_value(a, ROLL_PASSED[i].name);
+		if (v != NULL) {
+			want[n_want][0] = ROLL_PASSED[i].name;
+			want[n_want++][1] = v;
+		}
+	}
+	for (size_t w = 0; w < n_want; w++) {
 		size_t i = 0;
 		while (ctl_roll_options[i].name != NULL &&
 		       strcmp(ctl_roll_options[i].name, want[w][0]) != 0)
@@ -323,6 +384,32 @@ static int resume_hint(int rc)
 		ctl_error("upgrade stopped: run the same command again to go "
 			  "on from where the cluster is (the plan is made "
 			  "again from what the members report)");
+	return rc;
+}
+
+/* Step i of n failed with exit code rc: the step's own lines said why;
+ * say where the upgrade stopped and how to go on. */
+static int stopped_at(int rc, size_t i, size_t n, const struct upgrade_step *s,
+		      const char *to_text)
+{
+	char line[UPGRADE_REASON_MAX], r[BATON_RELEASE_STR_MAX];
+	step_text(s, line, sizeof line);
+	baton_release_format(s->to->release, r);
+	if (s->kind == UPGRADE_ROLL && roll_stopped_by_gate())
+		ctl_error("upgrade to %s stopped at step %zu of %zu (%s): the "
+			  "health gate found a node clearly worse at release "
+			  "%s and stopped the roll (above); no later step was "
+			  "started. Once %s is fixed or judged healthy, run "
+			  "the same command again: the plan is made again "
+			  "from what the members report and goes on from this "
+			  "step (gated again under --soak)",
+			  to_text, i + 1, n, line, r, r);
+	else
+		ctl_error("upgrade to %s stopped at step %zu of %zu (%s): run "
+			  "the same command again to go on from where the "
+			  "cluster is (the plan is made again from what the "
+			  "members report)",
+			  to_text, i + 1, n, line);
 	return rc;
 }
 
@@ -429,12 +516,13 @@ int ctl_cmd_upgrade(const struct ctl_opts *o, const struct ctl_args *a)
 		       step_text(&steps[i], line, sizeof line));
 		fflush(stdout);
 		if (steps[i].kind == UPGRADE_ROLL)
-			rc = run_roll(o, &steps[i], restart, m.step_timeout_s);
+			rc = run_roll(o, a, &steps[i], restart,
+				      m.step_timeout_s);
 		else
 			rc = upgrade_migrate(&m);
 		fflush(stdout);
 		if (rc != CTL_EXIT_OK)
-			return resume_hint(rc);
+			return stopped_at(rc, i, n_steps, &steps[i], m.to_text);
 	}
 	printf("upgrade done: the cluster runs %s\n", m.to_text);
 	return CTL_EXIT_OK;

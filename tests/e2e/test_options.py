@@ -376,6 +376,8 @@ def test_batonctl_version_and_equals_forms():
 # roll's pre-check refuses release 99.0.0 (exit 3), never exit 2.
 ROLL_NEEDS = ["--to", "99.0.0", "--restart", "r {id}"]
 UPGRADE_NEEDS = ROLL_NEEDS
+UPGRADE_GATE_NEEDS = ["--to", "99.0.0", "--soak", "1", "--restart",
+                      "r {id} {release}"]
 VALUED_OPTIONS = [
     ("status", "interval-ms", ["--watch", "--count", "1"], "100", "5",
      "100 to 3600000"),
@@ -398,6 +400,17 @@ VALUED_OPTIONS = [
      "11=127.0.0.1:7001,11=127.0.0.1:7002", "each node once"),
     ("upgrade", "start-new", UPGRADE_NEEDS, "s {id}", "s", "{id}"),
     ("upgrade", "stop-old", UPGRADE_NEEDS, "s {id}", "s", "{id}"),
+    # Passed on to every roll step, checked with roll's bounds first.
+    ("upgrade", "soak", UPGRADE_GATE_NEEDS, "1", "x", "0 to 3600 seconds"),
+    ("upgrade", "gate-p99-ratio", UPGRADE_GATE_NEEDS, "2", "0",
+     "1 to 1000,"),
+    ("upgrade", "gate-p99-min-ms", UPGRADE_GATE_NEEDS, "10", "-1",
+     "0 to 3600000 ms"),
+    ("upgrade", "gate-errors-pct", UPGRADE_GATE_NEEDS, "5", "101",
+     "0 to 100 points"),
+    ("upgrade", "gate-apply-lag", UPGRADE_GATE_NEEDS, "10", "x", "entries"),
+    ("upgrade", "wait-s", UPGRADE_NEEDS, "5", "0", "1 to 86400 seconds"),
+    ("upgrade", "max-lag", UPGRADE_NEEDS, "10", "-1", "0 or more entries"),
 ]
 
 
