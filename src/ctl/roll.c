@@ -179,28 +179,7 @@ static int parse_args(struct roll *r, const struct ctl_args *a, bool *json)
 bool roll_expand(const struct roll *r, uint64_t id, const char *release,
 		 char *out, size_t len)
 {
-	char id_text[24];
-	snprintf(id_text, sizeof id_text, "%" PRIu64, id);
-	size_t at = 0;
-	for (const char *p = r->restart; *p;) {
-		const char *with = NULL;
-		size_t skip = 1;
-		if (strncmp(p, "{id}", 4) == 0) {
-			with = id_text;
-			skip = 4;
-		} else if (strncmp(p, "{release}", 9) == 0) {
-			with = release;
-			skip = 9;
-		}
-		size_t n = with ? strlen(with) : 1;
-		if (at + n + 1 > len)
-			return false;
-		memcpy(out + at, with ? with : p, n);
-		at += n;
-		p += skip;
-	}
-	out[at] = '\0';
-	return true;
+	return roll_command_expand(r->restart, id, release, out, len);
 }
 
 /* ---- the plan ------------------------------------------------------------ */

@@ -121,6 +121,11 @@ int roll_run_command(const struct roll_out *out, const char *cmd,
 		     size_t why_len);
 
 void roll_sleep_ms(int ms);
+/* A command template with {id} replaced by `id` and {release} by
+ * `release` (the restart command of roll, the start and stop commands of
+ * upgrade). False if the result does not fit in `len` bytes. */
+bool roll_command_expand(const char *templ, uint64_t id, const char *release,
+			 char *out, size_t len);
 
 /* ---- roll.c, roll_check.c: the command's state ------------------------ */
 

@@ -212,3 +212,30 @@ int roll_run_command(const struct roll_out *out, const char *cmd,
 	snprintf(why, why_len, "it exited with status %d", code);
 	return code;
 }
+
+bool roll_command_expand(const char *templ, uint64_t id, const char *release,
+			 char *out, size_t len)
+{
+	char id_text[24];
+	snprintf(id_text, sizeof id_text, "%" PRIu64, id);
+	size_t at = 0;
+	for (const char *p = templ; *p;) {
+		const char *with = NULL;
+		size_t skip = 1;
+		if (strncmp(p, "{id}", 4) == 0) {
+			with = id_text;
+			skip = 4;
+		} else if (strncmp(p, "{release}", 9) == 0) {
+			with = release;
+			skip = 9;
+		}
+		size_t n = with ? strlen(with) : 1;
+		if (at + n + 1 > len)
+			return false;
+		memcpy(out + at, with ? with : p, n);
+		at += n;
+		p += skip;
+	}
+	out[at] = '\0';
+	return true;
+}

@@ -161,7 +161,7 @@ static bool run(const struct upgrade_migration *m, const char *templ,
 		uint64_t id, const char *what)
 {
 	char cmd[UPGRADE_COMMAND_MAX], prefix[48], why[ROLL_REASON_MAX];
-	if (!upgrade_expand(templ, id, m->to_text, cmd, sizeof cmd)) {
+	if (!roll_command_expand(templ, id, m->to_text, cmd, sizeof cmd)) {
 		ctl_error("upgrade: the %s command is longer than %u bytes",
 			  what, UPGRADE_COMMAND_MAX);
 		return false;

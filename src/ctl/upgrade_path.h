@@ -67,11 +67,6 @@ struct upgrade_migration {
 	int step_timeout_s;
 };
 
-/* Replace {id} with `id` and {release} with `release` in `templ`. False
- * if the result does not fit in `len` bytes. */
-bool upgrade_expand(const char *templ, uint64_t id, const char *release,
-		    char *out, size_t len);
-
 /* Parse --new: "ID=HOST:PORT[,ID=HOST:PORT...]". Returns 0, or -1 with
  * `why` set. */
 int upgrade_parse_new(const char *text, struct upgrade_migration *m, char *why,
