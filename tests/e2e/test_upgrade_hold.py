@@ -10,6 +10,7 @@ and 1.1.0 {1-2, machine 2} talk to each other, so a 1.0.0 cluster rolls
 to 1.1.0 by restarts.
 """
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -272,8 +273,9 @@ BUILD_TIMEOUT_S = 900  # scripts/build-release: batond and batonctl, -j2
 def previous_real_release():
     """(version, batond) of the newest release RELEASES records that the
     tree's binary can roll from, built from history by
-    scripts/build-release (cached in $BATON_BUILD/releases/VERSION, as
-    tests/jepsen/test_real_upgrade.py does). Fails, never skips."""
+    scripts/build-release (cached in $BATON_RELEASES_DIR/VERSION, default
+    $BATON_BUILD/releases/VERSION, as tests/jepsen/test_real_upgrade.py
+    does). Fails, never skips."""
     own = [int(x) for x in rolling_target().split(".")]
     recorded = []
     for line in (REPO / "RELEASES").read_text().splitlines():
@@ -284,7 +286,8 @@ def previous_real_release():
     assert older, "RELEASES records no release older than " \
         f"{rolling_target()}"
     version = max(older, key=lambda v: [int(x) for x in v.split(".")])
-    outdir = build_dir() / "releases" / version
+    outdir = Path(os.environ.get("BATON_RELEASES_DIR",
+                                 build_dir() / "releases")) / version
     p = subprocess.run([str(REPO / "scripts" / "build-release"), version,
                         str(outdir)], capture_output=True, text=True,
                        timeout=BUILD_TIMEOUT_S)
