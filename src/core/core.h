@@ -371,6 +371,10 @@ int baton__versions_entry(struct baton_raft *r,
 bool baton__upgrade_heard_lately(const struct baton_raft *r, baton_node_id id);
 const struct baton_profile *baton__upgrade_known(const struct baton_raft *r,
 						 baton_node_id id);
+/* The reason of a refusal (hold.c, downgrade.c), printf-style, cut at cap;
+ * nothing when why is NULL or cap is 0 (the caller did not ask). */
+void baton__say_why(char *why, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* A new leader: forget the live table, ask every member. */
 void baton__upgrade_start(struct baton_raft *r);
 /* The version state the log should hold now: the table corrected with what

@@ -12,21 +12,7 @@
  */
 #include "core.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-
-__attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap,
-						      const char *fmt, ...)
-{
-	if (why == NULL || cap == 0)
-		return;
-	BATON_ASSERT(fmt != NULL);
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, cap, fmt, ap);
-	va_end(ap);
-}
 
 /* Every member known this term and heard from lately: 0, or the first
  * member that is not. A member that stopped answering may have been
@@ -104,81 +90,91 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 	const struct baton_version_state *v = &r->versions;
 	BATON_ASSERT(r->role == BATON_LEADER);
 	if (!baton_release_none(v->downgrade.target)) {
-		say(why, cap, "a downgrade to %s is already in progress",
-		    baton_release_format(v->downgrade.target, a));
+		baton__say_why(why, cap,
+			       "a downgrade to %s is already in progress",
+			       baton_release_format(v->downgrade.target, a));
 		return BATON_ESTATE;
 	}
 	if (baton_release_none(v->floor)) {
-		say(why, cap,
-		    "the log records no release floor yet: there "
-		    "is nothing to downgrade from");
+		baton__say_why(why, cap,
+			       "the log records no release floor yet: there "
+			       "is nothing to downgrade from");
 		return BATON_ESTATE;
 	}
 	if (baton_release_find(target) == NULL) {
-		say(why, cap,
-		    "release %s is not a release this binary knows (see "
-		    "'batond --version'): the release floor %s goes back only "
-		    "to the release before it",
-		    baton_release_format(target, a),
-		    baton_release_format(v->floor, b));
+		baton__say_why(
+			why, cap,
+			"release %s is not a release this binary knows (see "
+			"'batond --version'): the release floor %s goes back "
+			"only "
+			"to the release before it",
+			baton_release_format(target, a),
+			baton_release_format(v->floor, b));
 		return BATON_EINVAL;
 	}
 	const struct baton_profile *prev = baton_release_previous(v->floor);
 	if (prev == NULL) {
-		say(why, cap,
-		    "the release floor is %s and this binary contains no "
-		    "release before it",
-		    baton_release_format(v->floor, a));
+		baton__say_why(
+			why, cap,
+			"the release floor is %s and this binary contains no "
+			"release before it",
+			baton_release_format(v->floor, a));
 		return BATON_EINVAL;
 	}
 	if (baton_release_compare(prev->release, target) != 0) {
-		say(why, cap,
-		    "a downgrade goes one step back: from the release floor "
-		    "%s only to %s, not to %s",
-		    baton_release_format(v->floor, a),
-		    baton_release_format(prev->release, b),
-		    baton_release_format(target, c));
+		baton__say_why(why, cap,
+			       "a downgrade goes one step back: from the "
+			       "release floor "
+			       "%s only to %s, not to %s",
+			       baton_release_format(v->floor, a),
+			       baton_release_format(prev->release, b),
+			       baton_release_format(target, c));
 		return BATON_EINVAL;
 	}
 	if (baton_release_compare(target, rules_since) < 0) {
-		say(why, cap,
-		    "release %s predates the version rules (%s): it answers "
-		    "no info request, so the downgrade could never end",
-		    baton_release_format(target, a),
-		    baton_release_format(rules_since, b));
+		baton__say_why(
+			why, cap,
+			"release %s predates the version rules (%s): it "
+			"answers "
+			"no info request, so the downgrade could never end",
+			baton_release_format(target, a),
+			baton_release_format(rules_since, b));
 		return BATON_EINVAL;
 	}
 	baton_node_id id = first_unknown(r);
 	if (id != 0) {
-		say(why, cap,
-		    "member %llu has not answered an info request lately: "
-		    "every member must be reachable",
-		    (unsigned long long)id);
+		baton__say_why(
+			why, cap,
+			"member %llu has not answered an info request lately: "
+			"every member must be reachable",
+			(unsigned long long)id);
 		return BATON_EBUSY;
 	}
 	struct baton_release rel;
 	id = first_at_or_below(r, target, true, &rel);
 	if (id != 0) {
-		say(why, cap,
-		    "member %llu runs release %s, below the target %s",
-		    (unsigned long long)id, baton_release_format(rel, a),
-		    baton_release_format(target, b));
+		baton__say_why(
+			why, cap,
+			"member %llu runs release %s, below the target %s",
+			(unsigned long long)id, baton_release_format(rel, a),
+			baton_release_format(target, b));
 		return BATON_EINVAL;
 	}
 	const struct baton_profile *apart = NULL;
 	id = first_apart(r, prev, &apart);
 	if (id != 0) {
-		say(why, cap,
-		    "release %s speaks peer protocol versions %u..%u and "
-		    "member %llu (release %s) speaks %u..%u: no version in "
-		    "common, so a node restarted on %s could not reach it; "
-		    "between such releases a cluster moves only through a "
-		    "relay migration (docs/relay.md)",
-		    baton_release_format(target, a), prev->proto_min.value,
-		    prev->proto_max.value, (unsigned long long)id,
-		    baton_release_format(apart->release, b),
-		    apart->proto_min.value, apart->proto_max.value,
-		    baton_release_format(target, c));
+		baton__say_why(
+			why, cap,
+			"release %s speaks peer protocol versions %u..%u and "
+			"member %llu (release %s) speaks %u..%u: no version in "
+			"common, so a node restarted on %s could not reach it; "
+			"between such releases a cluster moves only through a "
+			"relay migration (docs/relay.md)",
+			baton_release_format(target, a), prev->proto_min.value,
+			prev->proto_max.value, (unsigned long long)id,
+			baton_release_format(apart->release, b),
+			apart->proto_min.value, apart->proto_max.value,
+			baton_release_format(target, c));
 		return BATON_EINVAL;
 	}
 	out->target = target;
@@ -198,13 +194,18 @@ static int check_enable(const struct baton_raft *r, struct baton_release target,
 	 * lacks, and lowering the floor lets it go on. */
 	id = first_at_or_below(r, target, false, &rel);
 	if (id != 0 && out->machine_to.value < out->machine_from.value) {
-		say(why, cap,
-		    "member %llu runs release %s already, and the log holds "
-		    "entries under machine version %u that it cannot apply: "
-		    "restart it on release %s, enable the downgrade, let it "
-		    "take its snapshot, then roll it back",
-		    (unsigned long long)id, baton_release_format(rel, a),
-		    out->machine_from.value, baton_release_format(v->floor, b));
+		baton__say_why(why, cap,
+			       "member %llu runs release %s already, and the "
+			       "log holds "
+			       "entries under machine version %u that it "
+			       "cannot apply: "
+			       "restart it on release %s, enable the "
+			       "downgrade, let it "
+			       "take its snapshot, then roll it back",
+			       (unsigned long long)id,
+			       baton_release_format(rel, a),
+			       out->machine_from.value,
+			       baton_release_format(v->floor, b));
 		memset(out, 0, sizeof *out);
 		return BATON_ESTATE;
 	}
@@ -220,31 +221,35 @@ static int check_cancel(const struct baton_raft *r, struct baton_release target,
 	if (baton_release_none(d->target) ||
 	    baton_release_compare(d->target, target) != 0) {
 		if (baton_release_none(d->target))
-			say(why, cap, "no downgrade is in progress");
+			baton__say_why(why, cap, "no downgrade is in progress");
 		else
-			say(why, cap,
-			    "the downgrade in progress is to %s, "
-			    "not to %s",
-			    baton_release_format(d->target, a),
-			    baton_release_format(target, b));
+			baton__say_why(why, cap,
+				       "the downgrade in progress is to %s, "
+				       "not to %s",
+				       baton_release_format(d->target, a),
+				       baton_release_format(target, b));
 		return BATON_ESTATE;
 	}
 	baton_node_id id = first_unknown(r);
 	if (id != 0) {
-		say(why, cap,
-		    "member %llu has not answered an info request lately: "
-		    "cannot tell whether it runs %s already (a node restarted "
-		    "on it may be unable to reach this leader)",
-		    (unsigned long long)id, baton_release_format(target, a));
+		baton__say_why(
+			why, cap,
+			"member %llu has not answered an info request lately: "
+			"cannot tell whether it runs %s already (a node "
+			"restarted "
+			"on it may be unable to reach this leader)",
+			(unsigned long long)id,
+			baton_release_format(target, a));
 		return BATON_EBUSY;
 	}
 	struct baton_release rel;
 	id = first_at_or_below(r, target, false, &rel);
 	if (id != 0) {
-		say(why, cap,
-		    "member %llu runs release %s already: finish the "
-		    "downgrade (or upgrade that node again first)",
-		    (unsigned long long)id, baton_release_format(rel, a));
+		baton__say_why(
+			why, cap,
+			"member %llu runs release %s already: finish the "
+			"downgrade (or upgrade that node again first)",
+			(unsigned long long)id, baton_release_format(rel, a));
 		return BATON_ESTATE;
 	}
 	out->target = target;
@@ -255,8 +260,9 @@ static int check_cancel(const struct baton_raft *r, struct baton_release target,
 	BATON_ASSERT(out->machine_to.value >= out->machine_from.value);
 	if (!baton__machine_ok(r, out->machine_to) ||
 	    !baton__floor_ok(r, out->floor_to)) {
-		say(why, cap, "this leader (release %s) could not restore it",
-		    baton_release_format(r->o.profile.release, a));
+		baton__say_why(why, cap,
+			       "this leader (release %s) could not restore it",
+			       baton_release_format(r->o.profile.release, a));
 		return BATON_ESTATE;
 	}
 	return 0;
@@ -269,15 +275,15 @@ int baton_raft_downgrade_check(const struct baton_raft *r, uint32_t op,
 {
 	memset(out, 0, sizeof *out);
 	BATON_ASSERT(why != NULL || cap == 0);
-	say(why, cap, "%s", "");
+	baton__say_why(why, cap, "%s", "");
 	if (r->role != BATON_LEADER) {
-		say(why, cap, "not the leader");
+		baton__say_why(why, cap, "not the leader");
 		return BATON_ENOTLEADER;
 	}
 	if (r->transfer_target != 0 || r->versions_index > r->commit_index) {
-		say(why, cap,
-		    "a leadership transfer or a version entry is "
-		    "in flight; try again");
+		baton__say_why(why, cap,
+			       "a leadership transfer or a version entry is "
+			       "in flight; try again");
 		return BATON_EBUSY;
 	}
 	if (op == BATON_DOWNGRADE_ENABLE)
@@ -286,7 +292,7 @@ int baton_raft_downgrade_check(const struct baton_raft *r, uint32_t op,
 		return check_cancel(r, target, out, why, cap);
 	if (op == BATON_UPGRADE_FINALIZE)
 		return baton__finalize_check(r, out, why, cap);
-	say(why, cap, "unknown downgrade operation %u", op);
+	baton__say_why(why, cap, "unknown downgrade operation %u", op);
 	return BATON_EINVAL;
 }
 

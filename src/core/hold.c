@@ -12,21 +12,7 @@
  */
 #include "core.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-
-__attribute__((format(printf, 3, 4))) static void say(char *why, size_t cap,
-						      const char *fmt, ...)
-{
-	if (why == NULL || cap == 0)
-		return;
-	BATON_ASSERT(fmt != NULL);
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, cap, fmt, ap);
-	va_end(ap);
-}
 
 /* The newest release among the members known this term (the leader's own
  * among them). */
@@ -59,20 +45,23 @@ static int blockers(const struct baton_raft *r, char *why, size_t cap)
 		baton_node_id id = r->config.members[i].id;
 		const struct baton_profile *p = baton__upgrade_known(r, id);
 		if (p == NULL) {
-			say(why, cap,
-			    "node %llu has not answered this term (its "
-			    "release is unknown); try again",
-			    (unsigned long long)id);
+			baton__say_why(
+				why, cap,
+				"node %llu has not answered this term (its "
+				"release is unknown); try again",
+				(unsigned long long)id);
 			return BATON_EBUSY;
 		}
 		if (baton_release_compare(p->release, top) < 0) {
-			say(why, cap,
-			    "node %llu runs release %s, not yet %s like the "
-			    "newest member: finish the roll (or roll back) "
-			    "first",
-			    (unsigned long long)id,
-			    baton_release_format(p->release, a),
-			    baton_release_format(top, b));
+			baton__say_why(
+				why, cap,
+				"node %llu runs release %s, not yet %s like "
+				"the "
+				"newest member: finish the roll (or roll back) "
+				"first",
+				(unsigned long long)id,
+				baton_release_format(p->release, a),
+				baton_release_format(top, b));
 			return BATON_ESTATE;
 		}
 	}
@@ -90,17 +79,20 @@ int baton__finalize_check(const struct baton_raft *r,
 	out->floor_from = out->floor_to = v->floor;
 	out->machine_from = out->machine_to = v->machine;
 	if (!baton_release_none(v->downgrade.target)) {
-		say(why, cap,
-		    "a downgrade to %s is in progress: finish or cancel it "
-		    "first",
-		    baton_release_format(v->downgrade.target, a));
+		baton__say_why(
+			why, cap,
+			"a downgrade to %s is in progress: finish or cancel it "
+			"first",
+			baton_release_format(v->downgrade.target, a));
 		return BATON_ESTATE;
 	}
 	if (!v->held && r->o.machine_upgrade != BATON_UPGRADE_MANUAL) {
-		say(why, cap,
-		    "nothing is held: the log records no hold and this leader "
-		    "raises versions by itself (machine_upgrade is not "
-		    "manual)");
+		baton__say_why(
+			why, cap,
+			"nothing is held: the log records no hold and this "
+			"leader "
+			"raises versions by itself (machine_upgrade is not "
+			"manual)");
 		return BATON_ESTATE;
 	}
 	/* What it would raise to, even when blocked: status shows it. */

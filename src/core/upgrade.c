@@ -10,6 +10,8 @@
  */
 #include "core.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- the live table ------------------------------------------------------ */
@@ -492,4 +494,15 @@ void baton_raft_upgrade_status(const struct baton_raft *r,
 	}
 	out->n = n;
 	BATON_ASSERT(out->n_waiting <= out->n);
+}
+
+void baton__say_why(char *why, size_t cap, const char *fmt, ...)
+{
+	if (why == NULL || cap == 0)
+		return;
+	BATON_ASSERT(fmt != NULL);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, cap, fmt, ap);
+	va_end(ap);
 }

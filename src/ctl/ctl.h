@@ -101,6 +101,11 @@ bool ctl_map_valid(const redisReply *r);
 bool ctl_map_str(const redisReply *map, const char *field, char *out,
 		 size_t len);
 
+/* The same, "-" in `out` when the field is absent or empty (what a status
+ * line prints for a value the node did not give). */
+void ctl_map_str_or_dash(const redisReply *map, const char *field, char *out,
+			 size_t len);
+
 /* The value of `field` as an unsigned decimal. Returns false if absent or
  * not a plain number (e.g. "-"). */
 bool ctl_map_u64(const redisReply *map, const char *field, uint64_t *out);

@@ -36,12 +36,6 @@ static bool valid_release(const char *s)
 	}
 }
 
-static void field(const redisReply *m, const char *name, char *out, size_t len)
-{
-	if (!ctl_map_str(m, name, out, len) || out[0] == '\0')
-		snprintf(out, len, "-");
-}
-
 /* validate, enable, cancel: the leader's answer. */
 static int leader_op(const struct ctl_opts *o, const char *op,
 		     const char *release, bool force)
@@ -60,12 +54,12 @@ static int leader_op(const struct ctl_opts *o, const char *op,
 		char f0[CTL_VALUE_MAX], f1[CTL_VALUE_MAX], m0[CTL_VALUE_MAX],
 			m1[CTL_VALUE_MAX], lost[CTL_VALUE_MAX],
 			loss[CTL_ERR_MAX];
-		field(r, "floor_from", f0, sizeof f0);
-		field(r, "floor_to", f1, sizeof f1);
-		field(r, "machine_from", m0, sizeof m0);
-		field(r, "machine_to", m1, sizeof m1);
-		field(r, "keys_lost", lost, sizeof lost);
-		field(r, "loss", loss, sizeof loss);
+		ctl_map_str_or_dash(r, "floor_from", f0, sizeof f0);
+		ctl_map_str_or_dash(r, "floor_to", f1, sizeof f1);
+		ctl_map_str_or_dash(r, "machine_from", m0, sizeof m0);
+		ctl_map_str_or_dash(r, "machine_to", m1, sizeof m1);
+		ctl_map_str_or_dash(r, "keys_lost", lost, sizeof lost);
+		ctl_map_str_or_dash(r, "loss", loss, sizeof loss);
 		printf("downgrade to %s is valid: release floor %s -> %s, "
 		       "machine version %s -> %s",
 		       release, f0, f1, m0, m1);
@@ -105,8 +99,8 @@ static void print_members(const struct ctl_opts *o, const redisReply *ms)
 		char id[CTL_VALUE_MAX], addr[CTL_ADDR_MAX], err[CTL_ERR_MAX];
 		if (!ctl_map_valid(m))
 			continue;
-		field(m, "id", id, sizeof id);
-		field(m, "client_addr", addr, sizeof addr);
+		ctl_map_str_or_dash(m, "id", id, sizeof id);
+		ctl_map_str_or_dash(m, "client_addr", addr, sizeof addr);
 		bool ok = ctl_table_row(&t);
 		assert(ok);
 		(void)ok;
@@ -120,9 +114,10 @@ static void print_members(const struct ctl_opts *o, const redisReply *ms)
 				  : NULL;
 		char rel[CTL_VALUE_MAX] = "down", ready[CTL_CELL_MAX] = "-";
 		if (n != NULL && ctl_map_valid(n))
-			field(n, "release", rel, sizeof rel);
+			ctl_map_str_or_dash(n, "release", rel, sizeof rel);
 		if (d != NULL && ctl_map_valid(d))
-			field(d, "ready_to_restart", ready, sizeof ready);
+			ctl_map_str_or_dash(d, "ready_to_restart", ready,
+					    sizeof ready);
 		else if (n != NULL)
 			snprintf(ready, sizeof ready, "? (%.80s)", err);
 		ctl_table_set(&t, 2, "%s", rel);
@@ -149,12 +144,12 @@ static int status(const struct ctl_opts *o, const char *release)
 	char text[CTL_ERR_MAX], target[CTL_VALUE_MAX], floor[CTL_VALUE_MAX],
 		machine[CTL_VALUE_MAX], since[CTL_VALUE_MAX],
 		waiting[CTL_ERR_MAX];
-	field(r, "downgrade", text, sizeof text);
-	field(r, "target", target, sizeof target);
-	field(r, "release_floor", floor, sizeof floor);
-	field(r, "machine_version", machine, sizeof machine);
-	field(r, "since", since, sizeof since);
-	field(r, "waiting_for", waiting, sizeof waiting);
+	ctl_map_str_or_dash(r, "downgrade", text, sizeof text);
+	ctl_map_str_or_dash(r, "target", target, sizeof target);
+	ctl_map_str_or_dash(r, "release_floor", floor, sizeof floor);
+	ctl_map_str_or_dash(r, "machine_version", machine, sizeof machine);
+	ctl_map_str_or_dash(r, "since", since, sizeof since);
+	ctl_map_str_or_dash(r, "waiting_for", waiting, sizeof waiting);
 	freeReplyObject(r);
 	bool on = strcmp(target, "none") != 0 && strcmp(target, "-") != 0;
 	if (!on) {

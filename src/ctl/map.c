@@ -79,6 +79,13 @@ bool ctl_parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
+void ctl_map_str_or_dash(const redisReply *map, const char *field, char *out,
+			 size_t len)
+{
+	if (!ctl_map_str(map, field, out, len) || out[0] == '\0')
+		snprintf(out, len, "-");
+}
+
 bool ctl_map_u64(const redisReply *map, const char *field, uint64_t *out)
 {
 	const redisReply *v = find(map, field);

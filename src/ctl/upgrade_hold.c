@@ -19,12 +19,6 @@
 #define HOLD_RETRY_MS 5000u
 #define HOLD_RETRY_PAUSE_MS 200u
 
-static void field(const redisReply *m, const char *name, char *out, size_t len)
-{
-	if (!ctl_map_str(m, name, out, len) || out[0] == '\0')
-		snprintf(out, len, "-");
-}
-
 static void pause_ms(unsigned ms)
 {
 	struct timespec ts = {ms / 1000u, (long)(ms % 1000u) * 1000000L};
@@ -49,14 +43,14 @@ static int status(const struct ctl_opts *o)
 	char held[CTL_VALUE_MAX], mode[CTL_VALUE_MAX], f0[CTL_VALUE_MAX],
 		f1[CTL_VALUE_MAX], m0[CTL_VALUE_MAX], m1[CTL_VALUE_MAX],
 		change[CTL_VALUE_MAX], blocked[CTL_ERR_MAX];
-	field(r, "held", held, sizeof held);
-	field(r, "machine_upgrade", mode, sizeof mode);
-	field(r, "floor_from", f0, sizeof f0);
-	field(r, "floor_to", f1, sizeof f1);
-	field(r, "machine_from", m0, sizeof m0);
-	field(r, "machine_to", m1, sizeof m1);
-	field(r, "would_change", change, sizeof change);
-	field(r, "blocked_by", blocked, sizeof blocked);
+	ctl_map_str_or_dash(r, "held", held, sizeof held);
+	ctl_map_str_or_dash(r, "machine_upgrade", mode, sizeof mode);
+	ctl_map_str_or_dash(r, "floor_from", f0, sizeof f0);
+	ctl_map_str_or_dash(r, "floor_to", f1, sizeof f1);
+	ctl_map_str_or_dash(r, "machine_from", m0, sizeof m0);
+	ctl_map_str_or_dash(r, "machine_to", m1, sizeof m1);
+	ctl_map_str_or_dash(r, "would_change", change, sizeof change);
+	ctl_map_str_or_dash(r, "blocked_by", blocked, sizeof blocked);
 	freeReplyObject(r);
 	printf("hold: %s (in the log: %s; the leader's machine_upgrade: "
 	       "%s)\n",

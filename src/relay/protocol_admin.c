@@ -24,29 +24,21 @@ int baton_relay_admin_get(const struct baton_relay_ext *area,
 {
 	BATON_ASSERT(area != NULL && out != NULL && err != NULL);
 	memset(out, 0, sizeof *out);
-	struct baton_relay_ext rest = *area;
 	struct baton_relay_ext_entry e;
-	while (baton_relay_ext_next(&rest, &e)) {
-		if (e.tag != BATON_RELAY_TAG_ADMIN_REQUEST)
-			continue;
-		if (e.len != BATON_RELAY_ADMIN_LEN) {
-			relay_set_err(err, BATON_RELAY_EBAD_EXTENSION,
-				      "ADMIN_REQUEST (tag 0x%04x) is %u bytes, "
-				      "it must be %u",
-				      BATON_RELAY_TAG_ADMIN_REQUEST, e.len,
-				      BATON_RELAY_ADMIN_LEN);
-			return BATON_ECORRUPT;
-		}
-		const uint8_t *v = e.value;
-		out->op = v[0];
-		out->relay_incarnation = baton_le_get_u64(v + 1);
-		memcpy(out->nonce, v + 9, BATON_RELAY_PROOF_NONCE_LEN);
-		v += 9 + BATON_RELAY_PROOF_NONCE_LEN;
-		out->timestamp_ms = baton_le_get_u64(v);
-		memcpy(out->mac, v + 8, BATON_RELAY_PROOF_MAC_LEN);
-		out->present = true;
+	if (!relay_ext_find_fixed(area, BATON_RELAY_TAG_ADMIN_REQUEST,
+				  "ADMIN_REQUEST", BATON_RELAY_ADMIN_LEN, &e,
+				  err))
+		return BATON_ECORRUPT;
+	if (e.value == NULL)
 		return 0;
-	}
+	const uint8_t *v = e.value;
+	out->op = v[0];
+	out->relay_incarnation = baton_le_get_u64(v + 1);
+	memcpy(out->nonce, v + 9, BATON_RELAY_PROOF_NONCE_LEN);
+	v += 9 + BATON_RELAY_PROOF_NONCE_LEN;
+	out->timestamp_ms = baton_le_get_u64(v);
+	memcpy(out->mac, v + 8, BATON_RELAY_PROOF_MAC_LEN);
+	out->present = true;
 	return 0;
 }
 
@@ -90,28 +82,24 @@ int baton_relay_admin_result_get(const struct baton_relay_ext *area,
 {
 	BATON_ASSERT(area != NULL && out != NULL && err != NULL);
 	memset(out, 0, sizeof *out);
-	struct baton_relay_ext rest = *area;
 	struct baton_relay_ext_entry e;
-	while (baton_relay_ext_next(&rest, &e)) {
-		if (e.tag != BATON_RELAY_TAG_ADMIN_RESULT)
-			continue;
-		size_t text_len = e.len >= 2 ? e.len - 2u : 0;
-		if (e.len < 2 || text_len > BATON_RELAY_TEXT_MAX ||
-		    memchr(e.value + 2, 0, text_len) != NULL) {
-			relay_set_err(err, BATON_RELAY_EBAD_EXTENSION,
-				      "ADMIN_RESULT (tag 0x%04x) of %u bytes: "
-				      "a code and a text of at most %u bytes "
-				      "without NUL expected",
-				      BATON_RELAY_TAG_ADMIN_RESULT, e.len,
-				      BATON_RELAY_TEXT_MAX);
-			return BATON_ECORRUPT;
-		}
-		out->code = baton_le_get_u16(e.value);
-		out->text.ptr = (const char *)e.value + 2;
-		out->text.len = (uint16_t)text_len;
-		out->present = true;
+	if (!relay_ext_find(area, BATON_RELAY_TAG_ADMIN_RESULT, &e))
 		return 0;
+	size_t text_len = e.len >= 2 ? e.len - 2u : 0;
+	if (e.len < 2 || text_len > BATON_RELAY_TEXT_MAX ||
+	    memchr(e.value + 2, 0, text_len) != NULL) {
+		relay_set_err(err, BATON_RELAY_EBAD_EXTENSION,
+			      "ADMIN_RESULT (tag 0x%04x) of %u bytes: "
+			      "a code and a text of at most %u bytes "
+			      "without NUL expected",
+			      BATON_RELAY_TAG_ADMIN_RESULT, e.len,
+			      BATON_RELAY_TEXT_MAX);
+		return BATON_ECORRUPT;
 	}
+	out->code = baton_le_get_u16(e.value);
+	out->text.ptr = (const char *)e.value + 2;
+	out->text.len = (uint16_t)text_len;
+	out->present = true;
 	return 0;
 }
 

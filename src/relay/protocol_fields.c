@@ -277,6 +277,35 @@ bool baton_relay_ext_next(struct baton_relay_ext *rest,
 	return true;
 }
 
+bool relay_ext_find(const struct baton_relay_ext *area, uint16_t tag,
+		    struct baton_relay_ext_entry *e)
+{
+	BATON_ASSERT(area != NULL && e != NULL);
+	struct baton_relay_ext rest = *area;
+	while (baton_relay_ext_next(&rest, e))
+		if (e->tag == tag)
+			return true;
+	return false;
+}
+
+bool relay_ext_find_fixed(const struct baton_relay_ext *area, uint16_t tag,
+			  const char *name, uint16_t len,
+			  struct baton_relay_ext_entry *e,
+			  struct baton_relay_err *err)
+{
+	BATON_ASSERT(name != NULL && err != NULL);
+	if (!relay_ext_find(area, tag, e)) {
+		e->value = NULL;
+		return true;
+	}
+	if (e->len != len)
+		return relay_set_err(
+			err, BATON_RELAY_EBAD_EXTENSION,
+			"%s (tag 0x%04x) is %u bytes, it must be %u", name,
+			(unsigned)tag, (unsigned)e->len, (unsigned)len);
+	return true;
+}
+
 /* ---- records ----------------------------------------------------------- */
 
 /* A record: a u16 length, then fields, then the record's extension area,

@@ -43,6 +43,20 @@ bool relay_set_err(struct baton_relay_err *err, uint16_t code, const char *fmt,
 bool field_fail(struct field_cursor *c, uint16_t code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The first entry of `area` (a decoded or validated area) with this tag:
+ * true with *e filled, false if there is none. */
+bool relay_ext_find(const struct baton_relay_ext *area, uint16_t tag,
+		    struct baton_relay_ext_entry *e);
+/* The first entry of `area` with this tag, of exactly `len` bytes: true
+ * with *e filled; false with e->value NULL if there is none (not an
+ * error: the entry is optional); false with *err filled (BAD_EXTENSION,
+ * the text naming `name`, the tag and both lengths) if its length is not
+ * `len`. */
+bool relay_ext_find_fixed(const struct baton_relay_ext *area, uint16_t tag,
+			  const char *name, uint16_t len,
+			  struct baton_relay_ext_entry *e,
+			  struct baton_relay_err *err);
+
 bool field_u8(struct field_cursor *c, uint8_t *v, const char *field);
 bool field_u16(struct field_cursor *c, uint16_t *v, const char *field);
 bool field_u32(struct field_cursor *c, uint32_t *v, const char *field);

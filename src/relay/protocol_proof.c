@@ -23,27 +23,19 @@ int baton_relay_proof_get(const struct baton_relay_ext *area,
 {
 	BATON_ASSERT(area != NULL && out != NULL && err != NULL);
 	memset(out, 0, sizeof *out);
-	struct baton_relay_ext rest = *area;
 	struct baton_relay_ext_entry e;
-	while (baton_relay_ext_next(&rest, &e)) {
-		if (e.tag != BATON_RELAY_TAG_HELLO_PROOF)
-			continue;
-		if (e.len != BATON_RELAY_PROOF_LEN) {
-			relay_set_err(err, BATON_RELAY_EBAD_EXTENSION,
-				      "HELLO_PROOF (tag 0x%04x) is %u bytes, "
-				      "it must be %u",
-				      BATON_RELAY_TAG_HELLO_PROOF, e.len,
-				      BATON_RELAY_PROOF_LEN);
-			return BATON_ECORRUPT;
-		}
-		const uint8_t *v = e.value;
-		memcpy(out->nonce, v, BATON_RELAY_PROOF_NONCE_LEN);
-		v += BATON_RELAY_PROOF_NONCE_LEN;
-		out->timestamp_ms = baton_le_get_u64(v);
-		memcpy(out->mac, v + 8, BATON_RELAY_PROOF_MAC_LEN);
-		out->present = true;
+	if (!relay_ext_find_fixed(area, BATON_RELAY_TAG_HELLO_PROOF,
+				  "HELLO_PROOF", BATON_RELAY_PROOF_LEN, &e,
+				  err))
+		return BATON_ECORRUPT;
+	if (e.value == NULL)
 		return 0;
-	}
+	const uint8_t *v = e.value;
+	memcpy(out->nonce, v, BATON_RELAY_PROOF_NONCE_LEN);
+	v += BATON_RELAY_PROOF_NONCE_LEN;
+	out->timestamp_ms = baton_le_get_u64(v);
+	memcpy(out->mac, v + 8, BATON_RELAY_PROOF_MAC_LEN);
+	out->present = true;
 	return 0;
 }
 

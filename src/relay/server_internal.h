@@ -100,11 +100,17 @@ size_t session_admin_request(struct relay_conn *c,
 /* session_admin.c: deactivate once the old cluster is gone (on every
  * sweep). */
 void session_auto_deactivate(struct relay_server *srv);
-/* session_auth.c: whether a proof's nonce and time are fresh: not older
- * than the floor, not seen before; remembered if so. */
-bool session_nonce_fresh(struct relay_server *srv,
-			 const uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN],
-			 uint64_t timestamp_ms);
+/* session_auth.c: whether a signed message (a HELLO proof, an admin
+ * request) is fresh. SESSION_SKEWED: its time is more than
+ * --proof-max-skew-ms from the relay's clock. SESSION_REPLAYED: its time is
+ * not above the floor of the nonces forgotten, or its nonce was seen.
+ * SESSION_FRESH: neither; the nonce is remembered. *skew_ms is the
+ * distance to the clock, *ahead (unless NULL) whether the time is ahead. */
+enum session_fresh { SESSION_FRESH, SESSION_SKEWED, SESSION_REPLAYED };
+enum session_fresh
+session_check_fresh(struct relay_server *srv,
+		    const uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN],
+		    uint64_t timestamp_ms, uint64_t *skew_ms, bool *ahead);
 /* session_auth.c: the wall clock in ms since the epoch. */
 uint64_t session_wall_ms(void);
 

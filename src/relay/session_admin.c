@@ -55,10 +55,10 @@ static uint16_t admin_check(struct relay_server *srv,
 			 (unsigned long long)srv->incarnation);
 		return BATON_RELAY_EREFUSED;
 	}
-	uint64_t now = session_wall_ms();
-	uint64_t skew = r->timestamp_ms > now ? r->timestamp_ms - now
-					      : now - r->timestamp_ms;
-	if (skew > cfg->proof_skew_ms) {
+	uint64_t skew = 0;
+	enum session_fresh fresh = session_check_fresh(
+		srv, r->nonce, r->timestamp_ms, &skew, NULL);
+	if (fresh == SESSION_SKEWED) {
 		snprintf(why, cap,
 			 "authentication failed: the request's time is %llu "
 			 "ms from the relay's clock, more than %llu ms "
@@ -67,7 +67,7 @@ static uint16_t admin_check(struct relay_server *srv,
 			 (unsigned long long)cfg->proof_skew_ms);
 		return BATON_RELAY_EREFUSED;
 	}
-	if (!session_nonce_fresh(srv, r->nonce, r->timestamp_ms)) {
+	if (fresh == SESSION_REPLAYED) {
 		snprintf(why, cap,
 			 "authentication failed: this request was already "
 			 "used (a replay)");

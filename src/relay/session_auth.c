@@ -114,20 +114,21 @@ uint16_t session_auth_check(struct relay_server *srv,
 			 "--cluster-secret for this cluster)");
 		return BATON_RELAY_EREFUSED;
 	}
-	uint64_t now = session_wall_ms();
-	uint64_t skew = p.timestamp_ms > now ? p.timestamp_ms - now
-					     : now - p.timestamp_ms;
-	if (skew > cfg->proof_skew_ms) {
+	uint64_t skew = 0;
+	bool ahead = false;
+	enum session_fresh fresh = session_check_fresh(
+		srv, p.nonce, p.timestamp_ms, &skew, &ahead);
+	if (fresh == SESSION_SKEWED) {
 		snprintf(why, cap,
 			 "authentication failed: the proof's time is %llu ms "
 			 "%s the relay's clock, more than %llu ms "
 			 "(--proof-max-skew-ms): a replay, or clocks apart",
 			 (unsigned long long)skew,
-			 p.timestamp_ms > now ? "ahead of" : "behind",
+			 ahead ? "ahead of" : "behind",
 			 (unsigned long long)cfg->proof_skew_ms);
 		return BATON_RELAY_EREFUSED;
 	}
-	if (!session_nonce_fresh(srv, p.nonce, p.timestamp_ms)) {
+	if (fresh == SESSION_REPLAYED) {
 		snprintf(why, cap,
 			 "authentication failed: this proof was already used "
 			 "(a replayed HELLO)");
@@ -136,13 +137,21 @@ uint16_t session_auth_check(struct relay_server *srv,
 	return 0;
 }
 
-bool session_nonce_fresh(struct relay_server *srv,
-			 const uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN],
-			 uint64_t timestamp_ms)
+enum session_fresh
+session_check_fresh(struct relay_server *srv,
+		    const uint8_t nonce[BATON_RELAY_PROOF_NONCE_LEN],
+		    uint64_t timestamp_ms, uint64_t *skew_ms, bool *ahead)
 {
+	uint64_t now = session_wall_ms();
+	*skew_ms = timestamp_ms > now ? timestamp_ms - now : now - timestamp_ms;
+	if (ahead != NULL)
+		*ahead = timestamp_ms > now;
+	if (*skew_ms > srv->cfg->proof_skew_ms)
+		return SESSION_SKEWED;
+	/* Not older than the floor, not seen before: remembered. */
 	if (timestamp_ms <= srv->nonces.floor_ms ||
 	    nonce_seen(&srv->nonces, nonce))
-		return false;
+		return SESSION_REPLAYED;
 	nonce_remember(&srv->nonces, nonce, timestamp_ms);
-	return true;
+	return SESSION_FRESH;
 }

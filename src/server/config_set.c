@@ -322,6 +322,27 @@ static int parse_bootstrap(struct server_config *c,
 	return founders_distinct(c, o);
 }
 
+/* o->value as a release of this binary's table: 0 with *r (and *p when p
+ * is not NULL), or the refusal that lists the releases it contains. */
+static int known_release(const struct config_origin *o, struct baton_release *r,
+			 const struct baton_profile **p)
+{
+	const struct baton_profile *found =
+		baton_release_parse(o->value, r) == 0 ? baton_release_find(*r)
+						      : NULL;
+	if (found == NULL) {
+		char list[256];
+		return config_refuse(o,
+				     "this binary does not contain release "
+				     "'%s'; it contains %s",
+				     o->value,
+				     config_release_list(list, sizeof list, 0));
+	}
+	if (p != NULL)
+		*p = found;
+	return 0;
+}
+
 /* --migrate-from-unsealed RELEASE: the old cluster runs RELEASE, which
  * predates sealed migration messages; this node speaks that release's
  * unsealed format 1 to it (docs/relay.md, "Migrating from 1.3.0"). Only a
@@ -334,15 +355,8 @@ static int parse_unsealed_release(struct server_config *c,
 	char a[BATON_RELEASE_STR_MAX], b[BATON_RELEASE_STR_MAX];
 	struct baton_release from = baton_release_migration_since();
 	struct baton_release sealed = baton_release_sealed_migration_since();
-	if (baton_release_parse(o->value, &r) != 0 ||
-	    baton_release_find(r) == NULL) {
-		char list[256];
-		return config_refuse(o,
-				     "this binary does not contain release "
-				     "'%s'; it contains %s",
-				     o->value,
-				     config_release_list(list, sizeof list, 0));
-	}
+	if (known_release(o, &r, NULL) != 0)
+		return -1;
 	if (baton_release_compare(r, sealed) >= 0)
 		return config_refuse(
 			o,
@@ -367,17 +381,9 @@ static int parse_as_release(struct server_config *c,
 			    const struct config_origin *o)
 {
 	struct baton_release r;
-	const struct baton_profile *p = baton_release_parse(o->value, &r) == 0
-						? baton_release_find(r)
-						: NULL;
-	if (p == NULL) {
-		char list[256];
-		return config_refuse(o,
-				     "this binary does not contain release "
-				     "'%s'; it contains %s",
-				     o->value,
-				     config_release_list(list, sizeof list, 0));
-	}
+	const struct baton_profile *p = NULL;
+	if (known_release(o, &r, &p) != 0)
+		return -1;
 	c->profile = *p;
 	return 0;
 }

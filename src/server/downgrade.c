@@ -139,24 +139,30 @@ static int check(struct command_ctx *x, const struct downgrade_args *a,
 	return 0;
 }
 
+void admin_map_plan(struct baton_buf *b,
+		    const struct baton_downgrade_plan *plan)
+{
+	char f0[BATON_RELEASE_STR_MAX], f1[BATON_RELEASE_STR_MAX];
+	admin_map_field(b, "floor_from", "%s",
+			versions_floor_text(plan->floor_from, f0));
+	admin_map_field(b, "floor_to", "%s",
+			versions_floor_text(plan->floor_to, f1));
+	admin_map_field(b, "machine_from", "%u", plan->machine_from.value);
+	admin_map_field(b, "machine_to", "%u", plan->machine_to.value);
+}
+
 static int validate(struct command_ctx *x, const struct downgrade_args *a)
 {
 	struct baton_downgrade_plan plan;
 	struct baton_machine_loss loss;
 	if (check(x, a, &plan, &loss) != 0)
 		return 0;
-	char t[BATON_RELEASE_STR_MAX], f0[BATON_RELEASE_STR_MAX],
-		f1[BATON_RELEASE_STR_MAX], kinds[WHY_MAX];
+	char t[BATON_RELEASE_STR_MAX], kinds[WHY_MAX];
 	versions_loss_kinds(&loss, kinds, sizeof kinds);
 	struct baton_buf *b = command_out(x);
 	resp_array(b, 2 * 9);
 	admin_map_field(b, "target", "%s", baton_release_format(a->target, t));
-	admin_map_field(b, "floor_from", "%s",
-			versions_floor_text(plan.floor_from, f0));
-	admin_map_field(b, "floor_to", "%s",
-			versions_floor_text(plan.floor_to, f1));
-	admin_map_field(b, "machine_from", "%u", plan.machine_from.value);
-	admin_map_field(b, "machine_to", "%u", plan.machine_to.value);
+	admin_map_plan(b, &plan);
 	admin_map_field(b, "keys_lost", "%" PRIu64, loss.items);
 	admin_map_field(b, "loss", "%s", loss.items > 0 ? loss.text : "none");
 	admin_map_field(b, "loss_kinds", "%s", kinds);

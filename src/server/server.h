@@ -544,6 +544,11 @@ const char *server_member_versions(const struct baton_node_status *st,
 /* BATON.DOWNGRADE VALIDATE|ENABLE <release> [FORCE] | CANCEL <release> |
  * STATUS (docs/batond.md, "Downgrade"). */
 int admin_downgrade(struct command_ctx *x);
+/* The four map fields of a plan (4 of the reply's 2 * n elements):
+ * floor_from, floor_to, machine_from, machine_to (BATON.DOWNGRADE
+ * VALIDATE, BATON.UPGRADE STATUS). */
+void admin_map_plan(struct baton_buf *b,
+		    const struct baton_downgrade_plan *plan);
 /* ---- upgrade_hold.c ---- */
 /* BATON.UPGRADE STATUS|FINALIZE: the burn-in hold (docs/batond.md). */
 int admin_upgrade(struct command_ctx *x);

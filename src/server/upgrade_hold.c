@@ -27,13 +27,21 @@
 
 static const struct baton_release no_release = {0, 0, 0};
 
+/* What a finalize would do now: 0 with *plan, or the core's refusal with
+ * its reason in why. */
+static int finalize_plan(struct server *s, struct baton_downgrade_plan *plan,
+			 char why[HOLD_WHY_MAX])
+{
+	return baton_node_downgrade_check(s->node, BATON_UPGRADE_FINALIZE,
+					  no_release, plan, why, HOLD_WHY_MAX);
+}
+
 static int status(struct command_ctx *x)
 {
 	struct server *s = x->s;
 	struct baton_downgrade_plan plan;
 	char why[HOLD_WHY_MAX] = "";
-	int rv = baton_node_downgrade_check(s->node, BATON_UPGRADE_FINALIZE,
-					    no_release, &plan, why, sizeof why);
+	int rv = finalize_plan(s, &plan, why);
 	if (rv == BATON_ENOTLEADER) {
 		resp_error(command_out(x),
 			   "TRYAGAIN leadership is changing; retry");
@@ -41,7 +49,6 @@ static int status(struct command_ctx *x)
 	}
 	struct baton_node_status st;
 	baton_node_status(s->node, &st);
-	char f0[BATON_RELEASE_STR_MAX], f1[BATON_RELEASE_STR_MAX];
 	bool change =
 		baton_release_compare(plan.floor_from, plan.floor_to) != 0 ||
 		plan.machine_from.value != plan.machine_to.value;
@@ -53,12 +60,7 @@ static int status(struct command_ctx *x)
 		s->cfg.machine_upgrade == BATON_UPGRADE_MANUAL	 ? "manual"
 		: s->cfg.machine_upgrade == BATON_UPGRADE_QUORUM ? "quorum"
 								 : "all");
-	admin_map_field(b, "floor_from", "%s",
-			versions_floor_text(plan.floor_from, f0));
-	admin_map_field(b, "floor_to", "%s",
-			versions_floor_text(plan.floor_to, f1));
-	admin_map_field(b, "machine_from", "%u", plan.machine_from.value);
-	admin_map_field(b, "machine_to", "%u", plan.machine_to.value);
+	admin_map_plan(b, &plan);
 	admin_map_field(b, "would_change", "%s", change ? "yes" : "no");
 	admin_map_field(b, "blocked_by", "%s", rv == 0 ? "" : why);
 	return command_done(x);
@@ -87,8 +89,7 @@ static int finalize(struct command_ctx *x)
 	struct server *s = x->s;
 	struct baton_downgrade_plan plan;
 	char why[HOLD_WHY_MAX] = "";
-	int rv = baton_node_downgrade_check(s->node, BATON_UPGRADE_FINALIZE,
-					    no_release, &plan, why, sizeof why);
+	int rv = finalize_plan(s, &plan, why);
 	if (rv == 0) {
 		struct finalize_ctx *d = calloc(1, sizeof *d);
 		if (d == NULL)

@@ -195,6 +195,40 @@ def wait_for(what, check, timeout=15.0):
     d.fail()
 
 
+
+def wait_through_errors(what, fn, timeout):
+    """Poll fn() (bounded) until it returns a true value; return it. A
+    connection error, a timeout or an error reply counts as not yet (a node
+    restarting, a leader changing) and is named if time runs out."""
+    d = Deadline(timeout, what)
+    last = None
+    while not d.expired():
+        try:
+            v = fn()
+            if v:
+                return v
+            last = v
+        except (redis.ConnectionError, redis.TimeoutError,
+                redis.ResponseError) as e:
+            last = e
+        time.sleep(POLL_S * 2)
+    d.fail(f"last: {last!r}")
+
+
+def info_section(node, section="Versions"):
+    """One section of node's INFO as a dict of strings ({} if there is no
+    such section)."""
+    c = node.client(timeout=2.0)
+    c.set_response_callback("INFO", lambda r, **kw: r)  # the raw text
+    out, inside = {}, False
+    for line in c.execute_command("INFO").splitlines():
+        if line.startswith("#"):
+            inside = line[1:].strip() == section
+        elif inside and ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
 def wait_log(node, needle, since=0, timeout=10.0, regex=False):
     """Wait (bounded) until node's log, from offset `since`, holds needle
     (a regular expression if regex)."""

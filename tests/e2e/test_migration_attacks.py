@@ -263,6 +263,19 @@ def assert_all_readable(node, acked):
         assert got == value, (key, got, value)
 
 
+def tear_down(strangers, fake, clusters):
+    """A test's end: the strangers (None: never joined) leave the relay,
+    the fake old server closes, the clusters started (None: not started)
+    stop."""
+    for s in strangers:
+        if s is not None:
+            s.leave()
+    fake.close()
+    for c in clusters:
+        if c is not None:
+            c.stop_all()
+
+
 def test_a_stranger_cannot_take_write_authority(tmp_path, relay):
     """Attack 1: a stranger registered as a node of the cluster the old one
     migrates to (or of any other) multicasts AUTHORITY naming itself. No old
@@ -314,12 +327,7 @@ def test_a_stranger_cannot_take_write_authority(tmp_path, relay):
         assert_all_readable(nodes[2], acked)
         assert fake.received == b"", fake.received[:200]
     finally:
-        for s in strangers:
-            s.leave()
-        fake.close()
-        for c in (old, lone):
-            if c is not None:
-                c.stop_all()
+        tear_down(strangers, fake, (old, lone))
 
 
 def test_a_stranger_gets_no_export_and_cannot_fence(tmp_path, relay):
@@ -368,11 +376,7 @@ def test_a_stranger_gets_no_export_and_cannot_fence(tmp_path, relay):
         assert_all_readable(nodes[1], acked)
         assert fake.received == b""
     finally:
-        if s is not None:
-            s.leave()
-        fake.close()
-        if old is not None:
-            old.stop_all()
+        tear_down([s], fake, [old])
 
 
 def test_a_stranger_cannot_feed_the_import_nor_get_the_password(tmp_path,
@@ -426,11 +430,7 @@ def test_a_stranger_cannot_feed_the_import_nor_get_the_password(tmp_path,
         assert PASSWORD.encode() not in fake.received
         assert b"AUTH" not in fake.received
     finally:
-        if s is not None:
-            s.leave()
-        fake.close()
-        if new is not None:
-            new.stop_all()
+        tear_down([s], fake, [new])
 
 
 def test_abort_and_resume_on_both_sides(tmp_path, relay):

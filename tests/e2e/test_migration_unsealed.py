@@ -20,7 +20,8 @@ import conftest as e2e
 import relaywire as rw
 from test_migration_attacks import (AUTHORITY, BEGIN, EXPORT_REQ, FENCED,
                                     FakeServer, Stranger, secret_file,
-                                    status, unsealed, wait_status)
+                                    status, tear_down, unsealed,
+                                    wait_status)
 from test_relay import Relay
 from test_relay_attacks import REFUSED, hello_fields, welcome
 
@@ -187,11 +188,7 @@ def test_without_the_flag_a_cluster_before_sealing_is_refused_clearly(
         assert st["migration_ready"] == "0", st
         assert "migration_unsealed_from" not in st, st
     finally:
-        if s is not None:
-            s.leave()
-        fake.close()
-        if new is not None:
-            new.stop_all()
+        tear_down([s], fake, [new])
         relay.kill()
 
 
@@ -256,12 +253,7 @@ def test_a_sealed_peer_is_never_spoken_to_unsealed(tmp_path):
         assert a.client().get("k") == "v"
         assert status(a)["fenced"] == "0"
     finally:
-        for s in strangers:
-            s.leave()
-        fake.close()
-        if new is not None:
-            new.stop_all()
-        old.stop_all()
+        tear_down(strangers, fake, [new, old])
         relay.kill()
 
 
@@ -303,9 +295,5 @@ def test_an_unsealed_fenced_from_another_node_holds_nothing(tmp_path):
             fake.received, fake.received
         assert b"BATON.MIGRATION.PROVE" not in fake.received
     finally:
-        if s is not None:
-            s.leave()
-        fake.close()
-        if new is not None:
-            new.stop_all()
+        tear_down([s], fake, [new])
         relay.kill()

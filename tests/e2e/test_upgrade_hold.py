@@ -17,7 +17,8 @@ from pathlib import Path
 
 import redis
 
-from conftest import Deadline, POLL_S, build_dir, retry, rolling_target
+from conftest import (Deadline, POLL_S, build_dir, info_section, retry,
+                      rolling_target, wait_through_errors)
 
 OLD, NEW = "1.0.0", "1.1.0"
 WAIT_S = 30.0
@@ -27,32 +28,11 @@ SETTLE_S = 3.0
 
 
 def info_versions(node):
-    c = node.client(timeout=2.0)
-    c.set_response_callback("INFO", lambda r, **kw: r)
-    out, inside = {}, False
-    for line in c.execute_command("INFO").splitlines():
-        if line.startswith("#"):
-            inside = line[1:].strip() == "Versions"
-        elif inside and ":" in line:
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
+    return info_section(node, "Versions")
 
 
 def wait_for(what, fn, timeout=WAIT_S):
-    d = Deadline(timeout, what)
-    last = None
-    while not d.expired():
-        try:
-            v = fn()
-            if v:
-                return v
-            last = v
-        except (redis.ConnectionError, redis.TimeoutError,
-                redis.ResponseError) as e:
-            last = e
-        time.sleep(POLL_S * 2)
-    d.fail(f"last: {last!r}")
+    return wait_through_errors(what, fn, timeout)
 
 
 def start_held(cluster, release=OLD, manual=True):

@@ -21,9 +21,10 @@ import time
 import pytest
 import redis
 
-from conftest import (BATOND, Deadline, Node, POLL_S, free_ports,
-                      release_profiles, release_table, require_binary, retry,
-                      rolling_target)
+from conftest import (BATOND, Node, free_ports, release_profiles,
+                      release_table, require_binary, retry, rolling_target,
+                      wait_through_errors)
+from conftest import info_section as e2e_info_section
 
 UPGRADE_TIMEOUT_S = 30.0
 RELEASES = release_table()
@@ -44,36 +45,14 @@ def batond(*args):
 
 def info_section(node, section="Versions"):
     """One INFO section as a dict of strings."""
-    c = node.client(timeout=2.0)
-    c.set_response_callback("INFO", lambda r, **kw: r)  # the raw text
-    text = c.execute_command("INFO")
-    out, inside = {}, False
-    for line in text.splitlines():
-        if line.startswith("#"):
-            inside = line[1:].strip() == section
-            continue
-        if inside and ":" in line:
-            k, v = line.split(":", 1)
-            out[k] = v
-    assert out, f"no section {section} in INFO:\n{text}"
+    out = e2e_info_section(node, section)
+    assert out, f"no section {section} in INFO"
     return out
 
 
 def wait_for(what, fn, timeout=UPGRADE_TIMEOUT_S):
     """Poll fn() until it returns a true value; return it."""
-    d = Deadline(timeout, what)
-    last = None
-    while not d.expired():
-        try:
-            v = fn()
-            if v:
-                return v
-            last = v
-        except (redis.ConnectionError, redis.TimeoutError,
-                redis.ResponseError) as e:
-            last = e
-        time.sleep(POLL_S * 2)
-    d.fail(f"last: {last!r}")
+    return wait_through_errors(what, fn, timeout)
 
 
 def restart_at(node, release):

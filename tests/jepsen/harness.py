@@ -1464,6 +1464,45 @@ def write_history(ops, path, r):
             out.write(line + "\n")
 
 
+
+def check_history(ops, path, checker, seed, n_nodes, n_clients, keys,
+                  nemesis):
+    """A hand-run test's history written to path (the header names the
+    seed, the nodes, the clients, the keys and the nemesis), then checked
+    by the checker binary: returns the finished process."""
+    class R:  # what write_history's header names
+        pass
+    r = R()
+    r.seed, r.n_nodes, r.n_clients = seed, n_nodes, n_clients
+    r.keys = type("K", (), {"all": keys})()
+    r.args = type("A", (), {"keys": len(keys), "nemesis": nemesis})()
+    r.stale_reads = False
+    write_history(ops, path, r)
+    return subprocess.run([str(checker), "--format", "baton",
+                           "--timeout-s", "120", str(path)],
+                          capture_output=True, text=True, timeout=200)
+
+
+def print_error_counts(ops, top=8):
+    """The commonest errors of the failed and indeterminate operations,
+    cut at 70 characters, with how many times each came."""
+    errors = {}
+    for o in ops:
+        if o.status in ("fail", "info"):
+            text = (o.error or "")[:70]
+            errors[text] = errors.get(text, 0) + 1
+    for text, n in sorted(errors.items(), key=lambda e: -e[1])[:top]:
+        print(f"  {n:6d} x {text}")
+
+
+def raise_with_logs(e, old, new, relay):
+    """Re-raise assertion e with the tails of both clusters' logs and the
+    relay's."""
+    logs = old.logs_tail() + "\n" + new.logs_tail()
+    relay_log = relay.log_path.read_text(errors="replace")[-3000:]
+    raise AssertionError(f"{e}\n{logs}\n==== relay\n{relay_log}") \
+        from None
+
 def write_op_nodes(ops, path):
     """Which node served each operation (the history has no room for it):
     one line per operation, by invocation time, to read next to the

@@ -9,12 +9,13 @@ binary, and returns once the node answers PING again (exit 0) or the
 harness says why it could not (exit 1, the reason on stderr). The harness
 keeps owning every node's PID and starts the nodes from its main thread
 (PR_SET_PDEATHSIG follows the starting thread); this script starts
-nothing. It imports only the standard library's socket module so that
-each restart costs batonctl as little as possible.
+nothing. It imports only the standard library's socket module (through
+hook_ask.py) so that each restart costs batonctl as little as possible.
 """
 
-import socket
 import sys
+
+import hook_ask
 
 ANSWER_TIMEOUT_S = 40.0  # above the harness's SIGTERM grace + start bound
 
@@ -24,22 +25,12 @@ def main(argv):
         print("usage: restart_node.py SOCKET ID", file=sys.stderr)
         return 2
     path, node_id = argv
-    reply = b""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(ANSWER_TIMEOUT_S)
-            s.connect(path)
-            s.sendall(f"restart {node_id}\n".encode())
-            while not reply.endswith(b"\n"):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                reply += chunk
+        text = hook_ask.ask(path, f"restart {node_id}", ANSWER_TIMEOUT_S)
     except OSError as e:
         print(f"restart_node.py: cannot reach the harness at {path}: {e}",
               file=sys.stderr)
         return 1
-    text = reply.decode(errors="replace").strip()
     if text != "ok":
         why = text or "the harness closed the connection without an answer"
         print(f"restart_node.py: node {node_id}: {why}", file=sys.stderr)

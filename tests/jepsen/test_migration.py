@@ -326,21 +326,10 @@ def replace_old_cluster(tmp_path, seed, traffic, old_binary=None,
             assert op.status == "ok", (key, op.error)
         all_ops = load.rec.ops()
         counts = harness.count_ops(all_ops)
-        history = tmp_path / "history.txt"
-
-        class R:  # what write_history's header names
-            pass
-        r = R()
-        r.seed, r.n_nodes, r.n_clients = seed, 6, CLIENTS
-        r.keys = type("K", (), {"all": KEYS})()
-        r.args = type("A", (), {"keys": len(KEYS),
-                                "nemesis": "migration"})()
-        r.stale_reads = False
-        harness.write_history(all_ops, history, r)
         harness.write_op_nodes(all_ops, tmp_path / "op-nodes.txt")
-        p = subprocess.run([str(checker), "--format", "baton",
-                            "--timeout-s", "120", str(history)],
-                           capture_output=True, text=True, timeout=200)
+        p = harness.check_history(all_ops, tmp_path / "history.txt",
+                                  checker, seed, 6, CLIENTS,
+                                  KEYS, "migration")
         gap, gap_at = longest_write_gap(all_ops)
         # From B2's start to its readiness: the hand-off, and no old node
         # killed (that comes after).
@@ -351,23 +340,14 @@ def replace_old_cluster(tmp_path, seed, traffic, old_binary=None,
               f"hand-off {handoff_gap:.1f} ms")
         for t, what in timeline:
             print(f"  [+{t:6.2f}s] {what}")
-        errors = {}
-        for op in all_ops:
-            if op.status in ("fail", "info"):
-                text = (op.error or "")[:70]
-                errors[text] = errors.get(text, 0) + 1
-        for text, n in sorted(errors.items(), key=lambda e: -e[1])[:8]:
-            print(f"  {n:6d} x {text}")
+        harness.print_error_counts(all_ops)
         assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
         assert counts["ok"] > 100, counts
         final = migration_status(b_nodes[0])
         assert final["migration_phase"] == "authority", final
         return final
     except AssertionError as e:
-        logs = old.logs_tail() + "\n" + new.logs_tail()
-        relay_log = relay.log_path.read_text(errors="replace")[-3000:]
-        raise AssertionError(f"{e}\n{logs}\n==== relay\n{relay_log}") \
-            from None
+        harness.raise_with_logs(e, old, new, relay)
     finally:
         load.stop.set()
         load.finish()

@@ -356,14 +356,19 @@ def test_relay_migration_from_the_newest_recorded_release_relay_up(tmp_path):
     migrate_from_the_newest_recorded_release(tmp_path, kill_relay=False)
 
 
-def migrate_from_the_newest_recorded_release(tmp_path, kill_relay):
-    import test_migration  # the scheduler's migration, as there
+def newest_older_release_built():
+    """This build's release, the newest recorded release older than it,
+    and the directory of that one's binaries (built if they were not)."""
     require_binaries()
-    build = harness.build_dir()
-    own = roll.binary_release(build / "batond")
+    own = roll.binary_release(harness.build_dir() / "batond")
     old = max((v for v in recorded_releases()
                if release_key(v) < release_key(own)), key=release_key)
-    old_dir = build_release(old, releases_dir() / old)
+    return own, old, build_release(old, releases_dir() / old)
+
+
+def migrate_from_the_newest_recorded_release(tmp_path, kill_relay):
+    import test_migration  # the scheduler's migration, as there
+    _, old, old_dir = newest_older_release_built()
     assert roll.binary_release(old_dir / "batond") == old
     final = test_migration.replace_old_cluster(
         tmp_path, seed_from_env(), "when-ready",
@@ -397,12 +402,8 @@ def test_a_cluster_before_sealing_migrates_only_when_named(tmp_path):
     missing; restarted with it, the new node imports the old node's keys
     and serves them."""
     import test_migration
-    require_binaries()
     build = harness.build_dir()
-    own = roll.binary_release(build / "batond")
-    old = max((v for v in recorded_releases()
-               if release_key(v) < release_key(own)), key=release_key)
-    old_dir = build_release(old, releases_dir() / old)
+    own, old, old_dir = newest_older_release_built()
     e2e = harness.e2e
     port = e2e.free_ports(1)[0]
     relay_addr = f"{test_migration.HOST}:{port}"

@@ -321,35 +321,16 @@ def test_upgrade_from_1_0_0_to_the_newest_in_one_command(tmp_path):
         # every write.
         checked, lost = harness.lost_writes(all_ops)
         assert not lost, lost
-        history = tmp_path / "history.txt"
-
-        class R:  # what write_history's header names
-            pass
-        r = R()
-        r.seed, r.n_nodes, r.n_clients = seed, 6, len(load.threads)
-        r.keys = type("K", (), {"all": KEYS})()
-        r.args = type("A", (), {"keys": len(KEYS), "nemesis": "upgrade"})()
-        r.stale_reads = False
-        harness.write_history(all_ops, history, r)
-        p = subprocess.run([str(checker), "--format", "baton",
-                            "--timeout-s", "120", str(history)],
-                           capture_output=True, text=True, timeout=200)
+        p = harness.check_history(all_ops, tmp_path / "history.txt",
+                                  checker, seed, 6, len(load.threads),
+                                  KEYS, "upgrade")
         print(f"upgrade {FIRST} -> {newest}: ops {counts}, writes "
               f"checked {checked}")
-        errors = {}
-        for o in all_ops:
-            if o.status in ("fail", "info"):
-                text = (o.error or "")[:70]
-                errors[text] = errors.get(text, 0) + 1
-        for text, n in sorted(errors.items(), key=lambda e: -e[1])[:8]:
-            print(f"  {n:6d} x {text}")
+        harness.print_error_counts(all_ops)
         assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
         assert counts["ok"] > 100, counts
     except AssertionError as e:
-        logs = old.logs_tail() + "\n" + new.logs_tail()
-        relay_log = relay.log_path.read_text(errors="replace")[-3000:]
-        raise AssertionError(f"{e}\n{logs}\n==== relay\n{relay_log}") \
-            from None
+        harness.raise_with_logs(e, old, new, relay)
     finally:
         load.stop.set()
         load.finish()
@@ -489,27 +470,14 @@ def test_upgrade_from_real_1_3_0_binaries_in_one_command(tmp_path):
         counts = harness.count_ops(all_ops)
         checked, lost = harness.lost_writes(all_ops)
         assert not lost, lost
-        history = tmp_path / "history.txt"
-
-        class R:  # what write_history's header names
-            pass
-        r = R()
-        r.seed, r.n_nodes, r.n_clients = seed, 6, len(load.threads)
-        r.keys = type("K", (), {"all": KEYS})()
-        r.args = type("A", (), {"keys": len(KEYS), "nemesis": "upgrade"})()
-        r.stale_reads = False
-        harness.write_history(all_ops, history, r)
-        p = subprocess.run([str(checker), "--format", "baton",
-                            "--timeout-s", "120", str(history)],
-                           capture_output=True, text=True, timeout=200)
+        p = harness.check_history(all_ops, tmp_path / "history.txt",
+                                  checker, seed, 6, len(load.threads),
+                                  KEYS, "upgrade")
         print(f"upgrade real 1.3.0 -> {newest}: ops {counts}")
         assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
         assert counts["ok"] > 100, counts
     except AssertionError as e:
-        logs = old.logs_tail() + "\n" + new.logs_tail()
-        relay_log = relay.log_path.read_text(errors="replace")[-3000:]
-        raise AssertionError(f"{e}\n{logs}\n==== relay\n{relay_log}") \
-            from None
+        harness.raise_with_logs(e, old, new, relay)
     finally:
         load.stop.set()
         load.finish()

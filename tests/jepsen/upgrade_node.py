@@ -11,8 +11,9 @@ stderr otherwise. The test owns every node's PID and starts the nodes from
 its main thread; this script starts nothing.
 """
 
-import socket
 import sys
+
+import hook_ask
 
 ANSWER_TIMEOUT_S = 50.0  # above the test's stop grace + start bound
 
@@ -23,22 +24,12 @@ def main(argv):
               file=sys.stderr)
         return 2
     path = argv[0]
-    reply = b""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(ANSWER_TIMEOUT_S)
-            s.connect(path)
-            s.sendall((" ".join(argv[1:]) + "\n").encode())
-            while not reply.endswith(b"\n"):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                reply += chunk
+        text = hook_ask.ask(path, " ".join(argv[1:]), ANSWER_TIMEOUT_S)
     except OSError as e:
         print(f"upgrade_node.py: cannot reach the test at {path}: {e}",
               file=sys.stderr)
         return 1
-    text = reply.decode(errors="replace").strip()
     if text != "ok":
         print(f"upgrade_node.py: {' '.join(argv[1:])}: "
               f"{text or 'no answer'}", file=sys.stderr)

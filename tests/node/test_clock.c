@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem_storage.h"
 #include "pipeline.h"
 
 #define EPOCH_MS 1767225600000ull
@@ -22,78 +23,6 @@
 #define BOUND_MS 500u
 /* Sent messages kept per round of the loop; the rest are dropped. */
 #define SENT_MAX 64u
-
-/* ---- a storage in memory that completes writes when polled ------------- */
-
-struct mem_storage {
-	struct baton_storage base;
-	struct baton_durable_state init; /* what load() returns (moved) */
-	uint64_t submitted, completed;
-};
-
-static int mem_load(struct baton_storage *bs, struct baton_durable_state *out)
-{
-	struct mem_storage *s = (struct mem_storage *)bs;
-	*out = s->init;
-	memset(&s->init, 0, sizeof s->init);
-	return 0;
-}
-
-static int mem_submit(struct baton_storage *bs, const struct baton_update *u,
-		      uint64_t *seq)
-{
-	(void)u;
-	*seq = ++((struct mem_storage *)bs)->submitted;
-	return 0;
-}
-
-static unsigned mem_poll(struct baton_storage *bs, baton_storage_done_cb cb,
-			 void *data)
-{
-	struct mem_storage *s = (struct mem_storage *)bs;
-	unsigned n = 0;
-	for (; s->completed < s->submitted; n++)
-		cb(data, ++s->completed, 0);
-	return n;
-}
-
-static int mem_snapshot_begin(struct baton_storage *bs,
-			      const struct baton_snapshot_header *h,
-			      struct baton_snapshot_sink **out)
-{
-	(void)bs, (void)h, (void)out;
-	return BATON_EIO; /* no snapshot is taken here */
-}
-
-static int mem_snapshot_read(struct baton_storage *bs, baton_index index,
-			     uint64_t offset, void *buf, size_t cap,
-			     size_t *n_out)
-{
-	(void)bs, (void)index, (void)offset, (void)buf, (void)cap;
-	*n_out = 0;
-	return BATON_ENOTFOUND;
-}
-
-static const char *mem_errmsg(const struct baton_storage *bs)
-{
-	(void)bs;
-	return "memory";
-}
-
-static void mem_close(struct baton_storage *bs)
-{
-	(void)bs;
-}
-
-static const struct baton_storage_ops mem_ops = {
-	.load = mem_load,
-	.submit = mem_submit,
-	.poll = mem_poll,
-	.snapshot_begin = mem_snapshot_begin,
-	.snapshot_read = mem_snapshot_read,
-	.errmsg = mem_errmsg,
-	.close = mem_close,
-};
 
 /* ---- a machine that counts what it applies --------------------------------
  */
@@ -186,7 +115,9 @@ static void env_send(void *data, const struct baton_msg *m)
 static void setup(void)
 {
 	memset(&st, 0, sizeof st);
-	st.base.ops = &mem_ops;
+	st.refuse_snapshots = true; /* none is taken here */
+	st.min_gap = UINT64_MAX;
+	st.base.ops = &mem_storage_ops;
 	memset(&cm, 0, sizeof cm);
 	cm.base.ops = &cm_ops;
 	p = NULL;

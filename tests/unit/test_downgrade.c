@@ -56,15 +56,22 @@ static void restart_on(struct harness *h, baton_node_id id,
 }
 
 /* Three nodes on 1.1.0 with every member known: floor 1.1.0, machine 2. */
-static void cluster(struct harness *h)
+/* Three nodes of release major.minor.0 (2 and 3 slow to stand), node 1
+ * elected, the versions settled. */
+static void cluster_of(struct harness *h, uint16_t major, uint16_t minor)
 {
 	for (baton_node_id i = 1; i <= 3; i++)
-		runs[i] = rel(1, 1);
+		runs[i] = rel(major, minor);
 	slow[2] = slow[3] = 1000;
 	h_init(h, 3, tweak);
 	h->info = true;
 	cr_assert_eq(h_elect(h), 1);
 	h_run(h, 300);
+}
+
+static void cluster(struct harness *h)
+{
+	cluster_of(h, 1, 1);
 	for (baton_node_id i = 1; i <= 3; i++) {
 		struct baton_raft_status s = h_status(h, i);
 		cr_assert(same(s.versions.floor, r3(1, 1, 0)));
@@ -463,14 +470,8 @@ Test(downgrade, cancel_is_refused_once_a_member_runs_the_target)
 /* Between releases of the same machine version only the floor moves. */
 Test(downgrade, a_step_without_a_machine_change_moves_only_the_floor)
 {
-	for (baton_node_id i = 1; i <= 3; i++)
-		runs[i] = rel(1, 2);
-	slow[2] = slow[3] = 1000;
 	struct harness h;
-	h_init(&h, 3, tweak);
-	h.info = true;
-	cr_assert_eq(h_elect(&h), 1);
-	h_run(&h, 300);
+	cluster_of(&h, 1, 2);
 	uint32_t machine = h_status(&h, 1).versions.machine.value;
 	cr_assert_eq(machine, rel(1, 1)->machine_max.value);
 	uint32_t changes = h.node[2].machine.version_changes;
@@ -537,14 +538,8 @@ Test(downgrade, a_node_rolled_back_before_enable_is_not_left_stuck)
  * 1.3.0 in a 2.0.0 cluster would hear no leader. */
 Test(downgrade, check_refuses_a_target_with_no_protocol_in_common)
 {
-	for (baton_node_id i = 1; i <= 3; i++)
-		runs[i] = rel(2, 0);
-	slow[2] = slow[3] = 1000;
 	struct harness h;
-	h_init(&h, 3, tweak);
-	h.info = true;
-	cr_assert_eq(h_elect(&h), 1);
-	h_run(&h, 300);
+	cluster_of(&h, 2, 0);
 	cr_assert(same(h_status(&h, 1).versions.floor, r3(2, 0, 0)));
 	char why[512];
 	cr_assert_eq(check(&h, 1, BATON_DOWNGRADE_ENABLE, r3(1, 3, 0), NULL,
@@ -565,14 +560,8 @@ Test(downgrade, check_refuses_a_target_with_no_protocol_in_common)
  * request, so the leader could never see every member run it. */
 Test(downgrade, check_refuses_a_target_before_the_version_rules)
 {
-	for (baton_node_id i = 1; i <= 3; i++)
-		runs[i] = rel(1, 0);
-	slow[2] = slow[3] = 1000;
 	struct harness h;
-	h_init(&h, 3, tweak);
-	h.info = true;
-	cr_assert_eq(h_elect(&h), 1);
-	h_run(&h, 300);
+	cluster_of(&h, 1, 0);
 	cr_assert(same(h_status(&h, 1).versions.floor, r3(1, 0, 0)));
 	char why[512];
 	cr_assert_eq(check(&h, 1, BATON_DOWNGRADE_ENABLE, r3(0, 1, 0), NULL,
