@@ -64,12 +64,17 @@ def start_at(cluster, release):
 RESTART_FLAGS = ("--as-release", "--test-apply-delay-ms")
 
 
-def restart(node, release, flags=(), wait=True, stop_timeout_s=None):
-    """SIGTERM, then start again on the same data at `release`, with
-    `flags` (e.g. a planted slow release's); wait=False returns once it
-    is started, before it answers (the roll waits for it)."""
-    kw = {} if stop_timeout_s is None else {"timeout": stop_timeout_s}
-    assert node.terminate(**kw) == 0
+def restart(node, release, flags=(), wait=True, stop_timeout_s=None,
+            kill=False):
+    """SIGTERM (SIGKILL with kill=True), then start again on the same data
+    at `release`, with `flags` (e.g. a planted slow release's); wait=False
+    returns once it is started, before it answers (the roll waits for
+    it)."""
+    if kill:
+        node.kill9()
+    else:
+        kw = {} if stop_timeout_s is None else {"timeout": stop_timeout_s}
+        assert node.terminate(**kw) == 0
     args = list(node.args)
     for name in RESTART_FLAGS:
         if name in args:
@@ -103,6 +108,10 @@ class Restarter:
         # default), for a node busy applying.
         self.no_wait = set()
         self.stop_timeout_s = None
+        # SIGKILL rather than SIGTERM for a node running with the planted
+        # delay, for a test whose purpose is not the graceful stop: SIGTERM
+        # waits for the node to apply its whole backlog at the delay.
+        self.kill_slow = False
 
     def led(self, node):
         try:
@@ -123,7 +132,9 @@ class Restarter:
                 self.releases.append((node.id, release))
                 restart(node, release, self.flags.get(release, []),
                         wait=release not in self.no_wait,
-                        stop_timeout_s=self.stop_timeout_s)
+                        stop_timeout_s=self.stop_timeout_s,
+                        kill=self.kill_slow and
+                        "--test-apply-delay-ms" in node.args)
                 text = f"0 node {node.id} restarted at {release}"
             except Exception as e:  # said to batonctl and the test
                 self.errors.append(repr(e))
