@@ -134,7 +134,7 @@ static const struct loss_row *row_of(const char *name)
 	for (uint32_t j = 0; j < N_LOSS_ROWS; j++)
 		if (loss_rows[j].name == name)
 			return &loss_rows[j];
-	BATON_ASSERT(!"a kind of a row");
+	BATON_ASSERT(false); /* every kind is named by a row's pointer */
 	return NULL;
 }
 
