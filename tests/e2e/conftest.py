@@ -653,3 +653,22 @@ def pytest_runtest_makereport(item, call):
         c = item.funcargs.get(name) if hasattr(item, "funcargs") else None
         if isinstance(c, Cluster) and c.nodes:
             rep.sections.append((f"baton node logs ({name})", c.logs_tail()))
+
+
+def pytest_collection_modifyitems(config, items):
+    """BATON_E2E_SHARD=K/N keeps the test files of shard K of N (files in
+    name order, dealt round-robin), so that ctest runs the suite as N
+    processes side by side (CMakeLists.txt, "e2e-K"). A file stays whole in
+    one shard: its module fixtures (a shared cluster) are made once."""
+    shard = os.environ.get("BATON_E2E_SHARD")
+    if not shard:
+        return
+    k, n = (int(x) for x in shard.split("/"))
+    assert 1 <= k <= n, f"BATON_E2E_SHARD={shard}: K/N with 1 <= K <= N"
+    files = sorted({item.fspath.basename for item in items})
+    mine = {f for i, f in enumerate(files) if i % n == k - 1}
+    kept = [item for item in items if item.fspath.basename in mine]
+    dropped = [item for item in items if item.fspath.basename not in mine]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
