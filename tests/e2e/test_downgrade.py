@@ -32,12 +32,23 @@ def previous(release):
     return RELEASES[RELEASES.index(release) - 1]
 
 
+# The leader's own version entries (a new leader's, the floor's rise) are
+# "in flight" for a moment after a start: a retryable refusal that says
+# nothing of the request, asked again within this bound.
+IN_FLIGHT_S = 10.0
+
+
 def downgrade(node, *args):
-    """BATON.DOWNGRADE on `node`: the reply, or the ResponseError."""
-    try:
-        return node.client().execute_command("BATON.DOWNGRADE", *args)
-    except redis.ResponseError as e:
-        return e
+    """BATON.DOWNGRADE on `node`: the reply, or the ResponseError (asked
+    again while the leader has a version entry or transfer in flight)."""
+    deadline = Deadline(IN_FLIGHT_S, "no version entry in flight")
+    while True:
+        try:
+            return node.client().execute_command("BATON.DOWNGRADE", *args)
+        except redis.ResponseError as e:
+            if "in flight; try again" not in str(e) or deadline.expired():
+                return e
+        time.sleep(POLL_S)
 
 
 def as_dict(reply):
