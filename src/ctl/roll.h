@@ -174,6 +174,7 @@ struct roll {
 		uint64_t p99_usec;
 		uint64_t commands, errors;
 		uint64_t apply_lag_max;
+		size_t members; /* measured in the baseline */
 	} base;
 	/* State. */
 	struct roll_out out;

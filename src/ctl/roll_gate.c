@@ -213,6 +213,7 @@ void roll_gate_baseline(struct roll *r)
 		.commands = w.commands,
 		.errors = w.errors,
 		.apply_lag_max = w.lag_max,
+		.members = n,
 	};
 	char p99[64];
 	if (w.p99_known)
@@ -246,6 +247,18 @@ static bool worse(const struct roll *r, const struct window *w, char *why,
 		snprintf(why, len,
 			 "it answered %zu of %zu polls during the soak",
 			 w->n_answered, w->n_polls);
+		return true;
+	}
+	/* Under load before the roll, a node that then serves too few
+	 * commands to measure is not proven healthy: a node blocked on its
+	 * work (it answers polls late, its clients wait) looks just so. */
+	uint64_t per_member = b->members ? b->commands / b->members : 0;
+	if (!w->p99_known && per_member >= 2u * GATE_COMMANDS_MIN) {
+		snprintf(why, len,
+			 "it served %" PRIu64 " key-value commands during the "
+			 "soak, too few to measure (%u), where the members "
+			 "served %" PRIu64 " each in as long before the roll",
+			 w->commands, GATE_COMMANDS_MIN, per_member);
 		return true;
 	}
 	static uint64_t sorted[GATE_LAG_SAMPLES_MAX];
