@@ -59,7 +59,7 @@ sanitize: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DBATON_SANITIZE=address,undefined -DBATON_SIM_SEEDS=$(ASAN_SEEDS)
 	cmake --build $(ASAN_BUILD) -j2
-	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure
 
 # The storage's writer thread under ThreadSanitizer. Criterion cannot run
 # under TSan, so the storage benchmark's quick run drives the threads.
