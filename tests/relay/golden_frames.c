@@ -15,6 +15,21 @@ static const uint8_t hello_ext_area[] = {
 	0x01, 0x00, 0x03, 0x00, 'a', 'b', 'c', /* tag 1, 3 bytes */
 	0x02, 0x00, 0x00, 0x00,		       /* tag 2, empty */
 };
+/* HELLO_PROOF (docs/relay-protocol.md "Allocated tags") for HELLO_OLD_1
+ * with the relay secret 0x00 0x01 ... 0x1f (32 bytes), nonce 0xa0 ...
+ * 0xaf and timestamp 1767225600000 ms (2026-01-01T00:00:00Z). The MAC was
+ * computed apart from the C code, with Python's hmac, from the document;
+ * tests/relay/test_proof.c checks that relay_auth.c gives the same. */
+static const uint8_t hello_proof_area[] = {
+	0x00, 0x01, 0x38, 0x00, /* tag 0x0100, 56 bytes */
+	0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, /* nonce */
+	0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, /* */
+	0x00, 0xa8, 0xda, 0x76, 0x9b, 0x01, 0x00, 0x00, /* timestamp */
+	0x03, 0x34, 0x78, 0xb5, 0x11, 0xef, 0xe5, 0xe4, /* MAC */
+	0xcc, 0x67, 0xd8, 0x03, 0x12, 0xd2, 0xe4, 0x2e, /* */
+	0x76, 0x9d, 0xf1, 0xd9, 0xf1, 0xfb, 0x53, 0xb0, /* */
+	0xbf, 0x19, 0xb3, 0x32, 0xbb, 0x3a, 0xb3, 0xcb, /* */
+};
 static const uint8_t node_ext_area[] = {0x10, 0x00, 0x01, 0x00, 'x'};
 
 static const struct baton_relay_node view_nodes[] = {
@@ -72,6 +87,11 @@ static const struct golden_frame frames[] = {
 	 {.type = BATON_RELAY_HELLO,
 	  .u.hello = HELLO_OLD_1,
 	  .ext = {hello_ext_area, sizeof hello_ext_area}}},
+	{"hello_proof",
+	 BATON_RELAY_TO_RELAY,
+	 {.type = BATON_RELAY_HELLO,
+	  .u.hello = HELLO_OLD_1,
+	  .ext = {hello_proof_area, sizeof hello_proof_area}}},
 	{"welcome",
 	 BATON_RELAY_TO_NODE,
 	 {.type = BATON_RELAY_WELCOME,
