@@ -605,8 +605,10 @@ int relay_run(const struct relay_config *cfg, char *err, size_t errlen)
 	srv->incarnation =
 		(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	/* The nonces seen die with the process: a proof made before this
-	 * start could be a replay the previous process accepted. */
-	srv->nonces.floor_ms = srv->incarnation / 1000000u;
+	 * start could be a replay the previous process accepted. One made in
+	 * the start's own millisecond is not before it (a client that read
+	 * the incarnation and answered at once was refused as a replay). */
+	srv->nonces.floor_ms = srv->incarnation / 1000000u - 1u;
 	relay_table_init(&srv->table);
 	int rc = load_state(srv, err, errlen);
 	if (rc == 0)

@@ -55,9 +55,10 @@ class Loader(threading.Thread):
     """SET then GET of its own keys through one node, paced and bounded,
     counting what failed (not acknowledged)."""
 
-    def __init__(self, node, tag):
+    def __init__(self, node, tag, prefix="gate", pause_s=LOAD_PAUSE_S):
         super().__init__(daemon=True)
         self.node, self.tag = node, tag
+        self.prefix, self.pause_s = prefix, pause_s
         self.stop = threading.Event()
         self.ok = self.failed = 0
 
@@ -69,7 +70,7 @@ class Loader(threading.Thread):
             try:
                 if c is None:
                     c = self.node.client(timeout=2.0)
-                key = f"gate-{self.tag}-{n % 50}"
+                key = f"{self.prefix}-{self.tag}-{n % 50}"
                 c.set(key, str(n))
                 c.get(key)
                 self.ok += 1
@@ -77,7 +78,7 @@ class Loader(threading.Thread):
                     redis.ResponseError):
                 self.failed += 1
                 c = None
-            time.sleep(LOAD_PAUSE_S)
+            time.sleep(self.pause_s)
 
 
 def start(cluster):

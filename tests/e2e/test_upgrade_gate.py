@@ -18,12 +18,10 @@ import subprocess
 import tempfile
 import time
 
-import redis
-
 from conftest import BATONCTL, Deadline, POLL_S, free_ports, require_binary
 from test_roll import NEWEST, OWN, PREVIOUS, Restarter, releases_now, start_at
-from test_roll_gate import (APPLY_LAG, DELAY_MS, LOAD_OPS_MAX, MAX_LAG,
-                            P99_MIN_MS, STEP_TIMEOUT_S, Loader, start)
+from test_roll_gate import (APPLY_LAG, DELAY_MS, MAX_LAG, P99_MIN_MS,
+                            STEP_TIMEOUT_S, Loader, start)
 
 UPGRADE_TIMEOUT_S = 240
 SOAK_S = 3  # the baseline and each node's watch
@@ -38,32 +36,11 @@ VERDICT = "clearly worse than before the roll"
 LOAD_PAUSE_S = 0.04
 
 
-class PacedLoader(Loader):
-    """test_roll_gate's loader (SET then GET of its own keys through one
-    node, bounded), at this test's pace."""
-
-    def run(self):
-        c = None
-        n = 0
-        while not self.stop.is_set() and n < LOAD_OPS_MAX:
-            n += 1
-            try:
-                if c is None:
-                    c = self.node.client(timeout=2.0)
-                key = f"upgate-{self.tag}-{n % 50}"
-                c.set(key, str(n))
-                c.get(key)
-                self.ok += 1
-            except (redis.ConnectionError, redis.TimeoutError,
-                    redis.ResponseError):
-                self.failed += 1
-                c = None
-            time.sleep(LOAD_PAUSE_S)
-
-
 def upgrade_with_load(cluster, restarter, tmp_path):
     require_binary(BATONCTL)
-    loaders = [PacedLoader(m, m.id) for m in cluster.nodes.values()]
+    # test_roll_gate's loader at this test's pace, on keys of its own.
+    loaders = [Loader(m, m.id, "upgate", LOAD_PAUSE_S)
+               for m in cluster.nodes.values()]
     for t in loaders:
         t.start()
     node = cluster.nodes[min(cluster.nodes)]
